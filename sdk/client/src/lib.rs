@@ -1,0 +1,21 @@
+//! Rust SDK for the Pipeline, Agent and Account interface.
+//!
+//! [`Client`] is generated from `openapi.json` by progenitor: one method per endpoint, with
+//! request and response bodies typed by [`models`] (the `intent-models` crate).
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), intent_sdk::Error<intent_sdk::models::ErrorEnvelope>> {
+//! let client = intent_sdk::Client::new("http://127.0.0.1:8080");
+//! let session = client.get_session("ses_01JD7Z4W9Q0M3V5B8K2N6T1R4X").await?;
+//! println!("{}", session.title);
+//! # Ok(())
+//! # }
+//! ```
+
+#![forbid(unsafe_code)]
+
+#[allow(clippy::all, clippy::pedantic, missing_docs)]
+mod generated;
+
+pub use generated::*;
+pub use intent_models as models;

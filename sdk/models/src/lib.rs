@@ -1,0 +1,23 @@
+//! Serde types of every component schema in `openapi.json`, shared by the SDK, the reference
+//! server and the conformance suite.
+//!
+//! The types keep the document's strictness: the simulation objects (`PipelineSimulation` and
+//! the entries it holds) refuse unknown fields, and JSON `null` is accepted exactly where the
+//! document marks a field nullable.
+//!
+//! ```
+//! let simulation: Result<intent_models::PipelineSimulation, _> = serde_json::from_value(
+//!     serde_json::json!({
+//!         "status": "passed", "balanceChanges": [], "approvals": [], "fees": [],
+//!         "warnings": [], "guards": [], "gas": null, "logs": [], "extra": 1
+//!     }),
+//! );
+//! assert!(simulation.is_err(), "unknown fields are refused");
+//! ```
+
+#![forbid(unsafe_code)]
+
+#[allow(clippy::all, clippy::pedantic, missing_docs)]
+mod generated;
+
+pub use generated::*;

@@ -1,0 +1,264 @@
+//! JSON Schema validation of bodies against the schemas of an OpenAPI 3.0 document.
+//!
+//! OpenAPI 3.0 schemas are not JSON Schema: `nullable` widens a type to admit `null`, `$ref`
+//! points into `#/components/schemas`, and vendor extensions sit beside the keywords. [`Schemas`]
+//! converts each schema to JSON Schema 2020-12 (component schemas become `$defs`) and compiles
+//! validators with the `jsonschema` crate.
+
+use serde_json::{Map, Value, json};
+
+/// Why a document or a schema could not be turned into a validator.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The document has no `components.schemas` object.
+    #[error("the document has no components.schemas object")]
+    NoComponents,
+    /// The named component schema does not exist.
+    #[error("no component schema named {name}")]
+    UnknownSchema {
+        /// The name that was asked for.
+        name: String,
+    },
+    /// The converted schema does not compile.
+    #[error("schema does not compile: {message}")]
+    Compile {
+        /// What the compiler said.
+        message: String,
+    },
+}
+
+/// `Result` with this module's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The component schemas of one OpenAPI 3.0 document, converted to JSON Schema.
+#[derive(Debug, Clone)]
+pub struct Schemas {
+    defs: Map<String, Value>,
+}
+
+/// A compiled validator for one schema.
+pub struct SchemaValidator {
+    inner: jsonschema::Validator,
+}
+
+impl Schemas {
+    /// Converts every schema of `document`'s `components.schemas`.
+    pub fn from_openapi(document: &Value) -> Result<Self> {
+        let components = document
+            .pointer("/components/schemas")
+            .and_then(Value::as_object)
+            .ok_or(Error::NoComponents)?;
+        let defs = components
+            .iter()
+            .map(|(name, schema)| (name.clone(), convert(schema)))
+            .collect();
+        Ok(Self { defs })
+    }
+
+    /// A validator for the component schema called `name`.
+    pub fn component(&self, name: &str) -> Result<SchemaValidator> {
+        if !self.defs.contains_key(name) {
+            return Err(Error::UnknownSchema {
+                name: name.to_owned(),
+            });
+        }
+        self.compile(json!({ "$ref": format!("#/$defs/{name}") }))
+    }
+
+    /// A validator for an inline OpenAPI schema (a request body or response schema), whose
+    /// `$ref`s resolve against the component schemas.
+    pub fn inline(&self, schema: &Value) -> Result<SchemaValidator> {
+        self.compile(convert(schema))
+    }
+
+    /// The converted JSON Schema of the component called `name`.
+    pub fn converted(&self, name: &str) -> Option<&Value> {
+        self.defs.get(name)
+    }
+
+    fn compile(&self, root: Value) -> Result<SchemaValidator> {
+        let mut root = match root {
+            Value::Object(map) => map,
+            other => Map::from_iter([("allOf".to_owned(), json!([other]))]),
+        };
+        root.insert(
+            "$schema".into(),
+            json!("https://json-schema.org/draft/2020-12/schema"),
+        );
+        root.insert("$defs".into(), Value::Object(self.defs.clone()));
+        let inner =
+            jsonschema::draft202012::new(&Value::Object(root)).map_err(|e| Error::Compile {
+                message: e.to_string(),
+            })?;
+        Ok(SchemaValidator { inner })
+    }
+}
+
+impl SchemaValidator {
+    /// Every way `instance` fails the schema, each as `path: message`; empty when it holds.
+    pub fn errors(&self, instance: &Value) -> Vec<String> {
+        self.inner
+            .iter_errors(instance)
+            .map(|error| {
+                let path = error.instance_path().as_str();
+                let path = if path.is_empty() { "/" } else { path };
+                format!("{path}: {error}")
+            })
+            .collect()
+    }
+
+    /// Whether `instance` holds against the schema.
+    pub fn is_valid(&self, instance: &Value) -> bool {
+        self.inner.is_valid(instance)
+    }
+}
+
+/// Converts one OpenAPI 3.0 schema object to JSON Schema 2020-12.
+fn convert(schema: &Value) -> Value {
+    let Value::Object(object) = schema else {
+        return schema.clone();
+    };
+    let mut out = Map::new();
+    for (key, value) in object {
+        let converted = match key.as_str() {
+            "$ref" => Value::String(
+                value
+                    .as_str()
+                    .unwrap_or_default()
+                    .replace("#/components/schemas/", "#/$defs/"),
+            ),
+            "properties" => Value::Object(
+                value
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(name, property)| (name.clone(), convert(property)))
+                    .collect(),
+            ),
+            "items" | "not" | "additionalProperties" => convert(value),
+            "allOf" | "oneOf" | "anyOf" => Value::Array(
+                value
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(convert)
+                    .collect(),
+            ),
+            // Annotations of OpenAPI only, and the keyword handled below.
+            "nullable" | "discriminator" | "example" | "xml" | "externalDocs" => continue,
+            _ if key.starts_with("x-") => continue,
+            _ => value.clone(),
+        };
+        out.insert(key.clone(), converted);
+    }
+    convert_exclusive_bounds(&mut out);
+    if object.get("nullable") == Some(&Value::Bool(true)) {
+        admit_null(out)
+    } else {
+        Value::Object(out)
+    }
+}
+
+/// OpenAPI 3.0 writes `exclusiveMinimum: true` beside `minimum`; JSON Schema wants the number.
+fn convert_exclusive_bounds(schema: &mut Map<String, Value>) {
+    for (exclusive, bound) in [
+        ("exclusiveMinimum", "minimum"),
+        ("exclusiveMaximum", "maximum"),
+    ] {
+        match schema.get(exclusive) {
+            Some(Value::Bool(true)) => {
+                if let Some(limit) = schema.remove(bound) {
+                    schema.insert(exclusive.into(), limit);
+                }
+            }
+            Some(Value::Bool(false)) => {
+                schema.remove(exclusive);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// `nullable: true`: widen a typed schema's `type` (and `enum`) to admit `null`, or wrap an
+/// untyped one (`allOf`, `$ref`, ...) in `anyOf` with `{"type": "null"}`.
+fn admit_null(mut schema: Map<String, Value>) -> Value {
+    match schema.get("type").cloned() {
+        Some(Value::String(kind)) => {
+            schema.insert("type".into(), json!([kind, "null"]));
+            if let Some(Value::Array(values)) = schema.get_mut("enum")
+                && !values.contains(&Value::Null)
+            {
+                values.push(Value::Null);
+            }
+            Value::Object(schema)
+        }
+        _ => json!({ "anyOf": [Value::Object(schema), { "type": "null" }] }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn document() -> Value {
+        json!({
+            "components": { "schemas": {
+                "Gas": { "type": "object", "additionalProperties": false,
+                         "properties": { "units": { "type": "string", "nullable": true } } },
+                "Sim": { "type": "object", "required": ["gas", "direction"],
+                         "properties": {
+                             "gas": { "nullable": true, "allOf": [{ "$ref": "#/components/schemas/Gas" }] },
+                             "direction": { "type": "string", "nullable": true, "enum": ["in", "out", null] },
+                             "x-not-an-extension": { "type": "integer" }
+                         },
+                         "x-profile": "reference" }
+            } }
+        })
+    }
+
+    #[test]
+    fn nullable_ref_admits_null_and_the_referenced_schema() {
+        let schemas = Schemas::from_openapi(&document()).unwrap();
+        let sim = schemas.component("Sim").unwrap();
+        assert!(sim.is_valid(&json!({ "gas": null, "direction": null })));
+        assert!(sim.is_valid(&json!({ "gas": { "units": null }, "direction": "in" })));
+        assert!(!sim.is_valid(&json!({ "gas": { "extra": 1 }, "direction": "in" })));
+        assert!(!sim.is_valid(&json!({ "gas": null, "direction": "sideways" })));
+        assert!(
+            !sim.is_valid(&json!({ "direction": "in" })),
+            "gas is required"
+        );
+    }
+
+    #[test]
+    fn properties_named_like_extensions_are_kept_and_extensions_dropped() {
+        let schemas = Schemas::from_openapi(&document()).unwrap();
+        let sim = schemas.converted("Sim").unwrap();
+        assert!(sim.pointer("/properties/x-not-an-extension").is_some());
+        assert!(sim.get("x-profile").is_none());
+        let validator = schemas.component("Sim").unwrap();
+        let errors =
+            validator.errors(&json!({ "gas": null, "direction": null, "x-not-an-extension": "s" }));
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(errors[0].starts_with("/x-not-an-extension: "), "{errors:?}");
+    }
+
+    #[test]
+    fn boolean_exclusive_bounds_become_numbers() {
+        let converted =
+            convert(&json!({ "type": "integer", "minimum": 0, "exclusiveMinimum": true }));
+        assert_eq!(
+            converted,
+            json!({ "type": "integer", "exclusiveMinimum": 0 })
+        );
+    }
+
+    #[test]
+    fn unknown_component_is_an_error() {
+        let schemas = Schemas::from_openapi(&document()).unwrap();
+        assert!(matches!(
+            schemas.component("Nope"),
+            Err(Error::UnknownSchema { .. })
+        ));
+    }
+}

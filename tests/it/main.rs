@@ -1,0 +1,5 @@
+//! Workspace integration tests, one binary with a module per subject.
+
+mod model_strictness;
+mod openapi_examples;
+mod openapi_facts;

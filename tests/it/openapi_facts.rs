@@ -1,0 +1,955 @@
+//! openapi.json says, fact by fact, what `shared/interface.md` states: endpoints, fields,
+//! required lists, nullability, enums, scopes and limits. Gap-fills carry `x-profile`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use intent_tests::{openapi, operations, resolve};
+use serde_json::{Value, json};
+
+fn schema(name: &str) -> &'static Value {
+    openapi()["components"]["schemas"]
+        .get(name)
+        .unwrap_or_else(|| panic!("no component schema {name}"))
+}
+
+fn operation(method: &str, path: &str) -> &'static Value {
+    openapi()["paths"]
+        .get(path)
+        .and_then(|item| item.get(method.to_lowercase()))
+        .unwrap_or_else(|| panic!("no operation {method} {path}"))
+}
+
+fn is_profile(value: &Value) -> bool {
+    value.get("x-profile") == Some(&json!("reference"))
+}
+
+fn fills(value: &Value) -> Vec<&str> {
+    value["x-profile-fills"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect()
+}
+
+/// A property's type in a compact form: `string`, `integer`, `array<string>`, `ref:Name`,
+/// `array<ref:Name>`, or `any` for a schema with neither type nor reference.
+fn kind(property: &Value) -> String {
+    if let Some(reference) = property.get("$ref").and_then(Value::as_str) {
+        return format!("ref:{}", reference.rsplit('/').next().unwrap());
+    }
+    if let Some([only]) = property
+        .get("allOf")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+    {
+        return kind(only);
+    }
+    match property.get("type").and_then(Value::as_str) {
+        Some("array") => format!("array<{}>", kind(&property["items"])),
+        Some(other) => other.to_owned(),
+        None => "any".to_owned(),
+    }
+}
+
+/// Field rows of a table in part 2: name, type, required, nullable.
+type Row = (&'static str, &'static str, bool, bool);
+
+/// Asserts that `schema` has exactly these properties, each with the type, required-ness and
+/// nullability the interface gives.
+fn assert_fields(name: &str, rows: &[Row]) {
+    let schema = schema(name);
+    let properties = schema["properties"]
+        .as_object()
+        .unwrap_or_else(|| panic!("{name} has no properties"));
+    let documented: BTreeSet<&str> = rows.iter().map(|row| row.0).collect();
+    let present: BTreeSet<&str> = properties.keys().map(String::as_str).collect();
+    assert_eq!(
+        present, documented,
+        "{name}: properties differ from the interface"
+    );
+    let required: BTreeSet<&str> = schema["required"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    for &(field, ty, is_required, is_nullable) in rows {
+        let property = &properties[field];
+        assert_eq!(kind(property), ty, "{name}.{field}: type");
+        assert_eq!(
+            required.contains(field),
+            is_required,
+            "{name}.{field}: required"
+        );
+        assert_eq!(
+            property.get("nullable") == Some(&json!(true)),
+            is_nullable,
+            "{name}.{field}: nullable"
+        );
+    }
+}
+
+fn assert_strict(name: &str, strict: bool) {
+    assert_eq!(
+        schema(name).get("additionalProperties") == Some(&json!(false)),
+        strict,
+        "{name}: additionalProperties false"
+    );
+}
+
+fn enum_of(value: &Value) -> Vec<Value> {
+    value["enum"]
+        .as_array()
+        .cloned()
+        .unwrap_or_else(|| panic!("no enum in {value}"))
+}
+
+#[test]
+fn document_is_openapi_3_0_3_version_1_0_0_with_both_servers() {
+    let doc = openapi();
+    assert_eq!(doc["openapi"], "3.0.3");
+    assert_eq!(doc["info"]["version"], "1.0.0");
+    let variables: BTreeSet<&str> = doc["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|server| server["variables"].as_object().unwrap().keys())
+        .map(String::as_str)
+        .collect();
+    assert_eq!(variables, BTreeSet::from(["base_url", "staging_base_url"]));
+}
+
+#[test]
+fn every_path_begins_with_v1() {
+    for path in openapi()["paths"].as_object().unwrap().keys() {
+        assert!(path.starts_with("/v1/"), "{path}");
+    }
+}
+
+/// Part 4: every endpoint the interface names, with its tag.
+const INTERFACE_ENDPOINTS: &[(&str, &str, &str)] = &[
+    ("POST", "/v1/pipeline/svm/stage", "pipeline"),
+    ("POST", "/v1/pipeline/evm/build", "pipeline"),
+    (
+        "POST",
+        "/v1/pipeline/skills/{skill}/operations/{operation}",
+        "pipeline",
+    ),
+    (
+        "GET",
+        "/v1/pipeline/apps/{app}/operations/{operation}",
+        "pipeline",
+    ),
+    ("POST", "/v1/agent/chat", "agent"),
+    ("GET", "/v1/agent/chat/{sessionId}", "agent"),
+    ("GET", "/v1/agent/chat/{sessionId}/stream", "agent"),
+    ("GET", "/v1/agent/sessions/{sessionId}", "agent"),
+    ("PATCH", "/v1/agent/sessions/{sessionId}", "agent"),
+    ("POST", "/v1/account/apps/{applicationId}", "account"),
+    (
+        "DELETE",
+        "/v1/account/apps/{applicationId}/secrets/{name}",
+        "account",
+    ),
+    ("GET", "/v1/account/statement", "account"),
+];
+
+#[test]
+fn every_endpoint_of_part_4_is_present_with_its_tag() {
+    for &(method, path, tag) in INTERFACE_ENDPOINTS {
+        let op = operation(method, path);
+        assert_eq!(op["tags"], json!([tag]), "{method} {path}");
+        assert!(
+            !is_profile(op),
+            "{method} {path} is normative, not a profile choice"
+        );
+    }
+}
+
+#[test]
+fn operations_beyond_part_4_are_marked_profile() {
+    for (method, path, op) in operations() {
+        let named = INTERFACE_ENDPOINTS
+            .iter()
+            .any(|&(m, p, _)| m == method && p == path);
+        // Action resolution is normative, but its path and method are ours.
+        let resolution = op["operationId"] == "resolveAction";
+        if resolution {
+            assert!(
+                fills(op).contains(&"path") && fills(op).contains(&"method"),
+                "resolveAction"
+            );
+        } else if !named {
+            assert!(
+                is_profile(op),
+                "{method} {path} is a gap-fill and must carry x-profile"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_operation_has_id_tag_one_scope_one_success_and_the_error_envelope() {
+    let mut ids = BTreeSet::new();
+    for (method, path, op) in operations() {
+        let id = op["operationId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{method} {path}: operationId"));
+        assert!(ids.insert(id), "duplicate operationId {id}");
+        let tags = op["tags"].as_array().unwrap();
+        assert!(
+            tags.len() == 1
+                && ["pipeline", "agent", "account"].contains(&tags[0].as_str().unwrap()),
+            "{id}: tag"
+        );
+        assert_eq!(
+            op["x-resource"], tags[0],
+            "{id}: x-resource names the token's resource"
+        );
+        let scopes = op["security"][0]["oauth2"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{id}: security"));
+        assert_eq!(scopes.len(), 1, "{id}: one scope");
+        let responses = op["responses"].as_object().unwrap();
+        let successes: Vec<&String> = responses
+            .keys()
+            .filter(|code| code.starts_with('2'))
+            .collect();
+        assert_eq!(successes.len(), 1, "{id}: exactly one success response");
+        assert!(
+            !responses.contains_key("default"),
+            "{id}: explicit statuses only"
+        );
+        for (code, response) in responses.iter().filter(|(code, _)| !code.starts_with('2')) {
+            let response = resolve(response);
+            assert_eq!(
+                response["content"]["application/json"]["schema"],
+                json!({ "$ref": "#/components/schemas/ErrorEnvelope" }),
+                "{id} {code}: error body is the ErrorEnvelope"
+            );
+        }
+        for code in ["401", "403"] {
+            assert!(responses.contains_key(code), "{id}: declares {code}");
+        }
+    }
+}
+
+#[test]
+fn scopes_named_by_part_5_and_the_rest_marked_profile() {
+    let scope_of = |method, path| operation(method, path)["security"][0]["oauth2"][0].clone();
+    assert_eq!(
+        scope_of("POST", "/v1/pipeline/svm/stage"),
+        "pipeline:execute"
+    );
+    let resolve_op = operations()
+        .into_iter()
+        .find(|(_, _, op)| op["operationId"] == "resolveAction")
+        .expect("action resolution exists")
+        .2;
+    assert_eq!(
+        resolve_op["security"][0]["oauth2"][0],
+        "agent:actions:resolve"
+    );
+    let normative = [("POST", "/v1/pipeline/svm/stage")];
+    for (method, path, op) in operations() {
+        if normative.contains(&(method.as_str(), path)) || op["operationId"] == "resolveAction" {
+            continue;
+        }
+        assert!(
+            is_profile(op) || fills(op).contains(&"security"),
+            "{method} {path}: the scope is a profile choice and must be marked"
+        );
+    }
+}
+
+#[test]
+fn all_sixteen_scopes_with_their_descriptions() {
+    let expected = BTreeMap::from([
+        ("agent:read", "Read owned Agent turns and sessions"),
+        (
+            "agent:write",
+            "Start, continue, interrupt, update or delete Agent sessions",
+        ),
+        ("agent:actions:resolve", "Resolve a durable Agent Action"),
+        (
+            "pipeline:catalog",
+            "Browse public Pipeline apps, skills and operations",
+        ),
+        (
+            "pipeline:execute",
+            "Attempt Pipeline execution, subject to a policy gate",
+        ),
+        (
+            "account:apps:read",
+            "Read available applications and installed state",
+        ),
+        ("account:apps:write", "Install and remove applications"),
+        (
+            "account:credentials:read",
+            "Read credential declarations and presence, without values",
+        ),
+        (
+            "account:credentials:write",
+            "Save and remove owned application credentials",
+        ),
+        (
+            "account:credits:read",
+            "Read included allowance and credit-bank activity",
+        ),
+        (
+            "account:credits:topup",
+            "Buy durable credit-bank value through an x402 payment",
+        ),
+        ("account:usage:read", "Read priced account usage"),
+        ("mcp:agent", "Use the Agent MCP protected resource"),
+        ("mcp:pipeline", "Use the Pipeline MCP protected resource"),
+        ("payments:submit", "Attach a client-held payment signature"),
+        (
+            "custody:delegate",
+            "Permit separately approved delegated custody",
+        ),
+    ]);
+    let scheme = &openapi()["components"]["securitySchemes"]["oauth2"];
+    assert_eq!(scheme["type"], "oauth2");
+    let flow = &scheme["flows"]["authorizationCode"];
+    let scopes: BTreeMap<&str, &str> = flow["scopes"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(scope, description)| (scope.as_str(), description.as_str().unwrap()))
+        .collect();
+    assert_eq!(scopes, expected);
+    for (_, _, op) in operations() {
+        let scope = op["security"][0]["oauth2"][0].as_str().unwrap();
+        assert!(
+            expected.contains_key(scope),
+            "{scope} is not a scope of part 5"
+        );
+    }
+}
+
+#[test]
+fn oauth_addresses_and_the_five_resources() {
+    let scheme = &openapi()["components"]["securitySchemes"]["oauth2"];
+    let flow = &scheme["flows"]["authorizationCode"];
+    assert_eq!(flow["authorizationUrl"], "/api/auth/oauth2/authorize");
+    assert_eq!(flow["tokenUrl"], "/api/auth/oauth2/token");
+    assert_eq!(
+        scheme["x-device-authorization-url"],
+        "/api/auth/device/code"
+    );
+    assert_eq!(
+        scheme["x-resources"],
+        json!({
+            "agent": "{base_url}/v1/agent",
+            "pipeline": "{base_url}/v1/pipeline",
+            "agent-mcp": "{base_url}/v1/agent/mcp",
+            "pipeline-mcp": "{base_url}/v1/pipeline/mcp",
+            "account": "{base_url}/v1/account",
+        })
+    );
+}
+
+#[test]
+fn pipeline_build_has_the_fields_of_2_1() {
+    assert_fields(
+        "PipelineBuild",
+        &[
+            ("version", "integer", true, false),
+            ("status", "string", true, false),
+            ("actions", "array<ref:PipelineAction>", true, false),
+            ("origin", "ref:PipelineOrigin", true, false),
+            ("simulation", "ref:PipelineSimulation", false, false),
+            ("summary", "ref:PipelineSummary", false, false),
+            ("expiresAt", "integer", true, false),
+            ("digest", "string", true, false),
+            ("attestation", "string", true, false),
+        ],
+    );
+    let build = schema("PipelineBuild");
+    assert_eq!(enum_of(&build["properties"]["version"]), [json!(2)]);
+    assert_eq!(
+        enum_of(&build["properties"]["status"]),
+        [json!("staged"), json!("simulated")]
+    );
+    assert_eq!(
+        build["properties"]["digest"]["pattern"],
+        "^sha256:[0-9a-f]{64}$"
+    );
+    // `summary` is any JSON value in the interface; its shape here is ours.
+    assert!(is_profile(&build["properties"]["summary"]));
+    assert!(
+        is_profile(schema("PipelineAction")),
+        "action item shape is a gap-fill"
+    );
+    assert_fields(
+        "PipelineOrigin",
+        &[
+            ("app", "string", true, false),
+            ("skills", "array<string>", false, false),
+            (
+                "operations",
+                "array<ref:PipelineOriginOperation>",
+                true,
+                false,
+            ),
+        ],
+    );
+    assert!(
+        is_profile(schema("PipelineOriginOperation")),
+        "operation item shape is a gap-fill"
+    );
+}
+
+#[test]
+fn pipeline_simulation_has_the_fields_of_2_2_and_no_extra_properties() {
+    assert_fields(
+        "PipelineSimulation",
+        &[
+            ("status", "string", true, false),
+            (
+                "balanceChanges",
+                "array<ref:PipelineBalanceChange>",
+                true,
+                false,
+            ),
+            (
+                "approvals",
+                "array<ref:PipelineApprovalChange>",
+                true,
+                false,
+            ),
+            ("fees", "array<ref:PipelineFeeEstimate>", true, false),
+            ("warnings", "array<string>", true, false),
+            ("guards", "array<ref:PipelineGuardResult>", true, false),
+            ("gas", "ref:PipelineGasEstimate", true, true),
+            ("logs", "array<ref:PipelineLog>", true, false),
+        ],
+    );
+    assert_strict("PipelineSimulation", true);
+    let status = &schema("PipelineSimulation")["properties"]["status"];
+    assert_eq!(enum_of(status), [json!("passed"), json!("failed")]);
+}
+
+#[test]
+fn balance_change_has_the_fields_of_2_3() {
+    assert_fields(
+        "PipelineBalanceChange",
+        &[
+            ("asset", "string", true, false),
+            ("amount", "string", true, false),
+            ("account", "string", false, true),
+            ("direction", "string", false, true),
+            ("symbol", "string", false, true),
+            ("decimals", "integer", false, true),
+            ("chainId", "integer", false, true),
+            ("cluster", "string", false, true),
+            ("standard", "string", false, true),
+            ("name", "string", false, true),
+            ("tokenId", "string", false, true),
+            ("counterparty", "string", false, true),
+            ("step", "integer", false, true),
+        ],
+    );
+    assert_strict("PipelineBalanceChange", true);
+    let properties = &schema("PipelineBalanceChange")["properties"];
+    assert_eq!(
+        enum_of(&properties["direction"]),
+        [json!("in"), json!("out"), Value::Null]
+    );
+    assert_eq!(
+        enum_of(&properties["standard"]),
+        [
+            json!("native"),
+            json!("erc20"),
+            json!("erc721"),
+            json!("erc1155"),
+            json!("erc721_or_erc1155"),
+            Value::Null
+        ]
+    );
+}
+
+#[test]
+fn approval_change_has_the_fields_of_2_4() {
+    assert_fields(
+        "PipelineApprovalChange",
+        &[
+            ("account", "string", true, false),
+            ("spender", "string", true, false),
+            ("asset", "string", true, false),
+            ("kind", "string", true, false),
+            ("standard", "string", true, false),
+            ("amount", "string", false, true),
+            ("approved", "boolean", false, true),
+            ("unlimited", "boolean", false, true),
+            ("tokenId", "string", false, true),
+            ("symbol", "string", false, true),
+            ("name", "string", false, true),
+            ("decimals", "integer", false, true),
+            ("chainId", "integer", false, true),
+            ("step", "integer", false, true),
+        ],
+    );
+    assert_strict("PipelineApprovalChange", true);
+    let properties = &schema("PipelineApprovalChange")["properties"];
+    assert_eq!(
+        enum_of(&properties["kind"]),
+        [json!("allowance"), json!("token"), json!("operator")]
+    );
+    assert_eq!(
+        enum_of(&properties["standard"]),
+        [
+            json!("native"),
+            json!("erc20"),
+            json!("erc721"),
+            json!("erc1155"),
+            json!("erc721_or_erc1155")
+        ]
+    );
+}
+
+#[test]
+fn fee_guard_gas_and_log_have_the_fields_of_2_5_to_2_8() {
+    assert_fields(
+        "PipelineFeeEstimate",
+        &[
+            ("asset", "string", true, false),
+            ("amount", "string", true, false),
+            ("account", "string", false, true),
+            ("symbol", "string", false, true),
+            ("decimals", "integer", false, true),
+            ("chainId", "integer", false, true),
+            ("cluster", "string", false, true),
+            ("kind", "string", false, true),
+        ],
+    );
+    assert_fields(
+        "PipelineGuardResult",
+        &[
+            ("name", "string", true, false),
+            ("status", "string", true, false),
+            ("message", "string", false, true),
+        ],
+    );
+    let guard_status = &schema("PipelineGuardResult")["properties"]["status"];
+    assert_eq!(
+        enum_of(guard_status),
+        [json!("passed"), json!("failed"), json!("warning")]
+    );
+    assert_fields(
+        "PipelineGasEstimate",
+        &[
+            ("units", "string", false, true),
+            ("priceWei", "string", false, true),
+            ("nativeCost", "string", false, true),
+        ],
+    );
+    assert_fields(
+        "PipelineLog",
+        &[
+            ("address", "string", true, false),
+            ("topics", "array<string>", true, false),
+            ("data", "string", true, false),
+            ("chainId", "integer", false, true),
+            ("cluster", "string", false, true),
+            ("step", "integer", false, true),
+        ],
+    );
+    for name in [
+        "PipelineFeeEstimate",
+        "PipelineGuardResult",
+        "PipelineGasEstimate",
+        "PipelineLog",
+    ] {
+        assert_strict(name, true);
+    }
+}
+
+#[test]
+fn step_has_minimum_1_on_balance_approval_and_log_entries() {
+    for name in [
+        "PipelineBalanceChange",
+        "PipelineApprovalChange",
+        "PipelineLog",
+    ] {
+        assert_eq!(
+            schema(name)["properties"]["step"]["minimum"],
+            1,
+            "{name}.step"
+        );
+    }
+}
+
+#[test]
+fn session_operation_descriptor_event_page_and_error_envelope_of_2_9_to_2_12() {
+    assert_fields(
+        "Session",
+        &[
+            ("id", "string", true, false),
+            ("updatedAt", "integer", true, false),
+            ("archived", "boolean", true, false),
+            ("title", "string", true, false),
+        ],
+    );
+    assert_fields(
+        "OperationDescriptor",
+        &[
+            ("kind", "string", true, false),
+            ("name", "string", true, false),
+            ("method", "string", true, false),
+            ("href", "string", true, false),
+            ("inputSchema", "object", true, false),
+        ],
+    );
+    assert_eq!(
+        enum_of(&schema("OperationDescriptor")["properties"]["kind"]),
+        [json!("operation")]
+    );
+    assert_fields(
+        "EventPage",
+        &[
+            ("session_id", "string", true, false),
+            ("cursor", "string", true, false),
+            ("events", "array<ref:AgentEvent>", true, false),
+            ("has_more", "boolean", true, false),
+        ],
+    );
+    // The interface lists these fields without a required column: requiring them is ours.
+    for name in ["Session", "OperationDescriptor", "EventPage"] {
+        assert!(
+            fills(schema(name)).contains(&"required"),
+            "{name}: required list is a profile choice"
+        );
+    }
+    assert_fields("ErrorEnvelope", &[("error", "any", true, false)]);
+}
+
+#[test]
+fn session_update_takes_title_and_archived() {
+    assert_fields(
+        "SessionUpdate",
+        &[
+            ("title", "string", false, false),
+            ("archived", "boolean", false, false),
+        ],
+    );
+    let op = operation("PATCH", "/v1/agent/sessions/{sessionId}");
+    assert_eq!(
+        op["requestBody"]["content"]["application/json"]["schema"]["$ref"],
+        "#/components/schemas/SessionUpdate"
+    );
+}
+
+#[test]
+fn turn_states_of_part_3_and_events_that_carry_them() {
+    assert_eq!(
+        enum_of(schema("TurnState")),
+        [
+            "processing",
+            "complete",
+            "failed",
+            "interrupted",
+            "awaiting_action"
+        ]
+        .map(|s| json!(s))
+    );
+    let variants = schema("AgentEvent")["oneOf"].as_array().unwrap();
+    let mut kinds = BTreeSet::new();
+    for variant in variants {
+        let kind = enum_of(&variant["properties"]["type"]);
+        assert_eq!(kind.len(), 1, "each event variant has one `type`");
+        kinds.insert(kind[0].as_str().unwrap().to_owned());
+        let required = variant["required"].as_array().unwrap();
+        assert!(required.contains(&json!("type")) && required.contains(&json!("seq")));
+        assert_eq!(variant["properties"]["seq"]["minimum"], 1);
+    }
+    let expected = [
+        "message",
+        "tool_call",
+        "tool_result",
+        "action",
+        "action_result",
+        "error",
+        "turn_state",
+    ];
+    assert_eq!(kinds, expected.iter().map(|s| s.to_string()).collect());
+    let turn_state = variants
+        .iter()
+        .find(|v| v["properties"]["type"]["enum"][0] == "turn_state")
+        .unwrap();
+    assert_eq!(
+        turn_state["properties"]["state"]["$ref"],
+        "#/components/schemas/TurnState"
+    );
+    let action = variants
+        .iter()
+        .find(|v| v["properties"]["type"]["enum"][0] == "action")
+        .unwrap();
+    assert_eq!(
+        action["properties"]["action"]["$ref"],
+        "#/components/schemas/ActionRequest"
+    );
+}
+
+#[test]
+fn action_resolution_takes_revision_and_result_with_an_idempotency_key() {
+    assert_fields(
+        "ActionResolutionRequest",
+        &[
+            ("revision", "integer", true, false),
+            ("result", "ref:ActionResult", true, false),
+        ],
+    );
+    let (_, path, op) = operations()
+        .into_iter()
+        .find(|(_, _, op)| op["operationId"] == "resolveAction")
+        .unwrap();
+    assert!(path.starts_with("/v1/agent/"), "{path}");
+    let parameters: Vec<&Value> = op["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(resolve)
+        .collect();
+    let key = parameters
+        .iter()
+        .find(|p| p["name"] == "Idempotency-Key")
+        .expect("Idempotency-Key header");
+    assert_eq!(
+        (key["in"].clone(), key["required"].clone()),
+        (json!("header"), json!(true))
+    );
+    let success = &op["responses"]["200"]["content"]["application/json"]["schema"]["$ref"];
+    assert_eq!(success, "#/components/schemas/ActionResolution");
+    assert!(
+        schema("ActionResolution")["required"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("revision"))
+    );
+}
+
+fn parameter(method: &str, path: &str, name: &str) -> &'static Value {
+    operation(method, path)["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(resolve)
+        .find(|p| p["name"] == name)
+        .unwrap_or_else(|| panic!("{method} {path} has no parameter {name}"))
+}
+
+#[test]
+fn limits_of_part_8_on_every_operation_that_takes_the_parameter() {
+    let mut seen = BTreeSet::new();
+    for (method, path, _) in operations() {
+        for name in [
+            "sessionId",
+            "skill",
+            "operation",
+            "app",
+            "applicationId",
+            "name",
+        ] {
+            if !path.contains(&format!("{{{name}}}")) {
+                continue;
+            }
+            seen.insert(name);
+            let schema = &parameter(&method, path, name)["schema"];
+            match name {
+                "sessionId" => assert_eq!(schema["maxLength"], 160, "{method} {path}"),
+                "skill" | "operation" | "app" => {
+                    assert_eq!(
+                        (schema["minLength"].clone(), schema["maxLength"].clone()),
+                        (json!(1), json!(160))
+                    )
+                }
+                "applicationId" => {
+                    assert_eq!(
+                        (schema["type"].clone(), schema["minimum"].clone()),
+                        (json!("integer"), json!(1))
+                    )
+                }
+                "name" => {
+                    assert_eq!(schema["maxLength"], 128);
+                    assert_eq!(schema["pattern"], "^[A-Za-z_][A-Za-z0-9_]{0,127}$");
+                }
+                _ => unreachable!(),
+            }
+        }
+    }
+    assert_eq!(
+        seen.len(),
+        6,
+        "every limited parameter appears somewhere: {seen:?}"
+    );
+    let wait = &parameter("GET", "/v1/agent/chat/{sessionId}", "wait")["schema"];
+    assert_eq!(
+        (wait["type"].clone(), wait["maximum"].clone()),
+        (json!("integer"), json!(30000))
+    );
+}
+
+#[test]
+fn cursor_and_page_limit_are_profile_query_parameters() {
+    for name in ["cursor", "limit"] {
+        let p = parameter("GET", "/v1/agent/chat/{sessionId}", name);
+        assert_eq!(p["in"], "query");
+        assert!(is_profile(p), "{name}");
+    }
+    let cursor = parameter("GET", "/v1/agent/chat/{sessionId}/stream", "cursor");
+    assert_eq!(cursor["in"], "query");
+    let last_event_id = parameter("GET", "/v1/agent/chat/{sessionId}/stream", "Last-Event-ID");
+    assert_eq!(last_event_id["in"], "header");
+}
+
+#[test]
+fn sse_stream_is_text_event_stream_with_the_three_event_names() {
+    let response = &operation("GET", "/v1/agent/chat/{sessionId}/stream")["responses"]["200"];
+    assert!(response["content"].get("text/event-stream").is_some());
+    let names: BTreeSet<&str> = response["x-sse-events"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(names, BTreeSet::from(["page", "message", "resync"]));
+    assert_eq!(
+        response["x-sse-events"]["page"]["$ref"],
+        "#/components/schemas/EventPage"
+    );
+}
+
+#[test]
+fn error_codes_name_their_status_as_part_7_says() {
+    let codes = schema("ErrorCode");
+    let statuses = codes["x-status"].as_object().unwrap();
+    let listed: BTreeSet<String> = enum_of(codes)
+        .iter()
+        .map(|c| c.as_str().unwrap().to_owned())
+        .collect();
+    let mapped: BTreeSet<String> = statuses.keys().cloned().collect();
+    assert_eq!(listed, mapped, "every code has a status");
+    for (code, status) in [
+        ("invalid_cursor", 400),
+        ("cursor_expired", 410),
+        ("unauthorized", 401),
+        ("insufficient_scope", 403),
+        ("build_expired", 422),
+    ] {
+        assert_eq!(statuses[code], status, "{code}");
+    }
+    for path in [
+        "/v1/agent/chat/{sessionId}",
+        "/v1/agent/chat/{sessionId}/stream",
+    ] {
+        let responses = &operation("GET", path)["responses"];
+        assert!(
+            responses.get("400").is_some() && responses.get("410").is_some(),
+            "{path}"
+        );
+    }
+}
+
+/// The schemas part 2 describes, or whose shape the interface gives in part 4. Everything else
+/// in `components.schemas` is a gap-fill.
+const NORMATIVE_SCHEMAS: &[&str] = &[
+    "PipelineBuild",
+    "PipelineOrigin",
+    "PipelineSimulation",
+    "PipelineBalanceChange",
+    "PipelineApprovalChange",
+    "PipelineFeeEstimate",
+    "PipelineGuardResult",
+    "PipelineGasEstimate",
+    "PipelineLog",
+    "PipelineLifecycleRequest",
+    "OperationDescriptor",
+    "Session",
+    "SessionUpdate",
+    "TurnState",
+    "EventPage",
+    "ActionResolutionRequest",
+    "ErrorEnvelope",
+];
+
+#[test]
+fn every_gap_filling_schema_is_marked_profile() {
+    for (name, schema) in openapi()["components"]["schemas"].as_object().unwrap() {
+        if !NORMATIVE_SCHEMAS.contains(&name.as_str()) {
+            assert!(
+                is_profile(schema),
+                "{name} fills a gap and must carry x-profile: reference"
+            );
+        }
+    }
+    for name in NORMATIVE_SCHEMAS {
+        assert!(!is_profile(schema(name)), "{name} is normative");
+    }
+    for name in [
+        "PipelineBuildRequest",
+        "PipelineStageInput",
+        "PipelineCommitResult",
+        "ActionRequest",
+        "ActionResult",
+        "AgentEvent",
+        "ChatStartRequest",
+        "ChatStartResponse",
+        "ErrorDetail",
+    ] {
+        assert!(is_profile(schema(name)), "{name}");
+    }
+}
+
+#[test]
+fn lifecycle_request_variants_are_build_request_stage_input_and_build() {
+    let variants: Vec<&Value> = schema("PipelineLifecycleRequest")["oneOf"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .collect();
+    let names: Vec<&str> = variants
+        .iter()
+        .map(|v| v["$ref"].as_str().unwrap().rsplit('/').next().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "PipelineBuildRequest",
+            "PipelineStageInput",
+            "PipelineBuild"
+        ]
+    );
+    assert_eq!(
+        schema("PipelineLifecycleRequest")["x-profile-fills"],
+        json!(["oneOf"])
+    );
+    for (method, path) in [
+        ("POST", "/v1/pipeline/svm/stage"),
+        ("POST", "/v1/pipeline/evm/build"),
+    ] {
+        let op = operation(method, path);
+        assert_eq!(op["requestBody"]["required"], true);
+        assert_eq!(
+            op["requestBody"]["content"]["application/json"]["schema"]["$ref"],
+            "#/components/schemas/PipelineLifecycleRequest"
+        );
+        let response = &op["responses"]["200"]["content"]["application/json"]["schema"]["$ref"];
+        assert_eq!(response, "#/components/schemas/PipelineLifecycleResponse");
+    }
+    let results: Vec<&str> = schema("PipelineLifecycleResponse")["oneOf"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["$ref"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        results,
+        [
+            "#/components/schemas/PipelineBuild",
+            "#/components/schemas/PipelineCommitResult"
+        ]
+    );
+}

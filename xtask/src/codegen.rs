@@ -114,8 +114,47 @@ fn client(spec: &OpenAPI) -> Result<String, String> {
 fn format(tokens: proc_macro2::TokenStream) -> Result<String, String> {
     let file: syn::File =
         syn::parse2(tokens).map_err(|e| format!("generated code does not parse: {e}"))?;
-    let pretty = prettyplease::unparse(&file);
+    let pretty = line_doc_comments(&prettyplease::unparse(&file));
     Ok(format!("{BANNER}{}", rustfmt(&pretty)?))
+}
+
+/// Rewrites `/** ... */` doc blocks as `///` lines. prettyplease prints multi-line doc
+/// attributes as blocks, rustfmt then indents their inner lines, and rustdoc reads indented
+/// lines as code to test.
+fn line_doc_comments(source: &str) -> String {
+    let mut out = String::with_capacity(source.len());
+    let mut lines = source.lines();
+    while let Some(line) = lines.next() {
+        let trimmed = line.trim_start();
+        let Some(first) = trimmed
+            .strip_prefix("/**")
+            .filter(|_| !trimmed.starts_with("/***"))
+        else {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        };
+        let indent = &line[..line.len() - trimmed.len()];
+        let mut text = first;
+        loop {
+            let (content, done) = match text.strip_suffix("*/") {
+                Some(content) => (content, true),
+                None => (text, false),
+            };
+            out.push_str(indent);
+            out.push_str("///");
+            out.push_str(content);
+            out.push('\n');
+            if done {
+                break;
+            }
+            match lines.next() {
+                Some(next) => text = next,
+                None => break,
+            }
+        }
+    }
+    out
 }
 
 fn rustfmt(source: &str) -> Result<String, String> {
@@ -146,4 +185,26 @@ fn rustfmt(source: &str) -> Result<String, String> {
 
 fn relative(root: &Path, path: &Path) -> PathBuf {
     path.strip_prefix(root).unwrap_or(path).to_path_buf()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::line_doc_comments;
+
+    #[test]
+    fn block_doc_comments_become_line_comments_at_their_indent() {
+        let source = "    /**Title\n\nBody line*/\n    pub fn f() {}\n/// kept\nfn g() {}\n";
+        assert_eq!(
+            line_doc_comments(source),
+            "    ///Title\n    ///\n    ///Body line\n    pub fn f() {}\n/// kept\nfn g() {}\n"
+        );
+    }
+
+    #[test]
+    fn single_line_blocks_are_rewritten_too() {
+        assert_eq!(
+            line_doc_comments("/**Only*/\nstruct S;\n"),
+            "///Only\nstruct S;\n"
+        );
+    }
 }

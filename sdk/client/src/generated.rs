@@ -1058,13 +1058,13 @@ pub mod types {
     }
 }
 #[derive(Clone, Debug)]
-/**Client for Pipeline, Agent and Account interface
-
-Intent enters a runtime and one ordered stream of events leaves it. Pipeline builds, simulates and commits portable Build envelopes for EVM and SVM chains; Agent owns sessions, turns and a durable event log; Account manages applications, credentials and a priced usage statement.
-
-Reference profile. Where the interface document leaves a gap, this document fills it with the reference profile's choice. `x-profile: reference` on an operation, parameter, schema or property marks the whole thing as such a choice: other deployments may differ. `x-profile-fills` on a normative object lists the parts of it that are choices (for example `required`, `security`, `responses`). Everything unmarked is normative.
-
-Version: 1.0.0*/
+///Client for Pipeline, Agent and Account interface
+///
+///Intent enters a runtime and one ordered stream of events leaves it. Pipeline builds, simulates and commits portable Build envelopes for EVM and SVM chains; Agent owns sessions, turns and a durable event log; Account manages applications, credentials and a priced usage statement.
+///
+///Reference profile. Where the interface document leaves a gap, this document fills it with the reference profile's choice. `x-profile: reference` on an operation, parameter, schema or property marks the whole thing as such a choice: other deployments may differ. `x-profile-fills` on a normative object lists the parts of it that are choices (for example `required`, `security`, `responses`). Everything unmarked is normative.
+///
+///Version: 1.0.0
 pub struct Client {
     pub(crate) baseurl: String,
     pub(crate) client: reqwest::Client,
@@ -1117,13 +1117,13 @@ impl ClientInfo<()> for Client {
 impl ClientHooks<()> for &Client {}
 #[allow(clippy::all)]
 impl Client {
-    /**List apps
-
-    Apps whose operations assemble actions, with their operation descriptors.
-
-    Sends a `GET` request to `/v1/pipeline/apps`
-
-    */
+    ///List apps
+    ///
+    ///Apps whose operations assemble actions, with their operation descriptors.
+    ///
+    ///Sends a `GET` request to `/v1/pipeline/apps`
+    ///
+    ///
     pub async fn list_pipeline_apps<'a>(
         &'a self,
     ) -> Result<ResponseValue<intent_models::PipelineAppList>, Error<intent_models::ErrorEnvelope>>
@@ -1168,16 +1168,16 @@ impl Client {
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
-    /**Read an app operation
-
-    Returns the Operation descriptor with a JSON Schema of its input.
-
-    Sends a `GET` request to `/v1/pipeline/apps/{app}/operations/{operation}`
-
-    Arguments:
-    - `app`: App name, 1 to 160 characters.
-    - `operation`: Operation name, 1 to 160 characters.
-    */
+    ///Read an app operation
+    ///
+    ///Returns the Operation descriptor with a JSON Schema of its input.
+    ///
+    ///Sends a `GET` request to `/v1/pipeline/apps/{app}/operations/{operation}`
+    ///
+    ///Arguments:
+    ///- `app`: App name, 1 to 160 characters.
+    ///- `operation`: Operation name, 1 to 160 characters.
+    ///
     pub async fn get_app_operation<'a>(
         &'a self,
         app: &'a types::GetAppOperationApp,
@@ -1237,13 +1237,13 @@ impl Client {
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
-    /**List skills
-
-    Skills whose operations return request-local results.
-
-    Sends a `GET` request to `/v1/pipeline/skills`
-
-    */
+    ///List skills
+    ///
+    ///Skills whose operations return request-local results.
+    ///
+    ///Sends a `GET` request to `/v1/pipeline/skills`
+    ///
+    ///
     pub async fn list_pipeline_skills<'a>(
         &'a self,
     ) -> Result<ResponseValue<intent_models::PipelineSkillList>, Error<intent_models::ErrorEnvelope>>
@@ -1288,17 +1288,17 @@ impl Client {
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
-    /**Call a skill operation
-
-    Validates the body against the operation's inputSchema and returns a request-local result.
-
-    Sends a `POST` request to `/v1/pipeline/skills/{skill}/operations/{operation}`
-
-    Arguments:
-    - `skill`: Skill name, 1 to 160 characters.
-    - `operation`: Operation name, 1 to 160 characters.
-    - `body`
-    */
+    ///Call a skill operation
+    ///
+    ///Validates the body against the operation's inputSchema and returns a request-local result.
+    ///
+    ///Sends a `POST` request to `/v1/pipeline/skills/{skill}/operations/{operation}`
+    ///
+    ///Arguments:
+    ///- `skill`: Skill name, 1 to 160 characters.
+    ///- `operation`: Operation name, 1 to 160 characters.
+    ///- `body`
+    ///
     pub async fn call_skill_operation<'a>(
         &'a self,
         skill: &'a types::CallSkillOperationSkill,
@@ -1364,13 +1364,13 @@ impl Client {
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
-    /**Build, stage or commit on an EVM chain
-
-    Stateless. A build request or stage input returns a portable Build; a complete Build envelope is revalidated (digest, attestation, owner, app scope, expiresAt), re-simulated and committed, and the commit result is returned.
-
-    Sends a `POST` request to `/v1/pipeline/evm/build`
-
-    */
+    ///Build, stage or commit on an EVM chain
+    ///
+    ///Stateless. A build request or stage input returns a portable Build; a complete Build envelope is revalidated (digest, attestation, owner, app scope, expiresAt), re-simulated and committed, and the commit result is returned.
+    ///
+    ///Sends a `POST` request to `/v1/pipeline/evm/build`
+    ///
+    ///
     pub async fn evm_build<'a>(
         &'a self,
         body: &'a intent_models::PipelineLifecycleRequest,
@@ -1431,13 +1431,13 @@ impl Client {
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
-    /**Build, stage or commit on an SVM cluster
-
-    Stateless. A build request or stage input returns a portable Build; a complete Build envelope is revalidated (digest, attestation, owner, app scope, expiresAt), re-simulated and committed, and the commit result is returned.
-
-    Sends a `POST` request to `/v1/pipeline/svm/stage`
-
-    */
+    ///Build, stage or commit on an SVM cluster
+    ///
+    ///Stateless. A build request or stage input returns a portable Build; a complete Build envelope is revalidated (digest, attestation, owner, app scope, expiresAt), re-simulated and committed, and the commit result is returned.
+    ///
+    ///Sends a `POST` request to `/v1/pipeline/svm/stage`
+    ///
+    ///
     pub async fn svm_stage<'a>(
         &'a self,
         body: &'a intent_models::PipelineLifecycleRequest,
@@ -1498,13 +1498,13 @@ impl Client {
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
-    /**Start a turn
-
-    Starts a turn in a new session owned by the caller, or in `sessionId`. One turn runs at a time in a session: a start while one is processing is 409 `turn_in_progress`. Poll or stream the session until the turn reaches a state other than `processing`.
-
-    Sends a `POST` request to `/v1/agent/chat`
-
-    */
+    ///Start a turn
+    ///
+    ///Starts a turn in a new session owned by the caller, or in `sessionId`. One turn runs at a time in a session: a start while one is processing is 409 `turn_in_progress`. Poll or stream the session until the turn reaches a state other than `processing`.
+    ///
+    ///Sends a `POST` request to `/v1/agent/chat`
+    ///
+    ///
     pub async fn start_chat<'a>(
         &'a self,
         body: &'a intent_models::ChatStartRequest,
@@ -1566,18 +1566,18 @@ impl Client {
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
-    /**Read a page of session events
-
-    Without `cursor`: the page to reconcile against, from the start of the retained log. With `cursor`: the events after it. `wait` long-polls until an event is appended or the time runs out; an empty page then keeps the same position. 400 `invalid_cursor` for a malformed or foreign cursor, 410 for an expired one: request again without a cursor and reconcile.
-
-    Sends a `GET` request to `/v1/agent/chat/{sessionId}`
-
-    Arguments:
-    - `session_id`: Session id, at most 160 characters.
-    - `cursor`: Opaque cursor from an EventPage; omit for the page to reconcile against.
-    - `limit`: Most events in one page.
-    - `wait`: Long-poll duration in milliseconds, at most 30000.
-    */
+    ///Read a page of session events
+    ///
+    ///Without `cursor`: the page to reconcile against, from the start of the retained log. With `cursor`: the events after it. `wait` long-polls until an event is appended or the time runs out; an empty page then keeps the same position. 400 `invalid_cursor` for a malformed or foreign cursor, 410 for an expired one: request again without a cursor and reconcile.
+    ///
+    ///Sends a `GET` request to `/v1/agent/chat/{sessionId}`
+    ///
+    ///Arguments:
+    ///- `session_id`: Session id, at most 160 characters.
+    ///- `cursor`: Opaque cursor from an EventPage; omit for the page to reconcile against.
+    ///- `limit`: Most events in one page.
+    ///- `wait`: Long-poll duration in milliseconds, at most 30000.
+    ///
     pub async fn get_chat_events<'a>(
         &'a self,
         session_id: &'a types::GetChatEventsSessionId,
@@ -1641,17 +1641,17 @@ impl Client {
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
-    /**Stream session events (SSE)
-
-    A server-sent-events projection of the same log. `page`: data is an EventPage and `id` is its cursor. `message`: data is a MessageSnapshot; no id. `resync`: data is a Resync; fetch the page without a cursor. Resume with `cursor` or `Last-Event-ID`. Idle streams get comment keep-alives.
-
-    Sends a `GET` request to `/v1/agent/chat/{sessionId}/stream`
-
-    Arguments:
-    - `session_id`: Session id, at most 160 characters.
-    - `cursor`: Opaque cursor from an EventPage; omit for the page to reconcile against.
-    - `last_event_id`: SSE resume: the `id` of the last `page` event received; `cursor` wins when both are given.
-    */
+    ///Stream session events (SSE)
+    ///
+    ///A server-sent-events projection of the same log. `page`: data is an EventPage and `id` is its cursor. `message`: data is a MessageSnapshot; no id. `resync`: data is a Resync; fetch the page without a cursor. Resume with `cursor` or `Last-Event-ID`. Idle streams get comment keep-alives.
+    ///
+    ///Sends a `GET` request to `/v1/agent/chat/{sessionId}/stream`
+    ///
+    ///Arguments:
+    ///- `session_id`: Session id, at most 160 characters.
+    ///- `cursor`: Opaque cursor from an EventPage; omit for the page to reconcile against.
+    ///- `last_event_id`: SSE resume: the `id` of the last `page` event received; `cursor` wins when both are given.
+    ///
     pub async fn stream_chat_events<'a>(
         &'a self,
         session_id: &'a types::StreamChatEventsSessionId,
@@ -1711,15 +1711,15 @@ impl Client {
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
-    /**Read a session
-
-    Returns the Session. Another account's session is 404.
-
-    Sends a `GET` request to `/v1/agent/sessions/{sessionId}`
-
-    Arguments:
-    - `session_id`: Session id, at most 160 characters.
-    */
+    ///Read a session
+    ///
+    ///Returns the Session. Another account's session is 404.
+    ///
+    ///Sends a `GET` request to `/v1/agent/sessions/{sessionId}`
+    ///
+    ///Arguments:
+    ///- `session_id`: Session id, at most 160 characters.
+    ///
     pub async fn get_session<'a>(
         &'a self,
         session_id: &'a types::GetSessionSessionId,
@@ -1774,15 +1774,15 @@ impl Client {
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
-    /**Delete a session
-
-    Deletes the session and its event log; a processing turn is interrupted first.
-
-    Sends a `DELETE` request to `/v1/agent/sessions/{sessionId}`
-
-    Arguments:
-    - `session_id`: Session id, at most 160 characters.
-    */
+    ///Delete a session
+    ///
+    ///Deletes the session and its event log; a processing turn is interrupted first.
+    ///
+    ///Sends a `DELETE` request to `/v1/agent/sessions/{sessionId}`
+    ///
+    ///Arguments:
+    ///- `session_id`: Session id, at most 160 characters.
+    ///
     pub async fn delete_session<'a>(
         &'a self,
         session_id: &'a types::DeleteSessionSessionId,
@@ -1837,16 +1837,16 @@ impl Client {
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
-    /**Update a session
-
-    Sets `title`, `archived` or both; returns the Session.
-
-    Sends a `PATCH` request to `/v1/agent/sessions/{sessionId}`
-
-    Arguments:
-    - `session_id`: Session id, at most 160 characters.
-    - `body`
-    */
+    ///Update a session
+    ///
+    ///Sets `title`, `archived` or both; returns the Session.
+    ///
+    ///Sends a `PATCH` request to `/v1/agent/sessions/{sessionId}`
+    ///
+    ///Arguments:
+    ///- `session_id`: Session id, at most 160 characters.
+    ///- `body`
+    ///
     pub async fn update_session<'a>(
         &'a self,
         session_id: &'a types::UpdateSessionSessionId,
@@ -1909,15 +1909,15 @@ impl Client {
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
-    /**Interrupt the current turn
-
-    Moves a `processing` or `awaiting_action` turn to `interrupted`. 409 `turn_not_active` when there is none.
-
-    Sends a `POST` request to `/v1/agent/sessions/{sessionId}/interrupt`
-
-    Arguments:
-    - `session_id`: Session id, at most 160 characters.
-    */
+    ///Interrupt the current turn
+    ///
+    ///Moves a `processing` or `awaiting_action` turn to `interrupted`. 409 `turn_not_active` when there is none.
+    ///
+    ///Sends a `POST` request to `/v1/agent/sessions/{sessionId}/interrupt`
+    ///
+    ///Arguments:
+    ///- `session_id`: Session id, at most 160 characters.
+    ///
     pub async fn interrupt_turn<'a>(
         &'a self,
         session_id: &'a types::InterruptTurnSessionId,
@@ -1975,18 +1975,18 @@ impl Client {
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
-    /**Resolve an action
-
-    Answers the ActionRequest at `revision` with a result that names the reviewed Build's digest. The same Idempotency-Key with the same body replays the first answer; with another body it is 422 `idempotency_key_reused`; while the first is in flight it is 409 `idempotency_in_flight`. A stale revision is 409 `revision_conflict`.
-
-    Sends a `POST` request to `/v1/agent/sessions/{sessionId}/actions/{actionId}/resolve`
-
-    Arguments:
-    - `session_id`: Session id, at most 160 characters.
-    - `action_id`: Action id from the ActionRequest.
-    - `idempotency_key`: Client-made key; a retry of the same resolution reuses it. Kept for 24 hours.
-    - `body`
-    */
+    ///Resolve an action
+    ///
+    ///Answers the ActionRequest at `revision` with a result that names the reviewed Build's digest. The same Idempotency-Key with the same body replays the first answer; with another body it is 422 `idempotency_key_reused`; while the first is in flight it is 409 `idempotency_in_flight`. A stale revision is 409 `revision_conflict`.
+    ///
+    ///Sends a `POST` request to `/v1/agent/sessions/{sessionId}/actions/{actionId}/resolve`
+    ///
+    ///Arguments:
+    ///- `session_id`: Session id, at most 160 characters.
+    ///- `action_id`: Action id from the ActionRequest.
+    ///- `idempotency_key`: Client-made key; a retry of the same resolution reuses it. Kept for 24 hours.
+    ///- `body`
+    ///
     pub async fn resolve_action<'a>(
         &'a self,
         session_id: &'a types::ResolveActionSessionId,
@@ -2060,13 +2060,13 @@ impl Client {
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
-    /**List applications
-
-    Available applications with installed state and the credentials each requires.
-
-    Sends a `GET` request to `/v1/account/apps`
-
-    */
+    ///List applications
+    ///
+    ///Available applications with installed state and the credentials each requires.
+    ///
+    ///Sends a `GET` request to `/v1/account/apps`
+    ///
+    ///
     pub async fn list_account_apps<'a>(
         &'a self,
     ) -> Result<ResponseValue<intent_models::AccountAppList>, Error<intent_models::ErrorEnvelope>>
@@ -2111,15 +2111,15 @@ impl Client {
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
-    /**Install an application
-
-    Installs when every required credential is present; otherwise 422 `credentials_missing` naming them. No body.
-
-    Sends a `POST` request to `/v1/account/apps/{applicationId}`
-
-    Arguments:
-    - `application_id`: Numeric application id, minimum 1.
-    */
+    ///Install an application
+    ///
+    ///Installs when every required credential is present; otherwise 422 `credentials_missing` naming them. No body.
+    ///
+    ///Sends a `POST` request to `/v1/account/apps/{applicationId}`
+    ///
+    ///Arguments:
+    ///- `application_id`: Numeric application id, minimum 1.
+    ///
     pub async fn install_app<'a>(
         &'a self,
         application_id: ::std::num::NonZeroU64,
@@ -2178,15 +2178,15 @@ impl Client {
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
-    /**Remove an application
-
-    Uninstalls the application; its credentials stay until removed.
-
-    Sends a `DELETE` request to `/v1/account/apps/{applicationId}`
-
-    Arguments:
-    - `application_id`: Numeric application id, minimum 1.
-    */
+    ///Remove an application
+    ///
+    ///Uninstalls the application; its credentials stay until removed.
+    ///
+    ///Sends a `DELETE` request to `/v1/account/apps/{applicationId}`
+    ///
+    ///Arguments:
+    ///- `application_id`: Numeric application id, minimum 1.
+    ///
     pub async fn uninstall_app<'a>(
         &'a self,
         application_id: ::std::num::NonZeroU64,
@@ -2242,15 +2242,15 @@ impl Client {
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
-    /**List credential declarations
-
-    The credentials this application declares and whether each is present. Never values.
-
-    Sends a `GET` request to `/v1/account/apps/{applicationId}/secrets`
-
-    Arguments:
-    - `application_id`: Numeric application id, minimum 1.
-    */
+    ///List credential declarations
+    ///
+    ///The credentials this application declares and whether each is present. Never values.
+    ///
+    ///Sends a `GET` request to `/v1/account/apps/{applicationId}/secrets`
+    ///
+    ///Arguments:
+    ///- `application_id`: Numeric application id, minimum 1.
+    ///
     pub async fn list_credentials<'a>(
         &'a self,
         application_id: ::std::num::NonZeroU64,
@@ -2306,17 +2306,17 @@ impl Client {
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
-    /**Save a credential
-
-    Stores one credential for this account and application; the value is never returned.
-
-    Sends a `PUT` request to `/v1/account/apps/{applicationId}/secrets/{name}`
-
-    Arguments:
-    - `application_id`: Numeric application id, minimum 1.
-    - `name`: Credential name.
-    - `body`
-    */
+    ///Save a credential
+    ///
+    ///Stores one credential for this account and application; the value is never returned.
+    ///
+    ///Sends a `PUT` request to `/v1/account/apps/{applicationId}/secrets/{name}`
+    ///
+    ///Arguments:
+    ///- `application_id`: Numeric application id, minimum 1.
+    ///- `name`: Credential name.
+    ///- `body`
+    ///
     pub async fn save_credential<'a>(
         &'a self,
         application_id: ::std::num::NonZeroU64,
@@ -2382,16 +2382,16 @@ impl Client {
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
-    /**Remove a credential
-
-    Removes one credential for this account and application. No body. 404 when it is not present.
-
-    Sends a `DELETE` request to `/v1/account/apps/{applicationId}/secrets/{name}`
-
-    Arguments:
-    - `application_id`: Numeric application id, minimum 1.
-    - `name`: Credential name.
-    */
+    ///Remove a credential
+    ///
+    ///Removes one credential for this account and application. No body. 404 when it is not present.
+    ///
+    ///Sends a `DELETE` request to `/v1/account/apps/{applicationId}/secrets/{name}`
+    ///
+    ///Arguments:
+    ///- `application_id`: Numeric application id, minimum 1.
+    ///- `name`: Credential name.
+    ///
     pub async fn remove_credential<'a>(
         &'a self,
         application_id: ::std::num::NonZeroU64,
@@ -2449,15 +2449,15 @@ impl Client {
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
-    /**Read the usage statement
-
-    Priced usage that the server metered (turns, builds, simulations, commits) in one calendar month.
-
-    Sends a `GET` request to `/v1/account/statement`
-
-    Arguments:
-    - `period`: Calendar month `YYYY-MM` (UTC); the current month when omitted.
-    */
+    ///Read the usage statement
+    ///
+    ///Priced usage that the server metered (turns, builds, simulations, commits) in one calendar month.
+    ///
+    ///Sends a `GET` request to `/v1/account/statement`
+    ///
+    ///Arguments:
+    ///- `period`: Calendar month `YYYY-MM` (UTC); the current month when omitted.
+    ///
     pub async fn get_statement<'a>(
         &'a self,
         period: Option<&'a types::GetStatementPeriod>,

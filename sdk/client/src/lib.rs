@@ -4,9 +4,11 @@
 //! request and response bodies typed by [`models`] (the `intent-models` crate).
 //!
 //! ```no_run
-//! # async fn run() -> Result<(), intent_sdk::Error<intent_sdk::models::ErrorEnvelope>> {
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! let client = intent_sdk::Client::new("http://127.0.0.1:8080");
-//! let session = client.get_session("ses_01JD7Z4W9Q0M3V5B8K2N6T1R4X").await?;
+//! // Path parameters are checked types: a session id longer than 160 characters is refused here.
+//! let session_id = "ses_01JD7Z4W9Q0M3V5B8K2N6T1R4X".parse()?;
+//! let session = client.get_session(&session_id).await?;
 //! println!("{}", session.title);
 //! # Ok(())
 //! # }

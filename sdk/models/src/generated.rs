@@ -156,17 +156,13 @@ pub struct ActionResolutionRequest {
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 #[serde(tag = "outcome", deny_unknown_fields)]
 pub enum ActionResult {
-    /**ActionApproved
-
-    Approve the reviewed Build; the runtime commits it.*/
+    ///Approve the reviewed Build; the runtime commits it.
     #[serde(rename = "approved")]
     Approved {
         ///Digest of the reviewed Build.
         digest: ActionResultDigest,
     },
-    /**ActionRejected
-
-    Reject the reviewed Build.*/
+    ///Reject the reviewed Build.
     #[serde(rename = "rejected")]
     Rejected {
         ///Digest of the reviewed Build.
@@ -281,9 +277,7 @@ impl<'de> ::serde::Deserialize<'de> for ActionResultReason {
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 #[serde(tag = "type")]
 pub enum AgentEvent {
-    /**MessageEvent
-
-    A complete user or assistant message.*/
+    ///A complete user or assistant message.
     #[serde(rename = "message")]
     Message {
         ///Unix timestamp in seconds.
@@ -297,9 +291,7 @@ pub enum AgentEvent {
         #[serde(rename = "turnId")]
         turn_id: ::std::string::String,
     },
-    /**ToolCallEvent
-
-    The runtime called a tool.*/
+    ///The runtime called a tool.
     #[serde(rename = "tool_call")]
     ToolCall {
         ///Unix timestamp in seconds.
@@ -315,9 +307,7 @@ pub enum AgentEvent {
         #[serde(rename = "turnId")]
         turn_id: ::std::string::String,
     },
-    /**ToolResultEvent
-
-    A tool call finished.*/
+    ///A tool call finished.
     #[serde(rename = "tool_result")]
     ToolResult {
         ///Unix timestamp in seconds.
@@ -336,9 +326,7 @@ pub enum AgentEvent {
         #[serde(rename = "turnId")]
         turn_id: ::std::string::String,
     },
-    /**ActionEvent
-
-    An action the client must resolve.*/
+    ///An action the client must resolve.
     #[serde(rename = "action")]
     Action {
         action: ActionRequest,
@@ -351,9 +339,7 @@ pub enum AgentEvent {
         #[serde(rename = "turnId")]
         turn_id: ::std::string::String,
     },
-    /**ActionResultEvent
-
-    An action was resolved.*/
+    ///An action was resolved.
     #[serde(rename = "action_result")]
     ActionResult {
         #[serde(rename = "actionId")]
@@ -369,9 +355,7 @@ pub enum AgentEvent {
         #[serde(rename = "turnId")]
         turn_id: ::std::string::String,
     },
-    /**ErrorEvent
-
-    The turn hit an error.*/
+    ///The turn hit an error.
     #[serde(rename = "error")]
     Error {
         code: ::std::string::String,
@@ -385,9 +369,7 @@ pub enum AgentEvent {
         #[serde(rename = "turnId")]
         turn_id: ::std::string::String,
     },
-    /**TurnStateEvent
-
-    The turn entered a state.*/
+    ///The turn entered a state.
     #[serde(rename = "turn_state")]
     TurnState {
         ///Unix timestamp in seconds.
@@ -970,9 +952,7 @@ impl ::std::convert::TryFrom<::std::string::String> for OperationDescriptorKind 
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 #[serde(tag = "chain", deny_unknown_fields)]
 pub enum PipelineAction {
-    /**EvmAction
-
-    An EVM transaction.*/
+    ///An EVM transaction.
     #[serde(rename = "evm")]
     Evm {
         ///EVM chain id.
@@ -998,9 +978,7 @@ pub enum PipelineAction {
         ///Native value in wei, as a decimal string.
         value: PipelineActionValue,
     },
-    /**SvmAction
-
-    An SVM transaction.*/
+    ///An SVM transaction.
     #[serde(rename = "svm")]
     Svm {
         ///SVM cluster name.

@@ -3,3 +3,4 @@
 mod model_strictness;
 mod openapi_examples;
 mod openapi_facts;
+mod server_basics;

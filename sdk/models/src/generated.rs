@@ -888,6 +888,58 @@ impl ::std::convert::TryFrom<::std::string::String> for MessageSnapshotRole {
         value.parse()
     }
 }
+///A decimal amount of money, for example `0.030`.
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct Money(::std::string::String);
+impl ::std::ops::Deref for Money {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<Money> for ::std::string::String {
+    fn from(value: Money) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for Money {
+    type Err = self::error::ConversionError;
+    fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+        static PATTERN: ::std::sync::LazyLock<::regress::Regex> =
+            ::std::sync::LazyLock::new(|| ::regress::Regex::new("^-?[0-9]+(\\.[0-9]+)?$").unwrap());
+        if PATTERN.find(value).is_none() {
+            return Err("doesn't match pattern \"^-?[0-9]+(\\.[0-9]+)?$\"".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for Money {
+    type Error = self::error::ConversionError;
+    fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for Money {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for Money {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
 ///Returned when an app operation is read.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 pub struct OperationDescriptor {
@@ -3038,65 +3090,11 @@ pub struct SkillResult {
 ///`StatementLine`
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 pub struct StatementLine {
-    ///Decimal amount.
-    pub amount: StatementLineAmount,
+    pub amount: Money,
     pub meter: StatementLineMeter,
     pub quantity: i64,
-    ///Decimal amount.
     #[serde(rename = "unitPrice")]
-    pub unit_price: StatementLineUnitPrice,
-}
-///Decimal amount.
-#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
-#[serde(transparent)]
-pub struct StatementLineAmount(::std::string::String);
-impl ::std::ops::Deref for StatementLineAmount {
-    type Target = ::std::string::String;
-    fn deref(&self) -> &::std::string::String {
-        &self.0
-    }
-}
-impl ::std::convert::From<StatementLineAmount> for ::std::string::String {
-    fn from(value: StatementLineAmount) -> Self {
-        value.0
-    }
-}
-impl ::std::str::FromStr for StatementLineAmount {
-    type Err = self::error::ConversionError;
-    fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
-        static PATTERN: ::std::sync::LazyLock<::regress::Regex> =
-            ::std::sync::LazyLock::new(|| ::regress::Regex::new("^-?[0-9]+(\\.[0-9]+)?$").unwrap());
-        if PATTERN.find(value).is_none() {
-            return Err("doesn't match pattern \"^-?[0-9]+(\\.[0-9]+)?$\"".into());
-        }
-        Ok(Self(value.to_string()))
-    }
-}
-impl ::std::convert::TryFrom<&str> for StatementLineAmount {
-    type Error = self::error::ConversionError;
-    fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
-        value.parse()
-    }
-}
-impl ::std::convert::TryFrom<::std::string::String> for StatementLineAmount {
-    type Error = self::error::ConversionError;
-    fn try_from(
-        value: ::std::string::String,
-    ) -> ::std::result::Result<Self, self::error::ConversionError> {
-        value.parse()
-    }
-}
-impl<'de> ::serde::Deserialize<'de> for StatementLineAmount {
-    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
-    where
-        D: ::serde::Deserializer<'de>,
-    {
-        ::std::string::String::deserialize(deserializer)?
-            .parse()
-            .map_err(|e: self::error::ConversionError| {
-                <D::Error as ::serde::de::Error>::custom(e.to_string())
-            })
-    }
+    pub unit_price: Money,
 }
 ///`StatementLineMeter`
 #[derive(
@@ -3155,58 +3153,6 @@ impl ::std::convert::TryFrom<::std::string::String> for StatementLineMeter {
         value: ::std::string::String,
     ) -> ::std::result::Result<Self, self::error::ConversionError> {
         value.parse()
-    }
-}
-///Decimal amount.
-#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
-#[serde(transparent)]
-pub struct StatementLineUnitPrice(::std::string::String);
-impl ::std::ops::Deref for StatementLineUnitPrice {
-    type Target = ::std::string::String;
-    fn deref(&self) -> &::std::string::String {
-        &self.0
-    }
-}
-impl ::std::convert::From<StatementLineUnitPrice> for ::std::string::String {
-    fn from(value: StatementLineUnitPrice) -> Self {
-        value.0
-    }
-}
-impl ::std::str::FromStr for StatementLineUnitPrice {
-    type Err = self::error::ConversionError;
-    fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
-        static PATTERN: ::std::sync::LazyLock<::regress::Regex> =
-            ::std::sync::LazyLock::new(|| ::regress::Regex::new("^-?[0-9]+(\\.[0-9]+)?$").unwrap());
-        if PATTERN.find(value).is_none() {
-            return Err("doesn't match pattern \"^-?[0-9]+(\\.[0-9]+)?$\"".into());
-        }
-        Ok(Self(value.to_string()))
-    }
-}
-impl ::std::convert::TryFrom<&str> for StatementLineUnitPrice {
-    type Error = self::error::ConversionError;
-    fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
-        value.parse()
-    }
-}
-impl ::std::convert::TryFrom<::std::string::String> for StatementLineUnitPrice {
-    type Error = self::error::ConversionError;
-    fn try_from(
-        value: ::std::string::String,
-    ) -> ::std::result::Result<Self, self::error::ConversionError> {
-        value.parse()
-    }
-}
-impl<'de> ::serde::Deserialize<'de> for StatementLineUnitPrice {
-    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
-    where
-        D: ::serde::Deserializer<'de>,
-    {
-        ::std::string::String::deserialize(deserializer)?
-            .parse()
-            .map_err(|e: self::error::ConversionError| {
-                <D::Error as ::serde::de::Error>::custom(e.to_string())
-            })
     }
 }
 ///Unix seconds, start inclusive, end exclusive.
@@ -3474,8 +3420,7 @@ pub struct UsageStatement {
     pub currency: UsageStatementCurrency,
     pub lines: ::std::vec::Vec<StatementLine>,
     pub period: StatementPeriod,
-    ///Decimal amount.
-    pub total: UsageStatementTotal,
+    pub total: Money,
 }
 ///`UsageStatementCurrency`
 #[derive(
@@ -3522,58 +3467,6 @@ impl ::std::convert::TryFrom<::std::string::String> for UsageStatementCurrency {
         value: ::std::string::String,
     ) -> ::std::result::Result<Self, self::error::ConversionError> {
         value.parse()
-    }
-}
-///Decimal amount.
-#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
-#[serde(transparent)]
-pub struct UsageStatementTotal(::std::string::String);
-impl ::std::ops::Deref for UsageStatementTotal {
-    type Target = ::std::string::String;
-    fn deref(&self) -> &::std::string::String {
-        &self.0
-    }
-}
-impl ::std::convert::From<UsageStatementTotal> for ::std::string::String {
-    fn from(value: UsageStatementTotal) -> Self {
-        value.0
-    }
-}
-impl ::std::str::FromStr for UsageStatementTotal {
-    type Err = self::error::ConversionError;
-    fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
-        static PATTERN: ::std::sync::LazyLock<::regress::Regex> =
-            ::std::sync::LazyLock::new(|| ::regress::Regex::new("^-?[0-9]+(\\.[0-9]+)?$").unwrap());
-        if PATTERN.find(value).is_none() {
-            return Err("doesn't match pattern \"^-?[0-9]+(\\.[0-9]+)?$\"".into());
-        }
-        Ok(Self(value.to_string()))
-    }
-}
-impl ::std::convert::TryFrom<&str> for UsageStatementTotal {
-    type Error = self::error::ConversionError;
-    fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
-        value.parse()
-    }
-}
-impl ::std::convert::TryFrom<::std::string::String> for UsageStatementTotal {
-    type Error = self::error::ConversionError;
-    fn try_from(
-        value: ::std::string::String,
-    ) -> ::std::result::Result<Self, self::error::ConversionError> {
-        value.parse()
-    }
-}
-impl<'de> ::serde::Deserialize<'de> for UsageStatementTotal {
-    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
-    where
-        D: ::serde::Deserializer<'de>,
-    {
-        ::std::string::String::deserialize(deserializer)?
-            .parse()
-            .map_err(|e: self::error::ConversionError| {
-                <D::Error as ::serde::de::Error>::custom(e.to_string())
-            })
     }
 }
 /// Error types.

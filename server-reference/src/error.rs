@@ -1,31 +1,54 @@
 //! The one error type of the server, written as the error envelope of openapi.json:
-//! `{"error": {"code": "...", "message": "..."}}` with the status its code names.
+//! `{"error": {"code": "...", "message": "...", "details": {...}}}` with the status its code
+//! names. JSON extraction failures and store failures go through it too.
 
 use axum::Json;
-use axum::http::StatusCode;
+use axum::extract::rejection::JsonRejection;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use intent_models::{ErrorCode, ErrorDetail, ErrorEnvelope};
+use serde_json::{Map, Value};
 
 /// An error answered to the client.
 #[derive(Debug)]
 pub struct ApiError {
     code: ErrorCode,
     message: String,
+    details: Map<String, Value>,
+    challenge: Option<String>,
 }
 
 impl ApiError {
-    /// An error with `code` and a message for people. Internal errors should say nothing of
-    /// their cause; log it instead.
+    /// An error with `code` and a message for people.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         Self {
             code,
             message: message.into(),
+            details: Map::new(),
+            challenge: None,
         }
     }
 
-    /// The HTTP status of this error.
-    pub fn status(&self) -> StatusCode {
-        status_of(self.code)
+    /// A 500 that says nothing of its cause; log the cause where it happens.
+    pub fn internal() -> Self {
+        Self::new(ErrorCode::Internal, "internal error")
+    }
+
+    /// Adds one entry to `details`.
+    pub fn with_detail(mut self, key: &str, value: Value) -> Self {
+        self.details.insert(key.to_owned(), value);
+        self
+    }
+
+    /// Sends `challenge` as the `WWW-Authenticate` header.
+    pub fn with_challenge(mut self, challenge: String) -> Self {
+        self.challenge = Some(challenge);
+        self
+    }
+
+    /// The error code.
+    pub fn code(&self) -> ErrorCode {
+        self.code
     }
 }
 
@@ -57,11 +80,39 @@ impl IntoResponse for ApiError {
         let detail = ErrorDetail {
             code: self.code,
             message: self.message,
-            details: Default::default(),
+            details: self.details,
         };
         let body = ErrorEnvelope {
-            error: serde_json::to_value(detail).expect("an error detail always serializes"),
+            error: serde_json::to_value(detail).expect("an error detail serializes"),
         };
-        (status_of(self.code), Json(body)).into_response()
+        let mut response = (status_of(self.code), Json(body)).into_response();
+        if let Some(challenge) = self.challenge.and_then(|c| HeaderValue::from_str(&c).ok()) {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, challenge);
+        }
+        response
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(rejection: JsonRejection) -> Self {
+        match rejection {
+            JsonRejection::MissingJsonContentType(_) => Self::new(
+                ErrorCode::UnsupportedMediaType,
+                "expected a body of type application/json",
+            ),
+            JsonRejection::BytesRejection(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+                Self::new(ErrorCode::PayloadTooLarge, "the request body is too large")
+            }
+            other => Self::new(ErrorCode::InvalidRequest, other.body_text()),
+        }
+    }
+}
+
+impl From<crate::store::Error> for ApiError {
+    fn from(error: crate::store::Error) -> Self {
+        tracing::error!(error = &error as &dyn std::error::Error, "store failed");
+        Self::internal()
     }
 }

@@ -1,34 +1,172 @@
 //! Reference server of the Pipeline, Agent and Account interface.
 //!
-//! [`app`] builds the router, separate from `main`, so that tests serve it on a real socket.
+//! [`AppState::open`] loads the data dir (SQLite database and keys); [`app`] builds the router,
+//! separate from `main`, so that tests serve it on a real socket.
 
 #![forbid(unsafe_code)]
 
+mod account;
+pub mod config;
 pub mod error;
+pub mod gateway;
+pub mod keys;
+mod random;
+pub mod resource;
+mod secrets;
+pub mod store;
+pub mod token;
+mod wellknown;
+
+use std::path::PathBuf;
+use std::sync::Arc;
 
 use axum::Router;
+use axum::extract::DefaultBodyLimit;
 use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use intent_models::ErrorCode;
 
+use crate::config::Config;
 use crate::error::ApiError;
+use crate::gateway::Operations;
+use crate::keys::SigningKey;
+use crate::resource::Resource;
+use crate::secrets::Sealer;
+use crate::store::{SqliteStore, Store};
+use crate::token::Grant;
 
 /// The interface document this server implements, served at `/openapi.json`.
 pub const OPENAPI: &str = include_str!("../../openapi.json");
 
-/// Serves [`app`] on `listener` until the future is dropped.
-pub async fn serve(listener: tokio::net::TcpListener) -> std::io::Result<()> {
-    axum::serve(listener, app()).await
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The data dir or a key file could not be read or written.
+    #[error("data dir {path}")]
+    DataDir {
+        /// The path involved.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The database could not be opened or migrated.
+    #[error("opening the store")]
+    Store(#[from] store::Error),
 }
 
-/// The whole service.
-pub fn app() -> Router {
+/// Everything handlers share.
+#[derive(Clone)]
+pub struct AppState(Arc<Inner>);
+
+struct Inner {
+    config: Config,
+    issuer: String,
+    signing_key: SigningKey,
+    sealer: Sealer,
+    store: Arc<dyn Store>,
+    operations: Operations,
+}
+
+impl AppState {
+    /// Opens the data dir of `config` (creating it when missing) for a server whose public
+    /// base address is `config.public_url`, or `default_url` when that is unset.
+    pub async fn open(config: Config, default_url: &str) -> Result<Self, StartError> {
+        let data_dir = config.data_dir.clone();
+        let io = |source| StartError::DataDir {
+            path: data_dir.clone(),
+            source,
+        };
+        std::fs::create_dir_all(&data_dir).map_err(io)?;
+        let signing_key = SigningKey::load_or_create(&data_dir).map_err(io)?;
+        let sealer = Sealer::load_or_create(&data_dir).map_err(io)?;
+        let store = Arc::new(SqliteStore::open(&data_dir).await?);
+        let issuer = config
+            .public_url
+            .clone()
+            .unwrap_or_else(|| default_url.trim_end_matches('/').to_owned());
+        let document = serde_json::from_str(OPENAPI).expect("the embedded openapi.json parses");
+        let operations = Operations::from_openapi(&document);
+        Ok(Self(Arc::new(Inner {
+            config,
+            issuer,
+            signing_key,
+            sealer,
+            store,
+            operations,
+        })))
+    }
+
+    /// The issuer: the public base address, without a trailing slash.
+    pub fn issuer(&self) -> &str {
+        &self.0.issuer
+    }
+
+    /// The key that signs tokens.
+    pub fn signing_key(&self) -> &SigningKey {
+        &self.0.signing_key
+    }
+
+    /// The durable store.
+    pub fn store(&self) -> &dyn Store {
+        self.0.store.as_ref()
+    }
+
+    /// Mints an access token of this server for `grant`.
+    pub fn mint_access_token(&self, grant: &Grant) -> String {
+        token::mint(self.signing_key(), self.issuer(), grant, now())
+    }
+
+    /// The address of `resource`'s protected-resource metadata.
+    pub fn resource_metadata_url(&self, resource: Resource) -> String {
+        format!(
+            "{}{}{}",
+            self.issuer(),
+            wellknown::RESOURCE_METADATA_PREFIX,
+            resource.path()
+        )
+    }
+
+    fn sealer(&self) -> &Sealer {
+        &self.0.sealer
+    }
+
+    fn operations(&self) -> &Operations {
+        &self.0.operations
+    }
+}
+
+/// Serves [`app`] on `listener` until the future is dropped.
+pub async fn serve(listener: tokio::net::TcpListener, state: AppState) -> std::io::Result<()> {
+    axum::serve(listener, app(state)).await
+}
+
+/// The whole service. The gateway runs on every request and guards the operations of
+/// openapi.json, implemented here or not.
+pub fn app(state: AppState) -> Router {
+    let body_limit = state.0.config.body_limit;
     Router::new()
         .route("/healthz", get(healthz))
         .route("/openapi.json", get(openapi))
+        .merge(wellknown::router())
+        .nest("/v1/account", account::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            gateway::authorize,
+        ))
+        .layer(DefaultBodyLimit::max(body_limit))
+        .with_state(state)
+}
+
+/// Unix seconds now.
+pub fn now() -> i64 {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("the clock is after 1970");
+    i64::try_from(since_epoch.as_secs()).expect("seconds since 1970 fit in i64")
 }
 
 async fn healthz() -> impl IntoResponse {

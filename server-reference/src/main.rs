@@ -1,10 +1,16 @@
-//! `intent-server`: runs the reference server.
+//! `intent-server`: runs the reference server, or mints an access token of its data dir.
 
 #![forbid(unsafe_code)]
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use intent_server::config::{Config, DEFAULT_TOKEN_TTL};
+use intent_server::token::{self, Grant};
+use intent_server::{AppState, app};
 use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
 
@@ -20,34 +26,132 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve the interface over HTTP until interrupted.
+    /// Serve the interface over HTTP until interrupted (Ctrl-C or SIGTERM).
     Serve {
         /// Address to bind; port 0 picks a free port, and the bound address is printed.
         #[arg(long, env = "INTENT_ADDR", default_value = "127.0.0.1:8080")]
         addr: SocketAddr,
+        /// Directory of the SQLite database and the keys; created when missing.
+        #[arg(long, env = "INTENT_DATA_DIR", default_value = "intent-data")]
+        data_dir: PathBuf,
+        /// Public base address (token issuer, prefix of the resource identifiers); defaults to
+        /// http:// and the bound address.
+        #[arg(long, env = "INTENT_PUBLIC_URL")]
+        public_url: Option<String>,
+        /// Largest accepted request body, in bytes.
+        #[arg(long, env = "INTENT_BODY_LIMIT", default_value_t = 1024 * 1024)]
+        body_limit: usize,
+    },
+    /// Print an access token signed with the data dir's key, for tests, CI and conformance runs.
+    Token {
+        /// Directory of the server's keys; created when missing.
+        #[arg(long, env = "INTENT_DATA_DIR", default_value = "intent-data")]
+        data_dir: PathBuf,
+        /// The account the token speaks for.
+        #[arg(long)]
+        sub: String,
+        /// Space-separated scopes.
+        #[arg(long)]
+        scope: String,
+        /// The one resource identifier, for example http://127.0.0.1:8080/v1/agent; the issuer is
+        /// what precedes the resource path.
+        #[arg(long)]
+        resource: String,
+        /// Lifetime in seconds.
+        #[arg(long, default_value_t = DEFAULT_TOKEN_TTL.as_secs())]
+        ttl: u64,
+        /// OAuth client id recorded in the token.
+        #[arg(long, default_value = "intent-server-cli")]
+        client_id: String,
     },
 }
 
 #[tokio::main]
-async fn main() -> std::io::Result<()> {
+async fn main() -> ExitCode {
     tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
         .with_env_filter(
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
         )
         .init();
-    match Cli::parse().command {
-        Command::Serve { addr } => serve(addr).await,
+    let result = match Cli::parse().command {
+        Command::Serve {
+            addr,
+            data_dir,
+            public_url,
+            body_limit,
+        } => {
+            let mut config = Config::new(data_dir).body_limit(body_limit);
+            if let Some(url) = public_url {
+                config = config.public_url(url);
+            }
+            serve(addr, config).await
+        }
+        Command::Token {
+            data_dir,
+            sub,
+            scope,
+            resource,
+            ttl,
+            client_id,
+        } => print_token(data_dir, sub, &scope, resource, ttl, client_id),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
     }
 }
 
-async fn serve(addr: SocketAddr) -> std::io::Result<()> {
-    let listener = TcpListener::bind(addr).await?;
-    let bound = listener.local_addr()?;
+async fn serve(addr: SocketAddr, config: Config) -> Result<(), String> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("binding {addr}: {e}"))?;
+    let bound = listener.local_addr().map_err(|e| e.to_string())?;
+    let state = AppState::open(config, &format!("http://{bound}"))
+        .await
+        .map_err(report)?;
     println!("listening on http://{bound}");
-    tracing::info!(%bound, "serving");
-    axum::serve(listener, intent_server::app())
+    tracing::info!(%bound, issuer = state.issuer(), "serving");
+    axum::serve(listener, app(state))
         .with_graceful_shutdown(shutdown_signal())
         .await
+        .map_err(|e| e.to_string())
+}
+
+fn print_token(
+    data_dir: PathBuf,
+    sub: String,
+    scope: &str,
+    resource: String,
+    ttl: u64,
+    client_id: String,
+) -> Result<(), String> {
+    let scopes = scope.split_whitespace().map(str::to_owned).collect();
+    let grant = Grant {
+        account: sub,
+        scopes,
+        resource,
+        client_id,
+        ttl: Duration::from_secs(ttl),
+    };
+    let token =
+        token::mint_with_data_dir(&data_dir, &grant, intent_server::now()).map_err(report)?;
+    println!("{token}");
+    Ok(())
+}
+
+/// An error with its chain of causes on one line.
+fn report(error: impl std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        message.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    message
 }
 
 /// Resolves on Ctrl-C or SIGTERM.

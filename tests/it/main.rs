@@ -1,5 +1,7 @@
 //! Workspace integration tests, one binary with a module per subject.
 
+mod account;
+mod auth_matrix;
 mod model_strictness;
 mod openapi_examples;
 mod openapi_facts;

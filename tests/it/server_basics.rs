@@ -1,25 +1,15 @@
 //! The reference server on a real loopback socket: health, the document it serves, and the
 //! error envelope for everything it does not route.
 
-use std::net::SocketAddr;
-
 use intent_conformance::schema::Schemas;
 use intent_models::ErrorCode;
-use intent_tests::openapi;
+use intent_tests::{TestServer, openapi};
 use serde_json::Value;
-
-/// Serves `intent_server::app()` on a free loopback port for the rest of the test.
-async fn spawn_server() -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(intent_server::serve(listener));
-    addr
-}
 
 #[tokio::test]
 async fn healthz_answers_ok() {
-    let addr = spawn_server().await;
-    let response = reqwest::get(format!("http://{addr}/healthz"))
+    let server = TestServer::start().await;
+    let response = reqwest::get(format!("{}/healthz", server.base))
         .await
         .unwrap();
     assert_eq!(response.status(), 200);
@@ -29,8 +19,8 @@ async fn healthz_answers_ok() {
 
 #[tokio::test]
 async fn serves_the_openapi_document_it_implements() {
-    let addr = spawn_server().await;
-    let response = reqwest::get(format!("http://{addr}/openapi.json"))
+    let server = TestServer::start().await;
+    let response = reqwest::get(format!("{}/openapi.json", server.base))
         .await
         .unwrap();
     assert_eq!(response.status(), 200);
@@ -41,15 +31,12 @@ async fn serves_the_openapi_document_it_implements() {
 
 #[tokio::test]
 async fn unrouted_paths_and_methods_answer_in_the_error_envelope() {
-    let addr = spawn_server().await;
-    let envelope = Schemas::from_openapi(openapi())
-        .unwrap()
-        .component("ErrorEnvelope")
-        .unwrap();
-    let detail = Schemas::from_openapi(openapi())
-        .unwrap()
-        .component("ErrorDetail")
-        .unwrap();
+    let server = TestServer::start().await;
+    let schemas = Schemas::from_openapi(openapi()).unwrap();
+    let (envelope, detail) = (
+        schemas.component("ErrorEnvelope").unwrap(),
+        schemas.component("ErrorDetail").unwrap(),
+    );
     let client = reqwest::Client::new();
     for (method, path, status, code) in [
         (reqwest::Method::GET, "/v1/nowhere", 404, "not_found"),
@@ -61,7 +48,7 @@ async fn unrouted_paths_and_methods_answer_in_the_error_envelope() {
         ),
     ] {
         let response = client
-            .request(method.clone(), format!("http://{addr}{path}"))
+            .request(method.clone(), format!("{}{path}", server.base))
             .send()
             .await
             .unwrap();
@@ -83,18 +70,17 @@ async fn unrouted_paths_and_methods_answer_in_the_error_envelope() {
 
 #[tokio::test]
 async fn the_generated_client_decodes_the_envelope() {
-    let addr = spawn_server().await;
-    let client = intent_sdk::Client::new(&format!("http://{addr}"));
-    // Session routes arrive with the Agent issue; today the path answers 404 in the envelope.
+    let server = TestServer::start().await;
+    let client = intent_sdk::Client::new(&server.base);
     let session_id = "ses_missing".parse().unwrap();
     let error = client
         .get_session(&session_id)
         .await
-        .expect_err("no sessions are served yet");
+        .expect_err("no token was sent");
     match error {
         intent_sdk::Error::ErrorResponse(response) => {
-            assert_eq!(response.status(), 404);
-            assert_eq!(response.into_inner().error["code"], "not_found");
+            assert_eq!(response.status(), 401);
+            assert_eq!(response.into_inner().error["code"], "unauthorized");
         }
         other => panic!("expected an error response, got {other:?}"),
     }
@@ -108,10 +94,7 @@ fn every_error_code_has_the_status_openapi_json_names() {
     assert!(statuses.len() >= 20);
     for (code, status) in statuses {
         let parsed: ErrorCode = serde_json::from_value(Value::String(code.clone())).unwrap();
-        assert_eq!(
-            u64::from(intent_server::error::status_of(parsed).as_u16()),
-            status.as_u64().unwrap(),
-            "{code}"
-        );
+        let served = intent_server::error::status_of(parsed).as_u16();
+        assert_eq!(u64::from(served), status.as_u64().unwrap(), "{code}");
     }
 }

@@ -52,3 +52,64 @@ pub fn resolve(value: &'static Value) -> &'static Value {
         None => value,
     }
 }
+
+/// A reference server on a free loopback port, with its own data dir, for one test.
+pub struct TestServer {
+    /// `http://127.0.0.1:PORT`
+    pub base: String,
+    /// The server's state, to mint tokens.
+    pub state: intent_server::AppState,
+    /// The data dir; removed when the server is dropped.
+    pub data_dir: tempfile::TempDir,
+}
+
+impl TestServer {
+    /// Starts a server on `127.0.0.1:0` with a new data dir.
+    pub async fn start() -> Self {
+        let data_dir = tempfile::tempdir().expect("a temporary data dir");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a loopback port");
+        let base = format!("http://{}", listener.local_addr().expect("a bound address"));
+        let config = intent_server::config::Config::new(data_dir.path());
+        let state = intent_server::AppState::open(config, &base)
+            .await
+            .expect("the server opens its data dir");
+        tokio::spawn(intent_server::serve(listener, state.clone()));
+        Self {
+            base,
+            state,
+            data_dir,
+        }
+    }
+
+    /// An access token for `account` on `resource` with `scopes`, valid for an hour.
+    pub fn token(
+        &self,
+        account: &str,
+        resource: intent_server::resource::Resource,
+        scopes: &[&str],
+    ) -> String {
+        self.state.mint_access_token(&intent_server::token::Grant {
+            account: account.to_owned(),
+            scopes: scopes.iter().map(|s| s.to_string()).collect(),
+            resource: resource.identifier(&self.base),
+            client_id: "intent-tests".to_owned(),
+            ttl: std::time::Duration::from_secs(3600),
+        })
+    }
+
+    /// A generated client that sends `token` as its bearer.
+    pub fn client(&self, token: &str) -> intent_sdk::Client {
+        let mut headers = reqwest::header::HeaderMap::new();
+        let value = format!("Bearer {token}")
+            .parse()
+            .expect("a token is a valid header value");
+        headers.insert(reqwest::header::AUTHORIZATION, value);
+        let http = reqwest::Client::builder()
+            .default_headers(headers)
+            .build()
+            .expect("a reqwest client");
+        intent_sdk::Client::new_with_client(&self.base, http)
+    }
+}

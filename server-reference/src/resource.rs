@@ -1,0 +1,122 @@
+//! The five protected resources of part 5.4; a token is bound to exactly one of them.
+
+/// A protected resource. Its identifier is the issuer's base address followed by [`path`].
+///
+/// [`path`]: Resource::path
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Resource {
+    /// `/v1/agent`
+    Agent,
+    /// `/v1/pipeline`
+    Pipeline,
+    /// `/v1/agent/mcp`
+    AgentMcp,
+    /// `/v1/pipeline/mcp`
+    PipelineMcp,
+    /// `/v1/account`
+    Account,
+}
+
+impl Resource {
+    /// Every resource.
+    pub const ALL: [Resource; 5] = [
+        Resource::Agent,
+        Resource::Pipeline,
+        Resource::AgentMcp,
+        Resource::PipelineMcp,
+        Resource::Account,
+    ];
+
+    /// The name openapi.json uses in `x-resource` and `x-resources`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Resource::Agent => "agent",
+            Resource::Pipeline => "pipeline",
+            Resource::AgentMcp => "agent-mcp",
+            Resource::PipelineMcp => "pipeline-mcp",
+            Resource::Account => "account",
+        }
+    }
+
+    /// The path that follows the base address in the identifier.
+    pub fn path(self) -> &'static str {
+        match self {
+            Resource::Agent => "/v1/agent",
+            Resource::Pipeline => "/v1/pipeline",
+            Resource::AgentMcp => "/v1/agent/mcp",
+            Resource::PipelineMcp => "/v1/pipeline/mcp",
+            Resource::Account => "/v1/account",
+        }
+    }
+
+    /// The scopes of part 5 that belong to this resource.
+    pub fn scopes(self) -> &'static [&'static str] {
+        match self {
+            Resource::Agent => &["agent:read", "agent:write", "agent:actions:resolve"],
+            Resource::Pipeline => &["pipeline:catalog", "pipeline:execute", "custody:delegate"],
+            Resource::AgentMcp => &["mcp:agent"],
+            Resource::PipelineMcp => &["mcp:pipeline"],
+            Resource::Account => &[
+                "account:apps:read",
+                "account:apps:write",
+                "account:credentials:read",
+                "account:credentials:write",
+                "account:credits:read",
+                "account:credits:topup",
+                "account:usage:read",
+                "payments:submit",
+            ],
+        }
+    }
+
+    /// The resource called `name` in openapi.json.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.name() == name)
+    }
+
+    /// The identifier of this resource at `base` (no trailing slash).
+    pub fn identifier(self, base: &str) -> String {
+        format!("{base}{}", self.path())
+    }
+
+    /// Splits an identifier into its base address and resource.
+    pub fn parse_identifier(identifier: &str) -> Option<(&str, Self)> {
+        // Longest path first: `/v1/agent/mcp` before `/v1/agent`.
+        let mut all = Self::ALL;
+        all.sort_by_key(|r| std::cmp::Reverse(r.path().len()));
+        all.into_iter().find_map(|r| {
+            let base = identifier.strip_suffix(r.path())?;
+            (!base.is_empty() && !base.ends_with('/')).then_some((base, r))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identifiers_parse_back_to_their_resource() {
+        for resource in Resource::ALL {
+            let id = resource.identifier("http://127.0.0.1:8080");
+            assert_eq!(
+                Resource::parse_identifier(&id),
+                Some(("http://127.0.0.1:8080", resource))
+            );
+        }
+        assert_eq!(Resource::parse_identifier("http://h/v1/other"), None);
+        assert_eq!(Resource::parse_identifier("/v1/agent"), None);
+    }
+
+    #[test]
+    fn the_sixteen_scopes_belong_to_one_resource_each() {
+        let mut all: Vec<&str> = Resource::ALL
+            .iter()
+            .flat_map(|r| r.scopes().iter().copied())
+            .collect();
+        assert_eq!(all.len(), 16);
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), 16);
+    }
+}

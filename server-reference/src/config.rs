@@ -3,6 +3,34 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// A registered OAuth client. Clients are public (no secret) and prove possession with PKCE.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OAuthClient {
+    /// The client id.
+    pub id: String,
+    /// Redirect URIs, matched exactly; empty for device-only clients.
+    pub redirect_uris: Vec<String>,
+}
+
+impl OAuthClient {
+    /// Parses `ID` or `ID=URI[,URI...]`.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let (id, uris) = text.split_once('=').unwrap_or((text, ""));
+        if id.is_empty() {
+            return Err(format!("client {text:?} has no id"));
+        }
+        let redirect_uris = uris
+            .split(',')
+            .filter(|u| !u.is_empty())
+            .map(str::to_owned)
+            .collect();
+        Ok(Self {
+            id: id.to_owned(),
+            redirect_uris,
+        })
+    }
+}
+
 /// How the server runs. Build it with [`Config::new`] and the chainable setters.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -13,6 +41,16 @@ pub struct Config {
     pub public_url: Option<String>,
     /// Largest accepted request body, in bytes.
     pub body_limit: usize,
+    /// Registered OAuth clients. The default registers `intent-cli` for the device flow.
+    pub clients: Vec<OAuthClient>,
+    /// Lifetime of access tokens issued by the token endpoint.
+    pub access_token_ttl: Duration,
+    /// Lifetime of refresh tokens; each use rotates to a new one.
+    pub refresh_token_ttl: Duration,
+    /// Lifetime of a device code.
+    pub device_code_ttl: Duration,
+    /// Seconds a device client waits between polls (RFC 8628 `interval`).
+    pub device_poll_interval: Duration,
 }
 
 impl Config {
@@ -22,6 +60,14 @@ impl Config {
             data_dir: data_dir.into(),
             public_url: None,
             body_limit: 1024 * 1024,
+            clients: vec![OAuthClient {
+                id: DEVICE_CLIENT_ID.to_owned(),
+                redirect_uris: Vec::new(),
+            }],
+            access_token_ttl: DEFAULT_TOKEN_TTL,
+            refresh_token_ttl: Duration::from_secs(30 * 24 * 3600),
+            device_code_ttl: Duration::from_secs(600),
+            device_poll_interval: Duration::from_secs(5),
         }
     }
 
@@ -36,7 +82,47 @@ impl Config {
         self.body_limit = bytes;
         self
     }
+
+    /// Adds a registered OAuth client.
+    pub fn client(mut self, client: OAuthClient) -> Self {
+        self.clients.push(client);
+        self
+    }
+
+    /// Sets [`Config::access_token_ttl`].
+    pub fn access_token_ttl(mut self, ttl: Duration) -> Self {
+        self.access_token_ttl = ttl;
+        self
+    }
+
+    /// Sets [`Config::device_code_ttl`].
+    pub fn device_code_ttl(mut self, ttl: Duration) -> Self {
+        self.device_code_ttl = ttl;
+        self
+    }
+
+    /// Sets [`Config::device_poll_interval`].
+    pub fn device_poll_interval(mut self, interval: Duration) -> Self {
+        self.device_poll_interval = interval;
+        self
+    }
 }
 
-/// Default lifetime of access tokens minted by the `token` command.
+/// The client registered by default for the device flow.
+pub const DEVICE_CLIENT_ID: &str = "intent-cli";
+
+/// Default lifetime of access tokens.
 pub const DEFAULT_TOKEN_TTL: Duration = Duration::from_secs(3600);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clients_parse_with_and_without_redirect_uris() {
+        let app = OAuthClient::parse("app=http://127.0.0.1:9/cb,https://x/cb").unwrap();
+        assert_eq!(app.redirect_uris, ["http://127.0.0.1:9/cb", "https://x/cb"]);
+        assert!(OAuthClient::parse("cli").unwrap().redirect_uris.is_empty());
+        assert!(OAuthClient::parse("=http://x").is_err());
+    }
+}

@@ -10,6 +10,7 @@ pub mod config;
 pub mod error;
 pub mod gateway;
 pub mod keys;
+pub mod oauth;
 mod random;
 pub mod resource;
 mod secrets;
@@ -27,7 +28,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use intent_models::ErrorCode;
 
-use crate::config::Config;
+use crate::config::{Config, OAuthClient};
 use crate::error::ApiError;
 use crate::gateway::Operations;
 use crate::keys::SigningKey;
@@ -128,6 +129,14 @@ impl AppState {
         )
     }
 
+    fn config(&self) -> &Config {
+        &self.0.config
+    }
+
+    fn oauth_client(&self, id: &str) -> Option<&OAuthClient> {
+        self.0.config.clients.iter().find(|client| client.id == id)
+    }
+
     fn sealer(&self) -> &Sealer {
         &self.0.sealer
     }
@@ -150,6 +159,7 @@ pub fn app(state: AppState) -> Router {
         .route("/healthz", get(healthz))
         .route("/openapi.json", get(openapi))
         .merge(wellknown::router())
+        .merge(oauth::router())
         .nest("/v1/account", account::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -163,10 +173,15 @@ pub fn app(state: AppState) -> Router {
 
 /// Unix seconds now.
 pub fn now() -> i64 {
+    now_ms() / 1000
+}
+
+/// Unix milliseconds now.
+pub(crate) fn now_ms() -> i64 {
     let since_epoch = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .expect("the clock is after 1970");
-    i64::try_from(since_epoch.as_secs()).expect("seconds since 1970 fit in i64")
+    i64::try_from(since_epoch.as_millis()).expect("milliseconds since 1970 fit in i64")
 }
 
 async fn healthz() -> impl IntoResponse {

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use intent_server::config::{Config, DEFAULT_TOKEN_TTL};
+use intent_server::config::{Config, DEFAULT_TOKEN_TTL, OAuthClient};
 use intent_server::token::{self, Grant};
 use intent_server::{AppState, app};
 use tokio::net::TcpListener;
@@ -41,6 +41,10 @@ enum Command {
         /// Largest accepted request body, in bytes.
         #[arg(long, env = "INTENT_BODY_LIMIT", default_value_t = 1024 * 1024)]
         body_limit: usize,
+        /// An OAuth client to register, as ID=REDIRECT_URI[,REDIRECT_URI...]; repeatable.
+        /// `intent-cli` is always registered for the device flow.
+        #[arg(long = "client", env = "INTENT_CLIENTS", value_delimiter = ' ', value_parser = OAuthClient::parse)]
+        clients: Vec<OAuthClient>,
     },
     /// Print an access token signed with the data dir's key, for tests, CI and conformance runs.
     Token {
@@ -80,8 +84,10 @@ async fn main() -> ExitCode {
             data_dir,
             public_url,
             body_limit,
+            clients,
         } => {
-            let mut config = Config::new(data_dir).body_limit(body_limit);
+            let config = Config::new(data_dir).body_limit(body_limit);
+            let mut config = clients.into_iter().fold(config, Config::client);
             if let Some(url) = public_url {
                 config = config.public_url(url);
             }

@@ -1,13 +1,13 @@
-//! Public metadata: the JWKS and the protected-resource metadata (RFC 9728) of the five
-//! resources.
+//! Public metadata: the JWKS, the authorization-server metadata (RFC 8414), and the
+//! protected-resource metadata (RFC 9728) of the five resources.
 
 use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{Value, json};
 
-use crate::AppState;
 use crate::resource::Resource;
+use crate::{AppState, oauth};
 
 /// Where the JWKS is served.
 pub const JWKS_PATH: &str = "/.well-known/jwks.json";
@@ -15,9 +15,14 @@ pub const JWKS_PATH: &str = "/.well-known/jwks.json";
 /// Prefix of the protected-resource metadata; the resource's path follows it (RFC 9728, 3.1).
 pub const RESOURCE_METADATA_PREFIX: &str = "/.well-known/oauth-protected-resource";
 
+/// Where the authorization-server metadata is (RFC 8414).
+pub const AUTHORIZATION_SERVER_PATH: &str = "/.well-known/oauth-authorization-server";
+
 /// Routes of the metadata documents.
 pub fn router() -> Router<AppState> {
-    let router = Router::new().route(JWKS_PATH, get(jwks));
+    let router = Router::new()
+        .route(JWKS_PATH, get(jwks))
+        .route(AUTHORIZATION_SERVER_PATH, get(authorization_server));
     Resource::ALL.into_iter().fold(router, |router, resource| {
         let path = format!("{RESOURCE_METADATA_PREFIX}{}", resource.path());
         router.route(
@@ -29,6 +34,28 @@ pub fn router() -> Router<AppState> {
 
 async fn jwks(State(state): State<AppState>) -> Json<Value> {
     Json(serde_json::to_value(state.signing_key().jwks()).expect("a JWKS serializes"))
+}
+
+async fn authorization_server(State(state): State<AppState>) -> Json<Value> {
+    let issuer = state.issuer();
+    let scopes: Vec<&str> = Resource::ALL
+        .iter()
+        .flat_map(|r| r.scopes().iter().copied())
+        .collect();
+    Json(json!({
+        "issuer": issuer,
+        "authorization_endpoint": format!("{issuer}{}", oauth::AUTHORIZE_PATH),
+        "token_endpoint": format!("{issuer}{}", oauth::TOKEN_PATH),
+        "device_authorization_endpoint": format!("{issuer}{}", oauth::DEVICE_CODE_PATH),
+        "jwks_uri": format!("{issuer}{JWKS_PATH}"),
+        "scopes_supported": scopes,
+        "response_types_supported": ["code"],
+        "response_modes_supported": ["query"],
+        "grant_types_supported": ["authorization_code", "refresh_token", "urn:ietf:params:oauth:grant-type:device_code"],
+        "code_challenge_methods_supported": ["S256"],
+        "token_endpoint_auth_methods_supported": ["none"],
+        "authorization_response_iss_parameter_supported": true,
+    }))
 }
 
 async fn resource_metadata(State(state): State<AppState>, resource: Resource) -> Json<Value> {

@@ -3,6 +3,7 @@
 mod account;
 mod auth_matrix;
 mod model_strictness;
+mod oauth;
 mod openapi_examples;
 mod openapi_facts;
 mod server_basics;

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 
+use intent_server::config::{Config, OAuthClient};
 use serde_json::Value;
 
 /// The workspace root.
@@ -53,6 +54,12 @@ pub fn resolve(value: &'static Value) -> &'static Value {
     }
 }
 
+/// The OAuth client every test server registers.
+pub const TEST_CLIENT: &str = "intent-tests";
+
+/// The one redirect URI of [`TEST_CLIENT`]; nothing listens there, tests read the redirect.
+pub const TEST_REDIRECT_URI: &str = "http://127.0.0.1:9/callback";
+
 /// A reference server on a free loopback port, with its own data dir, for one test.
 pub struct TestServer {
     /// `http://127.0.0.1:PORT`
@@ -64,14 +71,27 @@ pub struct TestServer {
 }
 
 impl TestServer {
-    /// Starts a server on `127.0.0.1:0` with a new data dir.
+    /// Starts a server on `127.0.0.1:0` with a new data dir, [`TEST_CLIENT`] registered at
+    /// [`TEST_REDIRECT_URI`], and a one-second device poll interval.
     pub async fn start() -> Self {
+        Self::start_with(|config| config).await
+    }
+
+    /// Starts a server like [`TestServer::start`], with `configure` applied to its config.
+    pub async fn start_with(configure: impl FnOnce(Config) -> Config) -> Self {
         let data_dir = tempfile::tempdir().expect("a temporary data dir");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("a loopback port");
         let base = format!("http://{}", listener.local_addr().expect("a bound address"));
-        let config = intent_server::config::Config::new(data_dir.path());
+        let client = OAuthClient {
+            id: TEST_CLIENT.to_owned(),
+            redirect_uris: vec![TEST_REDIRECT_URI.to_owned()],
+        };
+        let config = Config::new(data_dir.path())
+            .client(client)
+            .device_poll_interval(std::time::Duration::from_secs(1));
+        let config = configure(config);
         let state = intent_server::AppState::open(config, &base)
             .await
             .expect("the server opens its data dir");

@@ -62,6 +62,86 @@ pub struct CredentialPresence {
     pub updated_at: i64,
 }
 
+/// What a grant authorizes: who, for which client, which scopes on which one resource.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Authorization {
+    /// The OAuth client.
+    pub client_id: String,
+    /// The account.
+    pub account: String,
+    /// Granted scopes, space-separated.
+    pub scopes: String,
+    /// The one resource identifier.
+    pub resource: String,
+}
+
+/// A stored authorization code.
+#[derive(Debug, Clone)]
+pub struct AuthorizationCode {
+    /// What the code grants.
+    pub grant: Authorization,
+    /// The redirect URI the code was issued to.
+    pub redirect_uri: String,
+    /// The PKCE S256 challenge.
+    pub code_challenge: String,
+    /// Unix seconds after which the code is void.
+    pub expires_at: i64,
+}
+
+/// The state of a device authorization (RFC 8628).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceStatus {
+    /// Waiting for the user.
+    Pending,
+    /// The user approved; a token may be issued once.
+    Approved,
+    /// The user denied.
+    Denied,
+    /// A token was issued.
+    Used,
+}
+
+/// A stored device authorization.
+#[derive(Debug, Clone)]
+pub struct DeviceGrant {
+    /// The code the user types.
+    pub user_code: String,
+    /// The client, scopes and resource asked for; the account once approved.
+    pub client_id: String,
+    /// Requested scopes, space-separated.
+    pub scopes: String,
+    /// The resource identifier.
+    pub resource: String,
+    /// The approving account.
+    pub account: Option<String>,
+    /// Where the grant stands.
+    pub status: DeviceStatus,
+    /// Seconds the client must wait between polls.
+    pub interval_secs: i64,
+    /// Unix milliseconds of the previous poll.
+    pub last_poll_ms: Option<i64>,
+    /// Unix seconds after which the grant is void.
+    pub expires_at: i64,
+}
+
+/// What presenting a refresh token found.
+#[derive(Debug, Clone)]
+pub enum RefreshUse {
+    /// The token was active and is now used; rotate to a new one in `family`.
+    Rotated {
+        /// What the token granted.
+        grant: Authorization,
+        /// The rotation family.
+        family: String,
+        /// Unix seconds after which the token was void.
+        expires_at: i64,
+    },
+    /// The token was already used or revoked; its whole family is now revoked.
+    Replayed,
+    /// No such token.
+    Unknown,
+}
+
 /// The server's durable state. Every method is scoped to one account: ownership comes from the
 /// caller's principal, never from the data.
 #[async_trait]
@@ -90,4 +170,43 @@ pub trait Store: Send + Sync + 'static {
     async fn record_usage(&self, account: &str, meter: Meter, at: i64) -> Result<()>;
     /// Units recorded per meter for `account` with `from <= at < to`.
     async fn usage(&self, account: &str, from: i64, to: i64) -> Result<Vec<(Meter, i64)>>;
+
+    /// Stores an authorization code under the hash of its value.
+    async fn save_code(&self, code_hash: &str, code: &AuthorizationCode) -> Result<()>;
+    /// Marks the code used and returns it; `None` when unknown or already used.
+    async fn take_code(&self, code_hash: &str) -> Result<Option<AuthorizationCode>>;
+
+    /// Stores a new pending device grant under the hash of its device code.
+    async fn save_device_grant(&self, device_code_hash: &str, grant: &DeviceGrant) -> Result<()>;
+    /// The grant whose user code is `user_code`.
+    async fn device_grant_by_user_code(&self, user_code: &str) -> Result<Option<DeviceGrant>>;
+    /// Approves (with the account) or denies (with `None`) a pending grant that has not expired at
+    /// `now`; whether it was pending.
+    async fn decide_device_grant(
+        &self,
+        user_code: &str,
+        account: Option<&str>,
+        now: i64,
+    ) -> Result<bool>;
+    /// Records a poll at `now_ms` and returns the grant as it was before the poll.
+    async fn poll_device_grant(
+        &self,
+        device_code_hash: &str,
+        now_ms: i64,
+    ) -> Result<Option<DeviceGrant>>;
+    /// Adds `by` seconds to the grant's poll interval (`slow_down`).
+    async fn slow_device_grant(&self, device_code_hash: &str, by: i64) -> Result<()>;
+    /// Moves an approved grant to used; whether it was approved.
+    async fn consume_device_grant(&self, device_code_hash: &str) -> Result<bool>;
+
+    /// Stores an active refresh token in `family`.
+    async fn save_refresh_token(
+        &self,
+        token_hash: &str,
+        family: &str,
+        grant: &Authorization,
+        expires_at: i64,
+    ) -> Result<()>;
+    /// Uses a refresh token: rotates an active one, revokes the family of a replayed one.
+    async fn use_refresh_token(&self, token_hash: &str) -> Result<RefreshUse>;
 }

@@ -8,7 +8,10 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 
-use super::{CredentialPresence, Error, Meter, Result, Store};
+use super::{
+    Authorization, AuthorizationCode, CredentialPresence, DeviceGrant, DeviceStatus, Error, Meter,
+    RefreshUse, Result, Store,
+};
 
 /// SQLite behind [`Store`].
 #[derive(Clone)]
@@ -37,6 +40,17 @@ impl SqliteStore {
             .map_err(Error::Migrate)?;
         Ok(Self { pool })
     }
+}
+
+/// A static `SELECT` of the columns of [`DeviceRow`] with a `WHERE` condition.
+macro_rules! select_device_grant {
+    ($condition:literal) => {
+        concat!(
+            "SELECT user_code, client_id, scopes, resource, account, status, interval_secs, last_poll_ms, expires_at \
+             FROM device_grants WHERE ",
+            $condition
+        )
+    };
 }
 
 #[async_trait]
@@ -159,6 +173,258 @@ impl Store for SqliteStore {
             .filter_map(|(name, count)| Some((Meter::parse(&name)?, count)))
             .collect())
     }
+
+    async fn save_code(&self, code_hash: &str, code: &AuthorizationCode) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO authorization_codes
+             (code_hash, client_id, redirect_uri, account, scopes, resource, code_challenge, expires_at)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(code_hash)
+        .bind(&code.grant.client_id)
+        .bind(&code.redirect_uri)
+        .bind(&code.grant.account)
+        .bind(&code.grant.scopes)
+        .bind(&code.grant.resource)
+        .bind(&code.code_challenge)
+        .bind(code.expires_at)
+        .execute(&self.pool)
+        .await
+        .map_err(Error::Database)?;
+        Ok(())
+    }
+
+    async fn take_code(&self, code_hash: &str) -> Result<Option<AuthorizationCode>> {
+        type Row = (String, String, String, String, String, String, i64);
+        let row: Option<Row> = sqlx::query_as(
+            "UPDATE authorization_codes SET used = 1 WHERE code_hash = ? AND used = 0
+             RETURNING client_id, redirect_uri, account, scopes, resource, code_challenge, expires_at",
+        )
+        .bind(code_hash)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(Error::Database)?;
+        Ok(row.map(
+            |(client_id, redirect_uri, account, scopes, resource, code_challenge, expires_at)| {
+                AuthorizationCode {
+                    grant: Authorization {
+                        client_id,
+                        account,
+                        scopes,
+                        resource,
+                    },
+                    redirect_uri,
+                    code_challenge,
+                    expires_at,
+                }
+            },
+        ))
+    }
+
+    async fn save_device_grant(&self, device_code_hash: &str, grant: &DeviceGrant) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO device_grants
+             (device_code_hash, user_code, client_id, scopes, resource, status, interval_secs, expires_at)
+             VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)",
+        )
+        .bind(device_code_hash)
+        .bind(&grant.user_code)
+        .bind(&grant.client_id)
+        .bind(&grant.scopes)
+        .bind(&grant.resource)
+        .bind(grant.interval_secs)
+        .bind(grant.expires_at)
+        .execute(&self.pool)
+        .await
+        .map_err(Error::Database)?;
+        Ok(())
+    }
+
+    async fn device_grant_by_user_code(&self, user_code: &str) -> Result<Option<DeviceGrant>> {
+        let row: Option<DeviceRow> = sqlx::query_as(select_device_grant!("user_code = ?"))
+            .bind(user_code)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(Error::Database)?;
+        Ok(row.and_then(device_grant))
+    }
+
+    async fn decide_device_grant(
+        &self,
+        user_code: &str,
+        account: Option<&str>,
+        now: i64,
+    ) -> Result<bool> {
+        let status = if account.is_some() {
+            "approved"
+        } else {
+            "denied"
+        };
+        let done = sqlx::query(
+            "UPDATE device_grants SET status = ?, account = ?
+             WHERE user_code = ? AND status = 'pending' AND expires_at > ?",
+        )
+        .bind(status)
+        .bind(account)
+        .bind(user_code)
+        .bind(now)
+        .execute(&self.pool)
+        .await
+        .map_err(Error::Database)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn poll_device_grant(
+        &self,
+        device_code_hash: &str,
+        now_ms: i64,
+    ) -> Result<Option<DeviceGrant>> {
+        let mut transaction = self.pool.begin().await.map_err(Error::Database)?;
+        let row: Option<DeviceRow> = sqlx::query_as(select_device_grant!("device_code_hash = ?"))
+            .bind(device_code_hash)
+            .fetch_optional(&mut *transaction)
+            .await
+            .map_err(Error::Database)?;
+        sqlx::query("UPDATE device_grants SET last_poll_ms = ? WHERE device_code_hash = ?")
+            .bind(now_ms)
+            .bind(device_code_hash)
+            .execute(&mut *transaction)
+            .await
+            .map_err(Error::Database)?;
+        transaction.commit().await.map_err(Error::Database)?;
+        Ok(row.and_then(device_grant))
+    }
+
+    async fn slow_device_grant(&self, device_code_hash: &str, by: i64) -> Result<()> {
+        sqlx::query(
+            "UPDATE device_grants SET interval_secs = interval_secs + ? WHERE device_code_hash = ?",
+        )
+        .bind(by)
+        .bind(device_code_hash)
+        .execute(&self.pool)
+        .await
+        .map_err(Error::Database)?;
+        Ok(())
+    }
+
+    async fn consume_device_grant(&self, device_code_hash: &str) -> Result<bool> {
+        let done = sqlx::query(
+            "UPDATE device_grants SET status = 'used' WHERE device_code_hash = ? AND status = 'approved'",
+        )
+        .bind(device_code_hash)
+        .execute(&self.pool)
+        .await
+        .map_err(Error::Database)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn save_refresh_token(
+        &self,
+        token_hash: &str,
+        family: &str,
+        grant: &Authorization,
+        expires_at: i64,
+    ) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO refresh_tokens (token_hash, family, client_id, account, scopes, resource, expires_at, status)
+             VALUES (?, ?, ?, ?, ?, ?, ?, 'active')",
+        )
+        .bind(token_hash)
+        .bind(family)
+        .bind(&grant.client_id)
+        .bind(&grant.account)
+        .bind(&grant.scopes)
+        .bind(&grant.resource)
+        .bind(expires_at)
+        .execute(&self.pool)
+        .await
+        .map_err(Error::Database)?;
+        Ok(())
+    }
+
+    async fn use_refresh_token(&self, token_hash: &str) -> Result<RefreshUse> {
+        type Row = (String, String, String, String, String, i64);
+        let rotated: Option<Row> = sqlx::query_as(
+            "UPDATE refresh_tokens SET status = 'used' WHERE token_hash = ? AND status = 'active'
+             RETURNING family, client_id, account, scopes, resource, expires_at",
+        )
+        .bind(token_hash)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(Error::Database)?;
+        if let Some((family, client_id, account, scopes, resource, expires_at)) = rotated {
+            let grant = Authorization {
+                client_id,
+                account,
+                scopes,
+                resource,
+            };
+            return Ok(RefreshUse::Rotated {
+                grant,
+                family,
+                expires_at,
+            });
+        }
+        // A used or revoked token presented again: revoke everything rotated from it.
+        let revoked = sqlx::query(
+            "UPDATE refresh_tokens SET status = 'revoked'
+             WHERE family = (SELECT family FROM refresh_tokens WHERE token_hash = ?)",
+        )
+        .bind(token_hash)
+        .execute(&self.pool)
+        .await
+        .map_err(Error::Database)?;
+        Ok(if revoked.rows_affected() > 0 {
+            RefreshUse::Replayed
+        } else {
+            RefreshUse::Unknown
+        })
+    }
+}
+
+type DeviceRow = (
+    String,
+    String,
+    String,
+    String,
+    Option<String>,
+    String,
+    i64,
+    Option<i64>,
+    i64,
+);
+
+fn device_grant(row: DeviceRow) -> Option<DeviceGrant> {
+    let (
+        user_code,
+        client_id,
+        scopes,
+        resource,
+        account,
+        status,
+        interval_secs,
+        last_poll_ms,
+        expires_at,
+    ) = row;
+    let status = match status.as_str() {
+        "pending" => DeviceStatus::Pending,
+        "approved" => DeviceStatus::Approved,
+        "denied" => DeviceStatus::Denied,
+        "used" => DeviceStatus::Used,
+        // The CHECK constraint admits no other value.
+        _ => return None,
+    };
+    Some(DeviceGrant {
+        user_code,
+        client_id,
+        scopes,
+        resource,
+        account,
+        status,
+        interval_secs,
+        last_poll_ms,
+        expires_at,
+    })
 }
 
 #[cfg(test)]
@@ -196,6 +462,44 @@ mod tests {
         let mut usage = store.usage("alice", 10, 20).await.unwrap();
         usage.sort();
         assert_eq!(usage, vec![(Meter::Turn, 2), (Meter::Commit, 1)]);
+    }
+
+    #[tokio::test]
+    async fn a_replayed_refresh_token_revokes_its_family() {
+        let (store, _dir) = store().await;
+        let grant = Authorization {
+            client_id: "c".into(),
+            account: "alice".into(),
+            scopes: "agent:read".into(),
+            resource: "http://h/v1/agent".into(),
+        };
+        store
+            .save_refresh_token("first", "fam", &grant, 100)
+            .await
+            .unwrap();
+        assert!(matches!(
+            store.use_refresh_token("first").await.unwrap(),
+            RefreshUse::Rotated { .. }
+        ));
+        store
+            .save_refresh_token("second", "fam", &grant, 100)
+            .await
+            .unwrap();
+        assert!(matches!(
+            store.use_refresh_token("first").await.unwrap(),
+            RefreshUse::Replayed
+        ));
+        assert!(
+            matches!(
+                store.use_refresh_token("second").await.unwrap(),
+                RefreshUse::Replayed
+            ),
+            "family revoked"
+        );
+        assert!(matches!(
+            store.use_refresh_token("never").await.unwrap(),
+            RefreshUse::Unknown
+        ));
     }
 
     #[tokio::test]

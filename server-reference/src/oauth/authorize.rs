@@ -1,0 +1,230 @@
+//! The authorization endpoint: authorization code with PKCE S256 and exact redirect URIs. GET
+//! shows a consent page that asks which account to act as; POST approves or denies.
+
+use axum::Form;
+use axum::extract::{Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+
+use super::{OAuthError, hash, page, requested, valid_account};
+use crate::store::{Authorization, AuthorizationCode};
+use crate::{AppState, now};
+
+/// Lifetime of an authorization code, seconds.
+const CODE_TTL: i64 = 60;
+
+/// The parameters of an authorization request (RFC 6749, 4.1.1; RFC 7636; RFC 8707).
+#[derive(Debug, Default, Deserialize, Serialize)]
+pub struct AuthorizeParams {
+    response_type: Option<String>,
+    client_id: Option<String>,
+    redirect_uri: Option<String>,
+    scope: Option<String>,
+    state: Option<String>,
+    code_challenge: Option<String>,
+    code_challenge_method: Option<String>,
+    resource: Option<String>,
+}
+
+/// The consent form: the request again, the account, and the decision.
+#[derive(Debug, Deserialize)]
+pub struct Consent {
+    #[serde(flatten)]
+    params: AuthorizeParams,
+    account: Option<String>,
+    decision: Option<String>,
+}
+
+/// A request that passed every check.
+struct Checked {
+    client_id: String,
+    redirect_uri: String,
+    state: Option<String>,
+    code_challenge: String,
+    resource: String,
+    scopes: String,
+}
+
+/// Why a request was refused: before the redirect URI is trusted the refusal is a page; after,
+/// the error goes back to the client.
+enum Refusal {
+    Page(String),
+    Redirect {
+        redirect_uri: String,
+        state: Option<String>,
+        error: OAuthError,
+    },
+}
+
+pub async fn show(
+    State(state): State<AppState>,
+    Query(params): Query<AuthorizeParams>,
+) -> Response {
+    match check(&state, &params) {
+        Ok(checked) => consent_page(&params, &checked),
+        Err(refusal) => refuse(refusal),
+    }
+}
+
+pub async fn decide(State(state): State<AppState>, Form(consent): Form<Consent>) -> Response {
+    let checked = match check(&state, &consent.params) {
+        Ok(checked) => checked,
+        Err(refusal) => return refuse(refusal),
+    };
+    match consent.decision.as_deref() {
+        Some("approve") => {}
+        Some("deny") => {
+            let error = OAuthError::new("access_denied", "the user denied the request");
+            return refuse(Refusal::Redirect {
+                redirect_uri: checked.redirect_uri,
+                state: checked.state,
+                error,
+            });
+        }
+        _ => {
+            return page::render(
+                StatusCode::BAD_REQUEST,
+                "Bad request",
+                "<p>Choose approve or deny.</p>",
+            );
+        }
+    }
+    let Some(account) = consent.account.filter(|a| valid_account(a)) else {
+        let body = "<p>The account must be 1 to 128 letters, digits or <code>_ . @ -</code>.</p>";
+        return page::render(StatusCode::BAD_REQUEST, "Bad request", body);
+    };
+    let code = crate::random::id("ac");
+    let stored = AuthorizationCode {
+        grant: Authorization {
+            client_id: checked.client_id,
+            account,
+            scopes: checked.scopes,
+            resource: checked.resource,
+        },
+        redirect_uri: checked.redirect_uri.clone(),
+        code_challenge: checked.code_challenge,
+        expires_at: now() + CODE_TTL,
+    };
+    if let Err(error) = state.store().save_code(&hash(&code), &stored).await {
+        return OAuthError::from(error).into_response();
+    }
+    let query = [
+        ("code", Some(code.as_str())),
+        ("state", checked.state.as_deref()),
+        ("iss", Some(state.issuer())),
+    ];
+    redirect(&checked.redirect_uri, &query)
+}
+
+fn check(state: &AppState, params: &AuthorizeParams) -> Result<Checked, Refusal> {
+    let client_id = params.client_id.as_deref().unwrap_or_default();
+    let client = state
+        .oauth_client(client_id)
+        .ok_or_else(|| Refusal::Page(format!("Unknown client {client_id:?}.")))?;
+    let redirect_uri = params.redirect_uri.as_deref().unwrap_or_default();
+    if !client
+        .redirect_uris
+        .iter()
+        .any(|registered| registered == redirect_uri)
+    {
+        return Err(Refusal::Page(format!(
+            "The redirect URI {redirect_uri:?} is not registered for this client."
+        )));
+    }
+    let to_client = |error| Refusal::Redirect {
+        redirect_uri: redirect_uri.to_owned(),
+        state: params.state.clone(),
+        error,
+    };
+    if params.response_type.as_deref() != Some("code") {
+        return Err(to_client(OAuthError::new(
+            "unsupported_response_type",
+            "response_type must be code",
+        )));
+    }
+    let code_challenge = params.code_challenge.as_deref().unwrap_or_default();
+    if params.code_challenge_method.as_deref() != Some("S256") {
+        return Err(to_client(OAuthError::new(
+            "invalid_request",
+            "PKCE with code_challenge_method S256 is required",
+        )));
+    }
+    if code_challenge.len() != 43
+        || !code_challenge
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return Err(to_client(OAuthError::new(
+            "invalid_request",
+            "code_challenge must be a base64url SHA-256",
+        )));
+    }
+    let (resource, scopes) =
+        requested(state, params.resource.as_deref(), params.scope.as_deref()).map_err(to_client)?;
+    Ok(Checked {
+        client_id: client.id.clone(),
+        redirect_uri: redirect_uri.to_owned(),
+        state: params.state.clone(),
+        code_challenge: code_challenge.to_owned(),
+        resource,
+        scopes,
+    })
+}
+
+fn consent_page(params: &AuthorizeParams, checked: &Checked) -> Response {
+    let fields = serde_urlencoded::to_string(params).expect("parameters encode");
+    let hidden: String = serde_urlencoded::from_str::<Vec<(String, String)>>(&fields)
+        .expect("encoded parameters decode")
+        .iter()
+        .map(|(name, value)| page::hidden(name, value))
+        .collect();
+    let body = format!(
+        "<p>Client <strong>{client}</strong> asks for <code>{scopes}</code> on <code>{resource}</code>.</p>\n\
+         <form method=\"post\">{hidden}\n\
+         <label>Act as account <input name=\"account\" required maxlength=\"128\"></label>\n\
+         <button name=\"decision\" value=\"approve\">Approve</button>\n\
+         <button name=\"decision\" value=\"deny\">Deny</button></form>",
+        client = page::escape(&checked.client_id),
+        scopes = page::escape(&checked.scopes),
+        resource = page::escape(&checked.resource),
+    );
+    page::render(StatusCode::OK, "Authorize", &body)
+}
+
+fn refuse(refusal: Refusal) -> Response {
+    match refusal {
+        Refusal::Page(message) => page::render(
+            StatusCode::BAD_REQUEST,
+            "Bad authorization request",
+            &format!("<p>{}</p>", page::escape(&message)),
+        ),
+        Refusal::Redirect {
+            redirect_uri,
+            state,
+            error,
+        } => {
+            let query = [
+                ("error", Some(error.error)),
+                ("error_description", Some(error.description.as_str())),
+                ("state", state.as_deref()),
+            ];
+            redirect(&redirect_uri, &query)
+        }
+    }
+}
+
+/// 303 to `uri` with `query` appended (absent values left out).
+fn redirect(uri: &str, query: &[(&str, Option<&str>)]) -> Response {
+    let present: Vec<(&str, &str)> = query
+        .iter()
+        .filter_map(|(k, v)| Some((*k, (*v)?)))
+        .collect();
+    let encoded = serde_urlencoded::to_string(present).expect("query parameters encode");
+    let separator = if uri.contains('?') { '&' } else { '?' };
+    (
+        StatusCode::SEE_OTHER,
+        [(header::LOCATION, format!("{uri}{separator}{encoded}"))],
+    )
+        .into_response()
+}

@@ -1,0 +1,165 @@
+//! The OAuth 2.1 authorization server (part 5): authorization code with PKCE (S256 only), the
+//! device authorization grant (RFC 8628), refresh tokens that rotate on use, and tokens bound to
+//! exactly one resource (RFC 8707). Its errors are OAuth's (`{"error", "error_description"}`),
+//! not the API envelope.
+//!
+//! There is no real login: the consent and verification pages ask which account to act as, and
+//! that account becomes the token's subject. This is a development server's stand-in for a login.
+
+mod authorize;
+mod device;
+mod grant;
+mod page;
+
+use axum::Json;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+use crate::AppState;
+use crate::resource::Resource;
+
+/// Where the authorization endpoint is.
+pub const AUTHORIZE_PATH: &str = "/api/auth/oauth2/authorize";
+/// Where the token endpoint is.
+pub const TOKEN_PATH: &str = "/api/auth/oauth2/token";
+/// Where device authorization starts.
+pub const DEVICE_CODE_PATH: &str = "/api/auth/device/code";
+/// Where a user approves or denies a device code.
+pub const DEVICE_VERIFY_PATH: &str = "/api/auth/device";
+
+/// Routes of the authorization server.
+pub fn router() -> axum::Router<AppState> {
+    axum::Router::new()
+        .route(AUTHORIZE_PATH, get(authorize::show).post(authorize::decide))
+        .route(TOKEN_PATH, post(grant::token))
+        .route(DEVICE_CODE_PATH, post(device::start))
+        .route(DEVICE_VERIFY_PATH, get(device::show).post(device::decide))
+}
+
+/// An OAuth error response (RFC 6749, 5.2).
+#[derive(Debug)]
+pub struct OAuthError {
+    status: StatusCode,
+    error: &'static str,
+    description: String,
+}
+
+impl OAuthError {
+    /// A 400 with `error` and a description for people.
+    fn new(error: &'static str, description: impl Into<String>) -> Self {
+        Self {
+            status: StatusCode::BAD_REQUEST,
+            error,
+            description: description.into(),
+        }
+    }
+
+    /// 401 `invalid_client`.
+    fn invalid_client(client_id: &str) -> Self {
+        Self {
+            status: StatusCode::UNAUTHORIZED,
+            error: "invalid_client",
+            description: format!("unknown client {client_id:?}"),
+        }
+    }
+}
+
+impl From<crate::store::Error> for OAuthError {
+    fn from(error: crate::store::Error) -> Self {
+        tracing::error!(error = &error as &dyn std::error::Error, "store failed");
+        Self {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            error: "server_error",
+            description: "internal error".into(),
+        }
+    }
+}
+
+impl IntoResponse for OAuthError {
+    fn into_response(self) -> Response {
+        let body = json!({ "error": self.error, "error_description": self.description });
+        (
+            self.status,
+            [(header::CACHE_CONTROL, "no-store")],
+            Json(body),
+        )
+            .into_response()
+    }
+}
+
+/// The resource and scopes a request asks for, checked: the resource must be one of the five
+/// identifiers of this issuer (`invalid_target`), and every scope must belong to it
+/// (`invalid_scope`). No scope asks for all of the resource's scopes.
+fn requested(
+    state: &AppState,
+    resource: Option<&str>,
+    scope: Option<&str>,
+) -> Result<(String, String), OAuthError> {
+    let resource = resource.filter(|r| !r.is_empty()).ok_or_else(|| {
+        OAuthError::new(
+            "invalid_target",
+            "a resource parameter naming one resource identifier is required",
+        )
+    })?;
+    let target = Resource::ALL
+        .into_iter()
+        .find(|r| r.identifier(state.issuer()) == resource)
+        .ok_or_else(|| {
+            OAuthError::new(
+                "invalid_target",
+                format!("{resource} is not a resource of this server"),
+            )
+        })?;
+    let scopes: Vec<&str> = scope.unwrap_or_default().split_whitespace().collect();
+    if let Some(foreign) = scopes.iter().find(|s| !target.scopes().contains(s)) {
+        return Err(OAuthError::new(
+            "invalid_scope",
+            format!("scope {foreign} is not a scope of {resource}"),
+        ));
+    }
+    let scopes = if scopes.is_empty() {
+        target.scopes().to_vec()
+    } else {
+        scopes
+    };
+    Ok((resource.to_owned(), scopes.join(" ")))
+}
+
+/// The hex SHA-256 of a secret: codes and tokens are stored this way, never in clear.
+fn hash(secret: &str) -> String {
+    hex(&Sha256::digest(secret.as_bytes()))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// An account name a page may act as: 1 to 128 of `A-Z a-z 0-9 _ . @ -`.
+fn valid_account(account: &str) -> bool {
+    (1..=128).contains(&account.len())
+        && account
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'@' | b'-'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accounts_are_short_plain_names() {
+        assert!(valid_account("alice") && valid_account("dev.user@example-1"));
+        assert!(!valid_account("") && !valid_account("a b") && !valid_account(&"a".repeat(129)));
+    }
+
+    #[test]
+    fn secrets_hash_to_64_hex_digits() {
+        assert_eq!(
+            hash("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+}

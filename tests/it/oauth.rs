@@ -1,0 +1,542 @@
+//! The OAuth 2.1 authorization server end to end, driven by the `oauth2` crate: authorization
+//! code with PKCE, the device grant, refresh rotation, and the errors RFC 6749 and RFC 8628 name.
+
+use std::time::Duration;
+
+use intent_server::resource::Resource;
+use intent_tests::{TEST_CLIENT, TEST_REDIRECT_URI, TestServer};
+use oauth2::basic::BasicClient;
+use oauth2::{
+    AuthUrl, AuthorizationCode, ClientId, CsrfToken, DeviceAuthorizationUrl, PkceCodeChallenge,
+    RedirectUrl, Scope, StandardDeviceAuthorizationResponse, TokenResponse, TokenUrl,
+};
+use serde_json::Value;
+
+/// The `oauth2` crate's HTTP client, over reqwest 0.13, never following redirects.
+async fn http(request: oauth2::HttpRequest) -> Result<oauth2::HttpResponse, reqwest::Error> {
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()?;
+    let (parts, body) = request.into_parts();
+    let response = client
+        .request(parts.method, parts.uri.to_string())
+        .headers(parts.headers)
+        .body(body)
+        .send()
+        .await?;
+    let mut builder = http::Response::builder().status(response.status());
+    for (name, value) in response.headers() {
+        builder = builder.header(name, value);
+    }
+    Ok(builder
+        .body(response.bytes().await?.to_vec())
+        .expect("a response rebuilt from a response"))
+}
+
+fn no_redirects() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+/// The query parameters of the `Location` a response redirects to.
+fn redirect_query(response: &reqwest::Response) -> Vec<(String, String)> {
+    assert_eq!(response.status(), 303, "a redirect to the client");
+    let location = response.headers()["location"].to_str().unwrap();
+    assert!(location.starts_with(TEST_REDIRECT_URI), "{location}");
+    let url = reqwest::Url::parse(location).unwrap();
+    url.query_pairs()
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect()
+}
+
+fn param<'a>(query: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    query
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
+/// Calls `/v1/account/apps` with `token`; the status tells whether the gateway accepts it.
+async fn account_apps_status(server: &TestServer, token: &str) -> u16 {
+    let response = reqwest::Client::new()
+        .get(format!("{}/v1/account/apps", server.base))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    response.status().as_u16()
+}
+
+#[tokio::test]
+async fn authorization_code_with_pkce_issues_a_token_for_the_chosen_account_and_resource() {
+    let server = TestServer::start().await;
+    let resource = Resource::Account.identifier(&server.base);
+    let client = BasicClient::new(ClientId::new(TEST_CLIENT.into()))
+        .set_auth_uri(AuthUrl::new(format!("{}/api/auth/oauth2/authorize", server.base)).unwrap())
+        .set_token_uri(TokenUrl::new(format!("{}/api/auth/oauth2/token", server.base)).unwrap())
+        .set_redirect_uri(RedirectUrl::new(TEST_REDIRECT_URI.into()).unwrap());
+    let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
+    let (authorize_url, csrf) = client
+        .authorize_url(CsrfToken::new_random)
+        .add_scope(Scope::new("account:apps:read".into()))
+        .add_extra_param("resource", &resource)
+        .set_pkce_challenge(challenge)
+        .url();
+
+    let consent = no_redirects()
+        .get(authorize_url.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(consent.status(), 200);
+    let page = consent.text().await.unwrap();
+    assert!(
+        page.contains("Approve") && page.contains("account:apps:read"),
+        "{page}"
+    );
+
+    let mut form: Vec<(String, String)> = authorize_url
+        .query_pairs()
+        .map(|(k, v)| (k.into(), v.into()))
+        .collect();
+    form.push(("account".into(), "alice".into()));
+    form.push(("decision".into(), "approve".into()));
+    let decided = no_redirects()
+        .post(authorize_url.as_str())
+        .form(&form)
+        .send()
+        .await
+        .unwrap();
+    let query = redirect_query(&decided);
+    assert_eq!(param(&query, "state"), Some(csrf.secret().as_str()));
+    assert_eq!(param(&query, "iss"), Some(server.base.as_str()));
+    let code = param(&query, "code").expect("a code").to_owned();
+
+    let tokens = client
+        .exchange_code(AuthorizationCode::new(code.clone()))
+        .set_pkce_verifier(verifier)
+        .request_async(&http)
+        .await
+        .expect("the code exchanges for tokens");
+    let access = tokens.access_token().secret();
+    assert_eq!(account_apps_status(&server, access).await, 200);
+    let agent = reqwest::Client::new()
+        .get(format!("{}/v1/agent/sessions/ses_x", server.base))
+        .bearer_auth(access)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        agent.status(),
+        401,
+        "the token is bound to the Account resource only"
+    );
+
+    let replay = client
+        .exchange_code(AuthorizationCode::new(code))
+        .set_pkce_verifier(PkceCodeChallenge::new_random_sha256().1)
+        .request_async(&http)
+        .await;
+    assert!(replay.is_err(), "a code is used once");
+
+    // Refresh rotates: the new refresh token works once, the old one is refused, and replaying
+    // the old one revokes the new one too.
+    let first = tokens.refresh_token().expect("a refresh token").clone();
+    let rotated = client
+        .exchange_refresh_token(&first)
+        .request_async(&http)
+        .await
+        .expect("refresh");
+    let second = rotated
+        .refresh_token()
+        .expect("a rotated refresh token")
+        .clone();
+    assert_ne!(first.secret(), second.secret());
+    assert_eq!(
+        account_apps_status(&server, rotated.access_token().secret()).await,
+        200
+    );
+    assert_oauth_error(
+        client
+            .exchange_refresh_token(&first)
+            .request_async(&http)
+            .await,
+        "invalid_grant",
+    );
+    assert_oauth_error(
+        client
+            .exchange_refresh_token(&second)
+            .request_async(&http)
+            .await,
+        "invalid_grant",
+    );
+}
+
+fn assert_oauth_error<T: std::fmt::Debug>(
+    result: Result<T, oauth2::RequestTokenError<reqwest::Error, oauth2::basic::BasicErrorResponse>>,
+    expected: &str,
+) {
+    match result {
+        Err(oauth2::RequestTokenError::ServerResponse(response)) => {
+            assert_eq!(response.error().as_ref(), expected, "{response:?}")
+        }
+        other => panic!("expected {expected}, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn authorization_requests_are_refused_as_the_rfcs_say() {
+    let server = TestServer::start().await;
+    let resource = Resource::Agent.identifier(&server.base);
+    let (challenge, _) = PkceCodeChallenge::new_random_sha256();
+    let base = vec![
+        ("response_type", "code".to_owned()),
+        ("client_id", TEST_CLIENT.to_owned()),
+        ("redirect_uri", TEST_REDIRECT_URI.to_owned()),
+        ("scope", "agent:read".to_owned()),
+        ("state", "s1".to_owned()),
+        ("code_challenge", challenge.as_str().to_owned()),
+        ("code_challenge_method", "S256".to_owned()),
+        ("resource", resource.clone()),
+    ];
+    let with = |name: &str, value: &str| {
+        let mut params = base.clone();
+        params.retain(|(k, _)| *k != name);
+        params.push((
+            Box::leak(name.to_owned().into_boxed_str()),
+            value.to_owned(),
+        ));
+        params
+    };
+    let authorize = format!("{}/api/auth/oauth2/authorize", server.base);
+    // Before the redirect URI is trusted: a page, never a redirect.
+    for (name, value) in [
+        ("redirect_uri", "http://127.0.0.1:9/callback/other"),
+        ("client_id", "stranger"),
+    ] {
+        let response = no_redirects()
+            .get(&authorize)
+            .query(&with(name, value))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 400, "{name}={value}");
+        assert!(response.headers().get("location").is_none());
+    }
+    // After: the error goes back to the client with the state.
+    for (name, value, error) in [
+        ("code_challenge_method", "plain", "invalid_request"),
+        ("resource", "http://elsewhere/v1/agent", "invalid_target"),
+        ("scope", "account:apps:read", "invalid_scope"),
+        ("response_type", "token", "unsupported_response_type"),
+    ] {
+        let response = no_redirects()
+            .get(&authorize)
+            .query(&with(name, value))
+            .send()
+            .await
+            .unwrap();
+        let query = redirect_query(&response);
+        assert_eq!(param(&query, "error"), Some(error), "{name}={value}");
+        assert_eq!(param(&query, "state"), Some("s1"));
+    }
+    let mut denied = base.clone();
+    denied.push(("decision", "deny".to_owned()));
+    let response = no_redirects()
+        .post(&authorize)
+        .form(&denied)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        param(&redirect_query(&response), "error"),
+        Some("access_denied")
+    );
+}
+
+#[tokio::test]
+async fn a_wrong_pkce_verifier_or_redirect_uri_gets_invalid_grant() {
+    let server = TestServer::start().await;
+    for tamper in ["verifier", "redirect_uri"] {
+        let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
+        let params = [
+            ("response_type", "code"),
+            ("client_id", TEST_CLIENT),
+            ("redirect_uri", TEST_REDIRECT_URI),
+            ("code_challenge", challenge.as_str()),
+            ("code_challenge_method", "S256"),
+            ("resource", &Resource::Agent.identifier(&server.base)),
+            ("account", "alice"),
+            ("decision", "approve"),
+        ];
+        let url = format!("{}/api/auth/oauth2/authorize", server.base);
+        let response = no_redirects().post(url).form(&params).send().await.unwrap();
+        let code = param(&redirect_query(&response), "code")
+            .unwrap()
+            .to_owned();
+        let verifier = if tamper == "verifier" {
+            PkceCodeChallenge::new_random_sha256().1
+        } else {
+            verifier
+        };
+        let redirect = if tamper == "redirect_uri" {
+            "http://127.0.0.1:9/elsewhere"
+        } else {
+            TEST_REDIRECT_URI
+        };
+        let form = [
+            ("grant_type", "authorization_code"),
+            ("client_id", TEST_CLIENT),
+            ("code", &code),
+            ("redirect_uri", redirect),
+            ("code_verifier", verifier.secret()),
+        ];
+        let (status, body) = token_request(&server, &form).await;
+        assert_eq!(
+            (status, body["error"].as_str()),
+            (400, Some("invalid_grant")),
+            "{tamper}: {body}"
+        );
+    }
+}
+
+async fn token_request(server: &TestServer, form: &[(&str, &str)]) -> (u16, Value) {
+    let response = reqwest::Client::new()
+        .post(format!("{}/api/auth/oauth2/token", server.base))
+        .form(form)
+        .send()
+        .await
+        .unwrap();
+    (response.status().as_u16(), response.json().await.unwrap())
+}
+
+fn device_client(
+    server: &TestServer,
+) -> BasicClient<
+    oauth2::EndpointSet,
+    oauth2::EndpointSet,
+    oauth2::EndpointNotSet,
+    oauth2::EndpointNotSet,
+    oauth2::EndpointSet,
+> {
+    BasicClient::new(ClientId::new("intent-cli".into()))
+        .set_auth_uri(AuthUrl::new(format!("{}/api/auth/oauth2/authorize", server.base)).unwrap())
+        .set_token_uri(TokenUrl::new(format!("{}/api/auth/oauth2/token", server.base)).unwrap())
+        .set_device_authorization_url(
+            DeviceAuthorizationUrl::new(format!("{}/api/auth/device/code", server.base)).unwrap(),
+        )
+}
+
+/// Approves or denies `user_code` on the verification page, as a person would.
+async fn decide(server: &TestServer, user_code: &str, decision: &str) -> u16 {
+    let page = reqwest::get(format!(
+        "{}/api/auth/device?user_code={user_code}",
+        server.base
+    ))
+    .await
+    .unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(page.text().await.unwrap().contains(user_code));
+    let form = [
+        ("user_code", user_code),
+        ("account", "alice"),
+        ("decision", decision),
+    ];
+    let response = reqwest::Client::new()
+        .post(format!("{}/api/auth/device", server.base))
+        .form(&form)
+        .send()
+        .await
+        .unwrap();
+    response.status().as_u16()
+}
+
+#[tokio::test]
+async fn the_device_flow_polls_until_the_user_approves() {
+    let server = TestServer::start().await;
+    let client = device_client(&server);
+    let details: StandardDeviceAuthorizationResponse = client
+        .exchange_device_code()
+        .add_scope(Scope::new("account:apps:read".into()))
+        .add_extra_param("resource", Resource::Account.identifier(&server.base))
+        .request_async(&http)
+        .await
+        .expect("device authorization");
+    assert_eq!(details.interval(), Duration::from_secs(1));
+    assert!(
+        details
+            .verification_uri()
+            .as_str()
+            .ends_with("/api/auth/device")
+    );
+    let user_code = details.user_code().secret().clone();
+    let approver = {
+        let base = server.base.clone();
+        let user_code = user_code.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            let form = [
+                ("user_code", user_code.as_str()),
+                ("account", "alice"),
+                ("decision", "approve"),
+            ];
+            reqwest::Client::new()
+                .post(format!("{base}/api/auth/device"))
+                .form(&form)
+                .send()
+                .await
+                .unwrap()
+                .status()
+        })
+    };
+    let tokens = client
+        .exchange_device_access_token(&details)
+        .request_async(&http, tokio::time::sleep, Some(Duration::from_secs(20)))
+        .await
+        .expect("a token once approved");
+    assert_eq!(approver.await.unwrap(), 200);
+    assert_eq!(
+        account_apps_status(&server, tokens.access_token().secret()).await,
+        200
+    );
+    assert!(tokens.refresh_token().is_some());
+    let again = client
+        .exchange_refresh_token(tokens.refresh_token().unwrap())
+        .request_async(&http)
+        .await;
+    assert!(again.is_ok(), "a device token refreshes too");
+}
+
+async fn start_device(server: &TestServer) -> (String, String) {
+    let form = [
+        ("client_id", "intent-cli"),
+        ("scope", "agent:read"),
+        ("resource", &Resource::Agent.identifier(&server.base)),
+    ];
+    let response = reqwest::Client::new()
+        .post(format!("{}/api/auth/device/code", server.base))
+        .form(&form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.unwrap();
+    (
+        body["device_code"].as_str().unwrap().to_owned(),
+        body["user_code"].as_str().unwrap().to_owned(),
+    )
+}
+
+async fn poll(server: &TestServer, device_code: &str) -> (u16, Value) {
+    let form = [
+        ("grant_type", "urn:ietf:params:oauth:grant-type:device_code"),
+        ("client_id", "intent-cli"),
+        ("device_code", device_code),
+    ];
+    token_request(server, &form).await
+}
+
+#[tokio::test]
+async fn device_polls_answer_pending_slow_down_denied_and_expired() {
+    let server = TestServer::start().await;
+    let (device_code, user_code) = start_device(&server).await;
+    assert_eq!(
+        poll(&server, &device_code).await.1["error"],
+        "authorization_pending"
+    );
+    assert_eq!(
+        poll(&server, &device_code).await.1["error"],
+        "slow_down",
+        "polled again at once"
+    );
+    assert_eq!(decide(&server, &user_code, "deny").await, 200);
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(
+        poll(&server, &device_code).await.1["error"],
+        "access_denied"
+    );
+    assert_eq!(
+        decide(&server, &user_code, "approve").await,
+        400,
+        "a decided code cannot be decided again"
+    );
+
+    let short =
+        TestServer::start_with(|config| config.device_code_ttl(Duration::from_secs(1))).await;
+    let (device_code, user_code) = start_device(&short).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(poll(&short, &device_code).await.1["error"], "expired_token");
+    assert_eq!(
+        decide(&short, &user_code, "approve").await,
+        400,
+        "an expired code cannot be approved"
+    );
+}
+
+#[tokio::test]
+async fn device_authorization_refuses_unknown_clients_resources_and_scopes() {
+    let server = TestServer::start().await;
+    let agent = Resource::Agent.identifier(&server.base);
+    for (client, scope, resource, status, error) in [
+        (
+            "stranger",
+            "agent:read",
+            agent.as_str(),
+            401,
+            "invalid_client",
+        ),
+        (
+            "intent-cli",
+            "agent:read",
+            "http://elsewhere/v1/agent",
+            400,
+            "invalid_target",
+        ),
+        ("intent-cli", "agent:read", "", 400, "invalid_target"),
+        (
+            "intent-cli",
+            "pipeline:execute",
+            agent.as_str(),
+            400,
+            "invalid_scope",
+        ),
+    ] {
+        let form = [
+            ("client_id", client),
+            ("scope", scope),
+            ("resource", resource),
+        ];
+        let response = reqwest::Client::new()
+            .post(format!("{}/api/auth/device/code", server.base))
+            .form(&form)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), status, "{client} {scope} {resource}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"], error);
+    }
+}
+
+#[tokio::test]
+async fn authorization_server_metadata_names_the_endpoints() {
+    let server = TestServer::start().await;
+    let url = format!("{}/.well-known/oauth-authorization-server", server.base);
+    let metadata: Value = reqwest::get(url).await.unwrap().json().await.unwrap();
+    assert_eq!(metadata["issuer"], server.base);
+    assert_eq!(
+        metadata["token_endpoint"],
+        format!("{}/api/auth/oauth2/token", server.base)
+    );
+    assert_eq!(
+        metadata["device_authorization_endpoint"],
+        format!("{}/api/auth/device/code", server.base)
+    );
+    assert_eq!(
+        metadata["code_challenge_methods_supported"],
+        serde_json::json!(["S256"])
+    );
+    assert_eq!(metadata["scopes_supported"].as_array().unwrap().len(), 16);
+}

@@ -168,6 +168,7 @@ pub fn app(state: AppState) -> Router {
             gateway::authorize,
         ))
         .layer(DefaultBodyLimit::max(body_limit))
+        .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
 }
 

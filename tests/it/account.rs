@@ -250,6 +250,52 @@ type BadInput<'a> = (
 );
 
 #[tokio::test]
+async fn the_statement_prices_what_was_metered_for_the_caller_in_the_month() {
+    use intent_server::store::Meter;
+    let server = TestServer::start().await;
+    let store = server.state.store();
+    let november = 1_795_000_000; // 2026-11-19
+    for meter in [
+        Meter::Turn,
+        Meter::Turn,
+        Meter::Build,
+        Meter::Simulation,
+        Meter::Commit,
+    ] {
+        store.record_usage("gina", meter, november).await.unwrap();
+    }
+    store
+        .record_usage("gina", Meter::Turn, 1_796_083_200)
+        .await
+        .unwrap(); // December
+    store
+        .record_usage("hank", Meter::Commit, november)
+        .await
+        .unwrap(); // someone else
+    let client = server.client(&server.token("gina", Resource::Account, &["account:usage:read"]));
+    let statement = client
+        .get_statement(Some(&"2026-11".parse().unwrap()))
+        .await
+        .unwrap()
+        .into_inner();
+    let lines: Vec<(String, i64, String)> = statement
+        .lines
+        .iter()
+        .map(|l| (l.meter.to_string(), l.quantity, l.amount.to_string()))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            ("turn".into(), 2, "0.020".into()),
+            ("build".into(), 1, "0.002".into()),
+            ("simulation".into(), 1, "0.001".into()),
+            ("commit".into(), 1, "0.020".into()),
+        ]
+    );
+    assert_eq!(statement.total.as_str(), "0.043");
+}
+
+#[tokio::test]
 async fn bad_input_answers_400_413_or_415_in_the_envelope_and_writes_nothing() {
     let server = TestServer::start().await;
     let token = server.token("erin", Resource::Account, ALL_ACCOUNT_SCOPES);

@@ -210,12 +210,7 @@ async fn every_operation_refuses_missing_bad_expired_foreign_and_misdirected_tok
 async fn the_scope_is_named_in_the_message_of_a_403() {
     let server = TestServer::start().await;
     let token = server.token("alice", Resource::Account, &["account:apps:read"]);
-    let response = reqwest::Client::new()
-        .get(format!("{}/v1/account/statement", server.base))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap();
+    let response = server.get("/v1/account/statement", &token).await;
     assert_eq!(response.status(), 403);
     let body: Value = response.json().await.unwrap();
     assert!(
@@ -271,12 +266,7 @@ async fn the_token_command_mints_what_the_running_server_accepts() {
     let grant = grant(&server, Resource::Account, vec!["account:apps:read".into()]);
     let token =
         token::mint_with_data_dir(server.data_dir.path(), &grant, intent_server::now()).unwrap();
-    let response = reqwest::Client::new()
-        .get(format!("{}/v1/account/apps", server.base))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap();
+    let response = server.get("/v1/account/apps", &token).await;
     assert_eq!(response.status(), 200);
 
     let unknown = Grant {

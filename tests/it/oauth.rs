@@ -60,13 +60,11 @@ fn param<'a>(query: &'a [(String, String)], name: &str) -> Option<&'a str> {
 
 /// Calls `/v1/account/apps` with `token`; the status tells whether the gateway accepts it.
 async fn account_apps_status(server: &TestServer, token: &str) -> u16 {
-    let response = reqwest::Client::new()
-        .get(format!("{}/v1/account/apps", server.base))
-        .bearer_auth(token)
-        .send()
+    server
+        .get("/v1/account/apps", token)
         .await
-        .unwrap();
-    response.status().as_u16()
+        .status()
+        .as_u16()
 }
 
 #[tokio::test]
@@ -122,12 +120,7 @@ async fn authorization_code_with_pkce_issues_a_token_for_the_chosen_account_and_
         .expect("the code exchanges for tokens");
     let access = tokens.access_token().secret();
     assert_eq!(account_apps_status(&server, access).await, 200);
-    let agent = reqwest::Client::new()
-        .get(format!("{}/v1/agent/sessions/ses_x", server.base))
-        .bearer_auth(access)
-        .send()
-        .await
-        .unwrap();
+    let agent = server.get("/v1/agent/sessions/ses_x", access).await;
     assert_eq!(
         agent.status(),
         401,
@@ -330,13 +323,10 @@ fn device_client(
 }
 
 /// Approves or denies `user_code` on the verification page, as a person would.
-async fn decide(server: &TestServer, user_code: &str, decision: &str) -> u16 {
-    let page = reqwest::get(format!(
-        "{}/api/auth/device?user_code={user_code}",
-        server.base
-    ))
-    .await
-    .unwrap();
+async fn decide(base: &str, user_code: &str, decision: &str) -> u16 {
+    let page = reqwest::get(format!("{base}/api/auth/device?user_code={user_code}"))
+        .await
+        .unwrap();
     assert_eq!(page.status(), 200);
     assert!(page.text().await.unwrap().contains(user_code));
     let form = [
@@ -345,7 +335,7 @@ async fn decide(server: &TestServer, user_code: &str, decision: &str) -> u16 {
         ("decision", decision),
     ];
     let response = reqwest::Client::new()
-        .post(format!("{}/api/auth/device", server.base))
+        .post(format!("{base}/api/auth/device"))
         .form(&form)
         .send()
         .await
@@ -373,22 +363,10 @@ async fn the_device_flow_polls_until_the_user_approves() {
     );
     let user_code = details.user_code().secret().clone();
     let approver = {
-        let base = server.base.clone();
-        let user_code = user_code.clone();
+        let (base, user_code) = (server.base.clone(), user_code.clone());
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(1500)).await;
-            let form = [
-                ("user_code", user_code.as_str()),
-                ("account", "alice"),
-                ("decision", "approve"),
-            ];
-            reqwest::Client::new()
-                .post(format!("{base}/api/auth/device"))
-                .form(&form)
-                .send()
-                .await
-                .unwrap()
-                .status()
+            decide(&base, &user_code, "approve").await
         })
     };
     let tokens = client
@@ -451,14 +429,14 @@ async fn device_polls_answer_pending_slow_down_denied_and_expired() {
         "slow_down",
         "polled again at once"
     );
-    assert_eq!(decide(&server, &user_code, "deny").await, 200);
+    assert_eq!(decide(&server.base, &user_code, "deny").await, 200);
     tokio::time::sleep(Duration::from_secs(6)).await;
     assert_eq!(
         poll(&server, &device_code).await.1["error"],
         "access_denied"
     );
     assert_eq!(
-        decide(&server, &user_code, "approve").await,
+        decide(&server.base, &user_code, "approve").await,
         400,
         "a decided code cannot be decided again"
     );
@@ -469,7 +447,7 @@ async fn device_polls_answer_pending_slow_down_denied_and_expired() {
     tokio::time::sleep(Duration::from_millis(1100)).await;
     assert_eq!(poll(&short, &device_code).await.1["error"], "expired_token");
     assert_eq!(
-        decide(&short, &user_code, "approve").await,
+        decide(&short.base, &user_code, "approve").await,
         400,
         "an expired code cannot be approved"
     );

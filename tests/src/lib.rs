@@ -119,6 +119,14 @@ impl TestServer {
         })
     }
 
+    /// `GET path` with `token` as the bearer.
+    pub async fn get(&self, path: &str, token: &str) -> reqwest::Response {
+        let request = reqwest::Client::new()
+            .get(format!("{}{path}", self.base))
+            .bearer_auth(token);
+        request.send().await.expect("the test server answers")
+    }
+
     /// A generated client that sends `token` as its bearer.
     pub fn client(&self, token: &str) -> intent_sdk::Client {
         let mut headers = reqwest::header::HeaderMap::new();

@@ -499,6 +499,43 @@ async fn device_authorization_refuses_unknown_clients_resources_and_scopes() {
 }
 
 #[tokio::test]
+async fn the_token_endpoint_answers_oauth_errors_in_json() {
+    let server = TestServer::start().await;
+    let (status, body) = token_request(
+        &server,
+        &[("grant_type", "password"), ("client_id", "intent-cli")],
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("unsupported_grant_type"))
+    );
+    let (status, body) = token_request(
+        &server,
+        &[("grant_type", "refresh_token"), ("client_id", "nobody")],
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (401, Some("invalid_client"))
+    );
+    let response = reqwest::Client::new()
+        .post(format!("{}/api/auth/oauth2/token", server.base))
+        .header("content-type", "application/json")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    assert_eq!(response.headers()["cache-control"], "no-store");
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(
+        body["error"], "invalid_request",
+        "a body that is not a form"
+    );
+}
+
+#[tokio::test]
 async fn authorization_server_metadata_names_the_endpoints() {
     let server = TestServer::start().await;
     let url = format!("{}/.well-known/oauth-authorization-server", server.base);

@@ -1,6 +1,7 @@
 //! The device authorization grant (RFC 8628): a device asks for codes, the user approves or
 //! denies the user code on the verification page, and the device polls the token endpoint.
 
+use axum::extract::rejection::FormRejection;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -24,8 +25,9 @@ pub struct StartForm {
 
 pub async fn start(
     State(state): State<AppState>,
-    Form(form): Form<StartForm>,
+    form: Result<Form<StartForm>, FormRejection>,
 ) -> Result<Json<Value>, OAuthError> {
+    let Form(form) = form?;
     let client_id = form.client_id.unwrap_or_default();
     let client = state
         .oauth_client(&client_id)

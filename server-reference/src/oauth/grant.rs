@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use axum::extract::State;
+use axum::extract::rejection::FormRejection;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::{Form, Json};
@@ -37,8 +38,9 @@ pub struct TokenForm {
 
 pub async fn token(
     State(state): State<AppState>,
-    Form(form): Form<TokenForm>,
+    form: Result<Form<TokenForm>, FormRejection>,
 ) -> Result<Response, OAuthError> {
+    let Form(form) = form?;
     let client_id = form.client_id.clone().unwrap_or_default();
     if state.oauth_client(&client_id).is_none() {
         return Err(OAuthError::invalid_client(&client_id));

@@ -67,6 +67,12 @@ impl OAuthError {
     }
 }
 
+impl From<axum::extract::rejection::FormRejection> for OAuthError {
+    fn from(rejection: axum::extract::rejection::FormRejection) -> Self {
+        Self::new("invalid_request", rejection.body_text())
+    }
+}
+
 impl From<crate::store::Error> for OAuthError {
     fn from(error: crate::store::Error) -> Self {
         tracing::error!(error = &error as &dyn std::error::Error, "store failed");

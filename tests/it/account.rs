@@ -52,13 +52,12 @@ fn assert_valid(schema: &str, body: &Value) {
     );
 }
 
-fn api_error(error: intent_sdk::Error<intent_sdk::models::ErrorEnvelope>) -> (u16, Value) {
-    match error {
-        intent_sdk::Error::ErrorResponse(response) => {
-            (response.status().as_u16(), response.into_inner().error)
-        }
-        other => panic!("expected an error response, got {other:?}"),
-    }
+fn api_error(error: intent_sdk::GeneratedError<intent_sdk::models::ErrorEnvelope>) -> (u16, Value) {
+    let error = intent_sdk::Error::from(error);
+    let response = error
+        .response()
+        .unwrap_or_else(|| panic!("expected an error response, got {error:?}"));
+    (response.status, response.body.clone())
 }
 
 #[tokio::test]

@@ -69,21 +69,49 @@ async fn unrouted_paths_and_methods_answer_in_the_error_envelope() {
 }
 
 #[tokio::test]
-async fn the_generated_client_decodes_the_envelope() {
+async fn sdk_errors_classify_what_the_server_answers() {
+    use intent_sdk::Error;
+    use intent_server::resource::Resource;
     let server = TestServer::start().await;
-    let client = intent_sdk::Client::new(&server.base);
+
+    let anonymous = intent_sdk::Client::new(&server.base);
     let session_id = "ses_missing".parse().unwrap();
-    let error = client
-        .get_session(&session_id)
-        .await
-        .expect_err("no token was sent");
-    match error {
-        intent_sdk::Error::ErrorResponse(response) => {
-            assert_eq!(response.status(), 401);
-            assert_eq!(response.into_inner().error["code"], "unauthorized");
-        }
-        other => panic!("expected an error response, got {other:?}"),
-    }
+    let error = Error::from(anonymous.get_session(&session_id).await.unwrap_err());
+    assert!(matches!(error, Error::Unauthorized(_)), "{error:?}");
+    assert_eq!(
+        (error.status(), error.code()),
+        (Some(401), Some("unauthorized"))
+    );
+
+    let narrow = server.client(&server.token("ann", Resource::Account, &["account:apps:read"]));
+    let error = Error::from(narrow.get_statement(None).await.unwrap_err());
+    assert!(
+        matches!(error, Error::Forbidden { scope: Some(ref s), .. } if s == "account:usage:read"),
+        "{error:?}"
+    );
+
+    let writer = server.client(&server.token("ann", Resource::Account, &["account:apps:write"]));
+    let error = Error::from(
+        writer
+            .install_app(99.try_into().unwrap())
+            .await
+            .unwrap_err(),
+    );
+    assert!(matches!(error, Error::NotFound(_)), "{error:?}");
+    let error = Error::from(writer.install_app(1.try_into().unwrap()).await.unwrap_err());
+    assert!(matches!(error, Error::Api(_)), "{error:?}");
+    assert_eq!(
+        (error.status(), error.code()),
+        (Some(422), Some("credentials_missing"))
+    );
+
+    let refused = Error::from(
+        intent_sdk::Client::new("http://127.0.0.1:9")
+            .list_account_apps()
+            .await
+            .unwrap_err(),
+    );
+    assert!(matches!(refused, Error::Transport(_)), "{refused:?}");
 }
 
 #[test]

@@ -111,7 +111,12 @@ async fn refresh(
         .as_deref()
         .ok_or_else(|| OAuthError::new("invalid_request", "refresh_token is required"))?;
     let invalid = |why: &str| OAuthError::new("invalid_grant", why.to_owned());
-    match state.store().use_refresh_token(&hash(presented)).await? {
+    let resource = form.resource.as_deref();
+    match state
+        .store()
+        .use_refresh_token(&hash(presented), resource)
+        .await?
+    {
         RefreshUse::Rotated {
             grant,
             family,
@@ -127,6 +132,10 @@ async fn refresh(
         }
         RefreshUse::Replayed => Err(invalid(
             "the refresh token was already used; its family is revoked",
+        )),
+        RefreshUse::WrongResource { resource } => Err(OAuthError::new(
+            "invalid_target",
+            format!("this refresh token is for {resource}"),
         )),
         RefreshUse::Unknown => Err(invalid("the refresh token is unknown")),
     }
@@ -185,6 +194,13 @@ async fn device_code(
             "a token was already issued for this device code",
         )),
         DeviceStatus::Approved => {
+            if let Some(resource) = form.resource.as_deref().filter(|r| *r != grant.resource) {
+                // Refused before the grant is used, so the device can ask again correctly.
+                return Err(OAuthError::new(
+                    "invalid_target",
+                    format!("this device code is for {}, not {resource}", grant.resource),
+                ));
+            }
             let account = grant.account.clone().unwrap_or_default();
             if !state.store().consume_device_grant(&code_hash).await? {
                 return Err(OAuthError::new(
@@ -209,6 +225,19 @@ async fn issue(
     family: Option<String>,
 ) -> Result<Response, OAuthError> {
     let config = state.config();
+    let refresh_token = crate::random::id("rt");
+    let family = family.unwrap_or_else(|| crate::random::id("fam"));
+    let refresh_expires = now() + seconds(config.refresh_token_ttl);
+    let saved = state
+        .store()
+        .save_refresh_token(&hash(&refresh_token), &family, &grant, refresh_expires)
+        .await?;
+    if !saved {
+        return Err(OAuthError::new(
+            "invalid_grant",
+            "the refresh token family was revoked",
+        ));
+    }
     let access_token = state.mint_access_token(&Grant {
         account: grant.account.clone(),
         scopes: grant.scopes.split(' ').map(str::to_owned).collect(),
@@ -216,13 +245,6 @@ async fn issue(
         client_id: grant.client_id.clone(),
         ttl: config.access_token_ttl,
     });
-    let refresh_token = crate::random::id("rt");
-    let family = family.unwrap_or_else(|| crate::random::id("fam"));
-    let refresh_expires = now() + seconds(config.refresh_token_ttl);
-    state
-        .store()
-        .save_refresh_token(&hash(&refresh_token), &family, &grant, refresh_expires)
-        .await?;
     let body = json!({
         "access_token": access_token,
         "token_type": "Bearer",

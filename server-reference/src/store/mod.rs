@@ -138,6 +138,11 @@ pub enum RefreshUse {
     },
     /// The token was already used or revoked; its whole family is now revoked.
     Replayed,
+    /// The token is active but for another resource; it was left unused.
+    WrongResource {
+        /// The resource the token is for.
+        resource: String,
+    },
     /// No such token.
     Unknown,
 }
@@ -199,14 +204,20 @@ pub trait Store: Send + Sync + 'static {
     /// Moves an approved grant to used; whether it was approved.
     async fn consume_device_grant(&self, device_code_hash: &str) -> Result<bool>;
 
-    /// Stores an active refresh token in `family`.
+    /// Stores an active refresh token in `family`, unless the family is revoked; whether it was
+    /// stored.
     async fn save_refresh_token(
         &self,
         token_hash: &str,
         family: &str,
         grant: &Authorization,
         expires_at: i64,
-    ) -> Result<()>;
-    /// Uses a refresh token: rotates an active one, revokes the family of a replayed one.
-    async fn use_refresh_token(&self, token_hash: &str) -> Result<RefreshUse>;
+    ) -> Result<bool>;
+    /// Uses a refresh token: rotates an active one (when it is for `resource`, if given), and
+    /// revokes the family of a replayed one.
+    async fn use_refresh_token(
+        &self,
+        token_hash: &str,
+        resource: Option<&str>,
+    ) -> Result<RefreshUse>;
 }

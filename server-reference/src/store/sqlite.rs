@@ -279,7 +279,12 @@ impl Store for SqliteStore {
         device_code_hash: &str,
         now_ms: i64,
     ) -> Result<Option<DeviceGrant>> {
-        let mut transaction = self.pool.begin().await.map_err(Error::Database)?;
+        // Immediate: the read and the write below must not race another poll's commit.
+        let mut transaction = self
+            .pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(Error::Database)?;
         let row: Option<DeviceRow> = sqlx::query_as(select_device_grant!("device_code_hash = ?"))
             .bind(device_code_hash)
             .fetch_optional(&mut *transaction)
@@ -324,10 +329,13 @@ impl Store for SqliteStore {
         family: &str,
         grant: &Authorization,
         expires_at: i64,
-    ) -> Result<()> {
-        sqlx::query(
+    ) -> Result<bool> {
+        // One statement, so that a replay revoking the family cannot slip between the check and
+        // the insert: a revoked family never gains an active token.
+        let done = sqlx::query(
             "INSERT INTO refresh_tokens (token_hash, family, client_id, account, scopes, resource, expires_at, status)
-             VALUES (?, ?, ?, ?, ?, ?, ?, 'active')",
+             SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, 'active'
+             WHERE NOT EXISTS (SELECT 1 FROM refresh_tokens WHERE family = ?2 AND status = 'revoked')",
         )
         .bind(token_hash)
         .bind(family)
@@ -339,46 +347,65 @@ impl Store for SqliteStore {
         .execute(&self.pool)
         .await
         .map_err(Error::Database)?;
-        Ok(())
+        Ok(done.rows_affected() == 1)
     }
 
-    async fn use_refresh_token(&self, token_hash: &str) -> Result<RefreshUse> {
-        type Row = (String, String, String, String, String, i64);
-        let rotated: Option<Row> = sqlx::query_as(
-            "UPDATE refresh_tokens SET status = 'used' WHERE token_hash = ? AND status = 'active'
-             RETURNING family, client_id, account, scopes, resource, expires_at",
+    async fn use_refresh_token(
+        &self,
+        token_hash: &str,
+        resource: Option<&str>,
+    ) -> Result<RefreshUse> {
+        let mut transaction = self
+            .pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(Error::Database)?;
+        type Row = (String, String, String, String, String, i64, String);
+        let row: Option<Row> = sqlx::query_as(
+            "SELECT family, client_id, account, scopes, resource, expires_at, status
+             FROM refresh_tokens WHERE token_hash = ?",
         )
         .bind(token_hash)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *transaction)
         .await
         .map_err(Error::Database)?;
-        if let Some((family, client_id, account, scopes, resource, expires_at)) = rotated {
+        let Some((family, client_id, account, scopes, stored_resource, expires_at, status)) = row
+        else {
+            return Ok(RefreshUse::Unknown);
+        };
+        let outcome = if status != "active" {
+            // A used or revoked token presented again: revoke everything rotated from it.
+            sqlx::query("UPDATE refresh_tokens SET status = 'revoked' WHERE family = ?")
+                .bind(&family)
+                .execute(&mut *transaction)
+                .await
+                .map_err(Error::Database)?;
+            RefreshUse::Replayed
+        } else if resource.is_some_and(|r| r != stored_resource) {
+            // Refused before use: the token stays active.
+            RefreshUse::WrongResource {
+                resource: stored_resource,
+            }
+        } else {
+            sqlx::query("UPDATE refresh_tokens SET status = 'used' WHERE token_hash = ?")
+                .bind(token_hash)
+                .execute(&mut *transaction)
+                .await
+                .map_err(Error::Database)?;
             let grant = Authorization {
                 client_id,
                 account,
                 scopes,
-                resource,
+                resource: stored_resource,
             };
-            return Ok(RefreshUse::Rotated {
+            RefreshUse::Rotated {
                 grant,
                 family,
                 expires_at,
-            });
-        }
-        // A used or revoked token presented again: revoke everything rotated from it.
-        let revoked = sqlx::query(
-            "UPDATE refresh_tokens SET status = 'revoked'
-             WHERE family = (SELECT family FROM refresh_tokens WHERE token_hash = ?)",
-        )
-        .bind(token_hash)
-        .execute(&self.pool)
-        .await
-        .map_err(Error::Database)?;
-        Ok(if revoked.rows_affected() > 0 {
-            RefreshUse::Replayed
-        } else {
-            RefreshUse::Unknown
-        })
+            }
+        };
+        transaction.commit().await.map_err(Error::Database)?;
+        Ok(outcome)
     }
 }
 
@@ -465,7 +492,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_replayed_refresh_token_revokes_its_family() {
+    async fn a_replayed_refresh_token_revokes_its_family_for_good() {
         let (store, _dir) = store().await;
         let grant = Authorization {
             client_id: "c".into(),
@@ -473,33 +500,64 @@ mod tests {
             scopes: "agent:read".into(),
             resource: "http://h/v1/agent".into(),
         };
-        store
-            .save_refresh_token("first", "fam", &grant, 100)
-            .await
-            .unwrap();
-        assert!(matches!(
-            store.use_refresh_token("first").await.unwrap(),
-            RefreshUse::Rotated { .. }
-        ));
-        store
-            .save_refresh_token("second", "fam", &grant, 100)
-            .await
-            .unwrap();
-        assert!(matches!(
-            store.use_refresh_token("first").await.unwrap(),
-            RefreshUse::Replayed
-        ));
         assert!(
-            matches!(
-                store.use_refresh_token("second").await.unwrap(),
-                RefreshUse::Replayed
-            ),
-            "family revoked"
+            store
+                .save_refresh_token("first", "fam", &grant, 100)
+                .await
+                .unwrap()
+        );
+        let rotated = store.use_refresh_token("first", None).await.unwrap();
+        assert!(matches!(rotated, RefreshUse::Rotated { .. }));
+        assert!(
+            store
+                .save_refresh_token("second", "fam", &grant, 100)
+                .await
+                .unwrap()
         );
         assert!(matches!(
-            store.use_refresh_token("never").await.unwrap(),
+            store.use_refresh_token("first", None).await.unwrap(),
+            RefreshUse::Replayed
+        ));
+        let second = store.use_refresh_token("second", None).await.unwrap();
+        assert!(matches!(second, RefreshUse::Replayed), "family revoked");
+        // A rotation that finishes after the replay must not revive the family.
+        assert!(
+            !store
+                .save_refresh_token("third", "fam", &grant, 100)
+                .await
+                .unwrap()
+        );
+        assert!(matches!(
+            store.use_refresh_token("third", None).await.unwrap(),
             RefreshUse::Unknown
         ));
+    }
+
+    #[tokio::test]
+    async fn a_refresh_token_for_another_resource_is_refused_and_stays_usable() {
+        let (store, _dir) = store().await;
+        let grant = Authorization {
+            client_id: "c".into(),
+            account: "alice".into(),
+            scopes: "agent:read".into(),
+            resource: "http://h/v1/agent".into(),
+        };
+        assert!(
+            store
+                .save_refresh_token("t", "fam", &grant, 100)
+                .await
+                .unwrap()
+        );
+        let wrong = store
+            .use_refresh_token("t", Some("http://h/v1/account"))
+            .await
+            .unwrap();
+        assert!(matches!(wrong, RefreshUse::WrongResource { .. }));
+        let right = store
+            .use_refresh_token("t", Some("http://h/v1/agent"))
+            .await
+            .unwrap();
+        assert!(matches!(right, RefreshUse::Rotated { .. }));
     }
 
     #[tokio::test]

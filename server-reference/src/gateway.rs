@@ -82,7 +82,13 @@ impl Operations {
     }
 
     /// The operation at `method` and `path`, if any.
+    /// HEAD is guarded like the GET it stands for.
     pub fn find(&self, method: &Method, path: &str) -> Option<&Operation> {
+        let method = if method == Method::HEAD {
+            &Method::GET
+        } else {
+            method
+        };
         let segments: Vec<&str> = path.split('/').collect();
         self.0.iter().find(|op| {
             op.method == *method
@@ -200,6 +206,8 @@ mod tests {
             .unwrap();
         assert_eq!(remove.scope, "account:credentials:write");
         assert!(ops.find(&Method::PUT, "/v1/agent/chat/ses_1").is_none());
+        let head = ops.find(&Method::HEAD, "/v1/account/statement").unwrap();
+        assert_eq!(head.scope, "account:usage:read");
         assert!(ops.find(&Method::GET, "/v1/agent/chat/").is_none());
         assert!(ops.find(&Method::GET, "/v1/nowhere").is_none());
     }

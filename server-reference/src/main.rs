@@ -119,6 +119,9 @@ async fn serve(addr: SocketAddr, config: Config) -> Result<(), String> {
     let state = AppState::open(config, &format!("http://{bound}"))
         .await
         .map_err(report)?;
+    if !bound.ip().is_loopback() {
+        tracing::warn!(%bound, "the consent and device pages let anyone act as any account: keep this server private");
+    }
     println!("listening on http://{bound}");
     tracing::info!(%bound, issuer = state.issuer(), "serving");
     axum::serve(listener, app(state))

@@ -62,9 +62,7 @@ async fn resource_metadata(State(state): State<AppState>, resource: Resource) ->
     Json(json!({
         "resource": resource.identifier(state.issuer()),
         "authorization_servers": [state.issuer()],
-        "jwks_uri": format!("{}{JWKS_PATH}", state.issuer()),
         "scopes_supported": resource.scopes(),
         "bearer_methods_supported": ["header"],
-        "resource_signing_alg_values_supported": ["EdDSA"],
     }))
 }

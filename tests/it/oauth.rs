@@ -137,6 +137,12 @@ async fn authorization_code_with_pkce_issues_a_token_for_the_chosen_account_and_
     // Refresh rotates: the new refresh token works once, the old one is refused, and replaying
     // the old one revokes the new one too.
     let first = tokens.refresh_token().expect("a refresh token").clone();
+    let elsewhere = client
+        .exchange_refresh_token(&first)
+        .add_extra_param("resource", Resource::Agent.identifier(&server.base))
+        .request_async(&http)
+        .await;
+    assert_oauth_error(elsewhere, "invalid_target");
     let rotated = client
         .exchange_refresh_token(&first)
         .request_async(&http)
@@ -234,6 +240,11 @@ async fn authorization_requests_are_refused_as_the_rfcs_say() {
         let query = redirect_query(&response);
         assert_eq!(param(&query, "error"), Some(error), "{name}={value}");
         assert_eq!(param(&query, "state"), Some("s1"));
+        assert_eq!(
+            param(&query, "iss"),
+            Some(server.base.as_str()),
+            "RFC 9207 on errors too"
+        );
     }
     let mut denied = base.clone();
     denied.push(("decision", "deny".to_owned()));

@@ -63,24 +63,27 @@ pub async fn show(
 ) -> Response {
     match check(&state, &params) {
         Ok(checked) => consent_page(&params, &checked),
-        Err(refusal) => refuse(refusal),
+        Err(refusal) => refuse(refusal, state.issuer()),
     }
 }
 
 pub async fn decide(State(state): State<AppState>, Form(consent): Form<Consent>) -> Response {
     let checked = match check(&state, &consent.params) {
         Ok(checked) => checked,
-        Err(refusal) => return refuse(refusal),
+        Err(refusal) => return refuse(refusal, state.issuer()),
     };
     match consent.decision.as_deref() {
         Some("approve") => {}
         Some("deny") => {
             let error = OAuthError::new("access_denied", "the user denied the request");
-            return refuse(Refusal::Redirect {
-                redirect_uri: checked.redirect_uri,
-                state: checked.state,
-                error,
-            });
+            return refuse(
+                Refusal::Redirect {
+                    redirect_uri: checked.redirect_uri,
+                    state: checked.state,
+                    error,
+                },
+                state.issuer(),
+            );
         }
         _ => {
             return page::render(
@@ -192,7 +195,7 @@ fn consent_page(params: &AuthorizeParams, checked: &Checked) -> Response {
     page::render(StatusCode::OK, "Authorize", &body)
 }
 
-fn refuse(refusal: Refusal) -> Response {
+fn refuse(refusal: Refusal, issuer: &str) -> Response {
     match refusal {
         Refusal::Page(message) => page::render(
             StatusCode::BAD_REQUEST,
@@ -208,6 +211,7 @@ fn refuse(refusal: Refusal) -> Response {
                 ("error", Some(error.error)),
                 ("error_description", Some(error.description.as_str())),
                 ("state", state.as_deref()),
+                ("iss", Some(issuer)),
             ];
             redirect(&redirect_uri, &query)
         }

@@ -113,7 +113,7 @@ async fn authorization_code_with_pkce_issues_a_token_for_the_chosen_account_and_
     let code = param(&query, "code").expect("a code").to_owned();
 
     let tokens = client
-        .exchange_code(AuthorizationCode::new(code.clone()))
+        .exchange_code(AuthorizationCode::new(code))
         .set_pkce_verifier(verifier)
         .request_async(&http)
         .await
@@ -126,13 +126,6 @@ async fn authorization_code_with_pkce_issues_a_token_for_the_chosen_account_and_
         401,
         "the token is bound to the Account resource only"
     );
-
-    let replay = client
-        .exchange_code(AuthorizationCode::new(code))
-        .set_pkce_verifier(PkceCodeChallenge::new_random_sha256().1)
-        .request_async(&http)
-        .await;
-    assert!(replay.is_err(), "a code is used once");
 
     // Refresh rotates: the new refresh token works once, the old one is refused, and replaying
     // the old one revokes the new one too.
@@ -263,47 +256,125 @@ async fn authorization_requests_are_refused_as_the_rfcs_say() {
 #[tokio::test]
 async fn a_wrong_pkce_verifier_or_redirect_uri_gets_invalid_grant() {
     let server = TestServer::start().await;
-    for tamper in ["verifier", "redirect_uri"] {
-        let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
-        let params = [
-            ("response_type", "code"),
-            ("client_id", TEST_CLIENT),
-            ("redirect_uri", TEST_REDIRECT_URI),
-            ("code_challenge", challenge.as_str()),
-            ("code_challenge_method", "S256"),
-            ("resource", &Resource::Agent.identifier(&server.base)),
-            ("account", "alice"),
-            ("decision", "approve"),
-        ];
-        let url = format!("{}/api/auth/oauth2/authorize", server.base);
-        let response = no_redirects().post(url).form(&params).send().await.unwrap();
-        let code = param(&redirect_query(&response), "code")
+    let (code, _) = approved_code(&server, "account:apps:read").await;
+    let wrong_verifier = PkceCodeChallenge::new_random_sha256().1;
+    let (status, body) = exchange(&server, &code, wrong_verifier.secret()).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("invalid_grant")),
+        "verifier: {body}"
+    );
+
+    let (code, verifier) = approved_code(&server, "account:apps:read").await;
+    let form = [
+        ("grant_type", "authorization_code"),
+        ("client_id", TEST_CLIENT),
+        ("code", &code),
+        ("redirect_uri", "http://127.0.0.1:9/elsewhere"),
+        ("code_verifier", verifier.secret()),
+    ];
+    let (status, body) = token_request(&server, &form).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("invalid_grant")),
+        "redirect_uri: {body}"
+    );
+}
+
+/// A code approved for alice on the Account resource with `scope`, and its PKCE verifier.
+async fn approved_code(server: &TestServer, scope: &str) -> (String, oauth2::PkceCodeVerifier) {
+    let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
+    let params = [
+        ("response_type", "code"),
+        ("client_id", TEST_CLIENT),
+        ("redirect_uri", TEST_REDIRECT_URI),
+        ("scope", scope),
+        ("code_challenge", challenge.as_str()),
+        ("code_challenge_method", "S256"),
+        ("resource", &Resource::Account.identifier(&server.base)),
+        ("account", "alice"),
+        ("decision", "approve"),
+    ];
+    let url = format!("{}/api/auth/oauth2/authorize", server.base);
+    let response = no_redirects().post(url).form(&params).send().await.unwrap();
+    (
+        param(&redirect_query(&response), "code")
             .unwrap()
-            .to_owned();
-        let verifier = if tamper == "verifier" {
-            PkceCodeChallenge::new_random_sha256().1
-        } else {
-            verifier
-        };
-        let redirect = if tamper == "redirect_uri" {
-            "http://127.0.0.1:9/elsewhere"
-        } else {
-            TEST_REDIRECT_URI
-        };
-        let form = [
-            ("grant_type", "authorization_code"),
-            ("client_id", TEST_CLIENT),
-            ("code", &code),
-            ("redirect_uri", redirect),
-            ("code_verifier", verifier.secret()),
-        ];
-        let (status, body) = token_request(&server, &form).await;
-        assert_eq!(
-            (status, body["error"].as_str()),
-            (400, Some("invalid_grant")),
-            "{tamper}: {body}"
-        );
-    }
+            .to_owned(),
+        verifier,
+    )
+}
+
+async fn exchange(server: &TestServer, code: &str, verifier: &str) -> (u16, Value) {
+    let form = [
+        ("grant_type", "authorization_code"),
+        ("client_id", TEST_CLIENT),
+        ("code", code),
+        ("redirect_uri", TEST_REDIRECT_URI),
+        ("code_verifier", verifier),
+    ];
+    token_request(server, &form).await
+}
+
+async fn refresh(server: &TestServer, refresh_token: &str, scope: Option<&str>) -> (u16, Value) {
+    let mut form = vec![
+        ("grant_type", "refresh_token"),
+        ("client_id", TEST_CLIENT),
+        ("refresh_token", refresh_token),
+    ];
+    form.extend(scope.map(|scope| ("scope", scope)));
+    token_request(server, &form).await
+}
+
+#[tokio::test]
+async fn a_replayed_code_fails_and_revokes_the_refresh_tokens_it_produced() {
+    let server = TestServer::start().await;
+    let (code, verifier) = approved_code(&server, "account:apps:read").await;
+    let (status, tokens) = exchange(&server, &code, verifier.secret()).await;
+    assert_eq!(status, 200, "{tokens}");
+    let (status, replay) = exchange(&server, &code, verifier.secret()).await;
+    assert_eq!(
+        (status, replay["error"].as_str()),
+        (400, Some("invalid_grant"))
+    );
+    let (status, body) = refresh(&server, tokens["refresh_token"].as_str().unwrap(), None).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("invalid_grant")),
+        "revoked with the code"
+    );
+}
+
+#[tokio::test]
+async fn a_refresh_may_narrow_the_scope_but_not_widen_it() {
+    let server = TestServer::start().await;
+    let (code, verifier) = approved_code(&server, "account:apps:read account:usage:read").await;
+    let (_, tokens) = exchange(&server, &code, verifier.secret()).await;
+    let refresh_token = tokens["refresh_token"].as_str().unwrap();
+    let (status, body) = refresh(&server, refresh_token, Some("account:apps:write")).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("invalid_scope")),
+        "{body}"
+    );
+    let (status, narrow) = refresh(&server, refresh_token, Some("account:apps:read")).await;
+    assert_eq!(
+        (status, narrow["scope"].as_str()),
+        (200, Some("account:apps:read")),
+        "{narrow}"
+    );
+    let access = narrow["access_token"].as_str().unwrap();
+    assert_eq!(server.get("/v1/account/apps", access).await.status(), 200);
+    assert_eq!(
+        server.get("/v1/account/statement", access).await.status(),
+        403,
+        "usage was left out"
+    );
+    let (status, full) = refresh(&server, narrow["refresh_token"].as_str().unwrap(), None).await;
+    assert_eq!(
+        (status, full["scope"].as_str()),
+        (200, Some("account:apps:read account:usage:read"))
+    );
 }
 
 async fn token_request(server: &TestServer, form: &[(&str, &str)]) -> (u16, Value) {

@@ -34,6 +34,7 @@ pub struct TokenForm {
     refresh_token: Option<String>,
     device_code: Option<String>,
     resource: Option<String>,
+    scope: Option<String>,
 }
 
 pub async fn token(
@@ -46,7 +47,10 @@ pub async fn token(
         return Err(OAuthError::invalid_client(&client_id));
     }
     let (grant, family) = match form.grant_type.as_deref() {
-        Some("authorization_code") => (authorization_code(&state, &form, &client_id).await?, None),
+        Some("authorization_code") => {
+            let (grant, family) = authorization_code(&state, &form, &client_id).await?;
+            (grant, Some(family))
+        }
         Some("refresh_token") => refresh(&state, &form, &client_id).await?,
         Some(DEVICE_CODE_GRANT) => (device_code(&state, &form, &client_id).await?, None),
         Some(other) => {
@@ -63,24 +67,27 @@ pub async fn token(
             format!("this grant is for {}, not {resource}", grant.resource),
         ));
     }
-    issue(&state, grant, family).await
+    let access_scopes = narrowed(&grant.scopes, form.scope.as_deref())?;
+    issue(&state, grant, family, access_scopes).await
 }
 
 async fn authorization_code(
     state: &AppState,
     form: &TokenForm,
     client_id: &str,
-) -> Result<Authorization, OAuthError> {
+) -> Result<(Authorization, String), OAuthError> {
     let code = form
         .code
         .as_deref()
         .ok_or_else(|| OAuthError::new("invalid_request", "code is required"))?;
     let invalid = |why: &str| OAuthError::new("invalid_grant", why.to_owned());
-    let stored = state
-        .store()
-        .take_code(&hash(code))
-        .await?
-        .ok_or_else(|| invalid("the code is unknown or used"))?;
+    let code_hash = hash(code);
+    let family = format!("code:{code_hash}");
+    let Some(stored) = state.store().take_code(&code_hash).await? else {
+        // A used code presented again: revoke the refresh tokens it produced (OAuth 2.1, 4.1.3).
+        state.store().revoke_refresh_family(&family).await?;
+        return Err(invalid("the code is unknown or used"));
+    };
     if stored.expires_at <= now() {
         return Err(invalid("the code has expired"));
     }
@@ -98,7 +105,7 @@ async fn authorization_code(
     {
         return Err(invalid("code_verifier does not match the code_challenge"));
     }
-    Ok(stored.grant)
+    Ok((stored.grant, family))
 }
 
 async fn refresh(
@@ -110,35 +117,59 @@ async fn refresh(
         .refresh_token
         .as_deref()
         .ok_or_else(|| OAuthError::new("invalid_request", "refresh_token is required"))?;
-    let invalid = |why: &str| OAuthError::new("invalid_grant", why.to_owned());
-    let resource = form.resource.as_deref();
+    let check =
+        |grant: &Authorization, expires_at: i64| check_refresh(grant, expires_at, form, client_id);
+    let accept = |grant: &Authorization, expires_at: i64| check(grant, expires_at).is_ok();
     match state
         .store()
-        .use_refresh_token(&hash(presented), resource)
+        .use_refresh_token(&hash(presented), &accept)
         .await?
     {
-        RefreshUse::Rotated {
-            grant,
-            family,
-            expires_at,
-        } => {
-            if expires_at <= now() {
-                return Err(invalid("the refresh token has expired"));
-            }
-            if grant.client_id != client_id {
-                return Err(invalid("the refresh token was issued to another client"));
-            }
-            Ok((grant, Some(family)))
-        }
-        RefreshUse::Replayed => Err(invalid(
+        RefreshUse::Rotated { grant, family, .. } => Ok((grant, Some(family))),
+        RefreshUse::Refused { grant, expires_at } => Err(check(&grant, expires_at)
+            .err()
+            .unwrap_or_else(|| OAuthError::new("invalid_grant", "the refresh token was refused"))),
+        RefreshUse::Replayed => Err(OAuthError::new(
+            "invalid_grant",
             "the refresh token was already used; its family is revoked",
         )),
-        RefreshUse::WrongResource { resource } => Err(OAuthError::new(
-            "invalid_target",
-            format!("this refresh token is for {resource}"),
+        RefreshUse::Unknown => Err(OAuthError::new(
+            "invalid_grant",
+            "the refresh token is unknown",
         )),
-        RefreshUse::Unknown => Err(invalid("the refresh token is unknown")),
     }
+}
+
+/// Whether a refresh token may be used for this request; checked before the token is used, so a
+/// refused request leaves it active.
+fn check_refresh(
+    grant: &Authorization,
+    expires_at: i64,
+    form: &TokenForm,
+    client_id: &str,
+) -> Result<(), OAuthError> {
+    if expires_at <= now() {
+        return Err(OAuthError::new(
+            "invalid_grant",
+            "the refresh token has expired",
+        ));
+    }
+    if grant.client_id != client_id {
+        return Err(OAuthError::new(
+            "invalid_grant",
+            "the refresh token was issued to another client",
+        ));
+    }
+    if let Some(resource) = form.resource.as_deref().filter(|r| *r != grant.resource) {
+        return Err(OAuthError::new(
+            "invalid_target",
+            format!(
+                "this refresh token is for {}, not {resource}",
+                grant.resource
+            ),
+        ));
+    }
+    narrowed(&grant.scopes, form.scope.as_deref()).map(|_| ())
 }
 
 async fn device_code(
@@ -218,11 +249,13 @@ async fn device_code(
     }
 }
 
-/// Issues an access token and a refresh token (in `family`, or a new one) for `grant`.
+/// Issues an access token with `access_scopes` and a refresh token for all of `grant` (in
+/// `family`, or a new one).
 async fn issue(
     state: &AppState,
     grant: Authorization,
     family: Option<String>,
+    access_scopes: String,
 ) -> Result<Response, OAuthError> {
     let config = state.config();
     let refresh_token = crate::random::id("rt");
@@ -240,7 +273,7 @@ async fn issue(
     }
     let access_token = state.mint_access_token(&Grant {
         account: grant.account.clone(),
-        scopes: grant.scopes.split(' ').map(str::to_owned).collect(),
+        scopes: access_scopes.split(' ').map(str::to_owned).collect(),
         resource: grant.resource.clone(),
         client_id: grant.client_id.clone(),
         ttl: config.access_token_ttl,
@@ -250,9 +283,25 @@ async fn issue(
         "token_type": "Bearer",
         "expires_in": config.access_token_ttl.as_secs(),
         "refresh_token": refresh_token,
-        "scope": grant.scopes,
+        "scope": access_scopes,
     });
     Ok(([(header::CACHE_CONTROL, "no-store")], Json(body)).into_response())
+}
+
+/// The scopes of the access token: `requested` when it asks for some of `granted` (RFC 6749, 6),
+/// else all of `granted`.
+fn narrowed(granted: &str, requested: Option<&str>) -> Result<String, OAuthError> {
+    let Some(requested) = requested.filter(|r| !r.trim().is_empty()) else {
+        return Ok(granted.to_owned());
+    };
+    let granted: Vec<&str> = granted.split(' ').collect();
+    if let Some(extra) = requested.split_whitespace().find(|s| !granted.contains(s)) {
+        return Err(OAuthError::new(
+            "invalid_scope",
+            format!("scope {extra} was not granted"),
+        ));
+    }
+    Ok(requested.split_whitespace().collect::<Vec<_>>().join(" "))
 }
 
 fn seconds(duration: Duration) -> i64 {

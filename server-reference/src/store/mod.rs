@@ -138,10 +138,12 @@ pub enum RefreshUse {
     },
     /// The token was already used or revoked; its whole family is now revoked.
     Replayed,
-    /// The token is active but for another resource; it was left unused.
-    WrongResource {
-        /// The resource the token is for.
-        resource: String,
+    /// The token is active but the caller's check refused it; it was left unused.
+    Refused {
+        /// What the token grants.
+        grant: Authorization,
+        /// Unix seconds after which the token is void.
+        expires_at: i64,
     },
     /// No such token.
     Unknown,
@@ -213,11 +215,13 @@ pub trait Store: Send + Sync + 'static {
         grant: &Authorization,
         expires_at: i64,
     ) -> Result<bool>;
-    /// Uses a refresh token: rotates an active one (when it is for `resource`, if given), and
-    /// revokes the family of a replayed one.
+    /// Revokes every refresh token of `family`.
+    async fn revoke_refresh_family(&self, family: &str) -> Result<()>;
+    /// Uses a refresh token: rotates an active one that `accept` (given the grant and its expiry)
+    /// agrees to, leaves it unused when `accept` refuses, and revokes the family of a replayed one.
     async fn use_refresh_token(
         &self,
         token_hash: &str,
-        resource: Option<&str>,
+        accept: &(dyn for<'g> Fn(&'g Authorization, i64) -> bool + Send + Sync),
     ) -> Result<RefreshUse>;
 }

@@ -350,10 +350,19 @@ impl Store for SqliteStore {
         Ok(done.rows_affected() == 1)
     }
 
+    async fn revoke_refresh_family(&self, family: &str) -> Result<()> {
+        sqlx::query("UPDATE refresh_tokens SET status = 'revoked' WHERE family = ?")
+            .bind(family)
+            .execute(&self.pool)
+            .await
+            .map_err(Error::Database)?;
+        Ok(())
+    }
+
     async fn use_refresh_token(
         &self,
         token_hash: &str,
-        resource: Option<&str>,
+        accept: &(dyn for<'g> Fn(&'g Authorization, i64) -> bool + Send + Sync),
     ) -> Result<RefreshUse> {
         let mut transaction = self
             .pool
@@ -381,27 +390,27 @@ impl Store for SqliteStore {
                 .await
                 .map_err(Error::Database)?;
             RefreshUse::Replayed
-        } else if resource.is_some_and(|r| r != stored_resource) {
-            // Refused before use: the token stays active.
-            RefreshUse::WrongResource {
-                resource: stored_resource,
-            }
         } else {
-            sqlx::query("UPDATE refresh_tokens SET status = 'used' WHERE token_hash = ?")
-                .bind(token_hash)
-                .execute(&mut *transaction)
-                .await
-                .map_err(Error::Database)?;
             let grant = Authorization {
                 client_id,
                 account,
                 scopes,
                 resource: stored_resource,
             };
-            RefreshUse::Rotated {
-                grant,
-                family,
-                expires_at,
+            if accept(&grant, expires_at) {
+                sqlx::query("UPDATE refresh_tokens SET status = 'used' WHERE token_hash = ?")
+                    .bind(token_hash)
+                    .execute(&mut *transaction)
+                    .await
+                    .map_err(Error::Database)?;
+                RefreshUse::Rotated {
+                    grant,
+                    family,
+                    expires_at,
+                }
+            } else {
+                // Refused before use: the token stays active.
+                RefreshUse::Refused { grant, expires_at }
             }
         };
         transaction.commit().await.map_err(Error::Database)?;
@@ -506,7 +515,10 @@ mod tests {
                 .await
                 .unwrap()
         );
-        let rotated = store.use_refresh_token("first", None).await.unwrap();
+        let rotated = store
+            .use_refresh_token("first", &|_, _| true)
+            .await
+            .unwrap();
         assert!(matches!(rotated, RefreshUse::Rotated { .. }));
         assert!(
             store
@@ -515,10 +527,16 @@ mod tests {
                 .unwrap()
         );
         assert!(matches!(
-            store.use_refresh_token("first", None).await.unwrap(),
+            store
+                .use_refresh_token("first", &|_, _| true)
+                .await
+                .unwrap(),
             RefreshUse::Replayed
         ));
-        let second = store.use_refresh_token("second", None).await.unwrap();
+        let second = store
+            .use_refresh_token("second", &|_, _| true)
+            .await
+            .unwrap();
         assert!(matches!(second, RefreshUse::Replayed), "family revoked");
         // A rotation that finishes after the replay must not revive the family.
         assert!(
@@ -528,13 +546,16 @@ mod tests {
                 .unwrap()
         );
         assert!(matches!(
-            store.use_refresh_token("third", None).await.unwrap(),
+            store
+                .use_refresh_token("third", &|_, _| true)
+                .await
+                .unwrap(),
             RefreshUse::Unknown
         ));
     }
 
     #[tokio::test]
-    async fn a_refresh_token_for_another_resource_is_refused_and_stays_usable() {
+    async fn a_refused_refresh_token_stays_usable() {
         let (store, _dir) = store().await;
         let grant = Authorization {
             client_id: "c".into(),
@@ -549,12 +570,12 @@ mod tests {
                 .unwrap()
         );
         let wrong = store
-            .use_refresh_token("t", Some("http://h/v1/account"))
+            .use_refresh_token("t", &|g, _| g.resource == "http://h/v1/account")
             .await
             .unwrap();
-        assert!(matches!(wrong, RefreshUse::WrongResource { .. }));
+        assert!(matches!(wrong, RefreshUse::Refused { .. }));
         let right = store
-            .use_refresh_token("t", Some("http://h/v1/agent"))
+            .use_refresh_token("t", &|g, _| g.resource == "http://h/v1/agent")
             .await
             .unwrap();
         assert!(matches!(right, RefreshUse::Rotated { .. }));

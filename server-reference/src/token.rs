@@ -169,6 +169,7 @@ pub fn verify(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::now;
 
     const ISSUER: &str = "http://127.0.0.1:1";
     const AGENT: &str = "http://127.0.0.1:1/v1/agent";
@@ -185,13 +186,6 @@ mod tests {
             client_id: "test".into(),
             ttl: Duration::from_secs(ttl),
         }
-    }
-
-    fn now() -> i64 {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs() as i64
     }
 
     #[test]

@@ -61,12 +61,6 @@ pub async fn token(
         }
         None => return Err(OAuthError::new("invalid_request", "grant_type is required")),
     };
-    if let Some(resource) = form.resource.as_deref().filter(|r| *r != grant.resource) {
-        return Err(OAuthError::new(
-            "invalid_target",
-            format!("this grant is for {}, not {resource}", grant.resource),
-        ));
-    }
     let access_scopes = narrowed(&grant.scopes, form.scope.as_deref())?;
     issue(&state, grant, family, access_scopes).await
 }
@@ -105,6 +99,7 @@ async fn authorization_code(
     {
         return Err(invalid("code_verifier does not match the code_challenge"));
     }
+    check_resource(form, &stored.grant.resource)?;
     Ok((stored.grant, family))
 }
 
@@ -160,15 +155,7 @@ fn check_refresh(
             "the refresh token was issued to another client",
         ));
     }
-    if let Some(resource) = form.resource.as_deref().filter(|r| *r != grant.resource) {
-        return Err(OAuthError::new(
-            "invalid_target",
-            format!(
-                "this refresh token is for {}, not {resource}",
-                grant.resource
-            ),
-        ));
-    }
+    check_resource(form, &grant.resource)?;
     narrowed(&grant.scopes, form.scope.as_deref()).map(|_| ())
 }
 
@@ -225,13 +212,8 @@ async fn device_code(
             "a token was already issued for this device code",
         )),
         DeviceStatus::Approved => {
-            if let Some(resource) = form.resource.as_deref().filter(|r| *r != grant.resource) {
-                // Refused before the grant is used, so the device can ask again correctly.
-                return Err(OAuthError::new(
-                    "invalid_target",
-                    format!("this device code is for {}, not {resource}", grant.resource),
-                ));
-            }
+            // Refused before the grant is used, so the device can ask again correctly.
+            check_resource(form, &grant.resource)?;
             let account = grant.account.clone().unwrap_or_default();
             if !state.store().consume_device_grant(&code_hash).await? {
                 return Err(OAuthError::new(
@@ -286,6 +268,17 @@ async fn issue(
         "scope": access_scopes,
     });
     Ok(([(header::CACHE_CONTROL, "no-store")], Json(body)).into_response())
+}
+
+/// `invalid_target` when the request names a `resource` other than the `granted` one (RFC 8707).
+fn check_resource(form: &TokenForm, granted: &str) -> Result<(), OAuthError> {
+    match form.resource.as_deref() {
+        Some(resource) if resource != granted => Err(OAuthError::new(
+            "invalid_target",
+            format!("this grant is for {granted}, not {resource}"),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// The scopes of the access token: `requested` when it asks for some of `granted` (RFC 6749, 6),

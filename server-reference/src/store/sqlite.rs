@@ -500,15 +500,20 @@ mod tests {
         assert_eq!(usage, vec![(Meter::Turn, 2), (Meter::Commit, 1)]);
     }
 
-    #[tokio::test]
-    async fn a_replayed_refresh_token_revokes_its_family_for_good() {
-        let (store, _dir) = store().await;
-        let grant = Authorization {
+    /// What the refresh tokens of these tests grant.
+    fn agent_grant() -> Authorization {
+        Authorization {
             client_id: "c".into(),
             account: "alice".into(),
             scopes: "agent:read".into(),
             resource: "http://h/v1/agent".into(),
-        };
+        }
+    }
+
+    #[tokio::test]
+    async fn a_replayed_refresh_token_revokes_its_family_for_good() {
+        let (store, _dir) = store().await;
+        let grant = agent_grant();
         assert!(
             store
                 .save_refresh_token("first", "fam", &grant, 100)
@@ -557,12 +562,7 @@ mod tests {
     #[tokio::test]
     async fn a_refused_refresh_token_stays_usable() {
         let (store, _dir) = store().await;
-        let grant = Authorization {
-            client_id: "c".into(),
-            account: "alice".into(),
-            scopes: "agent:read".into(),
-            resource: "http://h/v1/agent".into(),
-        };
+        let grant = agent_grant();
         assert!(
             store
                 .save_refresh_token("t", "fam", &grant, 100)

@@ -346,6 +346,27 @@ async fn a_replayed_code_fails_and_revokes_the_refresh_tokens_it_produced() {
 }
 
 #[tokio::test]
+async fn a_code_exchanged_for_another_resource_gets_invalid_target() {
+    let server = TestServer::start().await;
+    let (code, verifier) = approved_code(&server, "account:apps:read").await;
+    let agent = Resource::Agent.identifier(&server.base);
+    let form = [
+        ("grant_type", "authorization_code"),
+        ("client_id", TEST_CLIENT),
+        ("code", &code),
+        ("redirect_uri", TEST_REDIRECT_URI),
+        ("code_verifier", verifier.secret()),
+        ("resource", &agent),
+    ];
+    let (status, body) = token_request(&server, &form).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("invalid_target")),
+        "{body}"
+    );
+}
+
+#[tokio::test]
 async fn a_refresh_may_narrow_the_scope_but_not_widen_it() {
     let server = TestServer::start().await;
     let (code, verifier) = approved_code(&server, "account:apps:read account:usage:read").await;

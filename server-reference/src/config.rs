@@ -51,6 +51,14 @@ pub struct Config {
     pub device_code_ttl: Duration,
     /// Seconds a device client waits between polls (RFC 8628 `interval`).
     pub device_poll_interval: Duration,
+    /// How long events stay in a session's retained log; a cursor before it is 410.
+    pub event_retention: Duration,
+    /// How long an event-log cursor stays valid after it is issued.
+    pub cursor_ttl: Duration,
+    /// Idle time after which an SSE stream gets a keep-alive comment.
+    pub sse_keep_alive: Duration,
+    /// Lifetime of a Build: its `expiresAt` is this long after it is made.
+    pub build_ttl: Duration,
 }
 
 impl Config {
@@ -68,6 +76,10 @@ impl Config {
             refresh_token_ttl: Duration::from_secs(30 * 24 * 3600),
             device_code_ttl: Duration::from_secs(600),
             device_poll_interval: Duration::from_secs(5),
+            event_retention: Duration::from_secs(7 * 24 * 3600),
+            cursor_ttl: Duration::from_secs(24 * 3600),
+            sse_keep_alive: Duration::from_secs(15),
+            build_ttl: Duration::from_secs(600),
         }
     }
 
@@ -104,6 +116,30 @@ impl Config {
     /// Sets [`Config::device_poll_interval`].
     pub fn device_poll_interval(mut self, interval: Duration) -> Self {
         self.device_poll_interval = interval;
+        self
+    }
+
+    /// Sets [`Config::event_retention`].
+    pub fn event_retention(mut self, retention: Duration) -> Self {
+        self.event_retention = retention;
+        self
+    }
+
+    /// Sets [`Config::cursor_ttl`].
+    pub fn cursor_ttl(mut self, ttl: Duration) -> Self {
+        self.cursor_ttl = ttl;
+        self
+    }
+
+    /// Sets [`Config::sse_keep_alive`].
+    pub fn sse_keep_alive(mut self, interval: Duration) -> Self {
+        self.sse_keep_alive = interval;
+        self
+    }
+
+    /// Sets [`Config::build_ttl`].
+    pub fn build_ttl(mut self, ttl: Duration) -> Self {
+        self.build_ttl = ttl;
         self
     }
 }

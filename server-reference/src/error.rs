@@ -50,6 +50,32 @@ impl ApiError {
     pub fn code(&self) -> ErrorCode {
         self.code
     }
+
+    /// The message for people.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The HTTP status answered.
+    pub fn status(&self) -> StatusCode {
+        status_of(self.code)
+    }
+
+    /// The envelope answered, as JSON text.
+    pub fn body(&self) -> String {
+        serde_json::to_string(&self.envelope()).expect("an error envelope serializes")
+    }
+
+    fn envelope(&self) -> ErrorEnvelope {
+        let detail = ErrorDetail {
+            code: self.code,
+            message: self.message.clone(),
+            details: self.details.clone(),
+        };
+        ErrorEnvelope {
+            error: serde_json::to_value(detail).expect("an error detail serializes"),
+        }
+    }
 }
 
 /// The HTTP status each error code is answered with, as `x-status` in openapi.json gives it.
@@ -77,15 +103,7 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let detail = ErrorDetail {
-            code: self.code,
-            message: self.message,
-            details: self.details,
-        };
-        let body = ErrorEnvelope {
-            error: serde_json::to_value(detail).expect("an error detail serializes"),
-        };
-        let mut response = (status_of(self.code), Json(body)).into_response();
+        let mut response = (self.status(), Json(self.envelope())).into_response();
         if let Some(challenge) = self.challenge.and_then(|c| HeaderValue::from_str(&c).ok()) {
             response
                 .headers_mut()

@@ -29,23 +29,7 @@ pub struct SigningKey {
 impl SigningKey {
     /// Loads the key of `data_dir`, creating and saving a new one the first time.
     pub fn load_or_create(data_dir: &Path) -> io::Result<Self> {
-        let path = data_dir.join(KEY_FILE);
-        let seed = match fs::read(&path) {
-            Ok(seed) => seed,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                let seed = crate::random::bytes::<32>();
-                write_private(&path, &seed)?;
-                seed.to_vec()
-            }
-            Err(e) => return Err(e),
-        };
-        let seed: [u8; 32] = seed.try_into().map_err(|_| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("{} is not 32 bytes", path.display()),
-            )
-        })?;
-        Ok(Self::from_seed(&seed))
+        Ok(Self::from_seed(&secret_file(&data_dir.join(KEY_FILE))?))
     }
 
     fn from_seed(seed: &[u8; 32]) -> Self {
@@ -89,6 +73,24 @@ impl SigningKey {
         JwkSet {
             keys: vec![self.jwk.clone()],
         }
+    }
+}
+
+/// The 32 secret bytes kept in `path`, created at random and saved the first time.
+pub(crate) fn secret_file(path: &Path) -> io::Result<[u8; 32]> {
+    match fs::read(path) {
+        Ok(bytes) => bytes.try_into().map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{} is not 32 bytes", path.display()),
+            )
+        }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let secret = crate::random::bytes::<32>();
+            write_private(path, &secret)?;
+            Ok(secret)
+        }
+        Err(e) => Err(e),
     }
 }
 

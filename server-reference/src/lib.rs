@@ -6,11 +6,13 @@
 #![forbid(unsafe_code)]
 
 mod account;
+pub mod agent;
 pub mod config;
 pub mod error;
 pub mod gateway;
 pub mod keys;
 pub mod oauth;
+pub mod pipeline;
 mod random;
 pub mod resource;
 mod secrets;
@@ -68,12 +70,23 @@ struct Inner {
     sealer: Sealer,
     store: Arc<dyn Store>,
     operations: Operations,
+    agent: agent::Agent,
+    devnet: pipeline::Devnet,
 }
 
 impl AppState {
     /// Opens the data dir of `config` (creating it when missing) for a server whose public
     /// base address is `config.public_url`, or `default_url` when that is unset.
     pub async fn open(config: Config, default_url: &str) -> Result<Self, StartError> {
+        Self::open_with_runtime(config, default_url, Arc::new(agent::ReferenceRuntime)).await
+    }
+
+    /// [`AppState::open`] with another Agent runtime.
+    pub async fn open_with_runtime(
+        config: Config,
+        default_url: &str,
+        runtime: Arc<dyn agent::Runtime>,
+    ) -> Result<Self, StartError> {
         let data_dir = config.data_dir.clone();
         let io = |source| StartError::DataDir {
             path: data_dir.clone(),
@@ -89,14 +102,21 @@ impl AppState {
             .unwrap_or_else(|| default_url.trim_end_matches('/').to_owned());
         let document = serde_json::from_str(OPENAPI).expect("the embedded openapi.json parses");
         let operations = Operations::from_openapi(&document);
-        Ok(Self(Arc::new(Inner {
+        let cursors = agent::cursor::CursorKey::load_or_create(&data_dir).map_err(io)?;
+        let agent = agent::Agent::new(&config, cursors, runtime);
+        let devnet = pipeline::Devnet::replay(store.as_ref()).await?;
+        let state = Self(Arc::new(Inner {
             config,
             issuer,
             signing_key,
             sealer,
             store,
             operations,
-        })))
+            agent,
+            devnet,
+        }));
+        agent::fail_orphaned_turns(&state).await?;
+        Ok(state)
     }
 
     /// The issuer: the public base address, without a trailing slash.
@@ -127,6 +147,14 @@ impl AppState {
             wellknown::RESOURCE_METADATA_PREFIX,
             resource.path()
         )
+    }
+
+    fn agent(&self) -> &agent::Agent {
+        &self.0.agent
+    }
+
+    fn devnet(&self) -> &pipeline::Devnet {
+        &self.0.devnet
     }
 
     fn config(&self) -> &Config {
@@ -161,6 +189,8 @@ pub fn app(state: AppState) -> Router {
         .merge(wellknown::router())
         .merge(oauth::router())
         .nest("/v1/account", account::router())
+        .nest("/v1/agent", agent::router())
+        .nest("/v1/pipeline", pipeline::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(

@@ -18,22 +18,8 @@ pub struct Sealer {
 impl Sealer {
     /// Loads the key of `data_dir`, creating and saving a new one the first time.
     pub fn load_or_create(data_dir: &Path) -> io::Result<Self> {
-        let path = data_dir.join(KEY_FILE);
-        let key = match std::fs::read(&path) {
-            Ok(key) => key,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                let key = crate::random::bytes::<32>();
-                crate::keys::write_private(&path, &key)?;
-                key.to_vec()
-            }
-            Err(e) => return Err(e),
-        };
-        let cipher = Aes256Gcm::new_from_slice(&key).map_err(|_| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("{} is not 32 bytes", path.display()),
-            )
-        })?;
+        let key = crate::keys::secret_file(&data_dir.join(KEY_FILE))?;
+        let cipher = Aes256Gcm::new(&key.into());
         Ok(Self { cipher })
     }
 

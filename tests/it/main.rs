@@ -1,6 +1,7 @@
 //! Workspace integration tests, one binary with a module per subject.
 
 mod account;
+mod agent;
 mod auth_matrix;
 mod model_strictness;
 mod oauth;

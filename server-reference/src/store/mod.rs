@@ -1,10 +1,12 @@
 //! Durable state behind a narrow interface, so that another backend (PostgreSQL) can follow
 //! without touching handlers. [`SqliteStore`] is the embedded one.
 
+pub mod agent;
 mod sqlite;
 
 use async_trait::async_trait;
 
+pub use agent::AgentStore;
 pub use sqlite::SqliteStore;
 
 /// Why the store failed.
@@ -152,7 +154,7 @@ pub enum RefreshUse {
 /// The server's durable state. Every method is scoped to one account: ownership comes from the
 /// caller's principal, never from the data.
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait Store: AgentStore + 'static {
     /// Installed applications of `account` with their install time.
     async fn installations(&self, account: &str) -> Result<Vec<(i64, i64)>>;
     /// Installs `application` at `at` unless it already is; returns the install time.
@@ -177,6 +179,17 @@ pub trait Store: Send + Sync + 'static {
     async fn record_usage(&self, account: &str, meter: Meter, at: i64) -> Result<()>;
     /// Units recorded per meter for `account` with `from <= at < to`.
     async fn usage(&self, account: &str, from: i64, to: i64) -> Result<Vec<(Meter, i64)>>;
+
+    /// Records a committed Build's actions (JSON); `false` when `digest` was committed before.
+    async fn record_commit(
+        &self,
+        digest: &str,
+        account: &str,
+        actions: &str,
+        at: i64,
+    ) -> Result<bool>;
+    /// The actions (JSON) of every committed Build, in commit order.
+    async fn committed_actions(&self) -> Result<Vec<String>>;
 
     /// Stores an authorization code under the hash of its value.
     async fn save_code(&self, code_hash: &str, code: &AuthorizationCode) -> Result<()>;

@@ -1,5 +1,7 @@
 //! The embedded SQLite store: one file in the data dir, WAL journal, `synchronous=FULL`.
 
+mod agent;
+
 use std::path::Path;
 use std::time::Duration;
 
@@ -172,6 +174,35 @@ impl Store for SqliteStore {
             .into_iter()
             .filter_map(|(name, count)| Some((Meter::parse(&name)?, count)))
             .collect())
+    }
+
+    async fn record_commit(
+        &self,
+        digest: &str,
+        account: &str,
+        actions: &str,
+        at: i64,
+    ) -> Result<bool> {
+        let done = sqlx::query(
+            "INSERT INTO commits (digest, account, actions, committed_at) VALUES (?, ?, ?, ?)
+             ON CONFLICT (digest) DO NOTHING",
+        )
+        .bind(digest)
+        .bind(account)
+        .bind(actions)
+        .bind(at)
+        .execute(&self.pool)
+        .await
+        .map_err(Error::Database)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn committed_actions(&self) -> Result<Vec<String>> {
+        let rows: Vec<(String,)> = sqlx::query_as("SELECT actions FROM commits ORDER BY seq")
+            .fetch_all(&self.pool)
+            .await
+            .map_err(Error::Database)?;
+        Ok(rows.into_iter().map(|(actions,)| actions).collect())
     }
 
     async fn save_code(&self, code_hash: &str, code: &AuthorizationCode) -> Result<()> {

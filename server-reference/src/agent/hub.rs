@@ -1,0 +1,88 @@
+//! Wake-ups for readers of a session's log: a watch of the last sequence number (durable
+//! appends) and a broadcast of transient message snapshots. A reader subscribes before it reads
+//! the log, so that no append between its read and its wait goes unnoticed.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use intent_models::MessageSnapshot;
+use tokio::sync::{broadcast, watch};
+
+/// Snapshots a slow SSE reader may fall behind by before it skips some (they are transient).
+const SNAPSHOT_BUFFER: usize = 64;
+
+/// Channels per session, kept while someone listens.
+#[derive(Default)]
+pub struct Hub {
+    sessions: Mutex<HashMap<String, Channels>>,
+}
+
+struct Channels {
+    appended: watch::Sender<i64>,
+    snapshots: broadcast::Sender<MessageSnapshot>,
+}
+
+impl Channels {
+    fn unused(&self) -> bool {
+        self.appended.receiver_count() == 0 && self.snapshots.receiver_count() == 0
+    }
+}
+
+/// One reader's subscription to a session.
+pub struct Subscription {
+    /// Changes when events are appended.
+    pub appended: watch::Receiver<i64>,
+    /// Transient snapshots of messages being written.
+    pub snapshots: broadcast::Receiver<MessageSnapshot>,
+}
+
+impl Hub {
+    /// Subscribes to `session`'s appends and snapshots from now on.
+    pub fn subscribe(&self, session: &str) -> Subscription {
+        let mut sessions = self.sessions.lock().expect("the hub lock is not poisoned");
+        let channels = sessions
+            .entry(session.to_owned())
+            .or_insert_with(|| Channels {
+                appended: watch::Sender::new(0),
+                snapshots: broadcast::Sender::new(SNAPSHOT_BUFFER),
+            });
+        Subscription {
+            appended: channels.appended.subscribe(),
+            snapshots: channels.snapshots.subscribe(),
+        }
+    }
+
+    /// Wakes the readers of `session`: its log now ends at `last_seq`.
+    pub fn appended(&self, session: &str, last_seq: i64) {
+        self.with(session, |channels| {
+            channels.appended.send_replace(last_seq);
+        });
+    }
+
+    /// Hands a transient snapshot to the streams of `session`.
+    pub fn snapshot(&self, session: &str, snapshot: MessageSnapshot) {
+        self.with(session, |channels| {
+            // No receiver is not an error: snapshots are transient.
+            let _ = channels.snapshots.send(snapshot);
+        });
+    }
+
+    /// Ends every subscription to `session` (it was deleted).
+    pub fn close(&self, session: &str) {
+        self.sessions
+            .lock()
+            .expect("the hub lock is not poisoned")
+            .remove(session);
+    }
+
+    fn with(&self, session: &str, f: impl FnOnce(&Channels)) {
+        let mut sessions = self.sessions.lock().expect("the hub lock is not poisoned");
+        if let Some(channels) = sessions.get(session) {
+            if channels.unused() {
+                sessions.remove(session);
+            } else {
+                f(channels);
+            }
+        }
+    }
+}

@@ -1,0 +1,228 @@
+//! What the Agent keeps: sessions, turns, each session's ordered event log, actions and
+//! idempotency keys. Sequence numbers are assigned inside the write transaction, so that a
+//! session's log is strictly increasing with no gap.
+
+use async_trait::async_trait;
+use intent_models::TurnState;
+use serde_json::{Map, Value};
+
+use super::Result;
+
+/// A stored session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionRecord {
+    /// The session id.
+    pub id: String,
+    /// The owning account.
+    pub account: String,
+    /// The title.
+    pub title: String,
+    /// Whether the session is archived.
+    pub archived: bool,
+    /// Unix seconds of the last change.
+    pub updated_at: i64,
+}
+
+/// Events to append to a session's log, for one turn, in one transaction.
+#[derive(Debug, Clone)]
+pub struct Append {
+    /// The session.
+    pub session_id: String,
+    /// The turn the events belong to.
+    pub turn_id: String,
+    /// The events as JSON objects; the store sets each one's `seq`.
+    pub events: Vec<Map<String, Value>>,
+    /// The state the turn enters with these events.
+    pub next_state: Option<TurnState>,
+    /// An action the events ask the client to resolve.
+    pub action: Option<NewAction>,
+    /// Unix milliseconds now.
+    pub at_ms: i64,
+    /// Events created before this (Unix milliseconds) leave the retained log.
+    pub prune_before_ms: i64,
+}
+
+/// An action opened by an append.
+#[derive(Debug, Clone)]
+pub struct NewAction {
+    /// The action id.
+    pub id: String,
+    /// Its first revision.
+    pub revision: i64,
+    /// The digest of the Build under review.
+    pub digest: String,
+    /// The ActionRequest as JSON.
+    pub request: Value,
+}
+
+/// What an append did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Appended {
+    /// The events were appended; the highest sequence number now.
+    Done {
+        /// The last assigned sequence number.
+        last_seq: i64,
+    },
+    /// The turn's state refused the append; nothing was written.
+    Refused(TurnState),
+    /// No such turn in that session.
+    NoTurn,
+}
+
+/// What starting a turn did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TurnStarted {
+    /// The turn started; its first event follows `before_seq`.
+    Started {
+        /// The last sequence number before the turn's first event.
+        before_seq: i64,
+    },
+    /// The session does not exist or belongs to another account.
+    NoSession,
+    /// Another turn of the session is processing or awaiting an action.
+    Busy {
+        /// That turn.
+        turn_id: String,
+    },
+}
+
+/// A slice of a session's retained log, read in one snapshot.
+#[derive(Debug, Clone)]
+pub struct LogRead {
+    /// Event bodies (JSON, with `seq`) with `after < seq`, in order, at most the limit.
+    pub events: Vec<String>,
+    /// The highest sequence number of the log.
+    pub last_seq: i64,
+    /// Events up to this sequence number have left the retained log.
+    pub pruned_through: i64,
+}
+
+/// The answer to an action resolution, as recorded.
+#[derive(Debug, Clone)]
+pub struct Resolution {
+    /// The account resolving.
+    pub account: String,
+    /// The session.
+    pub session_id: String,
+    /// The action.
+    pub action_id: String,
+    /// The revision the result answers.
+    pub revision: i64,
+    /// The digest the result names.
+    pub digest: String,
+    /// Unix milliseconds now.
+    pub at_ms: i64,
+}
+
+/// What resolving an action did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Resolved {
+    /// Recorded; the turn is processing again.
+    Done {
+        /// The action's turn.
+        turn_id: String,
+        /// The resulting revision.
+        revision: i64,
+        /// The ActionRequest that was resolved.
+        request: Value,
+        /// The last sequence number of the log now.
+        last_seq: i64,
+    },
+    /// No such action in a session of this account.
+    NotFound,
+    /// The action was already resolved or its turn ended.
+    NotPending,
+    /// The revision is not the current one.
+    Stale {
+        /// The current revision.
+        current: i64,
+    },
+    /// The result names another Build.
+    DigestMismatch {
+        /// The digest of the Build under review.
+        expected: String,
+    },
+}
+
+/// What looking up an idempotency key found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IdempotencyBegin {
+    /// The key is new (or its record expired): the request goes ahead.
+    Started,
+    /// The same request finished before: replay its answer.
+    Replay {
+        /// The HTTP status answered.
+        status: u16,
+        /// The body answered.
+        body: String,
+    },
+    /// The same request is still in flight.
+    InFlight,
+    /// The key was used for a different request.
+    Reused,
+}
+
+/// The Agent's durable state.
+#[async_trait]
+pub trait AgentStore: Send + Sync {
+    /// Creates a session for `account` unless `id` exists already (then `false`).
+    async fn create_session(&self, session: &SessionRecord) -> Result<bool>;
+    /// The session `id` if `account` owns it.
+    async fn session(&self, account: &str, id: &str) -> Result<Option<SessionRecord>>;
+    /// Sets the title and/or the archived flag; the updated session if `account` owns it.
+    async fn update_session(
+        &self,
+        account: &str,
+        id: &str,
+        title: Option<&str>,
+        archived: Option<bool>,
+        at: i64,
+    ) -> Result<Option<SessionRecord>>;
+    /// Deletes a session with its turns, log and actions; whether `account` owned it.
+    async fn delete_session(&self, account: &str, id: &str) -> Result<bool>;
+
+    /// Starts turn `append.turn_id` as `processing` in a session of `account` with no other
+    /// active turn, and appends its first events.
+    async fn start_turn(&self, account: &str, append: &Append) -> Result<TurnStarted>;
+    /// The session's turn that is processing or awaiting an action, with its state.
+    async fn active_turn(&self, session_id: &str) -> Result<Option<(String, TurnState)>>;
+    /// Every turn in `processing`, as (session, turn).
+    async fn processing_turns(&self) -> Result<Vec<(String, String)>>;
+    /// Appends events of a turn if `accept` agrees with the turn's current state.
+    async fn append(
+        &self,
+        append: &Append,
+        accept: &(dyn Fn(TurnState) -> bool + Send + Sync),
+    ) -> Result<Appended>;
+    /// Up to `limit` events after `after`, from one snapshot of the log.
+    async fn read_log(&self, session_id: &str, after: i64, limit: i64) -> Result<LogRead>;
+
+    /// Resolves a pending action at its current revision, moves its turn back to `processing`
+    /// and appends the events `events` makes from the turn id and the resulting revision.
+    async fn resolve_action(
+        &self,
+        resolution: &Resolution,
+        events: &(dyn for<'t> Fn(&'t str, i64) -> Vec<Map<String, Value>> + Send + Sync),
+    ) -> Result<Resolved>;
+
+    /// Claims `key` for a request whose body hashes to `request_hash`; a record created
+    /// before `expired_before` is forgotten first.
+    async fn begin_idempotent(
+        &self,
+        account: &str,
+        key: &str,
+        request_hash: &str,
+        at: i64,
+        expired_before: i64,
+    ) -> Result<IdempotencyBegin>;
+    /// Records the answer to the request that claimed `key`.
+    async fn finish_idempotent(
+        &self,
+        account: &str,
+        key: &str,
+        status: u16,
+        body: &str,
+    ) -> Result<()>;
+    /// Releases `key` after a failure that a retry may fix.
+    async fn abandon_idempotent(&self, account: &str, key: &str) -> Result<()>;
+}

@@ -708,3 +708,22 @@ async fn caller_written_transaction_fields_and_missing_keys_are_refused() {
         .unwrap();
     assert_eq!(response.status(), 403);
 }
+
+#[tokio::test]
+async fn empty_path_parameters_are_guarded_and_refused() {
+    let server = TestServer::start().await;
+    let token = server.token("alice", Resource::Agent, SCOPES);
+    // An empty id between two slashes is a bad parameter; a trailing one names no resource.
+    for (path, status) in [
+        ("/v1/agent/chat//stream", 400),
+        ("/v1/agent/sessions/", 404),
+        ("/v1/agent/chat/", 404),
+    ] {
+        let anonymous = reqwest::get(format!("{}{path}", server.base))
+            .await
+            .unwrap();
+        assert_eq!(anonymous.status(), 401, "{path}");
+        let response = server.get(path, &token).await;
+        assert_eq!(response.status(), status, "{path}");
+    }
+}

@@ -2,6 +2,7 @@
 
 mod account;
 mod agent;
+mod agent_sse;
 mod auth_matrix;
 mod model_strictness;
 mod oauth;

@@ -58,7 +58,7 @@ fn make_page(
         .iter()
         .map(|body| serde_json::from_str(body).expect("stored events are valid AgentEvents"))
         .collect();
-    let last = events.last().map_or(after, |e| seq_of(e));
+    let last = events.last().map_or(after, seq_of);
     EventPage {
         cursor: state.agent().cursor(account, session, last),
         events,

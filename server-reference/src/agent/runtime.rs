@@ -26,7 +26,7 @@ pub enum Step {
         /// What the user is asked to approve.
         title: String,
         /// The simulated Build.
-        build: PipelineBuild,
+        build: Box<PipelineBuild>,
     },
 }
 
@@ -195,7 +195,7 @@ impl Runtime for ReferenceRuntime {
                 .await?;
                 Ok(Step::AwaitAction {
                     title: format!("Send {amount} ETH to {to}"),
-                    build,
+                    build: Box::new(build),
                 })
             }
         }

@@ -232,7 +232,7 @@ impl Turn {
                 .await
             }
             Step::AwaitAction { title, build } => {
-                let action = action_request(title, build);
+                let action = action_request(title, *build);
                 let new_action = NewAction {
                     id: action.action_id.to_string(),
                     revision: 1,

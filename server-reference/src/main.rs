@@ -41,6 +41,15 @@ enum Command {
         /// Largest accepted request body, in bytes.
         #[arg(long, env = "INTENT_BODY_LIMIT", default_value_t = 1024 * 1024)]
         body_limit: usize,
+        /// Seconds an event-log cursor stays valid.
+        #[arg(long, env = "INTENT_CURSOR_TTL", default_value_t = Config::new("").cursor_ttl.as_secs())]
+        cursor_ttl: u64,
+        /// Seconds events stay in a session's retained log.
+        #[arg(long, env = "INTENT_EVENT_RETENTION", default_value_t = Config::new("").event_retention.as_secs())]
+        event_retention: u64,
+        /// Seconds from a Build's making to its `expiresAt`.
+        #[arg(long, env = "INTENT_BUILD_TTL", default_value_t = Config::new("").build_ttl.as_secs())]
+        build_ttl: u64,
         /// An OAuth client to register, as ID=REDIRECT_URI[,REDIRECT_URI...]; repeatable.
         /// `intent-cli` is always registered for the device flow.
         #[arg(long = "client", env = "INTENT_CLIENTS", value_delimiter = ' ', value_parser = OAuthClient::parse)]
@@ -84,9 +93,16 @@ async fn main() -> ExitCode {
             data_dir,
             public_url,
             body_limit,
+            cursor_ttl,
+            event_retention,
+            build_ttl,
             clients,
         } => {
-            let config = Config::new(data_dir).body_limit(body_limit);
+            let config = Config::new(data_dir)
+                .body_limit(body_limit)
+                .cursor_ttl(Duration::from_secs(cursor_ttl))
+                .event_retention(Duration::from_secs(event_retention))
+                .build_ttl(Duration::from_secs(build_ttl));
             let mut config = clients.into_iter().fold(config, Config::client);
             if let Some(url) = public_url {
                 config = config.public_url(url);

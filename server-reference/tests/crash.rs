@@ -1,0 +1,252 @@
+//! Durability of the Agent's event log across `kill -9`: the server binary runs as a child
+//! process, sessions take turns while readers record every event the server acknowledged, the
+//! process is killed with SIGKILL mid-append, and a restart on the same data dir must still hold
+//! every acknowledged event, with no gap, and accept every cursor handed out before.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+/// The server binary running on a data dir.
+struct Server {
+    child: Child,
+    base: String,
+}
+
+impl Server {
+    /// Starts the server on `addr` (port 0 for a free one) and waits until it listens.
+    fn start(data_dir: &Path, addr: &str) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_intent-server"))
+            .args(["serve", "--addr", addr, "--data-dir"])
+            .arg(data_dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the server binary starts");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let base = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_owned();
+        Self { child, base }
+    }
+
+    fn token(&self, data_dir: &Path) -> String {
+        let output = Command::new(env!("CARGO_BIN_EXE_intent-server"))
+            .args([
+                "token",
+                "--sub",
+                "alice",
+                "--scope",
+                "agent:read agent:write",
+            ])
+            .arg("--resource")
+            .arg(format!("{}/v1/agent", self.base))
+            .arg("--data-dir")
+            .arg(data_dir)
+            .output()
+            .unwrap();
+        assert!(output.status.success());
+        String::from_utf8(output.stdout).unwrap().trim().to_owned()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// What readers saw acknowledged: events by sequence number, and each cursor with the
+/// sequence number it stands after.
+#[derive(Default)]
+struct Seen {
+    events: BTreeMap<u64, Value>,
+    cursors: Vec<(String, u64)>,
+}
+
+async fn page(
+    http: &reqwest::Client,
+    base: &str,
+    token: &str,
+    session: &str,
+    cursor: Option<&str>,
+    wait: u64,
+) -> reqwest::Result<Value> {
+    let mut query = vec![("wait", wait.to_string()), ("limit", "500".to_owned())];
+    if let Some(cursor) = cursor {
+        query.push(("cursor", cursor.to_owned()));
+    }
+    http.get(format!("{base}/v1/agent/chat/{session}"))
+        .bearer_auth(token)
+        .query(&query)
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await
+}
+
+/// Starts turns in `session` one after another, as fast as they end, until the server dies.
+async fn churn(
+    http: reqwest::Client,
+    base: String,
+    token: String,
+    session: Option<String>,
+) -> String {
+    let mut session = session;
+    loop {
+        let mut body = json!({ "message": "hello" });
+        if let Some(id) = &session {
+            body["sessionId"] = id.clone().into();
+        }
+        let Ok(response) = http
+            .post(format!("{base}/v1/agent/chat"))
+            .bearer_auth(&token)
+            .json(&body)
+            .send()
+            .await
+        else {
+            return session.unwrap_or_default();
+        };
+        if response.status() == 202 {
+            let started: Value = response.json().await.unwrap();
+            session = Some(started["sessionId"].as_str().unwrap().to_owned());
+        } else {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
+/// Follows `session` from its start, recording what the server acknowledged, until it dies.
+async fn follow(http: reqwest::Client, base: String, token: String, session: String) -> Seen {
+    let mut seen = Seen::default();
+    let mut cursor: Option<String> = None;
+    while let Ok(page) = page(&http, &base, &token, &session, cursor.as_deref(), 1_000).await {
+        for event in page["events"].as_array().unwrap() {
+            seen.events
+                .insert(event["seq"].as_u64().unwrap(), event.clone());
+        }
+        let after = seen.events.keys().next_back().copied().unwrap_or(0);
+        let next = page["cursor"].as_str().unwrap().to_owned();
+        seen.cursors.push((next.clone(), after));
+        cursor = Some(next);
+    }
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_events_survive_sigkill_with_no_gap_and_valid_cursors() {
+    let data_dir = tempfile::tempdir().unwrap();
+    let mut server = Server::start(data_dir.path(), "127.0.0.1:0");
+    let token = server.token(data_dir.path());
+    let http = reqwest::Client::new();
+
+    // Three sessions, each taking turns back to back, each followed by a reader.
+    let mut sessions = Vec::new();
+    for _ in 0..3 {
+        let response: Value = http
+            .post(format!("{}/v1/agent/chat", server.base))
+            .bearer_auth(&token)
+            .json(&json!({ "message": "hello" }))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        sessions.push(response["sessionId"].as_str().unwrap().to_owned());
+    }
+    let mut writers = Vec::new();
+    let mut readers = Vec::new();
+    for session in &sessions {
+        let args = (http.clone(), server.base.clone(), token.clone());
+        writers.push(tokio::spawn(churn(
+            args.0.clone(),
+            args.1.clone(),
+            args.2.clone(),
+            Some(session.clone()),
+        )));
+        readers.push(tokio::spawn(follow(
+            args.0,
+            args.1,
+            args.2,
+            session.clone(),
+        )));
+    }
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    server.child.kill().expect("SIGKILL"); // `Child::kill` sends SIGKILL on Unix.
+    server.child.wait().unwrap();
+    for writer in writers {
+        writer.await.unwrap();
+    }
+    let mut seen = Vec::new();
+    for reader in readers {
+        seen.push(reader.await.unwrap());
+    }
+    let acknowledged: usize = seen.iter().map(|s| s.events.len()).sum();
+    assert!(
+        acknowledged > 30,
+        "the run appended too little to test: {acknowledged}"
+    );
+    eprintln!("{acknowledged} events acknowledged before SIGKILL");
+
+    let addr = server.base.trim_start_matches("http://").to_owned();
+    let restarted = Server::start(data_dir.path(), &addr);
+    for (session, seen) in sessions.iter().zip(&seen) {
+        // The whole retained log, page by page from no cursor.
+        let mut log = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = page(
+                &http,
+                &restarted.base,
+                &token,
+                session,
+                cursor.as_deref(),
+                0,
+            )
+            .await
+            .unwrap();
+            log.extend(page["events"].as_array().unwrap().iter().cloned());
+            cursor = Some(page["cursor"].as_str().unwrap().to_owned());
+            if !page["has_more"].as_bool().unwrap() {
+                break;
+            }
+        }
+        let seqs: Vec<u64> = log.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+        let expected: Vec<u64> = (1..=seqs.len() as u64).collect();
+        assert_eq!(seqs, expected, "no gap in session {session}");
+        for (seq, event) in &seen.events {
+            assert_eq!(
+                &log[*seq as usize - 1],
+                event,
+                "acknowledged event {seq} is kept"
+            );
+        }
+        // The turn the kill cut short ended `failed` on restart; nothing is left processing.
+        let last_state = log
+            .iter()
+            .rev()
+            .find(|e| e["type"] == "turn_state")
+            .unwrap();
+        assert_ne!(last_state["state"], "processing", "{last_state}");
+        // Every cursor handed out before the kill still opens at its place.
+        for (cursor, after) in &seen.cursors {
+            let page = page(&http, &restarted.base, &token, session, Some(cursor), 0)
+                .await
+                .unwrap_or_else(|e| panic!("cursor after {after} refused: {e}"));
+            let first = page["events"][0]["seq"].as_u64();
+            assert_eq!(first, Some(after + 1).filter(|s| *s <= seqs.len() as u64));
+        }
+    }
+}

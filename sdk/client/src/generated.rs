@@ -1500,7 +1500,7 @@ impl Client {
     }
     ///Start a turn
     ///
-    ///Starts a turn in a new session owned by the caller, or in `sessionId`. One turn runs at a time in a session: a start while one is processing is 409 `turn_in_progress`. Poll or stream the session until the turn reaches a state other than `processing`.
+    ///Starts a turn in a new session owned by the caller, or in `sessionId`. One turn runs at a time in a session: a start while one is processing or awaiting an action is 409 `turn_in_progress`. Poll or stream the session until the turn reaches a state other than `processing`. The reference runtime is deterministic: `send <amount> ETH to <0x address> [from <0x address>] [on <chain id>]` builds and simulates a native transfer on the devnet and awaits approval of the Build (approval commits it); `wait <ms>` pauses; anything else gets a plain reply.
     ///
     ///Sends a `POST` request to `/v1/agent/chat`
     ///
@@ -1574,7 +1574,7 @@ impl Client {
     ///
     ///Arguments:
     ///- `session_id`: Session id, at most 160 characters.
-    ///- `cursor`: Opaque cursor from an EventPage; omit for the page to reconcile against.
+    ///- `cursor`: Opaque cursor from an EventPage; omit for the page to reconcile against. Reference profile: signed, bound to the session and the account, valid for 24 hours; events stay in the retained log for 7 days (both configurable).
     ///- `limit`: Most events in one page.
     ///- `wait`: Long-poll duration in milliseconds, at most 30000.
     ///
@@ -1643,13 +1643,13 @@ impl Client {
     }
     ///Stream session events (SSE)
     ///
-    ///A server-sent-events projection of the same log. `page`: data is an EventPage and `id` is its cursor. `message`: data is a MessageSnapshot; no id. `resync`: data is a Resync; fetch the page without a cursor. Resume with `cursor` or `Last-Event-ID`. Idle streams get comment keep-alives.
+    ///A server-sent-events projection of the same log. `page`: data is an EventPage and `id` is its cursor. `message`: data is a MessageSnapshot; no id. `resync`: data is a Resync; rebuild the view from the pages that follow, which start at the retained log. Resume with `cursor` or `Last-Event-ID` (`cursor` wins). A malformed or foreign `cursor` is 400 `invalid_cursor`; an expired cursor, or a Last-Event-ID that does not open, gives `resync` first, since a browser resends Last-Event-ID on its own. Idle streams get comment keep-alives (every 15 s in the reference profile).
     ///
     ///Sends a `GET` request to `/v1/agent/chat/{sessionId}/stream`
     ///
     ///Arguments:
     ///- `session_id`: Session id, at most 160 characters.
-    ///- `cursor`: Opaque cursor from an EventPage; omit for the page to reconcile against.
+    ///- `cursor`: Opaque cursor from an EventPage; omit for the page to reconcile against. Reference profile: signed, bound to the session and the account, valid for 24 hours; events stay in the retained log for 7 days (both configurable).
     ///- `last_event_id`: SSE resume: the `id` of the last `page` event received; `cursor` wins when both are given.
     ///
     pub async fn stream_chat_events<'a>(

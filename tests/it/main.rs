@@ -8,4 +8,5 @@ mod model_strictness;
 mod oauth;
 mod openapi_examples;
 mod openapi_facts;
+mod pipeline;
 mod server_basics;

@@ -85,7 +85,10 @@ pub(super) async fn start(
             .with_detail("turnId", turn_id.into()));
         }
     };
-    state.agent().hub.appended(&session_id, before_seq + 2);
+    state
+        .agent()
+        .hub
+        .appended(&session_id, before_seq + append.events.len() as i64);
     state
         .store()
         .record_usage(&principal.account, Meter::Turn, at)

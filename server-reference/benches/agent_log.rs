@@ -7,65 +7,33 @@
 //!
 //! Run: `cargo bench -p intent-server --bench agent_log`
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use support::Server;
 
 const ROUNDS: usize = 300;
 const LONG_POLLS: usize = 1_000;
 const STREAMS: usize = 200;
 const SESSIONS: usize = 100;
 
-struct Server {
-    child: Child,
-    base: String,
+/// The release server with a token of its own.
+struct Bench {
+    server: Server,
     token: String,
     _data_dir: tempfile::TempDir,
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start() -> Server {
+fn start() -> Bench {
     let data_dir = tempfile::tempdir().unwrap();
-    let binary = env!("CARGO_BIN_EXE_intent-server");
-    let mut child = Command::new(binary)
-        .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
-        .arg(data_dir.path())
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let base = line.trim().trim_start_matches("listening on ").to_owned();
-    let output = Command::new(binary)
-        .args([
-            "token",
-            "--sub",
-            "bench",
-            "--scope",
-            "agent:read agent:write",
-        ])
-        .arg("--resource")
-        .arg(format!("{base}/v1/agent"))
-        .arg("--data-dir")
-        .arg(data_dir.path())
-        .output()
-        .unwrap();
-    let token = String::from_utf8(output.stdout).unwrap().trim().to_owned();
-    Server {
-        child,
-        base,
+    let server = Server::start(data_dir.path(), "127.0.0.1:0");
+    let token = server.agent_token(data_dir.path(), "bench", "agent:read agent:write");
+    Bench {
+        server,
         token,
         _data_dir: data_dir,
     }
@@ -80,9 +48,9 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap()
 }
 
-async fn post(http: &reqwest::Client, server: &Server, path: &str, body: Value) -> Value {
-    http.post(format!("{}{path}", server.base))
-        .bearer_auth(&server.token)
+async fn post(http: &reqwest::Client, bench: &Bench, path: &str, body: Value) -> Value {
+    http.post(format!("{}{path}", bench.server.base))
+        .bearer_auth(&bench.token)
         .json(&body)
         .send()
         .await
@@ -94,13 +62,13 @@ async fn post(http: &reqwest::Client, server: &Server, path: &str, body: Value) 
 
 async fn page(
     http: &reqwest::Client,
-    server: &Server,
+    bench: &Bench,
     session: &str,
     cursor: &str,
     wait: u64,
 ) -> Value {
-    http.get(format!("{}/v1/agent/chat/{session}", server.base))
-        .bearer_auth(&server.token)
+    http.get(format!("{}/v1/agent/chat/{session}", bench.server.base))
+        .bearer_auth(&bench.token)
         .query(&[("cursor", cursor), ("wait", &wait.to_string())])
         .send()
         .await
@@ -114,7 +82,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1]
 }
 
-async fn wake_up_latency(server: &Server) {
+async fn wake_up_latency(bench: &Bench) {
     let http = reqwest::Client::new();
     let mut session: Option<String> = None;
     let (mut wake, mut interrupt) = (Vec::new(), Vec::new());
@@ -123,12 +91,12 @@ async fn wake_up_latency(server: &Server) {
         if let Some(id) = &session {
             body["sessionId"] = id.clone().into();
         }
-        let started = post(&http, server, "/v1/agent/chat", body).await;
+        let started = post(&http, bench, "/v1/agent/chat", body).await;
         let id = started["sessionId"].as_str().unwrap().to_owned();
         // Catch up to the turn's tool call: the log then stays quiet until the interrupt.
         let mut cursor = started["cursor"].as_str().unwrap().to_owned();
         loop {
-            let page = page(&http, server, &id, &cursor, 5_000).await;
+            let page = page(&http, bench, &id, &cursor, 5_000).await;
             cursor = page["cursor"].as_str().unwrap().to_owned();
             if page["events"]
                 .as_array()
@@ -141,7 +109,7 @@ async fn wake_up_latency(server: &Server) {
         }
         let poller = {
             let (http, id, cursor) = (http.clone(), id.clone(), cursor.clone());
-            let (base, token) = (server.base.clone(), server.token.clone());
+            let (base, token) = (bench.server.base.clone(), bench.token.clone());
             tokio::spawn(async move {
                 let page: Value = http
                     .get(format!("{base}/v1/agent/chat/{id}"))
@@ -160,7 +128,7 @@ async fn wake_up_latency(server: &Server) {
         let sent = Instant::now();
         post(
             &http,
-            server,
+            bench,
             &format!("/v1/agent/sessions/{id}/interrupt"),
             json!({}),
         )
@@ -187,7 +155,7 @@ async fn wake_up_latency(server: &Server) {
     }
 }
 
-async fn memory(server: &Server) {
+async fn memory(bench: &Bench) {
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(0)
         .build()
@@ -196,7 +164,7 @@ async fn memory(server: &Server) {
     for _ in 0..SESSIONS {
         let started = post(
             &http,
-            server,
+            bench,
             "/v1/agent/chat",
             json!({ "message": "hello" }),
         )
@@ -209,19 +177,19 @@ async fn memory(server: &Server) {
     // Let the turns finish, then move each cursor to the end of its log.
     tokio::time::sleep(Duration::from_secs(2)).await;
     for (id, cursor) in &mut sessions {
-        *cursor = page(&http, server, id, cursor, 0).await["cursor"]
+        *cursor = page(&http, bench, id, cursor, 0).await["cursor"]
             .as_str()
             .unwrap()
             .to_owned();
     }
-    let pid = server.child.id();
+    let pid = bench.server.child.id();
     let before = rss_kib(pid);
     let mut polls = Vec::new();
     for i in 0..LONG_POLLS {
         let (id, cursor) = sessions[i % SESSIONS].clone();
         let request = http
-            .get(format!("{}/v1/agent/chat/{id}", server.base))
-            .bearer_auth(&server.token)
+            .get(format!("{}/v1/agent/chat/{id}", bench.server.base))
+            .bearer_auth(&bench.token)
             .query(&[("cursor", cursor.as_str()), ("wait", "30000")]);
         polls.push(tokio::spawn(request.send()));
     }
@@ -229,8 +197,8 @@ async fn memory(server: &Server) {
     for i in 0..STREAMS {
         let (id, _) = &sessions[i % SESSIONS];
         let response = http
-            .get(format!("{}/v1/agent/chat/{id}/stream", server.base))
-            .bearer_auth(&server.token)
+            .get(format!("{}/v1/agent/chat/{id}/stream", bench.server.base))
+            .bearer_auth(&bench.token)
             .send()
             .await
             .unwrap();
@@ -255,7 +223,7 @@ async fn memory(server: &Server) {
 #[tokio::main]
 async fn main() {
     // `cargo bench` passes `--bench`; this harness takes no filter.
-    let server = start();
-    wake_up_latency(&server).await;
-    memory(&server).await;
+    let bench = start();
+    wake_up_latency(&bench).await;
+    memory(&bench).await;
 }

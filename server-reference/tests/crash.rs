@@ -4,67 +4,13 @@
 //! every acknowledged event, with no gap, and accept every cursor handed out before.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-/// The server binary running on a data dir.
-struct Server {
-    child: Child,
-    base: String,
-}
+mod support;
 
-impl Server {
-    /// Starts the server on `addr` (port 0 for a free one) and waits until it listens.
-    fn start(data_dir: &Path, addr: &str) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_intent-server"))
-            .args(["serve", "--addr", addr, "--data-dir"])
-            .arg(data_dir)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("the server binary starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let base = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_owned();
-        Self { child, base }
-    }
-
-    fn token(&self, data_dir: &Path) -> String {
-        let output = Command::new(env!("CARGO_BIN_EXE_intent-server"))
-            .args([
-                "token",
-                "--sub",
-                "alice",
-                "--scope",
-                "agent:read agent:write",
-            ])
-            .arg("--resource")
-            .arg(format!("{}/v1/agent", self.base))
-            .arg("--data-dir")
-            .arg(data_dir)
-            .output()
-            .unwrap();
-        assert!(output.status.success());
-        String::from_utf8(output.stdout).unwrap().trim().to_owned()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use support::Server;
 
 /// What readers saw acknowledged: events by sequence number, and each cursor with the
 /// sequence number it stands after.
@@ -148,7 +94,7 @@ async fn follow(http: reqwest::Client, base: String, token: String, session: Str
 async fn acknowledged_events_survive_sigkill_with_no_gap_and_valid_cursors() {
     let data_dir = tempfile::tempdir().unwrap();
     let mut server = Server::start(data_dir.path(), "127.0.0.1:0");
-    let token = server.token(data_dir.path());
+    let token = server.agent_token(data_dir.path(), "alice", "agent:read agent:write");
     let http = reqwest::Client::new();
 
     // Three sessions, each taking turns back to back, each followed by a reader.

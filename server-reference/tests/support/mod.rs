@@ -1,0 +1,62 @@
+//! The server binary as a child process, for tests and benchmarks that need a real process
+//! (to kill it, or to measure its memory).
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+/// The server binary serving a data dir; killed when dropped.
+pub struct Server {
+    /// The process.
+    pub child: Child,
+    /// `http://ADDR` as the server printed it.
+    pub base: String,
+}
+
+impl Server {
+    /// Starts the server on `addr` (port 0 for a free one) and waits until it listens.
+    pub fn start(data_dir: &Path, addr: &str) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_intent-server"))
+            .args(["serve", "--addr", addr, "--data-dir"])
+            .arg(data_dir)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the server binary starts");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("a piped stdout"))
+            .read_line(&mut line)
+            .expect("the server prints its address");
+        let base = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_owned();
+        Self { child, base }
+    }
+
+    /// An Agent token for `account` with `scopes`, minted with the key of `data_dir`.
+    pub fn agent_token(&self, data_dir: &Path, account: &str, scopes: &str) -> String {
+        let output = Command::new(env!("CARGO_BIN_EXE_intent-server"))
+            .args(["token", "--sub", account, "--scope", scopes])
+            .arg("--resource")
+            .arg(format!("{}/v1/agent", self.base))
+            .arg("--data-dir")
+            .arg(data_dir)
+            .output()
+            .expect("the token command runs");
+        assert!(output.status.success(), "the token command succeeds");
+        String::from_utf8(output.stdout)
+            .expect("a token is text")
+            .trim()
+            .to_owned()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

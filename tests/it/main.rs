@@ -9,4 +9,5 @@ mod oauth;
 mod openapi_examples;
 mod openapi_facts;
 mod pipeline;
+mod sdk_agent;
 mod server_basics;

@@ -3,6 +3,7 @@
 //! [`Client`] is generated from `openapi.json` by progenitor: one method per endpoint, with
 //! request and response bodies typed by [`models`] (the `intent-models` crate). Its errors
 //! ([`GeneratedError`]) convert into the typed [`Error`], whose variants say what went wrong.
+//! [`agent`] waits for turns, follows a session's log as a stream, and resolves actions.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -20,6 +21,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod agent;
 pub mod error;
 #[allow(clippy::all, clippy::pedantic, missing_docs)]
 mod generated;

@@ -1,0 +1,108 @@
+//! The SDK's Agent helpers against the reference server: a turn through an action, and a log
+//! followed as a stream across cursor errors.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use intent_models::{AgentEvent, TurnState};
+use intent_sdk::agent::{self, Decision, LogItem};
+use intent_server::resource::Resource;
+use intent_tests::TestServer;
+
+const SCOPES: &[&str] = &["agent:read", "agent:write", "agent:actions:resolve"];
+
+#[tokio::test]
+async fn a_turn_runs_through_its_action_to_completion() {
+    let server = TestServer::start().await;
+    let client = server.client(&server.token("alice", Resource::Agent, SCOPES));
+    let (started, outcome) = agent::run_turn(
+        &client,
+        "send 0.25 ETH to 0x70997970C51812dc3A010C7d01b50e0d17dc79C8",
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(outcome.state, TurnState::AwaitingAction);
+    let action = outcome.action.expect("the pending action");
+    let resolution = agent::resolve(&client, &started.session_id, &action, Decision::Approve)
+        .await
+        .unwrap();
+    assert_eq!(resolution.revision.get(), 2);
+    let done = agent::wait_turn(
+        &client,
+        &started.session_id,
+        &started.turn_id,
+        &outcome.cursor,
+    )
+    .await
+    .unwrap();
+    assert_eq!(done.state, TurnState::Complete);
+    assert!(done.action.is_none());
+
+    // A plain turn in the same session.
+    let (_, plain) = agent::run_turn(&client, "hello", Some(&started.session_id))
+        .await
+        .unwrap();
+    assert_eq!(plain.state, TurnState::Complete);
+}
+
+async fn take(
+    stream: &mut (impl futures_util::Stream<Item = Result<LogItem, intent_sdk::Error>> + Unpin),
+    n: usize,
+) -> Vec<LogItem> {
+    let mut items = Vec::new();
+    while items.len() < n {
+        let item = tokio::time::timeout(Duration::from_secs(10), stream.next())
+            .await
+            .expect("an item within 10 s")
+            .expect("the stream goes on");
+        items.push(item.unwrap());
+    }
+    items
+}
+
+fn seqs(items: &[LogItem]) -> Vec<Option<u64>> {
+    items
+        .iter()
+        .map(|item| match item {
+            LogItem::Event(event) => Some(agent::seq(event)),
+            LogItem::Restart => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_log_stream_delivers_each_event_once_and_restarts_on_cursor_errors() {
+    let server = TestServer::start_with(|config| config.cursor_ttl(Duration::from_secs(1))).await;
+    let client = server.client(&server.token("alice", Resource::Agent, SCOPES));
+    let (started, first) = agent::run_turn(&client, "hello", None).await.unwrap();
+    let session = started.session_id.clone();
+
+    let mut stream = Box::pin(agent::follow(&client, &session, None).unwrap());
+    let items = take(&mut stream, 4).await;
+    assert_eq!(seqs(&items), [Some(1), Some(2), Some(3), Some(4)]);
+    agent::run_turn(&client, "hello", Some(&session))
+        .await
+        .unwrap();
+    let items = take(&mut stream, 4).await;
+    assert_eq!(seqs(&items), [Some(5), Some(6), Some(7), Some(8)]);
+    assert!(matches!(
+        &items[3],
+        LogItem::Event(AgentEvent::TurnState {
+            state: TurnState::Complete,
+            ..
+        })
+    ));
+
+    // A cursor that does not open: restart, then the whole retained log.
+    let mut garbage = Box::pin(agent::follow(&client, &session, Some("garbage".into())).unwrap());
+    let items = take(&mut garbage, 9).await;
+    assert_eq!(seqs(&items)[..2], [None, Some(1)]);
+    assert_eq!(seqs(&items)[8], Some(8));
+
+    // An expired one: the same.
+    tokio::time::sleep(Duration::from_millis(2_100)).await;
+    let mut expired = Box::pin(agent::follow(&client, &session, Some(first.cursor)).unwrap());
+    let items = take(&mut expired, 2).await;
+    assert_eq!(seqs(&items), [None, Some(1)]);
+}

@@ -140,7 +140,7 @@ pub async fn wait_turn(
 #[derive(Debug, Clone, PartialEq)]
 pub enum LogItem {
     /// The next event, in sequence order; none is delivered twice or skipped.
-    Event(AgentEvent),
+    Event(Box<AgentEvent>),
     /// The cursor could not be followed (invalid, expired, or the log had a gap): drop the view
     /// built so far; the events that follow start again at the retained log's start.
     Restart,
@@ -244,7 +244,7 @@ impl Follow {
                 return;
             }
             self.last = seq;
-            self.ready.push_back(LogItem::Event(event));
+            self.ready.push_back(LogItem::Event(Box::new(event)));
         }
         self.cursor = Some(page.cursor);
     }

@@ -86,12 +86,15 @@ async fn the_log_stream_delivers_each_event_once_and_restarts_on_cursor_errors()
         .unwrap();
     let items = take(&mut stream, 4).await;
     assert_eq!(seqs(&items), [Some(5), Some(6), Some(7), Some(8)]);
+    let LogItem::Event(last) = &items[3] else {
+        panic!("an event")
+    };
     assert!(matches!(
-        &items[3],
-        LogItem::Event(AgentEvent::TurnState {
+        **last,
+        AgentEvent::TurnState {
             state: TurnState::Complete,
             ..
-        })
+        }
     ));
 
     // A cursor that does not open: restart, then the whole retained log.

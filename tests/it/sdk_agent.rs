@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use intent_models::{AgentEvent, TurnState};
-use intent_sdk::agent::{self, Decision, LogItem};
+use intent_sdk::agent::{self, Decision, LogItem, StreamItem};
 use intent_server::resource::Resource;
 use intent_tests::TestServer;
 
@@ -108,4 +108,52 @@ async fn the_log_stream_delivers_each_event_once_and_restarts_on_cursor_errors()
     let mut expired = Box::pin(agent::follow(&client, &session, Some(first.cursor)).unwrap());
     let items = take(&mut expired, 2).await;
     assert_eq!(seqs(&items), [None, Some(1)]);
+}
+
+#[tokio::test]
+async fn the_sse_follower_delivers_events_in_order_and_restarts() {
+    let server = TestServer::start_with(|config| config.cursor_ttl(Duration::from_secs(1))).await;
+    let client = server.client(&server.token("alice", Resource::Agent, SCOPES));
+    let (started, first) = agent::run_turn(&client, "hello", None).await.unwrap();
+    let session = started.session_id.clone();
+
+    let mut stream = Box::pin(agent::follow_sse(&client, &session, None).unwrap());
+    agent::run_turn(&client, "hello", Some(&session))
+        .await
+        .unwrap();
+    let mut seqs = Vec::new();
+    while seqs.len() < 8 {
+        let item = tokio::time::timeout(Duration::from_secs(10), stream.next())
+            .await
+            .expect("an item within 10 s")
+            .expect("the stream goes on")
+            .unwrap();
+        match item {
+            StreamItem::Event(event) => seqs.push(agent::seq(&event)),
+            // Transient: whether one arrives depends on timing.
+            StreamItem::Snapshot(_) => {}
+            StreamItem::Restart => panic!("no restart on a fresh stream"),
+        }
+    }
+    assert_eq!(seqs, (1..=8).collect::<Vec<_>>());
+
+    for cursor in ["garbage".to_owned(), first.cursor] {
+        if cursor != "garbage" {
+            tokio::time::sleep(Duration::from_millis(2_100)).await;
+        }
+        let mut stream = Box::pin(agent::follow_sse(&client, &session, Some(cursor)).unwrap());
+        let mut items = Vec::new();
+        while items.len() < 2 {
+            let item = tokio::time::timeout(Duration::from_secs(10), stream.next())
+                .await
+                .expect("an item within 10 s")
+                .expect("the stream goes on")
+                .unwrap();
+            if !matches!(item, StreamItem::Snapshot(_)) {
+                items.push(item);
+            }
+        }
+        assert_eq!(items[0], StreamItem::Restart);
+        assert!(matches!(&items[1], StreamItem::Event(e) if agent::seq(e) == 1));
+    }
 }

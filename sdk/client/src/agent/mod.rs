@@ -15,6 +15,8 @@
 //! # }
 //! ```
 
+mod sse;
+
 use std::time::Duration;
 
 use futures_util::Stream;
@@ -24,6 +26,8 @@ use intent_models::{
 };
 
 use crate::{Client, Error};
+
+pub use sse::{StreamItem, follow_sse};
 
 /// How long one long-poll waits on the server, in milliseconds.
 const LONG_POLL_MS: i64 = 25_000;

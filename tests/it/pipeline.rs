@@ -150,3 +150,55 @@ async fn bad_inputs_are_refused_with_the_schema_errors() {
         .unwrap();
     assert_eq!(guard["status"], "failed", "{guard}");
 }
+
+#[tokio::test]
+async fn the_sdk_verifies_builds_offline_and_commits_them_byte_for_byte() {
+    use intent_sdk::build::{self, BuildError};
+
+    let server = TestServer::start_with(|config| config.build_ttl(Duration::from_secs(2))).await;
+    let alice = execute(&server, "alice");
+    let (_, sealed) = post(&server, &alice, &transfer("1")).await;
+    let jwks: jsonwebtoken::jwk::JwkSet =
+        reqwest::get(format!("{}/.well-known/jwks.json", server.base))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+    let attestation = build::verify(&sealed, &jwks).unwrap();
+    assert_eq!(
+        (attestation.owner.as_str(), attestation.app.as_str()),
+        ("alice", "evm-assets")
+    );
+
+    let mut tampered = sealed.clone();
+    tampered["summary"]["title"] = "Send 1000 ETH".into();
+    assert_eq!(
+        build::verify(&tampered, &jwks),
+        Err(BuildError::DigestMismatch)
+    );
+    let mut forged = sealed.clone();
+    let token = forged["attestation"].as_str().unwrap().to_owned();
+    forged["attestation"] = format!("{}AA", &token[..token.len() - 2]).into();
+    assert!(matches!(
+        build::verify(&forged, &jwks),
+        Err(BuildError::Attestation(_))
+    ));
+
+    let client = server.client(&alice);
+    let now = intent_server::now();
+    let committed = build::commit(&client, &sealed, now).await.unwrap();
+    assert_eq!(committed["status"], "committed");
+    assert_eq!(committed["digest"], sealed["digest"]);
+
+    // Past `expiresAt` the SDK refuses before sending.
+    let (_, late) = post(&server, &alice, &transfer("1")).await;
+    let expires_at = late["expiresAt"].as_i64().unwrap();
+    let error = build::commit(&client, &late, expires_at + 1)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, intent_sdk::Error::InvalidInput(_)),
+        "{error:?}"
+    );
+}

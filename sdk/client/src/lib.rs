@@ -3,7 +3,8 @@
 //! [`Client`] is generated from `openapi.json` by progenitor: one method per endpoint, with
 //! request and response bodies typed by [`models`] (the `intent-models` crate). Its errors
 //! ([`GeneratedError`]) convert into the typed [`Error`], whose variants say what went wrong.
-//! [`agent`] waits for turns, follows a session's log as a stream, and resolves actions.
+//! [`agent`] waits for turns, follows a session's log as a stream, and resolves actions;
+//! [`build`] checks a Build's digest and attestation offline and commits it byte for byte.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -22,6 +23,7 @@
 #![forbid(unsafe_code)]
 
 pub mod agent;
+pub mod build;
 pub mod error;
 #[allow(clippy::all, clippy::pedantic, missing_docs)]
 mod generated;

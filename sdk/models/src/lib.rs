@@ -3,7 +3,7 @@
 //!
 //! The types keep the document's strictness: the simulation objects (`PipelineSimulation` and
 //! the entries it holds) refuse unknown fields, and JSON `null` is accepted exactly where the
-//! document marks a field nullable.
+//! document marks a field nullable. [`digest`] computes a Build's digest.
 //!
 //! ```
 //! let simulation: Result<intent_models::PipelineSimulation, _> = serde_json::from_value(
@@ -16,6 +16,8 @@
 //! ```
 
 #![forbid(unsafe_code)]
+
+pub mod digest;
 
 #[allow(clippy::all, clippy::pedantic, missing_docs)]
 mod generated;

@@ -3,11 +3,11 @@
 //! (a compact JWS by the server's key over the digest, the owner, the app and the expiry), so
 //! that anyone holding the JWKS can verify a Build offline.
 
+use intent_models::digest::build_digest;
 use intent_models::{ErrorCode, PipelineBuild};
 use jsonwebtoken::{Algorithm, Validation};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
 
 use crate::error::ApiError;
 use crate::keys::SigningKey;
@@ -28,21 +28,9 @@ pub struct Attestation {
     pub exp: i64,
 }
 
-/// The digest of `build`, ignoring its `digest` and `attestation` members.
-pub fn digest(build: &Map<String, Value>) -> String {
-    let mut content = build.clone();
-    content.remove("digest");
-    content.remove("attestation");
-    let canonical = serde_json_canonicalizer::to_vec(&Value::Object(content))
-        .expect("JSON values canonicalize");
-    let hash = Sha256::digest(&canonical);
-    let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
-    format!("sha256:{hex}")
-}
-
 /// Completes `build` (everything but `digest` and `attestation`) for `owner`.
 pub fn seal(key: &SigningKey, mut build: Map<String, Value>, owner: &str) -> Value {
-    let digest = digest(&build);
+    let digest = build_digest(&build);
     let attestation = Attestation {
         digest: digest.clone(),
         owner: owner.to_owned(),
@@ -72,7 +60,7 @@ pub fn verify(
     let typed: PipelineBuild = serde_json::from_value(build.clone())
         .map_err(|e| invalid(&format!("not a Build envelope: {e}")))?;
     let object = build.as_object().expect("a typed Build is an object");
-    if digest(object) != *typed.digest {
+    if build_digest(object) != *typed.digest {
         return Err(invalid("the digest does not match the Build's content"));
     }
     let mut validation = Validation::new(Algorithm::EdDSA);

@@ -10,4 +10,5 @@ mod openapi_examples;
 mod openapi_facts;
 mod pipeline;
 mod sdk_agent;
+mod sdk_auth;
 mod server_basics;

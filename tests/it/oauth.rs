@@ -33,7 +33,7 @@ async fn http(request: oauth2::HttpRequest) -> Result<oauth2::HttpResponse, reqw
         .expect("a response rebuilt from a response"))
 }
 
-fn no_redirects() -> reqwest::Client {
+pub(crate) fn no_redirects() -> reqwest::Client {
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
@@ -41,7 +41,7 @@ fn no_redirects() -> reqwest::Client {
 }
 
 /// The query parameters of the `Location` a response redirects to.
-fn redirect_query(response: &reqwest::Response) -> Vec<(String, String)> {
+pub(crate) fn redirect_query(response: &reqwest::Response) -> Vec<(String, String)> {
     assert_eq!(response.status(), 303, "a redirect to the client");
     let location = response.headers()["location"].to_str().unwrap();
     assert!(location.starts_with(TEST_REDIRECT_URI), "{location}");
@@ -51,7 +51,7 @@ fn redirect_query(response: &reqwest::Response) -> Vec<(String, String)> {
         .collect()
 }
 
-fn param<'a>(query: &'a [(String, String)], name: &str) -> Option<&'a str> {
+pub(crate) fn param<'a>(query: &'a [(String, String)], name: &str) -> Option<&'a str> {
     query
         .iter()
         .find(|(k, _)| k == name)
@@ -426,7 +426,7 @@ fn device_client(
 }
 
 /// Approves or denies `user_code` on the verification page, as a person would.
-async fn decide(base: &str, user_code: &str, decision: &str) -> u16 {
+pub(crate) async fn decide(base: &str, user_code: &str, decision: &str) -> u16 {
     let page = reqwest::get(format!("{base}/api/auth/device?user_code={user_code}"))
         .await
         .unwrap();

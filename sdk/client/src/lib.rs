@@ -3,7 +3,7 @@
 //! [`Client`] is generated from `openapi.json` by progenitor: one method per endpoint, with
 //! request and response bodies typed by [`models`] (the `intent-models` crate). Its errors
 //! ([`GeneratedError`]) convert into the typed [`Error`], whose variants say what went wrong.
-//! [`agent`] waits for turns, follows a session's log as a stream, and resolves actions;
+//! [`auth`] holds one token per resource and refreshes on 401; [`agent`] waits for turns, follows a session's log as a stream, and resolves actions;
 //! [`build`] checks a Build's digest and attestation offline and commits it byte for byte.
 //!
 //! ```no_run
@@ -23,6 +23,7 @@
 #![forbid(unsafe_code)]
 
 pub mod agent;
+pub mod auth;
 pub mod build;
 pub mod error;
 #[allow(clippy::all, clippy::pedantic, missing_docs)]

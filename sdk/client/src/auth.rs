@@ -274,10 +274,8 @@ impl TokenSource for OAuthTokens {
                 .is_some_and(|at| at.saturating_duration_since(Instant::now()) < EXPIRY_MARGIN);
             (state.access.clone(), expiring && state.refresh.is_some())
         };
-        if expiring {
-            if let Some(fresh) = self.rotate(&access).await? {
-                return Ok(fresh);
-            }
+        if expiring && let Some(fresh) = self.rotate(&access).await? {
+            return Ok(fresh);
         }
         Ok(access)
     }

@@ -333,6 +333,13 @@ impl<S: TokenSource> Authed<S> {
         Ok(client)
     }
 
+    /// A generated client carrying the current token, for helpers that take a [`Client`].
+    /// Unlike [`Authed::call`], it does not refresh on 401.
+    pub async fn client(&self) -> Result<Client, Error> {
+        let token = self.source.token().await?;
+        self.client_for(&token)
+    }
+
     /// Runs `call` with a client carrying the current token; after a 401, refreshes the token
     /// once and runs `call` once more.
     pub async fn call<T, F, Fut>(&self, call: F) -> Result<T, Error>

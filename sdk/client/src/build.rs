@@ -5,6 +5,7 @@
 //! A Build is handled as `serde_json::Value` here on purpose: a re-encoding through typed models
 //! could drop members and change the digest.
 
+use intent_models::PipelineChain;
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
@@ -97,9 +98,14 @@ pub fn verify(build: &Value, jwks: &JwkSet) -> Result<Attestation, BuildError> {
     Ok(claims)
 }
 
-/// Commits `build` through `POST /v1/pipeline/{chain}/...` as the exact JSON given, unless its
-/// digest does not match or `expiresAt` is before `now` (Unix seconds); returns the commit
-/// result as JSON.
+/// Sends a build request or stage input (JSON, as in openapi.json) to the lifecycle endpoint of
+/// `chain`; returns the sealed Build as the exact JSON received.
+pub async fn request(client: &Client, chain: PipelineChain, body: &Value) -> Result<Value, Error> {
+    lifecycle(client, chain, body).await
+}
+
+/// Commits `build` as the exact JSON given, unless its digest does not match or `expiresAt` is
+/// before `now` (Unix seconds); returns the commit result as JSON.
 pub async fn commit(client: &Client, build: &Value, now: i64) -> Result<Value, Error> {
     verify_digest(build).map_err(|e| Error::InvalidInput(e.to_string()))?;
     let expires_at = build["expiresAt"].as_i64().unwrap_or(i64::MIN);
@@ -108,14 +114,23 @@ pub async fn commit(client: &Client, build: &Value, now: i64) -> Result<Value, E
             BuildError::Expired(expires_at).to_string(),
         ));
     }
-    let path = match build["actions"][0]["chain"].as_str() {
-        Some("svm") => "svm/stage",
-        _ => "evm/build",
+    let chain = match build["actions"][0]["chain"].as_str() {
+        Some("svm") => PipelineChain::Svm,
+        _ => PipelineChain::Evm,
+    };
+    lifecycle(client, chain, build).await
+}
+
+/// `POST`s `body` as it is to the lifecycle endpoint of `chain`.
+async fn lifecycle(client: &Client, chain: PipelineChain, body: &Value) -> Result<Value, Error> {
+    let path = match chain {
+        PipelineChain::Evm => "evm/build",
+        PipelineChain::Svm => "svm/stage",
     };
     let response = client
         .client()
         .post(format!("{}/v1/pipeline/{path}", client.baseurl()))
-        .json(build)
+        .json(body)
         .send()
         .await
         .map_err(Error::Transport)?;

@@ -11,4 +11,5 @@ mod openapi_facts;
 mod pipeline;
 mod sdk_agent;
 mod sdk_auth;
+mod sdk_contract;
 mod server_basics;

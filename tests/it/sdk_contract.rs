@@ -1,0 +1,271 @@
+//! SDK contract tests against wiremock, for what a real server rarely does on demand: a cursor
+//! that expires mid-stream, `resync`, a dropped SSE connection, `slow_down`, 429, a retry that
+//! must reuse its idempotency key, and a simulation with an extra field.
+
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use intent_sdk::agent::{self, Decision, LogItem, StreamItem};
+use intent_sdk::auth::OAuth;
+use serde_json::{Value, json};
+use wiremock::matchers::{method, path, query_param, query_param_is_missing};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+const SESSION: &str = "ses_1";
+
+fn event(seq: u64) -> Value {
+    json!({ "type": "message", "seq": seq, "turnId": "turn_1", "createdAt": 1, "role": "user", "text": "hi" })
+}
+
+fn page(cursor: &str, seqs: &[u64]) -> Value {
+    json!({
+        "session_id": SESSION,
+        "cursor": cursor,
+        "events": seqs.iter().map(|s| event(*s)).collect::<Vec<_>>(),
+        "has_more": false,
+    })
+}
+
+fn sse_page(cursor: &str, seqs: &[u64]) -> String {
+    format!(
+        "event: page\nid: {cursor}\ndata: {}\n\n",
+        page(cursor, seqs)
+    )
+}
+
+async fn items<T>(stream: &mut (impl futures_util::Stream<Item = T> + Unpin), n: usize) -> Vec<T> {
+    let mut items = Vec::new();
+    while items.len() < n {
+        let item = tokio::time::timeout(Duration::from_secs(10), stream.next())
+            .await
+            .expect("an item within 10 s")
+            .expect("the stream goes on");
+        items.push(item);
+    }
+    items
+}
+
+#[tokio::test]
+async fn a_cursor_expiring_mid_stream_restarts_the_page_follower() {
+    let server = MockServer::start().await;
+    let events = format!("/v1/agent/chat/{SESSION}");
+    Mock::given(method("GET"))
+        .and(path(&events))
+        .and(query_param("cursor", "c1"))
+        .respond_with(
+            ResponseTemplate::new(410).set_body_json(json!({ "error": "cursor_expired" })),
+        )
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path(&events))
+        .and(query_param("cursor", "c1"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(page("c1", &[])))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path(&events))
+        .and(query_param_is_missing("cursor"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(page("c1", &[1, 2])))
+        .mount(&server)
+        .await;
+
+    let client = intent_sdk::Client::new(&server.uri());
+    let mut stream = Box::pin(agent::follow(&client, SESSION, None).unwrap());
+    let got: Vec<Option<u64>> = items(&mut stream, 5)
+        .await
+        .into_iter()
+        .map(|item| match item.unwrap() {
+            LogItem::Event(event) => Some(agent::seq(&event)),
+            LogItem::Restart => None,
+        })
+        .collect();
+    assert_eq!(got, [Some(1), Some(2), None, Some(1), Some(2)]);
+}
+
+#[tokio::test]
+async fn sse_resync_restarts_and_a_dropped_connection_resumes_from_the_last_page() {
+    let server = MockServer::start().await;
+    let stream_path = format!("/v1/agent/chat/{SESSION}/stream");
+    let first = format!(
+        "{}event: resync\ndata: {{\"reason\":\"lagged\"}}\n\n{}",
+        sse_page("c1", &[1]),
+        sse_page("c2", &[1, 2]),
+    );
+    // Each body ends: the connection drops after it.
+    Mock::given(method("GET"))
+        .and(path(&stream_path))
+        .and(query_param_is_missing("cursor"))
+        .respond_with(ResponseTemplate::new(200).set_body_raw(first, "text/event-stream"))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path(&stream_path))
+        .and(query_param("cursor", "c2"))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_raw(sse_page("c3", &[3]), "text/event-stream"),
+        )
+        .mount(&server)
+        .await;
+
+    let client = intent_sdk::Client::new(&server.uri());
+    let mut stream = Box::pin(agent::follow_sse(&client, SESSION, None).unwrap());
+    let got: Vec<String> = items(&mut stream, 6)
+        .await
+        .into_iter()
+        .map(|item| match item {
+            Ok(StreamItem::Event(event)) => agent::seq(&event).to_string(),
+            Ok(StreamItem::Restart) => "restart".to_owned(),
+            Ok(StreamItem::Snapshot(_)) => "snapshot".to_owned(),
+            Err(_) => "dropped".to_owned(),
+        })
+        .collect();
+    assert_eq!(got, ["1", "restart", "1", "2", "dropped", "3"]);
+}
+
+#[tokio::test]
+async fn the_device_flow_honours_slow_down() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/api/auth/device/code"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "device_code": "d", "user_code": "ABCD-EFGH",
+            "verification_uri": format!("{}/api/auth/device", server.uri()),
+            "expires_in": 60, "interval": 1,
+        })))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/api/auth/oauth2/token"))
+        .respond_with(ResponseTemplate::new(400).set_body_json(json!({ "error": "slow_down" })))
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/api/auth/oauth2/token"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "access_token": "token-a", "token_type": "Bearer", "expires_in": 3600,
+        })))
+        .mount(&server)
+        .await;
+
+    let began = Instant::now();
+    let tokens = OAuth::new(&server.uri(), "intent-cli")
+        .device(
+            &format!("{}/v1/agent", server.uri()),
+            &["agent:read"],
+            |code| {
+                assert_eq!(code.user_code, "ABCD-EFGH");
+            },
+        )
+        .await
+        .unwrap();
+    use intent_sdk::auth::TokenSource;
+    assert_eq!(tokens.token().await.unwrap(), "token-a");
+    // One poll after 1 s, slow_down adds 5 s (RFC 8628 §3.5), then the second poll.
+    assert!(
+        began.elapsed() >= Duration::from_secs(6),
+        "{:?}",
+        began.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn a_429_is_rate_limited_with_its_retry_after() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path(format!("/v1/agent/sessions/{SESSION}")))
+        .respond_with(
+            ResponseTemplate::new(429)
+                .insert_header("Retry-After", "3")
+                .set_body_json(json!({ "error": "rate_limited" })),
+        )
+        .mount(&server)
+        .await;
+    let client = intent_sdk::Client::new(&server.uri());
+    let error = client
+        .get_session(&SESSION.parse().unwrap())
+        .await
+        .map_err(intent_sdk::Error::from)
+        .unwrap_err();
+    assert!(
+        matches!(error, intent_sdk::Error::RateLimited { retry_after: Some(d), .. } if d == Duration::from_secs(3)),
+        "{error:?}"
+    );
+}
+
+/// The example Build of openapi.json, as a server would send it.
+fn example_build() -> Value {
+    intent_tests::openapi()
+        .pointer("/paths/~1v1~1pipeline~1evm~1build/post/responses/200/content/application~1json/examples/build/value")
+        .expect("the Build example")
+        .clone()
+}
+
+#[tokio::test]
+async fn a_resolution_retried_after_in_flight_reuses_its_idempotency_key() {
+    let server = MockServer::start().await;
+    let resolve = format!("/v1/agent/sessions/{SESSION}/actions/act_1/resolve");
+    Mock::given(method("POST"))
+        .and(path(&resolve))
+        .respond_with(ResponseTemplate::new(409).set_body_json(json!({
+            "error": { "code": "idempotency_in_flight", "message": "in flight" }
+        })))
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path(&resolve))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_json(json!({ "actionId": "act_1", "revision": 2 })),
+        )
+        .mount(&server)
+        .await;
+    let action: intent_models::ActionRequest = serde_json::from_value(json!({
+        "actionId": "act_1", "revision": 1, "kind": "approve_build", "title": "t",
+        "build": example_build(),
+    }))
+    .unwrap();
+    let client = intent_sdk::Client::new(&server.uri());
+    let resolution = agent::resolve(&client, SESSION, &action, Decision::Approve)
+        .await
+        .unwrap();
+    assert_eq!(resolution.revision.get(), 2);
+    let keys: Vec<String> = server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.headers["idempotency-key"].to_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(keys.len(), 2);
+    assert_eq!(keys[0], keys[1], "the retry reuses the key");
+}
+
+#[tokio::test]
+async fn a_simulation_with_an_extra_field_is_refused_by_the_strict_types() {
+    let server = MockServer::start().await;
+    let mut build = example_build();
+    build["simulation"]["riskScore"] = json!(7);
+    Mock::given(method("POST"))
+        .and(path("/v1/pipeline/evm/build"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(build))
+        .mount(&server)
+        .await;
+    let client = intent_sdk::Client::new(&server.uri());
+    let request: intent_models::PipelineLifecycleRequest = serde_json::from_value(json!({
+        "app": "evm-assets",
+        "operations": [{ "operation": "native-transfer", "input": {} }],
+    }))
+    .unwrap();
+    let error = client
+        .evm_build(&request)
+        .await
+        .map_err(intent_sdk::Error::from)
+        .unwrap_err();
+    assert!(
+        matches!(error, intent_sdk::Error::InvalidResponse(_)),
+        "{error:?}"
+    );
+}

@@ -134,3 +134,49 @@ async fn a_401_refreshes_once_and_retries_once() {
         "{error:?}"
     );
 }
+
+#[tokio::test]
+async fn account_calls_go_through_the_same_typed_layer() {
+    let server = TestServer::start().await;
+    let token = server.token(
+        "alice",
+        Resource::Account,
+        &[
+            "account:apps:write",
+            "account:credentials:write",
+            "account:usage:read",
+        ],
+    );
+    let account = Authed::new(&server.base, Arc::new(StaticToken(token)));
+    let app = std::num::NonZeroU64::new(1).unwrap();
+    // The price-feeds app needs its API key first: the error comes back typed.
+    let missing = account
+        .call(|client| async move { client.install_app(app).await })
+        .await
+        .unwrap_err();
+    assert_eq!(missing.code(), Some("credentials_missing"));
+    let name: intent_sdk::types::SaveCredentialName = "API_KEY".parse().unwrap();
+    let saved = account
+        .call(|client| {
+            let name = name.clone();
+            async move {
+                let value = intent_models::CredentialValue {
+                    value: "secret".parse().unwrap(),
+                };
+                client.save_credential(app, &name, &value).await
+            }
+        })
+        .await
+        .unwrap();
+    assert!(saved.present);
+    let installed = account
+        .call(|client| async move { client.install_app(app).await })
+        .await
+        .unwrap();
+    assert!(installed.installed);
+    let statement = account
+        .call(|client| async move { client.get_statement(None).await })
+        .await
+        .unwrap();
+    assert_eq!(statement.lines.len(), 4);
+}

@@ -104,18 +104,6 @@ impl Agent {
     }
 }
 
-fn seq(event: &AgentEvent) -> u64 {
-    match event {
-        AgentEvent::Message { seq, .. }
-        | AgentEvent::ToolCall { seq, .. }
-        | AgentEvent::ToolResult { seq, .. }
-        | AgentEvent::Action { seq, .. }
-        | AgentEvent::ActionResult { seq, .. }
-        | AgentEvent::Error { seq, .. }
-        | AgentEvent::TurnState { seq, .. } => seq.get(),
-    }
-}
-
 fn kinds(events: &[AgentEvent]) -> Vec<String> {
     events
         .iter()
@@ -130,7 +118,7 @@ fn kinds(events: &[AgentEvent]) -> Vec<String> {
 }
 
 fn assert_contiguous(events: &[AgentEvent], first: u64) {
-    let seqs: Vec<u64> = events.iter().map(seq).collect();
+    let seqs: Vec<u64> = events.iter().map(AgentEvent::seq).collect();
     let expected: Vec<u64> = (first..first + seqs.len() as u64).collect();
     assert_eq!(seqs, expected, "sequence numbers are contiguous");
 }
@@ -464,7 +452,7 @@ async fn a_cursor_older_than_the_retained_log_is_410() {
         .unwrap_err();
     assert_eq!(code(&error), (410, "cursor_expired".into()));
     let reconciled = agent.page(&session, None, 0).await.unwrap();
-    let first_seq = seq(&reconciled.events[0]);
+    let first_seq = reconciled.events[0].seq();
     assert!(first_seq > 4, "the first turn's events left the log");
     assert_contiguous(&reconciled.events, first_seq);
 }

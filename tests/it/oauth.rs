@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use intent_sdk::auth::http;
 use intent_server::resource::Resource;
 use intent_tests::{TEST_CLIENT, TEST_REDIRECT_URI, TestServer};
 use oauth2::basic::BasicClient;
@@ -11,27 +12,6 @@ use oauth2::{
     RedirectUrl, Scope, StandardDeviceAuthorizationResponse, TokenResponse, TokenUrl,
 };
 use serde_json::Value;
-
-/// The `oauth2` crate's HTTP client, over reqwest 0.13, never following redirects.
-async fn http(request: oauth2::HttpRequest) -> Result<oauth2::HttpResponse, reqwest::Error> {
-    let client = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()?;
-    let (parts, body) = request.into_parts();
-    let response = client
-        .request(parts.method, parts.uri.to_string())
-        .headers(parts.headers)
-        .body(body)
-        .send()
-        .await?;
-    let mut builder = http::Response::builder().status(response.status());
-    for (name, value) in response.headers() {
-        builder = builder.header(name, value);
-    }
-    Ok(builder
-        .body(response.bytes().await?.to_vec())
-        .expect("a response rebuilt from a response"))
-}
 
 pub(crate) fn no_redirects() -> reqwest::Client {
     reqwest::Client::builder()

@@ -65,7 +65,7 @@ fn seqs(items: &[LogItem]) -> Vec<Option<u64>> {
     items
         .iter()
         .map(|item| match item {
-            LogItem::Event(event) => Some(agent::seq(event)),
+            LogItem::Event(event) => Some(event.seq()),
             LogItem::Restart => None,
         })
         .collect()
@@ -129,7 +129,7 @@ async fn the_sse_follower_delivers_events_in_order_and_restarts() {
             .expect("the stream goes on")
             .unwrap();
         match item {
-            StreamItem::Event(event) => seqs.push(agent::seq(&event)),
+            StreamItem::Event(event) => seqs.push(event.seq()),
             // Transient: whether one arrives depends on timing.
             StreamItem::Snapshot(_) => {}
             StreamItem::Restart => panic!("no restart on a fresh stream"),
@@ -154,6 +154,6 @@ async fn the_sse_follower_delivers_events_in_order_and_restarts() {
             }
         }
         assert_eq!(items[0], StreamItem::Restart);
-        assert!(matches!(&items[1], StreamItem::Event(e) if agent::seq(e) == 1));
+        assert!(matches!(&items[1], StreamItem::Event(e) if e.seq() == 1));
     }
 }

@@ -77,7 +77,7 @@ async fn a_cursor_expiring_mid_stream_restarts_the_page_follower() {
         .await
         .into_iter()
         .map(|item| match item.unwrap() {
-            LogItem::Event(event) => Some(agent::seq(&event)),
+            LogItem::Event(event) => Some(event.seq()),
             LogItem::Restart => None,
         })
         .collect();
@@ -115,7 +115,7 @@ async fn sse_resync_restarts_and_a_dropped_connection_resumes_from_the_last_page
         .await
         .into_iter()
         .map(|item| match item {
-            Ok(StreamItem::Event(event)) => agent::seq(&event).to_string(),
+            Ok(StreamItem::Event(event)) => event.seq().to_string(),
             Ok(StreamItem::Restart) => "restart".to_owned(),
             Ok(StreamItem::Snapshot(_)) => "snapshot".to_owned(),
             Err(_) => "dropped".to_owned(),

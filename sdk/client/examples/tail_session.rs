@@ -30,11 +30,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     while let Some(item) = events.next().await {
         match item {
             Ok(StreamItem::Event(event)) => {
-                println!(
-                    "{:>4} {}",
-                    agent::seq(&event),
-                    serde_json::to_string(&event)?
-                );
+                println!("{:>4} {}", event.seq(), serde_json::to_string(&event)?);
                 if let AgentEvent::TurnState { state, .. } = *event
                     && state != TurnState::Processing
                 {

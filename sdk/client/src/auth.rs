@@ -359,9 +359,9 @@ impl<S: TokenSource> Authed<S> {
     }
 }
 
-/// oauth2's HTTP client over reqwest: no redirects are followed, as RFC 6749 asks of token
-/// requests.
-async fn http(request: oauth2::HttpRequest) -> Result<oauth2::HttpResponse, reqwest::Error> {
+/// An HTTP client for the `oauth2` crate over reqwest 0.13: no redirects are followed, as RFC
+/// 6749 asks of token requests. Pass it to `request_async` to drive other OAuth requests.
+pub async fn http(request: oauth2::HttpRequest) -> Result<oauth2::HttpResponse, reqwest::Error> {
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()?;

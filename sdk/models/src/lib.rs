@@ -18,6 +18,7 @@
 #![forbid(unsafe_code)]
 
 pub mod digest;
+mod event;
 
 #[allow(clippy::all, clippy::pedantic, missing_docs)]
 mod generated;

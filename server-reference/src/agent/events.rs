@@ -68,16 +68,7 @@ fn make_page(
 }
 
 fn seq_of(event: &AgentEvent) -> i64 {
-    let seq = match event {
-        AgentEvent::Message { seq, .. }
-        | AgentEvent::ToolCall { seq, .. }
-        | AgentEvent::ToolResult { seq, .. }
-        | AgentEvent::Action { seq, .. }
-        | AgentEvent::ActionResult { seq, .. }
-        | AgentEvent::Error { seq, .. }
-        | AgentEvent::TurnState { seq, .. } => seq,
-    };
-    i64::try_from(seq.get()).expect("sequence numbers fit in i64")
+    i64::try_from(event.seq()).expect("sequence numbers fit in i64")
 }
 
 /// Opens `cursor` for `account` on `session`: its position, unless it is invalid (400) or

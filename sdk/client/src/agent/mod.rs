@@ -52,31 +52,6 @@ pub struct TurnOutcome {
     pub cursor: String,
 }
 
-/// The sequence number of an event.
-pub fn seq(event: &AgentEvent) -> u64 {
-    match event {
-        AgentEvent::Message { seq, .. }
-        | AgentEvent::ToolCall { seq, .. }
-        | AgentEvent::ToolResult { seq, .. }
-        | AgentEvent::Action { seq, .. }
-        | AgentEvent::ActionResult { seq, .. }
-        | AgentEvent::Error { seq, .. }
-        | AgentEvent::TurnState { seq, .. } => seq.get(),
-    }
-}
-
-fn turn_of(event: &AgentEvent) -> &str {
-    match event {
-        AgentEvent::Message { turn_id, .. }
-        | AgentEvent::ToolCall { turn_id, .. }
-        | AgentEvent::ToolResult { turn_id, .. }
-        | AgentEvent::Action { turn_id, .. }
-        | AgentEvent::ActionResult { turn_id, .. }
-        | AgentEvent::Error { turn_id, .. }
-        | AgentEvent::TurnState { turn_id, .. } => turn_id,
-    }
-}
-
 /// Starts a turn with `message` (in `session_id`, or a new session) and waits for it to settle.
 pub async fn run_turn(
     client: &Client,
@@ -120,7 +95,7 @@ pub async fn wait_turn(
             .await?
             .into_inner();
         for event in &page.events {
-            if turn_of(event) != turn_id {
+            if event.turn_id() != turn_id {
                 continue;
             }
             match event {
@@ -238,7 +213,7 @@ impl Follow {
 
     fn take(&mut self, page: EventPage) {
         for event in page.events {
-            let seq = seq(&event);
+            let seq = event.seq();
             if seq <= self.last {
                 continue;
             }

@@ -10,7 +10,7 @@ use eventsource_stream::Eventsource;
 use futures_util::{Stream, StreamExt};
 use intent_models::{AgentEvent, EventPage, MessageSnapshot};
 
-use super::{BACKOFF_MAX, BACKOFF_START, invalid, seq};
+use super::{BACKOFF_MAX, BACKOFF_START, invalid};
 use crate::{Client, Error};
 
 /// What the SSE follower hands its consumer.
@@ -150,7 +150,7 @@ impl Follow {
                 let page: EventPage =
                     serde_json::from_str(&frame.data).map_err(|e| data("page", e))?;
                 for event in page.events {
-                    let seq = seq(&event);
+                    let seq = event.seq();
                     if seq <= self.last {
                         continue;
                     }

@@ -202,3 +202,189 @@ async fn the_sdk_verifies_builds_offline_and_commits_them_byte_for_byte() {
         "{error:?}"
     );
 }
+
+fn catalog(server: &TestServer) -> String {
+    server.token("alice", Resource::Pipeline, &["pipeline:catalog"])
+}
+
+#[tokio::test]
+async fn the_catalog_lists_apps_and_skills_and_describes_operations() {
+    let server = TestServer::start().await;
+    let token = catalog(&server);
+    let schemas =
+        intent_conformance::schema::Schemas::from_openapi(intent_tests::openapi()).unwrap();
+    let apps: Value = server
+        .get("/v1/pipeline/apps", &token)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        schemas.component("PipelineAppList").unwrap().errors(&apps),
+        Vec::<String>::new()
+    );
+    assert_eq!(apps["apps"][0]["name"], "evm-assets");
+    let skills: Value = server
+        .get("/v1/pipeline/skills", &token)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        schemas
+            .component("PipelineSkillList")
+            .unwrap()
+            .errors(&skills),
+        Vec::<String>::new()
+    );
+
+    let response = server
+        .get(
+            "/v1/pipeline/apps/evm-assets/operations/native-transfer",
+            &token,
+        )
+        .await;
+    assert_eq!(response.status(), 200);
+    let descriptor: Value = response.json().await.unwrap();
+    assert_eq!(
+        schemas
+            .component("OperationDescriptor")
+            .unwrap()
+            .errors(&descriptor),
+        Vec::<String>::new()
+    );
+    assert_eq!(descriptor["href"], "/v1/pipeline/evm/build");
+    assert_eq!(
+        descriptor["inputSchema"]["required"],
+        json!(["chainId", "from", "to", "amount"])
+    );
+    let long = "a".repeat(161);
+    for (path, status) in [
+        (
+            "/v1/pipeline/apps/nowhere/operations/native-transfer".to_owned(),
+            404,
+        ),
+        (
+            "/v1/pipeline/apps/evm-assets/operations/nothing".to_owned(),
+            404,
+        ),
+        (
+            format!("/v1/pipeline/apps/{long}/operations/native-transfer"),
+            400,
+        ),
+    ] {
+        assert_eq!(server.get(&path, &token).await.status(), status, "{path}");
+    }
+}
+
+#[tokio::test]
+async fn skill_operations_check_their_input_against_its_schema() {
+    let server = TestServer::start().await;
+    let token = catalog(&server);
+    let call = async |path: &str, body: Value| {
+        let response = reqwest::Client::new()
+            .post(format!("{}/v1/pipeline/skills/{path}", server.base))
+            .bearer_auth(&token)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        (
+            response.status().as_u16(),
+            response.json::<Value>().await.unwrap(),
+        )
+    };
+    let (status, body) = call(
+        "address/operations/validate",
+        json!({ "address": SENDER.to_lowercase() }),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        body["result"],
+        json!({ "valid": true, "chain": "evm", "checksummed": SENDER })
+    );
+    let wrong_checksum = SENDER.replace('F', "f").replacen('a', "A", 1);
+    let (_, body) = call(
+        "address/operations/validate",
+        json!({ "address": wrong_checksum }),
+    )
+    .await;
+    assert_eq!(body["result"]["valid"], false);
+    let (_, body) = call("fees/operations/quote", json!({ "chainId": 31337 })).await;
+    assert_eq!(body["result"]["nativeCost"], "21000000000000");
+
+    let (status, body) = call(
+        "address/operations/validate",
+        json!({ "address": 7, "extra": true }),
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert_eq!(body["error"]["code"], "validation_failed");
+    assert_eq!(
+        body["error"]["details"]["errors"].as_array().unwrap().len(),
+        2
+    );
+    let (status, _) = call("nowhere/operations/validate", json!({})).await;
+    assert_eq!(status, 404);
+}
+
+#[tokio::test]
+async fn a_stage_input_is_simulated_sealed_and_committed() {
+    let server = TestServer::start().await;
+    let alice = execute(&server, "alice");
+    let example = intent_tests::openapi()
+        .pointer("/paths/~1v1~1pipeline~1evm~1build/post/requestBody/content/application~1json/examples/stageInput/value")
+        .unwrap()
+        .clone();
+    let (status, build) = post(&server, &alice, &example).await;
+    assert_eq!(status, 200, "{build}");
+    assert_eq!(build["simulation"]["status"], "passed");
+    assert_eq!(build["origin"]["operations"], json!([]));
+    let (status, committed) = post(&server, &alice, &build).await;
+    assert_eq!(
+        (status, committed["status"].as_str()),
+        (200, Some("committed"))
+    );
+
+    let mut svm_in_evm = example.clone();
+    svm_in_evm["actions"][0]["step"] = 2.into();
+    let (status, error) = post(&server, &alice, &svm_in_evm).await;
+    assert_eq!(
+        (status, error["error"]["code"].as_str()),
+        (400, Some("validation_failed"))
+    );
+}
+
+#[tokio::test]
+async fn commit_refuses_a_build_with_any_byte_flipped() {
+    let server = TestServer::start().await;
+    let alice = execute(&server, "alice");
+    let (_, build) = post(&server, &alice, &transfer("1")).await;
+    let text = serde_json::to_string(&build).unwrap();
+    let http = reqwest::Client::new();
+    let url = format!("{}/v1/pipeline/evm/build", server.base);
+    let mut refused = 0;
+    for i in 0..text.len() {
+        let mut bytes = text.clone().into_bytes();
+        bytes[i] ^= 0x01;
+        let response = http
+            .post(&url)
+            .bearer_auth(&alice)
+            .header("content-type", "application/json")
+            .body(bytes)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        assert!(
+            (400..500).contains(&status),
+            "byte {i} flipped was answered {status}"
+        );
+        refused += 1;
+    }
+    assert_eq!(refused, text.len());
+    // The untouched Build still commits: the refusals did not consume it.
+    let (status, _) = post(&server, &alice, &build).await;
+    assert_eq!(status, 200);
+}

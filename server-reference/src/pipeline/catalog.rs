@@ -1,9 +1,10 @@
 //! The apps whose operations assemble actions, each operation with the JSON Schema of its input
 //! (checked with the `jsonschema` crate before anything is assembled).
 
+use std::str::FromStr;
 use std::sync::LazyLock;
 
-use intent_models::{ErrorCode, PipelineAction};
+use intent_models::{ErrorCode, PipelineAction, PipelineChain};
 use serde_json::{Map, Value, json};
 
 use crate::error::ApiError;
@@ -14,17 +15,50 @@ pub struct App {
     pub name: &'static str,
     /// What it does.
     pub description: &'static str,
+    /// The chain its actions run on.
+    pub chain: PipelineChain,
     /// Its operations.
     pub operations: Vec<Operation>,
+}
+
+/// A JSON Schema with its compiled validator.
+pub struct Schema {
+    /// The schema as served in operation descriptors.
+    pub json: Value,
+    validator: jsonschema::Validator,
+}
+
+impl Schema {
+    fn new(json: Value) -> Self {
+        let validator =
+            jsonschema::draft202012::new(&json).expect("the catalog's input schemas compile");
+        Self { json, validator }
+    }
+
+    /// Checks `input` against the schema: 400 `validation_failed` with every error otherwise.
+    pub fn check(&self, what: &str, input: &Value) -> Result<(), ApiError> {
+        let errors: Vec<Value> = self
+            .validator
+            .iter_errors(input)
+            .map(|e| json!({ "path": e.instance_path().to_string(), "message": e.to_string() }))
+            .collect();
+        if errors.is_empty() {
+            return Ok(());
+        }
+        Err(ApiError::new(
+            ErrorCode::ValidationFailed,
+            format!("the input of {what} does not match its schema"),
+        )
+        .with_detail("errors", Value::Array(errors)))
+    }
 }
 
 /// An operation that turns a checked input into actions.
 pub struct Operation {
     /// The operation name.
     pub name: &'static str,
-    /// The JSON Schema of the input.
-    pub input_schema: Value,
-    validator: jsonschema::Validator,
+    /// The input's schema.
+    pub input: Schema,
     assemble: fn(&Map<String, Value>, u64) -> Result<Assembled, ApiError>,
 }
 
@@ -42,31 +76,16 @@ impl Operation {
         input_schema: Value,
         assemble: fn(&Map<String, Value>, u64) -> Result<Assembled, ApiError>,
     ) -> Self {
-        let validator = jsonschema::draft202012::new(&input_schema)
-            .expect("the catalog's input schemas compile");
         Self {
             name,
-            input_schema,
-            validator,
+            input: Schema::new(input_schema),
             assemble,
         }
     }
 
     /// Checks `input` against the input schema, then assembles its actions from `step` on.
     pub fn assemble(&self, input: &Map<String, Value>, step: u64) -> Result<Assembled, ApiError> {
-        let instance = Value::Object(input.clone());
-        let errors: Vec<Value> = self
-            .validator
-            .iter_errors(&instance)
-            .map(|e| json!({ "path": e.instance_path().to_string(), "message": e.to_string() }))
-            .collect();
-        if !errors.is_empty() {
-            return Err(ApiError::new(
-                ErrorCode::ValidationFailed,
-                format!("the input of {} does not match its schema", self.name),
-            )
-            .with_detail("errors", Value::Array(errors)));
-        }
+        self.input.check(self.name, &Value::Object(input.clone()))?;
         (self.assemble)(input, step)
     }
 }
@@ -91,6 +110,7 @@ pub static APPS: LazyLock<Vec<App>> = LazyLock::new(|| {
     vec![App {
         name: "evm-assets",
         description: "Native transfers on the EVM devnet.",
+        chain: PipelineChain::Evm,
         operations: vec![Operation::new(
             "native-transfer",
             json!({
@@ -112,6 +132,134 @@ pub static APPS: LazyLock<Vec<App>> = LazyLock::new(|| {
         )],
     }]
 });
+
+/// A skill: operations that answer request-local results and assemble nothing.
+pub struct Skill {
+    /// The skill name.
+    pub name: &'static str,
+    /// What it does.
+    pub description: &'static str,
+    /// Its operations.
+    pub operations: Vec<SkillOperation>,
+}
+
+/// A skill operation: a checked input in, a result out.
+pub struct SkillOperation {
+    /// The operation name.
+    pub name: &'static str,
+    /// The input's schema.
+    pub input: Schema,
+    run: fn(&Value) -> Value,
+}
+
+impl SkillOperation {
+    /// Checks `input` against the input schema, then runs the operation.
+    pub fn run(&self, input: &Value) -> Result<Value, ApiError> {
+        self.input.check(self.name, input)?;
+        Ok((self.run)(input))
+    }
+}
+
+impl Skill {
+    /// The operation called `name`, or 404.
+    pub fn operation(&self, name: &str) -> Result<&SkillOperation, ApiError> {
+        self.operations
+            .iter()
+            .find(|op| op.name == name)
+            .ok_or_else(|| {
+                ApiError::new(
+                    ErrorCode::NotFound,
+                    format!("skill {} has no operation {name}", self.name),
+                )
+            })
+    }
+}
+
+/// Every skill.
+pub static SKILLS: LazyLock<Vec<Skill>> = LazyLock::new(|| {
+    vec![
+        Skill {
+            name: "address",
+            description: "Address checks.",
+            operations: vec![SkillOperation {
+                name: "validate",
+                input: Schema::new(json!({
+                    "type": "object",
+                    "required": ["address"],
+                    "properties": { "address": { "type": "string", "maxLength": 128 } },
+                    "additionalProperties": false
+                })),
+                run: validate_address,
+            }],
+        },
+        Skill {
+            name: "fees",
+            description: "Fee quotes on the devnet.",
+            operations: vec![SkillOperation {
+                name: "quote",
+                input: Schema::new(json!({
+                    "type": "object",
+                    "required": ["chainId"],
+                    "properties": {
+                        "chainId": { "type": "integer", "minimum": 1 },
+                        "gasUnits": { "type": "integer", "minimum": 21000, "maximum": 30000000 }
+                    },
+                    "additionalProperties": false
+                })),
+                run: quote_fee,
+            }],
+        },
+    ]
+});
+
+/// The skill called `name`, or 404.
+pub fn skill(name: &str) -> Result<&'static Skill, ApiError> {
+    SKILLS
+        .iter()
+        .find(|skill| skill.name == name)
+        .ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("no skill {name}")))
+}
+
+/// Whether `address` is an EVM address, and its EIP-55 form. Mixed case must be the checksum.
+fn validate_address(input: &Value) -> Value {
+    let text = input["address"].as_str().unwrap_or_default();
+    let parsed = text
+        .strip_prefix("0x")
+        .filter(|hex| hex.len() == 40)
+        .and_then(|_| revm::primitives::Address::from_str(text).ok());
+    match parsed {
+        Some(address) => {
+            let checksummed = address.to_checksum(None);
+            let hex = &text[2..];
+            let one_case = hex == hex.to_ascii_lowercase() || hex == hex.to_ascii_uppercase();
+            if one_case || checksummed == text {
+                json!({ "valid": true, "chain": "evm", "checksummed": checksummed })
+            } else {
+                json!({ "valid": false, "chain": "evm", "reason": "the mixed-case checksum does not match" })
+            }
+        }
+        None => json!({ "valid": false, "reason": "not a 0x-prefixed 20-byte hex address" }),
+    }
+}
+
+/// The fee of `gasUnits` (a plain transfer by default) at the devnet's gas price.
+fn quote_fee(input: &Value) -> Value {
+    let chain_id = input["chainId"].as_u64().unwrap_or_default();
+    if chain_id != super::devnet::CHAIN_ID {
+        return json!({ "chainId": chain_id, "known": false });
+    }
+    let units = input["gasUnits"].as_u64().unwrap_or(21_000);
+    let price = super::devnet::GAS_PRICE_WEI;
+    json!({
+        "chainId": chain_id,
+        "known": true,
+        "gasUnits": units.to_string(),
+        "priceWei": price.to_string(),
+        "nativeCost": (u128::from(units) * u128::from(price)).to_string(),
+        "symbol": "ETH",
+        "decimals": 18,
+    })
+}
 
 /// The app called `name`, or 404.
 pub fn app(name: &str) -> Result<&'static App, ApiError> {

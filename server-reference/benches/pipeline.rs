@@ -1,0 +1,64 @@
+//! Pipeline benchmark, in process (release): build plus simulation of a native transfer, and
+//! commit (digest, attestation, owner, app and expiry checks, re-simulation, durable record).
+//!
+//! Run: `cargo bench -p intent-server --bench pipeline`
+
+use std::time::{Duration, Instant};
+
+use intent_server::AppState;
+use intent_server::config::Config;
+use serde_json::json;
+
+const ROUNDS: usize = 500;
+
+fn summary(name: &str, mut times: Vec<Duration>) {
+    times.sort();
+    let at = |p: f64| times[((times.len() as f64 * p) as usize).min(times.len() - 1)];
+    println!(
+        "{name:<28} p50 {:>7.3} ms  p99 {:>7.3} ms  ({} runs)",
+        at(0.50).as_secs_f64() * 1e3,
+        at(0.99).as_secs_f64() * 1e3,
+        times.len()
+    );
+}
+
+#[tokio::main]
+async fn main() {
+    let data_dir = tempfile::tempdir().unwrap();
+    let state = AppState::open(Config::new(data_dir.path()), "http://127.0.0.1:1")
+        .await
+        .unwrap();
+    let mut builds = Vec::new();
+    let mut build_times = Vec::new();
+    for round in 0..ROUNDS {
+        let request = serde_json::from_value(json!({
+            "app": "evm-assets",
+            "operations": [{
+                "operation": "native-transfer",
+                "input": {
+                    "chainId": 31337,
+                    "from": "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266",
+                    "to": "0x70997970C51812dc3A010C7d01b50e0d17dc79C8",
+                    "amount": format!("0.{:04}", round + 1),
+                },
+            }],
+        }))
+        .unwrap();
+        let began = Instant::now();
+        let build = intent_server::pipeline::build(&state, "bench", &request)
+            .await
+            .unwrap();
+        build_times.push(began.elapsed());
+        builds.push(serde_json::to_value(build).unwrap());
+    }
+    let mut commit_times = Vec::new();
+    for build in &builds {
+        let began = Instant::now();
+        intent_server::pipeline::commit(&state, "bench", build)
+            .await
+            .unwrap();
+        commit_times.push(began.elapsed());
+    }
+    summary("build + simulate (native)", build_times);
+    summary("commit (verify + re-simulate)", commit_times);
+}

@@ -388,3 +388,117 @@ async fn commit_refuses_a_build_with_any_byte_flipped() {
     let (status, _) = post(&server, &alice, &build).await;
     assert_eq!(status, 200);
 }
+
+const USDC: &str = "0x5FbDB2315678afecb367f032d93F642f64180aa3";
+
+fn erc20(operation: &str, input: Value) -> Value {
+    json!({ "app": "evm-assets", "operations": [{ "operation": operation, "input": input }] })
+}
+
+#[tokio::test]
+async fn an_erc20_transfer_is_decoded_from_its_logs_and_changes_balances_once_committed() {
+    let server = TestServer::start().await;
+    let alice = execute(&server, "alice");
+    let send = |amount: &str| {
+        erc20(
+            "erc20-transfer",
+            json!({ "chainId": 31337, "from": SENDER, "token": USDC, "to": RECIPIENT, "amount": amount }),
+        )
+    };
+    // The whole supply of the sender can move before the commit...
+    let (_, everything) = post(&server, &alice, &send("1000000")).await;
+    assert_eq!(everything["simulation"]["status"], "passed", "{everything}");
+
+    let (status, build) = post(&server, &alice, &send("25.5")).await;
+    assert_eq!(status, 200, "{build}");
+    let simulation = &build["simulation"];
+    assert_eq!(simulation["status"], "passed");
+    let changes = simulation["balanceChanges"].as_array().unwrap();
+    assert_eq!(changes.len(), 2, "{changes:#?}");
+    for change in changes {
+        assert_eq!(
+            (
+                &change["asset"],
+                &change["amount"],
+                &change["standard"],
+                &change["symbol"],
+                &change["decimals"]
+            ),
+            (
+                &json!(USDC),
+                &json!("25500000"),
+                &json!("erc20"),
+                &json!("USDC"),
+                &json!(6)
+            )
+        );
+    }
+    assert_eq!(simulation["logs"][0]["topics"].as_array().unwrap().len(), 3);
+    let (status, _) = post(&server, &alice, &build).await;
+    assert_eq!(status, 200);
+
+    // ...but not after 25.5 of it left.
+    let (_, again) = post(&server, &alice, &send("1000000")).await;
+    assert_eq!(again["simulation"]["status"], "failed", "{again}");
+}
+
+#[tokio::test]
+async fn an_unlimited_approval_is_reported_and_warned_about() {
+    let server = TestServer::start().await;
+    let alice = execute(&server, "alice");
+    let approve = |amount: &str| {
+        erc20(
+            "erc20-approve",
+            json!({ "chainId": 31337, "from": SENDER, "token": USDC, "spender": RECIPIENT, "amount": amount }),
+        )
+    };
+    let (_, limited) = post(&server, &alice, &approve("10")).await;
+    let approval = &limited["simulation"]["approvals"][0];
+    assert_eq!(
+        (&approval["amount"], &approval["unlimited"]),
+        (&json!("10000000"), &json!(false))
+    );
+    let (_, unlimited) = post(&server, &alice, &approve("unlimited")).await;
+    let simulation = &unlimited["simulation"];
+    assert_eq!(simulation["approvals"][0]["unlimited"], true);
+    assert_eq!(simulation["approvals"][0]["kind"], "allowance");
+    assert_eq!(simulation["warnings"].as_array().unwrap().len(), 1);
+    let guard = simulation["guards"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["name"] == "unlimited_approval")
+        .unwrap();
+    assert_eq!(guard["status"], "warning");
+    assert_eq!(
+        simulation["status"], "passed",
+        "a warning does not fail the simulation"
+    );
+}
+
+#[tokio::test]
+async fn the_evm_lifecycle_examples_of_openapi_json_are_accepted() {
+    let server = TestServer::start().await;
+    let alice = execute(&server, "alice");
+    let examples = intent_tests::openapi()
+        .pointer(
+            "/paths/~1v1~1pipeline~1evm~1build/post/requestBody/content/application~1json/examples",
+        )
+        .unwrap()
+        .as_object()
+        .unwrap();
+    for (name, example) in examples {
+        let (status, body) = post(&server, &alice, &example["value"]).await;
+        if name == "commit" {
+            // A Build sealed by another server: parsed as a Build, refused on its attestation.
+            assert_eq!(
+                (status, body["error"]["code"].as_str()),
+                (422, Some("build_invalid")),
+                "{body}"
+            );
+        } else {
+            assert_eq!(status, 200, "{name}: {body}");
+            assert_eq!(body["simulation"]["status"], "passed", "{name}: {body}");
+        }
+    }
+}

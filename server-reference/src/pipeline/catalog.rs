@@ -109,27 +109,69 @@ impl App {
 pub static APPS: LazyLock<Vec<App>> = LazyLock::new(|| {
     vec![App {
         name: "evm-assets",
-        description: "Native transfers on the EVM devnet.",
+        description: "Native and ERC-20 transfers and ERC-20 approvals on the EVM devnet.",
         chain: PipelineChain::Evm,
-        operations: vec![Operation::new(
-            "native-transfer",
-            json!({
-                "type": "object",
-                "required": ["chainId", "from", "to", "amount"],
-                "properties": {
-                    "chainId": { "type": "integer", "minimum": 1 },
-                    "from": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" },
-                    "to": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" },
-                    "amount": {
-                        "type": "string",
-                        "description": "Amount of the native coin, in whole units (18 decimals).",
-                        "pattern": "^[0-9]{1,40}(\\.[0-9]{1,18})?$"
-                    }
-                },
-                "additionalProperties": false
-            }),
-            native_transfer,
-        )],
+        operations: vec![
+            Operation::new(
+                "native-transfer",
+                json!({
+                    "type": "object",
+                    "required": ["chainId", "from", "to", "amount"],
+                    "properties": {
+                        "chainId": { "type": "integer", "minimum": 1 },
+                        "from": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" },
+                        "to": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" },
+                        "amount": {
+                            "type": "string",
+                            "description": "Amount of the native coin, in whole units (18 decimals).",
+                            "pattern": "^[0-9]{1,40}(\\.[0-9]{1,18})?$"
+                        }
+                    },
+                    "additionalProperties": false
+                }),
+                native_transfer,
+            ),
+            Operation::new(
+                "erc20-transfer",
+                json!({
+                    "type": "object",
+                    "required": ["chainId", "from", "token", "to", "amount"],
+                    "properties": {
+                        "chainId": { "type": "integer", "minimum": 1 },
+                        "from": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" },
+                        "token": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" },
+                        "to": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" },
+                        "amount": {
+                            "type": "string",
+                            "description": "Amount in whole tokens; the token's decimals apply.",
+                            "pattern": "^[0-9]{1,40}(\\.[0-9]{1,18})?$"
+                        }
+                    },
+                    "additionalProperties": false
+                }),
+                erc20_transfer,
+            ),
+            Operation::new(
+                "erc20-approve",
+                json!({
+                    "type": "object",
+                    "required": ["chainId", "from", "token", "spender", "amount"],
+                    "properties": {
+                        "chainId": { "type": "integer", "minimum": 1 },
+                        "from": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" },
+                        "token": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" },
+                        "spender": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" },
+                        "amount": {
+                            "type": "string",
+                            "description": "Allowance in whole tokens, or `unlimited`.",
+                            "pattern": "^([0-9]{1,40}(\\.[0-9]{1,18})?|unlimited)$"
+                        }
+                    },
+                    "additionalProperties": false
+                }),
+                erc20_approve,
+            ),
+        ],
     }]
 });
 
@@ -290,6 +332,77 @@ fn native_transfer(input: &Map<String, Value>, step: u64) -> Result<Assembled, A
                 .map_err(|e| ApiError::new(ErrorCode::ValidationFailed, e.to_string()))?,
         ],
         title: format!("Send {amount} ETH"),
+    })
+}
+
+/// The token an ERC-20 operation names, or 400 when the devnet has none there.
+fn erc20(input: &Map<String, Value>) -> Result<&'static super::devnet::Token, ApiError> {
+    let address = input["token"].as_str().unwrap_or_default();
+    super::devnet::token(address).ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::ValidationFailed,
+            format!("no ERC-20 token of the devnet is at {address}"),
+        )
+    })
+}
+
+/// One EVM call action to `to` with `data`.
+fn call(
+    input: &Map<String, Value>,
+    step: u64,
+    to: &str,
+    data: String,
+    description: String,
+) -> Result<PipelineAction, ApiError> {
+    let action = json!({
+        "chain": "evm", "step": step, "chainId": input["chainId"],
+        "from": input["from"], "to": to, "value": "0", "data": data,
+        "description": description,
+    });
+    serde_json::from_value(action)
+        .map_err(|e| ApiError::new(ErrorCode::ValidationFailed, e.to_string()))
+}
+
+/// `selector` followed by the ABI words of an address and an amount.
+fn calldata(selector: &str, address: &str, amount: &str) -> Result<String, ApiError> {
+    let amount: revm::primitives::U256 = amount
+        .parse()
+        .map_err(|_| ApiError::new(ErrorCode::ValidationFailed, "amount is out of range"))?;
+    let address = address.trim_start_matches("0x").to_ascii_lowercase();
+    Ok(format!("0x{selector}{address:0>64}{amount:064x}"))
+}
+
+fn erc20_transfer(input: &Map<String, Value>, step: u64) -> Result<Assembled, ApiError> {
+    let token = erc20(input)?;
+    let text = |key: &str| input[key].as_str().unwrap_or_default().to_owned();
+    let (amount, to) = (text("amount"), text("to"));
+    let units = to_base_units(&amount, token.decimals.into()).ok_or_else(|| {
+        ApiError::new(ErrorCode::ValidationFailed, "amount has too many decimals")
+    })?;
+    let data = calldata("a9059cbb", &to, &units)?;
+    let description = format!("Transfer {amount} {} to {to}", token.symbol);
+    Ok(Assembled {
+        actions: vec![call(input, step, token.address, data, description)?],
+        title: format!("Send {amount} {}", token.symbol),
+    })
+}
+
+fn erc20_approve(input: &Map<String, Value>, step: u64) -> Result<Assembled, ApiError> {
+    let token = erc20(input)?;
+    let text = |key: &str| input[key].as_str().unwrap_or_default().to_owned();
+    let (amount, spender) = (text("amount"), text("spender"));
+    let units = if amount == "unlimited" {
+        revm::primitives::U256::MAX.to_string()
+    } else {
+        to_base_units(&amount, token.decimals.into()).ok_or_else(|| {
+            ApiError::new(ErrorCode::ValidationFailed, "amount has too many decimals")
+        })?
+    };
+    let data = calldata("095ea7b3", &spender, &units)?;
+    let description = format!("Approve {spender} to spend {amount} {}", token.symbol);
+    Ok(Assembled {
+        actions: vec![call(input, step, token.address, data, description)?],
+        title: format!("Approve {amount} {}", token.symbol),
     })
 }
 

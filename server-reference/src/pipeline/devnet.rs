@@ -27,6 +27,9 @@ pub const GAS_PRICE_WEI: u64 = 1_000_000_000;
 /// Gas limit of an action that names none.
 const DEFAULT_GAS_LIMIT: u64 = 1_000_000;
 
+/// Gas limit of a token deployment at genesis (under the EIP-7825 cap of 2^24).
+const DEPLOY_GAS_LIMIT: u64 = 5_000_000;
+
 /// Block gas limit.
 const BLOCK_GAS_LIMIT: u64 = 30_000_000;
 
@@ -132,20 +135,126 @@ impl Devnet {
     }
 }
 
+/// An ERC-20 of the devnet, deployed at genesis.
+pub struct Token {
+    /// Its address (fixed: the deployer's first nonces).
+    pub address: &'static str,
+    /// Its symbol.
+    pub symbol: &'static str,
+    /// Its name.
+    pub name: &'static str,
+    /// Its decimals.
+    pub decimals: u8,
+}
+
+/// The ERC-20 tokens (`contracts/DevToken.sol`), deployed in this order by the first funded
+/// account, each holder getting 1,000,000 whole tokens.
+pub const TOKENS: [Token; 2] = [
+    Token {
+        address: "0x5FbDB2315678afecb367f032d93F642f64180aa3",
+        symbol: "USDC",
+        name: "USD Coin",
+        decimals: 6,
+    },
+    Token {
+        address: "0xe7f1725E7734CE288F8367e1Bb143E90bb3F0512",
+        symbol: "DAI",
+        name: "Dai Stablecoin",
+        decimals: 18,
+    },
+];
+
+/// The token at `address`, if the devnet has one there.
+pub fn token(address: &str) -> Option<&'static Token> {
+    TOKENS
+        .iter()
+        .find(|t| t.address.eq_ignore_ascii_case(address))
+}
+
+/// Creation bytecode of `contracts/DevToken.sol`, rebuilt by `contracts/build.sh`.
+const DEV_TOKEN_BIN: &str = include_str!("../../contracts/DevToken.bin");
+
 fn genesis() -> Db {
     let mut db = CacheDB::new(EmptyDB::default());
     let balance = U256::from(10_000u64) * U256::from(10u64).pow(U256::from(18u64));
-    for account in FUNDED_ACCOUNTS {
-        let address = Address::from_str(account).expect("a funded account is an address");
+    let holders: Vec<Address> = FUNDED_ACCOUNTS
+        .iter()
+        .map(|a| Address::from_str(a).expect("a funded account is an address"))
+        .collect();
+    for address in &holders {
         db.insert_account_info(
-            address,
+            *address,
             AccountInfo {
                 balance,
                 ..AccountInfo::default()
             },
         );
     }
+    let code = hex_bytes(DEV_TOKEN_BIN.trim());
+    for (nonce, token) in TOKENS.iter().enumerate() {
+        let supply = U256::from(1_000_000u64) * U256::from(10u64).pow(U256::from(token.decimals));
+        let args = constructor_args(token, &holders, supply);
+        let tx = TxEnv::builder()
+            .caller(holders[0])
+            .kind(TxKind::Create)
+            .data([code.as_ref(), &args].concat().into())
+            .gas_limit(DEPLOY_GAS_LIMIT)
+            .gas_price(u128::from(GAS_PRICE_WEI))
+            .nonce(nonce as u64)
+            .chain_id(Some(CHAIN_ID))
+            .build_fill();
+        let mut evm = Context::mainnet()
+            .with_db(&mut db)
+            .modify_cfg_chained(|cfg| cfg.chain_id = CHAIN_ID)
+            .modify_block_chained(|block| {
+                block.basefee = GAS_PRICE_WEI;
+                block.gas_limit = BLOCK_GAS_LIMIT;
+            })
+            .build_mainnet();
+        let outcome = evm.transact(tx).expect("the devnet tokens deploy");
+        drop(evm);
+        let deployed = outcome.result.created_address();
+        assert_eq!(
+            deployed.map(|a| a.to_checksum(None)).as_deref(),
+            Some(token.address),
+            "token {} deploys at its fixed address",
+            token.symbol
+        );
+        db.commit(outcome.state);
+    }
     db
+}
+
+/// ABI encoding of `(string name, string symbol, uint8 decimals, address[] holders, uint256
+/// supplyEach)`.
+fn constructor_args(token: &Token, holders: &[Address], supply: U256) -> Vec<u8> {
+    fn word(value: U256) -> [u8; 32] {
+        value.to_be_bytes::<32>()
+    }
+    fn text(value: &str) -> Vec<u8> {
+        let mut out = word(U256::from(value.len())).to_vec();
+        out.extend_from_slice(value.as_bytes());
+        out.resize(32 + value.len().div_ceil(32) * 32, 0);
+        out
+    }
+    let name = text(token.name);
+    let symbol = text(token.symbol);
+    let mut list = word(U256::from(holders.len())).to_vec();
+    for holder in holders {
+        list.extend_from_slice(&[0u8; 12]);
+        list.extend_from_slice(holder.as_slice());
+    }
+    let head = 5 * 32;
+    let mut out = Vec::new();
+    out.extend_from_slice(&word(U256::from(head)));
+    out.extend_from_slice(&word(U256::from(head + name.len())));
+    out.extend_from_slice(&word(U256::from(token.decimals)));
+    out.extend_from_slice(&word(U256::from(head + name.len() + symbol.len())));
+    out.extend_from_slice(&word(supply));
+    out.extend(name);
+    out.extend(symbol);
+    out.extend(list);
+    out
 }
 
 /// A simulation and the transaction ids of a run.
@@ -170,6 +279,7 @@ fn run(db: &mut Db, actions: &[PipelineAction], expires_at: i64, now: i64) -> Ru
     let mut fees = Vec::new();
     let mut logs = Vec::new();
     let mut warnings = Vec::new();
+    let mut approvals = Vec::new();
     let mut transactions = Vec::new();
     let mut gas_units: u64 = 0;
     for action in actions {
@@ -249,6 +359,13 @@ fn run(db: &mut Db, actions: &[PipelineAction], expires_at: i64, now: i64) -> Ru
             guards.succeeded = Some(format!("step {step}: the transaction reverted"));
         }
         for log in outcome.result.logs() {
+            decode_erc20(
+                log,
+                step,
+                &mut balance_changes,
+                &mut approvals,
+                &mut warnings,
+            );
             logs.push(json!({
                 "address": log.address.to_checksum(None),
                 "topics": log.data.topics().iter().map(|t| t.to_string()).collect::<Vec<_>>(),
@@ -322,6 +439,12 @@ fn run(db: &mut Db, actions: &[PipelineAction], expires_at: i64, now: i64) -> Ru
         guard("sufficient_balance", guards.sufficient_balance, "failed"),
         guard("simulation_succeeded", guards.succeeded, "failed"),
     ];
+    let unlimited = approvals.iter().any(|a| a["unlimited"] == true);
+    guard_list.push(guard(
+        "unlimited_approval",
+        unlimited.then(|| "a spender may move every token of the account".to_owned()),
+        "warning",
+    ));
     let left = expires_at.saturating_sub(now);
     guard_list.push(json!({
         "name": "expiry_window",
@@ -332,7 +455,7 @@ fn run(db: &mut Db, actions: &[PipelineAction], expires_at: i64, now: i64) -> Ru
     let simulation = json!({
         "status": if passed { "passed" } else { "failed" },
         "balanceChanges": balance_changes,
-        "approvals": [],
+        "approvals": approvals,
         "fees": fees,
         "warnings": warnings,
         "guards": guard_list,
@@ -346,6 +469,64 @@ fn run(db: &mut Db, actions: &[PipelineAction], expires_at: i64, now: i64) -> Ru
     Run {
         simulation: serde_json::from_value(simulation).expect("a simulation matches its model"),
         transactions,
+    }
+}
+
+/// `Transfer(address,address,uint256)`.
+const TRANSFER_TOPIC: &str = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef";
+/// `Approval(address,address,uint256)`.
+const APPROVAL_TOPIC: &str = "0x8c5be1e5ebec7d5bd14f71427d1e84f3dd0314c0f7b2291e5b200ac8c7c3b925";
+
+/// Balance changes and approvals of an ERC-20 log: `Transfer` and `Approval` with three topics
+/// (ERC-721 shares topic0 with a fourth, indexed token id).
+fn decode_erc20(
+    log: &revm::primitives::Log,
+    step: u64,
+    balance_changes: &mut Vec<Value>,
+    approvals: &mut Vec<Value>,
+    warnings: &mut Vec<String>,
+) {
+    let topics = log.data.topics();
+    if topics.len() != 3 {
+        return;
+    }
+    let asset = log.address.to_checksum(None);
+    let (symbol, name, decimals) = match token(&asset) {
+        Some(t) => (Some(t.symbol), Some(t.name), Some(t.decimals)),
+        None => (None, None, None),
+    };
+    let party = |topic: &revm::primitives::B256| Address::from_word(*topic).to_checksum(None);
+    let amount = U256::from_be_slice(&log.data.data);
+    let (first, second) = (party(&topics[1]), party(&topics[2]));
+    match topics[0].to_string().as_str() {
+        TRANSFER_TOPIC => {
+            for (account, direction, counterparty) in
+                [(&first, "out", &second), (&second, "in", &first)]
+            {
+                balance_changes.push(json!({
+                    "asset": asset, "amount": amount.to_string(), "account": account,
+                    "direction": direction, "symbol": symbol, "decimals": decimals,
+                    "chainId": CHAIN_ID, "standard": "erc20", "name": name,
+                    "counterparty": counterparty, "step": step,
+                }));
+            }
+        }
+        APPROVAL_TOPIC => {
+            let unlimited = amount == U256::MAX;
+            if unlimited {
+                warnings.push(format!(
+                    "step {step} approves {second} to spend every {} of {first}",
+                    symbol.unwrap_or("token")
+                ));
+            }
+            approvals.push(json!({
+                "account": first, "spender": second, "asset": asset, "kind": "allowance",
+                "standard": "erc20", "amount": amount.to_string(), "unlimited": unlimited,
+                "symbol": symbol, "name": name, "decimals": decimals, "chainId": CHAIN_ID,
+                "step": step,
+            }));
+        }
+        _ => {}
     }
 }
 

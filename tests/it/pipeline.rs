@@ -502,3 +502,133 @@ async fn the_evm_lifecycle_examples_of_openapi_json_are_accepted() {
         }
     }
 }
+
+const COLLECTIBLE: &str = "0x9fE46736679d2D9a65F0992F2272dE9f3c7fa6e0";
+const ITEMS: &str = "0xCf7Ed3AccA5a467e9e704C703E8D87F634fB0Fc9";
+
+fn changes_of(build: &Value) -> Vec<(String, String, String, String)> {
+    build["simulation"]["balanceChanges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let text = |k: &str| c[k].as_str().unwrap_or_default().to_owned();
+            (
+                text("standard"),
+                text("direction"),
+                text("tokenId"),
+                text("amount"),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn nft_and_multi_token_transfers_and_operator_approvals_are_decoded() {
+    let server = TestServer::start().await;
+    let alice = execute(&server, "alice");
+    let input = |extra: Value| {
+        let mut input = json!({ "chainId": 31337, "from": SENDER });
+        input
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        input
+    };
+
+    // The sender owns collectibles 1 to 3.
+    let (_, nft) = post(
+        &server,
+        &alice,
+        &erc20(
+            "erc721-transfer",
+            input(json!({ "token": COLLECTIBLE, "to": RECIPIENT, "tokenId": "2" })),
+        ),
+    )
+    .await;
+    assert_eq!(nft["simulation"]["status"], "passed", "{nft}");
+    assert_eq!(
+        changes_of(&nft),
+        [
+            ("erc721".into(), "out".into(), "2".into(), "1".into()),
+            ("erc721".into(), "in".into(), "2".into(), "1".into())
+        ]
+    );
+    assert_eq!(
+        nft["simulation"]["logs"][0]["topics"]
+            .as_array()
+            .unwrap()
+            .len(),
+        4
+    );
+    // Token 4 belongs to the second account: the transfer reverts.
+    let (_, foreign) = post(
+        &server,
+        &alice,
+        &erc20(
+            "erc721-transfer",
+            input(json!({ "token": COLLECTIBLE, "to": RECIPIENT, "tokenId": "4" })),
+        ),
+    )
+    .await;
+    assert_eq!(foreign["simulation"]["status"], "failed");
+
+    let (_, items) = post(
+        &server,
+        &alice,
+        &erc20(
+            "erc1155-transfer",
+            input(json!({ "token": ITEMS, "to": RECIPIENT, "id": "1", "amount": "7" })),
+        ),
+    )
+    .await;
+    assert_eq!(items["simulation"]["status"], "passed", "{items}");
+    assert_eq!(
+        changes_of(&items),
+        [
+            ("erc1155".into(), "out".into(), "1".into(), "7".into()),
+            ("erc1155".into(), "in".into(), "1".into(), "7".into())
+        ]
+    );
+
+    for (token, standard) in [(COLLECTIBLE, "erc721"), (ITEMS, "erc1155")] {
+        let (_, operator) = post(
+            &server,
+            &alice,
+            &erc20(
+                "set-approval-for-all",
+                input(json!({ "token": token, "operator": RECIPIENT, "approved": true })),
+            ),
+        )
+        .await;
+        let approval = &operator["simulation"]["approvals"][0];
+        assert_eq!(
+            (
+                &approval["kind"],
+                &approval["standard"],
+                &approval["approved"]
+            ),
+            (&json!("operator"), &json!(standard), &json!(true)),
+            "{operator}"
+        );
+        assert_eq!(
+            operator["simulation"]["warnings"].as_array().unwrap().len(),
+            1
+        );
+    }
+
+    // An operation names a contract of the wrong standard: 400.
+    let (status, error) = post(
+        &server,
+        &alice,
+        &erc20(
+            "erc721-transfer",
+            input(json!({ "token": USDC, "to": RECIPIENT, "tokenId": "1" })),
+        ),
+    )
+    .await;
+    assert_eq!(
+        (status, error["error"]["code"].as_str()),
+        (400, Some("validation_failed"))
+    );
+}

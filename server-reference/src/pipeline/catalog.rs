@@ -7,6 +7,7 @@ use std::sync::LazyLock;
 use intent_models::{ErrorCode, PipelineAction, PipelineChain};
 use serde_json::{Map, Value, json};
 
+use super::devnet::{Contract, Standard};
 use crate::error::ApiError;
 
 /// An app: a named set of operations on one chain.
@@ -109,7 +110,7 @@ impl App {
 pub static APPS: LazyLock<Vec<App>> = LazyLock::new(|| {
     vec![App {
         name: "evm-assets",
-        description: "Native and ERC-20 transfers and ERC-20 approvals on the EVM devnet.",
+        description: "Native, ERC-20, ERC-721 and ERC-1155 transfers and approvals on the EVM devnet.",
         chain: PipelineChain::Evm,
         operations: vec![
             Operation::new(
@@ -170,6 +171,49 @@ pub static APPS: LazyLock<Vec<App>> = LazyLock::new(|| {
                     "additionalProperties": false
                 }),
                 erc20_approve,
+            ),
+            Operation::new(
+                "erc721-transfer",
+                json!({
+                    "type": "object",
+                    "required": ["chainId", "from", "token", "to", "tokenId"],
+                    "properties": {
+                        "chainId": { "type": "integer", "minimum": 1 },
+                        "from": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" }, "token": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" }, "to": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" },
+                        "tokenId": { "type": "string", "pattern": "^[0-9]{1,78}$" }
+                    },
+                    "additionalProperties": false
+                }),
+                erc721_transfer,
+            ),
+            Operation::new(
+                "erc1155-transfer",
+                json!({
+                    "type": "object",
+                    "required": ["chainId", "from", "token", "to", "id", "amount"],
+                    "properties": {
+                        "chainId": { "type": "integer", "minimum": 1 },
+                        "from": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" }, "token": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" }, "to": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" },
+                        "id": { "type": "string", "pattern": "^[0-9]{1,78}$" },
+                        "amount": { "type": "string", "pattern": "^[0-9]{1,78}$" }
+                    },
+                    "additionalProperties": false
+                }),
+                erc1155_transfer,
+            ),
+            Operation::new(
+                "set-approval-for-all",
+                json!({
+                    "type": "object",
+                    "required": ["chainId", "from", "token", "operator", "approved"],
+                    "properties": {
+                        "chainId": { "type": "integer", "minimum": 1 },
+                        "from": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" }, "token": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" }, "operator": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" },
+                        "approved": { "type": "boolean" }
+                    },
+                    "additionalProperties": false
+                }),
+                set_approval_for_all,
             ),
         ],
     }]
@@ -335,15 +379,47 @@ fn native_transfer(input: &Map<String, Value>, step: u64) -> Result<Assembled, A
     })
 }
 
-/// The token an ERC-20 operation names, or 400 when the devnet has none there.
-fn erc20(input: &Map<String, Value>) -> Result<&'static super::devnet::Token, ApiError> {
+/// The contract an operation names in `token`, or 400 when the devnet has none of `standards`
+/// there.
+fn token(
+    input: &Map<String, Value>,
+    standards: &[Standard],
+) -> Result<&'static Contract, ApiError> {
     let address = input["token"].as_str().unwrap_or_default();
-    super::devnet::token(address).ok_or_else(|| {
-        ApiError::new(
-            ErrorCode::ValidationFailed,
-            format!("no ERC-20 token of the devnet is at {address}"),
-        )
-    })
+    super::devnet::contract(address)
+        .filter(|c| standards.contains(&c.standard))
+        .ok_or_else(|| {
+            let names: Vec<&str> = standards.iter().map(|s| s.as_str()).collect();
+            ApiError::new(
+                ErrorCode::ValidationFailed,
+                format!(
+                    "no {} contract of the devnet is at {address}",
+                    names.join(" or ")
+                ),
+            )
+        })
+}
+
+/// ABI words of `values` after a 4-byte selector, as `0x` hex.
+fn encode(selector: &str, words: &[String]) -> String {
+    let mut out = format!("0x{selector}");
+    for word in words {
+        out.push_str(&format!("{word:0>64}"));
+    }
+    out
+}
+
+/// An address as an ABI word (hex, no prefix).
+fn address_word(address: &str) -> String {
+    address.trim_start_matches("0x").to_ascii_lowercase()
+}
+
+/// A decimal amount as an ABI word (hex), or 400.
+fn amount_word(decimal: &str) -> Result<String, ApiError> {
+    let value: revm::primitives::U256 = decimal
+        .parse()
+        .map_err(|_| ApiError::new(ErrorCode::ValidationFailed, "amount is out of range"))?;
+    Ok(format!("{value:x}"))
 }
 
 /// One EVM call action to `to` with `data`.
@@ -363,23 +439,16 @@ fn call(
         .map_err(|e| ApiError::new(ErrorCode::ValidationFailed, e.to_string()))
 }
 
-/// `selector` followed by the ABI words of an address and an amount.
-fn calldata(selector: &str, address: &str, amount: &str) -> Result<String, ApiError> {
-    let amount: revm::primitives::U256 = amount
-        .parse()
-        .map_err(|_| ApiError::new(ErrorCode::ValidationFailed, "amount is out of range"))?;
-    let address = address.trim_start_matches("0x").to_ascii_lowercase();
-    Ok(format!("0x{selector}{address:0>64}{amount:064x}"))
-}
-
 fn erc20_transfer(input: &Map<String, Value>, step: u64) -> Result<Assembled, ApiError> {
-    let token = erc20(input)?;
+    let token = token(input, &[Standard::Erc20])?;
     let text = |key: &str| input[key].as_str().unwrap_or_default().to_owned();
     let (amount, to) = (text("amount"), text("to"));
-    let units = to_base_units(&amount, token.decimals.into()).ok_or_else(|| {
-        ApiError::new(ErrorCode::ValidationFailed, "amount has too many decimals")
-    })?;
-    let data = calldata("a9059cbb", &to, &units)?;
+    let units =
+        to_base_units(&amount, token.decimals.unwrap_or_default().into()).ok_or_else(|| {
+            ApiError::new(ErrorCode::ValidationFailed, "amount has too many decimals")
+        })?;
+    // transfer(address,uint256)
+    let data = encode("a9059cbb", &[address_word(&to), amount_word(&units)?]);
     let description = format!("Transfer {amount} {} to {to}", token.symbol);
     Ok(Assembled {
         actions: vec![call(input, step, token.address, data, description)?],
@@ -388,21 +457,76 @@ fn erc20_transfer(input: &Map<String, Value>, step: u64) -> Result<Assembled, Ap
 }
 
 fn erc20_approve(input: &Map<String, Value>, step: u64) -> Result<Assembled, ApiError> {
-    let token = erc20(input)?;
+    let token = token(input, &[Standard::Erc20])?;
     let text = |key: &str| input[key].as_str().unwrap_or_default().to_owned();
     let (amount, spender) = (text("amount"), text("spender"));
     let units = if amount == "unlimited" {
         revm::primitives::U256::MAX.to_string()
     } else {
-        to_base_units(&amount, token.decimals.into()).ok_or_else(|| {
+        to_base_units(&amount, token.decimals.unwrap_or_default().into()).ok_or_else(|| {
             ApiError::new(ErrorCode::ValidationFailed, "amount has too many decimals")
         })?
     };
-    let data = calldata("095ea7b3", &spender, &units)?;
+    // approve(address,uint256)
+    let data = encode("095ea7b3", &[address_word(&spender), amount_word(&units)?]);
     let description = format!("Approve {spender} to spend {amount} {}", token.symbol);
     Ok(Assembled {
         actions: vec![call(input, step, token.address, data, description)?],
         title: format!("Approve {amount} {}", token.symbol),
+    })
+}
+
+fn erc721_transfer(input: &Map<String, Value>, step: u64) -> Result<Assembled, ApiError> {
+    let token = token(input, &[Standard::Erc721])?;
+    let text = |key: &str| input[key].as_str().unwrap_or_default().to_owned();
+    let (from, to, id) = (text("from"), text("to"), text("tokenId"));
+    // safeTransferFrom(address,address,uint256)
+    let data = encode(
+        "42842e0e",
+        &[address_word(&from), address_word(&to), amount_word(&id)?],
+    );
+    let description = format!("Transfer {} #{id} to {to}", token.symbol);
+    Ok(Assembled {
+        actions: vec![call(input, step, token.address, data, description)?],
+        title: format!("Send {} #{id}", token.symbol),
+    })
+}
+
+fn erc1155_transfer(input: &Map<String, Value>, step: u64) -> Result<Assembled, ApiError> {
+    let token = token(input, &[Standard::Erc1155])?;
+    let text = |key: &str| input[key].as_str().unwrap_or_default().to_owned();
+    let (from, to, id, amount) = (text("from"), text("to"), text("id"), text("amount"));
+    // safeTransferFrom(address,address,uint256,uint256,bytes) with empty data
+    let words = [
+        address_word(&from),
+        address_word(&to),
+        amount_word(&id)?,
+        amount_word(&amount)?,
+        "a0".to_owned(),
+        "0".to_owned(),
+    ];
+    let data = encode("f242432a", &words);
+    let description = format!("Transfer {amount} of {} id {id} to {to}", token.symbol);
+    Ok(Assembled {
+        actions: vec![call(input, step, token.address, data, description)?],
+        title: format!("Send {amount} {} #{id}", token.symbol),
+    })
+}
+
+fn set_approval_for_all(input: &Map<String, Value>, step: u64) -> Result<Assembled, ApiError> {
+    let token = token(input, &[Standard::Erc721, Standard::Erc1155])?;
+    let operator = input["operator"].as_str().unwrap_or_default().to_owned();
+    let approved = input["approved"].as_bool().unwrap_or_default();
+    // setApprovalForAll(address,bool)
+    let data = encode(
+        "a22cb465",
+        &[address_word(&operator), u8::from(approved).to_string()],
+    );
+    let verb = if approved { "Allow" } else { "Revoke" };
+    let description = format!("{verb} {operator} as operator of every {}", token.symbol);
+    Ok(Assembled {
+        actions: vec![call(input, step, token.address, data, description.clone())?],
+        title: description,
     })
 }
 

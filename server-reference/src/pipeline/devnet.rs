@@ -135,44 +135,87 @@ impl Devnet {
     }
 }
 
-/// An ERC-20 of the devnet, deployed at genesis.
-pub struct Token {
+/// A token standard of the devnet's contracts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Standard {
+    /// Fungible tokens.
+    Erc20,
+    /// Non-fungible tokens.
+    Erc721,
+    /// Multi-tokens.
+    Erc1155,
+}
+
+impl Standard {
+    /// The name used in simulations.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Standard::Erc20 => "erc20",
+            Standard::Erc721 => "erc721",
+            Standard::Erc1155 => "erc1155",
+        }
+    }
+}
+
+/// A token contract of the devnet, deployed at genesis.
+pub struct Contract {
     /// Its address (fixed: the deployer's first nonces).
     pub address: &'static str,
     /// Its symbol.
     pub symbol: &'static str,
     /// Its name.
     pub name: &'static str,
-    /// Its decimals.
-    pub decimals: u8,
+    /// Its decimals, for ERC-20.
+    pub decimals: Option<u8>,
+    /// Its standard.
+    pub standard: Standard,
 }
 
-/// The ERC-20 tokens (`contracts/DevToken.sol`), deployed in this order by the first funded
-/// account, each holder getting 1,000,000 whole tokens.
-pub const TOKENS: [Token; 2] = [
-    Token {
+/// The token contracts (`contracts/*.sol`), deployed in this order by the first funded account.
+/// Every funded account holds 1,000,000 of each ERC-20, three ERC-721 tokens (account `i` owns
+/// ids `3i+1` to `3i+3`) and 100 of ERC-1155 ids 1 and 2.
+pub const CONTRACTS: [Contract; 4] = [
+    Contract {
         address: "0x5FbDB2315678afecb367f032d93F642f64180aa3",
         symbol: "USDC",
         name: "USD Coin",
-        decimals: 6,
+        decimals: Some(6),
+        standard: Standard::Erc20,
     },
-    Token {
+    Contract {
         address: "0xe7f1725E7734CE288F8367e1Bb143E90bb3F0512",
         symbol: "DAI",
         name: "Dai Stablecoin",
-        decimals: 18,
+        decimals: Some(18),
+        standard: Standard::Erc20,
+    },
+    Contract {
+        address: "0x9fE46736679d2D9a65F0992F2272dE9f3c7fa6e0",
+        symbol: "DCOL",
+        name: "Devnet Collectible",
+        decimals: None,
+        standard: Standard::Erc721,
+    },
+    Contract {
+        address: "0xCf7Ed3AccA5a467e9e704C703E8D87F634fB0Fc9",
+        symbol: "DITEM",
+        name: "Devnet Items",
+        decimals: None,
+        standard: Standard::Erc1155,
     },
 ];
 
-/// The token at `address`, if the devnet has one there.
-pub fn token(address: &str) -> Option<&'static Token> {
-    TOKENS
+/// The contract at `address`, if the devnet has one there.
+pub fn contract(address: &str) -> Option<&'static Contract> {
+    CONTRACTS
         .iter()
-        .find(|t| t.address.eq_ignore_ascii_case(address))
+        .find(|c| c.address.eq_ignore_ascii_case(address))
 }
 
-/// Creation bytecode of `contracts/DevToken.sol`, rebuilt by `contracts/build.sh`.
+/// Creation bytecode of the contracts, rebuilt by `contracts/build.sh`.
 const DEV_TOKEN_BIN: &str = include_str!("../../contracts/DevToken.bin");
+const DEV_COLLECTIBLE_BIN: &str = include_str!("../../contracts/DevCollectible.bin");
+const DEV_MULTI_TOKEN_BIN: &str = include_str!("../../contracts/DevMultiToken.bin");
 
 fn genesis() -> Db {
     let mut db = CacheDB::new(EmptyDB::default());
@@ -190,14 +233,43 @@ fn genesis() -> Db {
             },
         );
     }
-    let code = hex_bytes(DEV_TOKEN_BIN.trim());
-    for (nonce, token) in TOKENS.iter().enumerate() {
-        let supply = U256::from(1_000_000u64) * U256::from(10u64).pow(U256::from(token.decimals));
-        let args = constructor_args(token, &holders, supply);
+    for (nonce, contract) in CONTRACTS.iter().enumerate() {
+        let (code, args) = match contract.standard {
+            Standard::Erc20 => {
+                let decimals = contract.decimals.unwrap_or_default();
+                let supply = U256::from(1_000_000u64) * U256::from(10u64).pow(U256::from(decimals));
+                let args = abi(&[
+                    Abi::Text(contract.name),
+                    Abi::Text(contract.symbol),
+                    Abi::Word(U256::from(decimals)),
+                    Abi::Addresses(&holders),
+                    Abi::Word(supply),
+                ]);
+                (DEV_TOKEN_BIN, args)
+            }
+            Standard::Erc721 => {
+                let args = abi(&[
+                    Abi::Text(contract.name),
+                    Abi::Text(contract.symbol),
+                    Abi::Addresses(&holders),
+                    Abi::Word(U256::from(3u64)),
+                ]);
+                (DEV_COLLECTIBLE_BIN, args)
+            }
+            Standard::Erc1155 => {
+                let ids = [U256::from(1u64), U256::from(2u64)];
+                let args = abi(&[
+                    Abi::Addresses(&holders),
+                    Abi::Words(&ids),
+                    Abi::Word(U256::from(100u64)),
+                ]);
+                (DEV_MULTI_TOKEN_BIN, args)
+            }
+        };
         let tx = TxEnv::builder()
             .caller(holders[0])
             .kind(TxKind::Create)
-            .data([code.as_ref(), &args].concat().into())
+            .data([hex_bytes(code.trim()).as_ref(), &args].concat().into())
             .gas_limit(DEPLOY_GAS_LIMIT)
             .gas_price(u128::from(GAS_PRICE_WEI))
             .nonce(nonce as u64)
@@ -211,50 +283,72 @@ fn genesis() -> Db {
                 block.gas_limit = BLOCK_GAS_LIMIT;
             })
             .build_mainnet();
-        let outcome = evm.transact(tx).expect("the devnet tokens deploy");
+        let outcome = evm.transact(tx).expect("the devnet contracts deploy");
         drop(evm);
+        assert!(outcome.result.is_success(), "{} deploys", contract.symbol);
         let deployed = outcome.result.created_address();
         assert_eq!(
             deployed.map(|a| a.to_checksum(None)).as_deref(),
-            Some(token.address),
-            "token {} deploys at its fixed address",
-            token.symbol
+            Some(contract.address),
+            "{} deploys at its fixed address",
+            contract.symbol
         );
         db.commit(outcome.state);
     }
     db
 }
 
-/// ABI encoding of `(string name, string symbol, uint8 decimals, address[] holders, uint256
-/// supplyEach)`.
-fn constructor_args(token: &Token, holders: &[Address], supply: U256) -> Vec<u8> {
+/// A constructor argument.
+enum Abi<'a> {
+    Word(U256),
+    Text(&'a str),
+    Addresses(&'a [Address]),
+    Words(&'a [U256]),
+}
+
+/// The ABI encoding of `args` (head words, then the tails of dynamic values).
+fn abi(args: &[Abi]) -> Vec<u8> {
     fn word(value: U256) -> [u8; 32] {
         value.to_be_bytes::<32>()
     }
-    fn text(value: &str) -> Vec<u8> {
-        let mut out = word(U256::from(value.len())).to_vec();
-        out.extend_from_slice(value.as_bytes());
-        out.resize(32 + value.len().div_ceil(32) * 32, 0);
-        out
+    let mut head = Vec::new();
+    let mut tail = Vec::new();
+    let head_len = args.len() * 32;
+    for arg in args {
+        let dynamic: Option<Vec<u8>> = match arg {
+            Abi::Word(value) => {
+                head.extend_from_slice(&word(*value));
+                None
+            }
+            Abi::Text(text) => {
+                let mut out = word(U256::from(text.len())).to_vec();
+                out.extend_from_slice(text.as_bytes());
+                out.resize(32 + text.len().div_ceil(32) * 32, 0);
+                Some(out)
+            }
+            Abi::Addresses(list) => {
+                let mut out = word(U256::from(list.len())).to_vec();
+                for address in *list {
+                    out.extend_from_slice(&[0u8; 12]);
+                    out.extend_from_slice(address.as_slice());
+                }
+                Some(out)
+            }
+            Abi::Words(list) => {
+                let mut out = word(U256::from(list.len())).to_vec();
+                for value in *list {
+                    out.extend_from_slice(&word(*value));
+                }
+                Some(out)
+            }
+        };
+        if let Some(bytes) = dynamic {
+            head.extend_from_slice(&word(U256::from(head_len + tail.len())));
+            tail.extend(bytes);
+        }
     }
-    let name = text(token.name);
-    let symbol = text(token.symbol);
-    let mut list = word(U256::from(holders.len())).to_vec();
-    for holder in holders {
-        list.extend_from_slice(&[0u8; 12]);
-        list.extend_from_slice(holder.as_slice());
-    }
-    let head = 5 * 32;
-    let mut out = Vec::new();
-    out.extend_from_slice(&word(U256::from(head)));
-    out.extend_from_slice(&word(U256::from(head + name.len())));
-    out.extend_from_slice(&word(U256::from(token.decimals)));
-    out.extend_from_slice(&word(U256::from(head + name.len() + symbol.len())));
-    out.extend_from_slice(&word(supply));
-    out.extend(name);
-    out.extend(symbol);
-    out.extend(list);
-    out
+    head.extend(tail);
+    head
 }
 
 /// A simulation and the transaction ids of a run.
@@ -279,7 +373,7 @@ fn run(db: &mut Db, actions: &[PipelineAction], expires_at: i64, now: i64) -> Ru
     let mut fees = Vec::new();
     let mut logs = Vec::new();
     let mut warnings = Vec::new();
-    let mut approvals = Vec::new();
+    let mut decoded = Decoded::default();
     let mut transactions = Vec::new();
     let mut gas_units: u64 = 0;
     for action in actions {
@@ -359,13 +453,7 @@ fn run(db: &mut Db, actions: &[PipelineAction], expires_at: i64, now: i64) -> Ru
             guards.succeeded = Some(format!("step {step}: the transaction reverted"));
         }
         for log in outcome.result.logs() {
-            decode_erc20(
-                log,
-                step,
-                &mut balance_changes,
-                &mut approvals,
-                &mut warnings,
-            );
+            decoded.log(log, step);
             logs.push(json!({
                 "address": log.address.to_checksum(None),
                 "topics": log.data.topics().iter().map(|t| t.to_string()).collect::<Vec<_>>(),
@@ -439,6 +527,9 @@ fn run(db: &mut Db, actions: &[PipelineAction], expires_at: i64, now: i64) -> Ru
         guard("sufficient_balance", guards.sufficient_balance, "failed"),
         guard("simulation_succeeded", guards.succeeded, "failed"),
     ];
+    warnings.extend(decoded.warnings);
+    balance_changes.extend(decoded.balance_changes);
+    let approvals = decoded.approvals;
     let unlimited = approvals.iter().any(|a| a["unlimited"] == true);
     guard_list.push(guard(
         "unlimited_approval",
@@ -472,61 +563,196 @@ fn run(db: &mut Db, actions: &[PipelineAction], expires_at: i64, now: i64) -> Ru
     }
 }
 
-/// `Transfer(address,address,uint256)`.
+/// `Transfer(address,address,uint256)`: ERC-20 with three topics, ERC-721 with four.
 const TRANSFER_TOPIC: &str = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef";
-/// `Approval(address,address,uint256)`.
+/// `Approval(address,address,uint256)`: ERC-20 with three topics, ERC-721 with four.
 const APPROVAL_TOPIC: &str = "0x8c5be1e5ebec7d5bd14f71427d1e84f3dd0314c0f7b2291e5b200ac8c7c3b925";
+/// `ApprovalForAll(address,address,bool)`: ERC-721 and ERC-1155.
+const APPROVAL_FOR_ALL_TOPIC: &str =
+    "0x17307eab39ab6107e8899845ad3d59bd9653f200f220920489ca2b5937696c31";
+/// `TransferSingle(address,address,address,uint256,uint256)`.
+const TRANSFER_SINGLE_TOPIC: &str =
+    "0xc3d58168c5ae7397731d063d5bbf3d657854427343f4c083240f7aacaa2d0f62";
+/// `TransferBatch(address,address,address,uint256[],uint256[])`.
+const TRANSFER_BATCH_TOPIC: &str =
+    "0x4a39dc06d4c0dbc64b70af90fd698a233a518aa5d07e595d983b8c0526c8f7fb";
 
-/// Balance changes and approvals of an ERC-20 log: `Transfer` and `Approval` with three topics
-/// (ERC-721 shares topic0 with a fourth, indexed token id).
-fn decode_erc20(
-    log: &revm::primitives::Log,
-    step: u64,
-    balance_changes: &mut Vec<Value>,
-    approvals: &mut Vec<Value>,
-    warnings: &mut Vec<String>,
-) {
-    let topics = log.data.topics();
-    if topics.len() != 3 {
-        return;
+/// What the simulation reports, collected from logs.
+#[derive(Default)]
+struct Decoded {
+    balance_changes: Vec<Value>,
+    approvals: Vec<Value>,
+    warnings: Vec<String>,
+}
+
+impl Decoded {
+    /// Balance changes and approvals of a token log, told apart by topic0 and topic count.
+    fn log(&mut self, log: &revm::primitives::Log, step: u64) {
+        let topics = log.data.topics();
+        let Some(topic0) = topics.first().map(|t| t.to_string()) else {
+            return;
+        };
+        let asset = log.address.to_checksum(None);
+        let known = contract(&asset);
+        let party = |i: usize| Address::from_word(topics[i]).to_checksum(None);
+        let word = |i: usize| {
+            log.data
+                .data
+                .get(i * 32..(i + 1) * 32)
+                .map_or(U256::ZERO, U256::from_be_slice)
+        };
+        let base = json!({
+            "asset": asset,
+            "symbol": known.map(|c| c.symbol),
+            "name": known.map(|c| c.name),
+            "chainId": CHAIN_ID,
+            "step": step,
+        });
+        match (topic0.as_str(), topics.len()) {
+            (TRANSFER_TOPIC, 3) => {
+                let decimals = known.and_then(|c| c.decimals);
+                self.transfer(
+                    &base,
+                    "erc20",
+                    &party(1),
+                    &party(2),
+                    word(0),
+                    None,
+                    decimals,
+                );
+            }
+            (TRANSFER_TOPIC, 4) => {
+                let id = U256::from_be_bytes(topics[3].0);
+                self.transfer(
+                    &base,
+                    "erc721",
+                    &party(1),
+                    &party(2),
+                    U256::from(1u64),
+                    Some(id),
+                    None,
+                );
+            }
+            (TRANSFER_SINGLE_TOPIC, 4) => {
+                self.transfer(
+                    &base,
+                    "erc1155",
+                    &party(2),
+                    &party(3),
+                    word(1),
+                    Some(word(0)),
+                    None,
+                );
+            }
+            (TRANSFER_BATCH_TOPIC, 4) => {
+                let array = |offset: U256| -> Vec<U256> {
+                    let start = offset.to::<usize>() / 32;
+                    let len = word(start).to::<usize>();
+                    (0..len).map(|k| word(start + 1 + k)).collect()
+                };
+                let (ids, values) = (array(word(0)), array(word(1)));
+                for (id, value) in ids.into_iter().zip(values) {
+                    self.transfer(
+                        &base,
+                        "erc1155",
+                        &party(2),
+                        &party(3),
+                        value,
+                        Some(id),
+                        None,
+                    );
+                }
+            }
+            (APPROVAL_TOPIC, 3) => {
+                let amount = word(0);
+                let unlimited = amount == U256::MAX;
+                if unlimited {
+                    self.warnings.push(format!(
+                        "step {step} approves {} to spend every {} of {}",
+                        party(2),
+                        known.map_or("token", |c| c.symbol),
+                        party(1)
+                    ));
+                }
+                self.approve(
+                    &base,
+                    &party(1),
+                    &party(2),
+                    json!({
+                        "kind": "allowance", "standard": "erc20", "amount": amount.to_string(),
+                        "unlimited": unlimited, "decimals": known.and_then(|c| c.decimals),
+                    }),
+                );
+            }
+            (APPROVAL_TOPIC, 4) => {
+                let id = U256::from_be_bytes(topics[3].0);
+                self.approve(
+                    &base,
+                    &party(1),
+                    &party(2),
+                    json!({
+                        "kind": "token", "standard": "erc721", "tokenId": id.to_string(),
+                    }),
+                );
+            }
+            (APPROVAL_FOR_ALL_TOPIC, 3) => {
+                let approved = word(0) != U256::ZERO;
+                let standard = known.map_or("erc721_or_erc1155", |c| c.standard.as_str());
+                if approved {
+                    self.warnings.push(format!(
+                        "step {step} lets {} move every token of {} in {asset}",
+                        party(2),
+                        party(1)
+                    ));
+                }
+                self.approve(
+                    &base,
+                    &party(1),
+                    &party(2),
+                    json!({
+                        "kind": "operator", "standard": standard, "approved": approved,
+                        "unlimited": approved,
+                    }),
+                );
+            }
+            _ => {}
+        }
     }
-    let asset = log.address.to_checksum(None);
-    let (symbol, name, decimals) = match token(&asset) {
-        Some(t) => (Some(t.symbol), Some(t.name), Some(t.decimals)),
-        None => (None, None, None),
-    };
-    let party = |topic: &revm::primitives::B256| Address::from_word(*topic).to_checksum(None);
-    let amount = U256::from_be_slice(&log.data.data);
-    let (first, second) = (party(&topics[1]), party(&topics[2]));
-    match topics[0].to_string().as_str() {
-        TRANSFER_TOPIC => {
-            for (account, direction, counterparty) in
-                [(&first, "out", &second), (&second, "in", &first)]
-            {
-                balance_changes.push(json!({
-                    "asset": asset, "amount": amount.to_string(), "account": account,
-                    "direction": direction, "symbol": symbol, "decimals": decimals,
-                    "chainId": CHAIN_ID, "standard": "erc20", "name": name,
-                    "counterparty": counterparty, "step": step,
-                }));
+
+    #[allow(clippy::too_many_arguments)]
+    fn transfer(
+        &mut self,
+        base: &Value,
+        standard: &str,
+        from: &str,
+        to: &str,
+        amount: U256,
+        token_id: Option<U256>,
+        decimals: Option<u8>,
+    ) {
+        for (account, direction, counterparty) in [(from, "out", to), (to, "in", from)] {
+            let mut change = base.clone();
+            change["amount"] = amount.to_string().into();
+            change["account"] = account.into();
+            change["direction"] = direction.into();
+            change["counterparty"] = counterparty.into();
+            change["standard"] = standard.into();
+            change["decimals"] = json!(decimals);
+            if let Some(id) = token_id {
+                change["tokenId"] = id.to_string().into();
             }
+            self.balance_changes.push(change);
         }
-        APPROVAL_TOPIC => {
-            let unlimited = amount == U256::MAX;
-            if unlimited {
-                warnings.push(format!(
-                    "step {step} approves {second} to spend every {} of {first}",
-                    symbol.unwrap_or("token")
-                ));
-            }
-            approvals.push(json!({
-                "account": first, "spender": second, "asset": asset, "kind": "allowance",
-                "standard": "erc20", "amount": amount.to_string(), "unlimited": unlimited,
-                "symbol": symbol, "name": name, "decimals": decimals, "chainId": CHAIN_ID,
-                "step": step,
-            }));
+    }
+
+    fn approve(&mut self, base: &Value, account: &str, spender: &str, fields: Value) {
+        let mut approval = base.clone();
+        approval["account"] = account.into();
+        approval["spender"] = spender.into();
+        if let (Value::Object(approval), Value::Object(fields)) = (&mut approval, fields) {
+            approval.extend(fields);
         }
-        _ => {}
+        self.approvals.push(approval);
     }
 }
 

@@ -1,5 +1,6 @@
-//! Pipeline benchmark, in process (release): build plus simulation of a native transfer, and
-//! commit (digest, attestation, owner, app and expiry checks, re-simulation, durable record).
+//! Pipeline benchmark, in process (release): build plus simulation of a native transfer and of an
+//! ERC-20 transfer, and commit of each (digest, attestation, owner, app and expiry checks,
+//! re-simulation, durable record).
 //!
 //! Run: `cargo bench -p intent-server --bench pipeline`
 
@@ -22,30 +23,28 @@ fn summary(name: &str, mut times: Vec<Duration>) {
     );
 }
 
-#[tokio::main]
-async fn main() {
-    let data_dir = tempfile::tempdir().unwrap();
-    let state = AppState::open(Config::new(data_dir.path()), "http://127.0.0.1:1")
-        .await
-        .unwrap();
+/// Builds `ROUNDS` distinct transfers with `operation`, then commits them, timing both.
+async fn measure(state: &AppState, name: &str, operation: &str, extra: serde_json::Value) {
     let mut builds = Vec::new();
     let mut build_times = Vec::new();
     for round in 0..ROUNDS {
+        let mut input = json!({
+            "chainId": 31337,
+            "from": "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266",
+            "to": "0x70997970C51812dc3A010C7d01b50e0d17dc79C8",
+            "amount": format!("0.{:04}", round + 1),
+        });
+        input
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
         let request = serde_json::from_value(json!({
             "app": "evm-assets",
-            "operations": [{
-                "operation": "native-transfer",
-                "input": {
-                    "chainId": 31337,
-                    "from": "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266",
-                    "to": "0x70997970C51812dc3A010C7d01b50e0d17dc79C8",
-                    "amount": format!("0.{:04}", round + 1),
-                },
-            }],
+            "operations": [{ "operation": operation, "input": input }],
         }))
         .unwrap();
         let began = Instant::now();
-        let build = intent_server::pipeline::build(&state, "bench", &request)
+        let build = intent_server::pipeline::build(state, "bench", &request)
             .await
             .unwrap();
         build_times.push(began.elapsed());
@@ -54,11 +53,22 @@ async fn main() {
     let mut commit_times = Vec::new();
     for build in &builds {
         let began = Instant::now();
-        intent_server::pipeline::commit(&state, "bench", build)
+        intent_server::pipeline::commit(state, "bench", build)
             .await
             .unwrap();
         commit_times.push(began.elapsed());
     }
-    summary("build + simulate (native)", build_times);
-    summary("commit (verify + re-simulate)", commit_times);
+    summary(&format!("build + simulate ({name})"), build_times);
+    summary(&format!("commit ({name})"), commit_times);
+}
+
+#[tokio::main]
+async fn main() {
+    let data_dir = tempfile::tempdir().unwrap();
+    let state = AppState::open(Config::new(data_dir.path()), "http://127.0.0.1:1")
+        .await
+        .unwrap();
+    measure(&state, "native", "native-transfer", json!({})).await;
+    let usdc = json!({ "token": "0x5FbDB2315678afecb367f032d93F642f64180aa3" });
+    measure(&state, "ERC-20", "erc20-transfer", usdc).await;
 }

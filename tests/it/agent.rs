@@ -229,6 +229,26 @@ async fn a_transfer_awaits_approval_then_commits_and_completes() {
 }
 
 #[tokio::test]
+async fn a_token_transfer_goes_through_the_erc20_operation() {
+    let agent = Agent::start().await;
+    let started = agent
+        .chat(&format!("send 12.5 USDC to {RECIPIENT}"), None)
+        .await;
+    let (events, state, _) = agent.settle(&started.session_id, &started.cursor).await;
+    assert_eq!(state, TurnState::AwaitingAction, "{events:#?}");
+    let action = pending_action(&events);
+    assert_eq!(action.title, format!("Send 12.5 USDC to {RECIPIENT}"));
+    let simulation = action.build.simulation.as_ref().unwrap();
+    assert!(
+        simulation
+            .balance_changes
+            .iter()
+            .any(|c| c.amount == "12500000" && c.symbol.as_deref() == Some("USDC")),
+        "{simulation:#?}"
+    );
+}
+
+#[tokio::test]
 async fn a_rejected_action_completes_without_a_commit() {
     let agent = Agent::start().await;
     let started = agent

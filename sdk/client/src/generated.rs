@@ -1500,7 +1500,7 @@ impl Client {
     }
     ///Start a turn
     ///
-    ///Starts a turn in a new session owned by the caller, or in `sessionId`. One turn runs at a time in a session: a start while one is processing or awaiting an action is 409 `turn_in_progress`. Poll or stream the session until the turn reaches a state other than `processing`. The reference runtime is deterministic: `send <amount> ETH to <0x address> [from <0x address>] [on <chain id>]` builds and simulates a native transfer on the devnet and awaits approval of the Build (approval commits it); `wait <ms>` pauses; anything else gets a plain reply.
+    ///Starts a turn in a new session owned by the caller, or in `sessionId`. One turn runs at a time in a session: a start while one is processing or awaiting an action is 409 `turn_in_progress`. Poll or stream the session until the turn reaches a state other than `processing`. The reference runtime is deterministic: `send <amount> <ETH|USDC|DAI> to <0x address> [from <0x address>] [on <chain id>]` builds and simulates a native or ERC-20 transfer on the devnet and awaits approval of the Build (approval commits it); `wait <ms>` pauses; anything else gets a plain reply.
     ///
     ///Sends a `POST` request to `/v1/agent/chat`
     ///

@@ -2,9 +2,10 @@
 //! plugs into; [`ReferenceRuntime`] is deterministic, with no model behind it, and understands a
 //! small grammar (words are case-insensitive):
 //!
-//! - `send <amount> ETH to <0x address> [from <0x address>] [on <chain id>]`: builds and
-//!   simulates a native transfer through the Pipeline (app `evm-assets`, operation
-//!   `native-transfer`) and asks the client to approve the Build; approval commits it.
+//! - `send <amount> <ETH|USDC|DAI> to <0x address> [from <0x address>] [on <chain id>]`: builds
+//!   and simulates a native or ERC-20 transfer through the Pipeline (app `evm-assets`, operation
+//!   `native-transfer` or `erc20-transfer`) and asks the client to approve the Build; approval
+//!   commits it.
 //! - `wait <milliseconds>`: pauses (interruptible), then replies.
 //! - anything else: a plain reply that says what it understands.
 
@@ -76,6 +77,8 @@ const MAX_WAIT_MS: u64 = 60_000;
 enum Intent {
     Send {
         amount: String,
+        /// `ETH`, or the symbol of a devnet ERC-20 (`USDC`, `DAI`).
+        asset: String,
         to: String,
         from: String,
         chain_id: u64,
@@ -96,7 +99,7 @@ fn parse(intent: &str) -> Intent {
             Ok(ms) if ms <= MAX_WAIT_MS => Intent::Wait(Duration::from_millis(ms)),
             _ => Intent::Other,
         },
-        ["send", _, "eth", "to", _, rest @ ..] => {
+        ["send", _, asset, "to", _, rest @ ..] if *asset == "eth" || erc20(asset).is_some() => {
             let mut from = DEFAULT_SENDER.to_owned();
             let mut chain_id = DEFAULT_CHAIN_ID;
             let mut rest = rest.iter().enumerate().map(|(i, w)| (i + 5, *w));
@@ -112,6 +115,7 @@ fn parse(intent: &str) -> Intent {
             }
             Intent::Send {
                 amount: words[1].clone(),
+                asset: asset.to_ascii_uppercase(),
                 to: words[4].clone(),
                 from,
                 chain_id,
@@ -121,7 +125,15 @@ fn parse(intent: &str) -> Intent {
     }
 }
 
-const HELP: &str = "I can send ETH on the devnet: say \"send 0.5 ETH to 0x70997970C51812dc3A010C7d01b50e0d17dc79C8\". I can also \"wait 500\" milliseconds.";
+const HELP: &str = "I can send ETH, USDC or DAI on the devnet: say \"send 0.5 ETH to 0x70997970C51812dc3A010C7d01b50e0d17dc79C8\". I can also \"wait 500\" milliseconds.";
+
+/// The devnet ERC-20 whose symbol is `symbol` (any case).
+fn erc20(symbol: &str) -> Option<&'static crate::pipeline::devnet::Contract> {
+    crate::pipeline::devnet::CONTRACTS.iter().find(|c| {
+        c.standard == crate::pipeline::devnet::Standard::Erc20
+            && c.symbol.eq_ignore_ascii_case(symbol)
+    })
+}
 
 #[async_trait]
 impl Runtime for ReferenceRuntime {
@@ -143,16 +155,23 @@ impl Runtime for ReferenceRuntime {
             }
             Intent::Send {
                 amount,
+                asset,
                 to,
                 from,
                 chain_id,
             } => {
+                let mut input =
+                    json!({ "chainId": chain_id, "from": from, "to": to, "amount": amount });
+                let operation = match erc20(&asset) {
+                    Some(token) => {
+                        input["token"] = token.address.into();
+                        "erc20-transfer"
+                    }
+                    None => "native-transfer",
+                };
                 let request = json!({
                     "app": "evm-assets",
-                    "operations": [{
-                        "operation": "native-transfer",
-                        "input": { "chainId": chain_id, "from": from, "to": to, "amount": amount },
-                    }],
+                    "operations": [{ "operation": operation, "input": input }],
                 });
                 let call = turn
                     .tool_call("pipeline.evm.build", object(request.clone()))
@@ -186,15 +205,15 @@ impl Runtime for ReferenceRuntime {
                 if !passed {
                     return Err(TurnError::Failed {
                         code: "simulation_failed".to_owned(),
-                        message: format!("the transfer of {amount} ETH to {to} would fail"),
+                        message: format!("the transfer of {amount} {asset} to {to} would fail"),
                     });
                 }
                 turn.say(&format!(
-                    "Review the transfer of {amount} ETH to {to} and approve it to commit."
+                    "Review the transfer of {amount} {asset} to {to} and approve it to commit."
                 ))
                 .await?;
                 Ok(Step::AwaitAction {
-                    title: format!("Send {amount} ETH to {to}"),
+                    title: format!("Send {amount} {asset} to {to}"),
                     build: Box::new(build),
                 })
             }
@@ -262,6 +281,7 @@ mod tests {
             parse("Send 0.5 ETH to 0xabc."),
             Intent::Send {
                 amount: "0.5".into(),
+                asset: "ETH".into(),
                 to: "0xabc".into(),
                 from: DEFAULT_SENDER.into(),
                 chain_id: DEFAULT_CHAIN_ID,
@@ -271,6 +291,7 @@ mod tests {
             parse("send 1 eth to 0xB from 0xA on 5"),
             Intent::Send {
                 amount: "1".into(),
+                asset: "ETH".into(),
                 to: "0xB".into(),
                 from: "0xA".into(),
                 chain_id: 5,
@@ -284,5 +305,9 @@ mod tests {
         assert_eq!(parse("wait forever"), Intent::Other);
         assert_eq!(parse("send 1 eth to 0xB from"), Intent::Other);
         assert_eq!(parse("hello"), Intent::Other);
+        assert!(
+            matches!(parse("send 2 usdc to 0xB"), Intent::Send { asset, .. } if asset == "USDC")
+        );
+        assert_eq!(parse("send 2 DOGE to 0xB"), Intent::Other);
     }
 }

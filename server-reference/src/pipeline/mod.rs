@@ -3,7 +3,7 @@
 //! between calls: the envelope carries it all, and its attestation proves it.
 
 pub mod catalog;
-mod devnet;
+pub mod devnet;
 pub mod envelope;
 
 use axum::extract::rejection::{JsonRejection, PathRejection};

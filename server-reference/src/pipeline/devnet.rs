@@ -126,13 +126,6 @@ impl Devnet {
             transactions: run.transactions,
         })
     }
-
-    /// The native balance of `address`, in wei.
-    pub async fn balance(&self, address: &str) -> Option<U256> {
-        let address = Address::from_str(address).ok()?;
-        let state = self.state.lock().await;
-        Some(state.basic_ref(address).ok()??.balance)
-    }
 }
 
 /// A token standard of the devnet's contracts.

@@ -94,16 +94,22 @@ impl Operation {
 impl App {
     /// The operation called `name`, or 404.
     pub fn operation(&self, name: &str) -> Result<&Operation, ApiError> {
-        self.operations
-            .iter()
-            .find(|op| op.name == name)
-            .ok_or_else(|| {
-                ApiError::new(
-                    ErrorCode::NotFound,
-                    format!("app {} has no operation {name}", self.name),
-                )
-            })
+        let what = format!("app {} has no operation", self.name);
+        named(&self.operations, |op| op.name, name, &what)
     }
+}
+
+/// The item of `items` called `name`, or 404 saying `what` and the name.
+fn named<'a, T>(
+    items: &'a [T],
+    name_of: fn(&T) -> &'static str,
+    name: &str,
+    what: &str,
+) -> Result<&'a T, ApiError> {
+    items
+        .iter()
+        .find(|item| name_of(item) == name)
+        .ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("{what} {name}")))
 }
 
 /// Every app.
@@ -249,15 +255,8 @@ impl SkillOperation {
 impl Skill {
     /// The operation called `name`, or 404.
     pub fn operation(&self, name: &str) -> Result<&SkillOperation, ApiError> {
-        self.operations
-            .iter()
-            .find(|op| op.name == name)
-            .ok_or_else(|| {
-                ApiError::new(
-                    ErrorCode::NotFound,
-                    format!("skill {} has no operation {name}", self.name),
-                )
-            })
+        let what = format!("skill {} has no operation", self.name);
+        named(&self.operations, |op| op.name, name, &what)
     }
 }
 
@@ -300,10 +299,7 @@ pub static SKILLS: LazyLock<Vec<Skill>> = LazyLock::new(|| {
 
 /// The skill called `name`, or 404.
 pub fn skill(name: &str) -> Result<&'static Skill, ApiError> {
-    SKILLS
-        .iter()
-        .find(|skill| skill.name == name)
-        .ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("no skill {name}")))
+    named(&SKILLS, |skill| skill.name, name, "no skill")
 }
 
 /// Whether `address` is an EVM address, and its EIP-55 form. Mixed case must be the checksum.
@@ -349,9 +345,7 @@ fn quote_fee(input: &Value) -> Value {
 
 /// The app called `name`, or 404.
 pub fn app(name: &str) -> Result<&'static App, ApiError> {
-    APPS.iter()
-        .find(|app| app.name == name)
-        .ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("no app {name}")))
+    named(&APPS, |app| app.name, name, "no app")
 }
 
 fn native_transfer(input: &Map<String, Value>, step: u64) -> Result<Assembled, ApiError> {

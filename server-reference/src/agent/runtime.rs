@@ -12,7 +12,9 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use intent_models::{ActionRequest, ActionResult, PipelineBuild, PipelineBuildRequest};
+use intent_models::{
+    ActionRequest, ActionResult, PipelineBuild, PipelineBuildRequest, PipelineChain,
+};
 use serde_json::{Map, Value, json};
 
 use super::turn::Turn;
@@ -128,9 +130,9 @@ fn parse(intent: &str) -> Intent {
 const HELP: &str = "I can send ETH, USDC or DAI on the devnet: say \"send 0.5 ETH to 0x70997970C51812dc3A010C7d01b50e0d17dc79C8\". I can also \"wait 500\" milliseconds.";
 
 /// The devnet ERC-20 whose symbol is `symbol` (any case).
-fn erc20(symbol: &str) -> Option<&'static crate::pipeline::devnet::Contract> {
-    crate::pipeline::devnet::CONTRACTS.iter().find(|c| {
-        c.standard == crate::pipeline::devnet::Standard::Erc20
+fn erc20(symbol: &str) -> Option<&'static crate::pipeline::devnet::evm::Contract> {
+    crate::pipeline::devnet::evm::CONTRACTS.iter().find(|c| {
+        c.standard == crate::pipeline::devnet::evm::Standard::Erc20
             && c.symbol.eq_ignore_ascii_case(symbol)
     })
 }
@@ -237,7 +239,7 @@ impl Runtime for ReferenceRuntime {
                 object(json!({ "digest": request.build.digest })),
             )
             .await?;
-        match pipeline::commit(turn.server(), &turn.account, &build).await {
+        match pipeline::commit(turn.server(), &turn.account, PipelineChain::Evm, &build).await {
             Ok(committed) => {
                 let output = serde_json::to_value(&committed).expect("a commit result serializes");
                 turn.tool_result(&call, "pipeline.evm.commit", output, false)

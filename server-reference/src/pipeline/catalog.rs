@@ -7,7 +7,8 @@ use std::sync::LazyLock;
 use intent_models::{ErrorCode, PipelineAction, PipelineChain};
 use serde_json::{Map, Value, json};
 
-use super::devnet::{Contract, Standard};
+use super::devnet::evm::{Contract, Standard};
+use super::devnet::svm;
 use crate::error::ApiError;
 
 /// An app: a named set of operations on one chain.
@@ -114,116 +115,167 @@ fn named<'a, T>(
 
 /// Every app.
 pub static APPS: LazyLock<Vec<App>> = LazyLock::new(|| {
-    vec![App {
-        name: "evm-assets",
-        description: "Native, ERC-20, ERC-721 and ERC-1155 transfers and approvals on the EVM devnet.",
-        chain: PipelineChain::Evm,
-        operations: vec![
-            Operation::new(
-                "native-transfer",
-                json!({
-                    "type": "object",
-                    "required": ["chainId", "from", "to", "amount"],
-                    "properties": {
-                        "chainId": { "type": "integer", "minimum": 1 },
-                        "from": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" },
-                        "to": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" },
-                        "amount": {
-                            "type": "string",
-                            "description": "Amount of the native coin, in whole units (18 decimals).",
-                            "pattern": "^[0-9]{1,40}(\\.[0-9]{1,18})?$"
-                        }
-                    },
-                    "additionalProperties": false
-                }),
-                native_transfer,
-            ),
-            Operation::new(
-                "erc20-transfer",
-                json!({
-                    "type": "object",
-                    "required": ["chainId", "from", "token", "to", "amount"],
-                    "properties": {
-                        "chainId": { "type": "integer", "minimum": 1 },
-                        "from": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" },
-                        "token": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" },
-                        "to": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" },
-                        "amount": {
-                            "type": "string",
-                            "description": "Amount in whole tokens; the token's decimals apply.",
-                            "pattern": "^[0-9]{1,40}(\\.[0-9]{1,18})?$"
-                        }
-                    },
-                    "additionalProperties": false
-                }),
-                erc20_transfer,
-            ),
-            Operation::new(
-                "erc20-approve",
-                json!({
-                    "type": "object",
-                    "required": ["chainId", "from", "token", "spender", "amount"],
-                    "properties": {
-                        "chainId": { "type": "integer", "minimum": 1 },
-                        "from": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" },
-                        "token": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" },
-                        "spender": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" },
-                        "amount": {
-                            "type": "string",
-                            "description": "Allowance in whole tokens, or `unlimited`.",
-                            "pattern": "^([0-9]{1,40}(\\.[0-9]{1,18})?|unlimited)$"
-                        }
-                    },
-                    "additionalProperties": false
-                }),
-                erc20_approve,
-            ),
-            Operation::new(
-                "erc721-transfer",
-                json!({
-                    "type": "object",
-                    "required": ["chainId", "from", "token", "to", "tokenId"],
-                    "properties": {
-                        "chainId": { "type": "integer", "minimum": 1 },
-                        "from": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" }, "token": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" }, "to": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" },
-                        "tokenId": { "type": "string", "pattern": "^[0-9]{1,78}$" }
-                    },
-                    "additionalProperties": false
-                }),
-                erc721_transfer,
-            ),
-            Operation::new(
-                "erc1155-transfer",
-                json!({
-                    "type": "object",
-                    "required": ["chainId", "from", "token", "to", "id", "amount"],
-                    "properties": {
-                        "chainId": { "type": "integer", "minimum": 1 },
-                        "from": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" }, "token": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" }, "to": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" },
-                        "id": { "type": "string", "pattern": "^[0-9]{1,78}$" },
-                        "amount": { "type": "string", "pattern": "^[0-9]{1,78}$" }
-                    },
-                    "additionalProperties": false
-                }),
-                erc1155_transfer,
-            ),
-            Operation::new(
-                "set-approval-for-all",
-                json!({
-                    "type": "object",
-                    "required": ["chainId", "from", "token", "operator", "approved"],
-                    "properties": {
-                        "chainId": { "type": "integer", "minimum": 1 },
-                        "from": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" }, "token": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" }, "operator": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" },
-                        "approved": { "type": "boolean" }
-                    },
-                    "additionalProperties": false
-                }),
-                set_approval_for_all,
-            ),
-        ],
-    }]
+    vec![
+        App {
+            name: "evm-assets",
+            description: "Native, ERC-20, ERC-721 and ERC-1155 transfers and approvals on the EVM devnet.",
+            chain: PipelineChain::Evm,
+            operations: vec![
+                Operation::new(
+                    "native-transfer",
+                    json!({
+                        "type": "object",
+                        "required": ["chainId", "from", "to", "amount"],
+                        "properties": {
+                            "chainId": { "type": "integer", "minimum": 1 },
+                            "from": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" },
+                            "to": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" },
+                            "amount": {
+                                "type": "string",
+                                "description": "Amount of the native coin, in whole units (18 decimals).",
+                                "pattern": "^[0-9]{1,40}(\\.[0-9]{1,18})?$"
+                            }
+                        },
+                        "additionalProperties": false
+                    }),
+                    native_transfer,
+                ),
+                Operation::new(
+                    "erc20-transfer",
+                    json!({
+                        "type": "object",
+                        "required": ["chainId", "from", "token", "to", "amount"],
+                        "properties": {
+                            "chainId": { "type": "integer", "minimum": 1 },
+                            "from": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" },
+                            "token": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" },
+                            "to": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" },
+                            "amount": {
+                                "type": "string",
+                                "description": "Amount in whole tokens; the token's decimals apply.",
+                                "pattern": "^[0-9]{1,40}(\\.[0-9]{1,18})?$"
+                            }
+                        },
+                        "additionalProperties": false
+                    }),
+                    erc20_transfer,
+                ),
+                Operation::new(
+                    "erc20-approve",
+                    json!({
+                        "type": "object",
+                        "required": ["chainId", "from", "token", "spender", "amount"],
+                        "properties": {
+                            "chainId": { "type": "integer", "minimum": 1 },
+                            "from": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" },
+                            "token": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" },
+                            "spender": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" },
+                            "amount": {
+                                "type": "string",
+                                "description": "Allowance in whole tokens, or `unlimited`.",
+                                "pattern": "^([0-9]{1,40}(\\.[0-9]{1,18})?|unlimited)$"
+                            }
+                        },
+                        "additionalProperties": false
+                    }),
+                    erc20_approve,
+                ),
+                Operation::new(
+                    "erc721-transfer",
+                    json!({
+                        "type": "object",
+                        "required": ["chainId", "from", "token", "to", "tokenId"],
+                        "properties": {
+                            "chainId": { "type": "integer", "minimum": 1 },
+                            "from": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" }, "token": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" }, "to": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" },
+                            "tokenId": { "type": "string", "pattern": "^[0-9]{1,78}$" }
+                        },
+                        "additionalProperties": false
+                    }),
+                    erc721_transfer,
+                ),
+                Operation::new(
+                    "erc1155-transfer",
+                    json!({
+                        "type": "object",
+                        "required": ["chainId", "from", "token", "to", "id", "amount"],
+                        "properties": {
+                            "chainId": { "type": "integer", "minimum": 1 },
+                            "from": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" }, "token": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" }, "to": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" },
+                            "id": { "type": "string", "pattern": "^[0-9]{1,78}$" },
+                            "amount": { "type": "string", "pattern": "^[0-9]{1,78}$" }
+                        },
+                        "additionalProperties": false
+                    }),
+                    erc1155_transfer,
+                ),
+                Operation::new(
+                    "set-approval-for-all",
+                    json!({
+                        "type": "object",
+                        "required": ["chainId", "from", "token", "operator", "approved"],
+                        "properties": {
+                            "chainId": { "type": "integer", "minimum": 1 },
+                            "from": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" }, "token": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" }, "operator": { "type": "string", "pattern": "^0x[0-9a-fA-F]{40}$" },
+                            "approved": { "type": "boolean" }
+                        },
+                        "additionalProperties": false
+                    }),
+                    set_approval_for_all,
+                ),
+            ],
+        },
+        App {
+            name: "svm-assets",
+            description: "SOL and SPL token transfers on the SVM devnet.",
+            chain: PipelineChain::Svm,
+            operations: vec![
+                Operation::new(
+                    "sol-transfer",
+                    json!({
+                        "type": "object",
+                        "required": ["cluster", "from", "to", "amount"],
+                        "properties": {
+                            "cluster": { "type": "string", "minLength": 1, "maxLength": 64 },
+                            "from": { "type": "string", "pattern": BASE58 },
+                            "to": { "type": "string", "pattern": BASE58 },
+                            "amount": {
+                                "type": "string",
+                                "description": "Amount in SOL (9 decimals).",
+                                "pattern": "^[0-9]{1,11}(\\.[0-9]{1,9})?$"
+                            }
+                        },
+                        "additionalProperties": false
+                    }),
+                    sol_transfer,
+                ),
+                Operation::new(
+                    "spl-transfer",
+                    json!({
+                        "type": "object",
+                        "required": ["cluster", "from", "mint", "to", "amount"],
+                        "properties": {
+                            "cluster": { "type": "string", "minLength": 1, "maxLength": 64 },
+                            "from": { "type": "string", "pattern": BASE58 },
+                            "mint": { "type": "string", "pattern": BASE58 },
+                            "to": { "type": "string", "pattern": BASE58 },
+                            "amount": {
+                                "type": "string",
+                                "description": "Amount in whole tokens; the mint's decimals apply. The recipient's associated token account is created when missing.",
+                                "pattern": "^[0-9]{1,20}(\\.[0-9]{1,9})?$"
+                            }
+                        },
+                        "additionalProperties": false
+                    }),
+                    spl_transfer,
+                ),
+            ],
+        },
+    ]
 });
+
+/// The pattern of a base58 SVM address.
+const BASE58: &str = "^[1-9A-HJ-NP-Za-km-z]{32,44}$";
 
 /// A skill: operations that answer request-local results and assemble nothing.
 pub struct Skill {
@@ -302,7 +354,8 @@ pub fn skill(name: &str) -> Result<&'static Skill, ApiError> {
     named(&SKILLS, |skill| skill.name, name, "no skill")
 }
 
-/// Whether `address` is an EVM address, and its EIP-55 form. Mixed case must be the checksum.
+/// Whether `address` is an EVM address (with its EIP-55 form; mixed case must be the checksum)
+/// or an SVM one.
 fn validate_address(input: &Value) -> Value {
     let text = input["address"].as_str().unwrap_or_default();
     let parsed = text
@@ -320,18 +373,24 @@ fn validate_address(input: &Value) -> Value {
                 json!({ "valid": false, "chain": "evm", "reason": "the mixed-case checksum does not match" })
             }
         }
-        None => json!({ "valid": false, "reason": "not a 0x-prefixed 20-byte hex address" }),
+        None if text.parse::<solana_address::Address>().is_ok() => {
+            json!({ "valid": true, "chain": "svm" })
+        }
+        None => json!({
+            "valid": false,
+            "reason": "neither a 0x-prefixed 20-byte hex address nor a base58 32-byte address"
+        }),
     }
 }
 
 /// The fee of `gasUnits` (a plain transfer by default) at the devnet's gas price.
 fn quote_fee(input: &Value) -> Value {
     let chain_id = input["chainId"].as_u64().unwrap_or_default();
-    if chain_id != super::devnet::CHAIN_ID {
+    if chain_id != super::devnet::evm::CHAIN_ID {
         return json!({ "chainId": chain_id, "known": false });
     }
     let units = input["gasUnits"].as_u64().unwrap_or(21_000);
-    let price = super::devnet::GAS_PRICE_WEI;
+    let price = super::devnet::evm::GAS_PRICE_WEI;
     json!({
         "chainId": chain_id,
         "known": true,
@@ -380,7 +439,7 @@ fn token(
     standards: &[Standard],
 ) -> Result<&'static Contract, ApiError> {
     let address = input["token"].as_str().unwrap_or_default();
-    super::devnet::contract(address)
+    super::devnet::evm::contract(address)
         .filter(|c| standards.contains(&c.standard))
         .ok_or_else(|| {
             let names: Vec<&str> = standards.iter().map(|s| s.as_str()).collect();
@@ -521,6 +580,130 @@ fn set_approval_for_all(input: &Map<String, Value>, step: u64) -> Result<Assembl
     Ok(Assembled {
         actions: vec![call(input, step, token.address, data, description.clone())?],
         title: description,
+    })
+}
+
+/// One SVM action paid by the input's `from`.
+fn svm_action(
+    input: &Map<String, Value>,
+    step: u64,
+    instructions: Vec<Value>,
+    description: String,
+) -> Result<PipelineAction, ApiError> {
+    let action = json!({
+        "chain": "svm", "step": step, "cluster": input["cluster"],
+        "feePayer": input["from"], "instructions": instructions,
+        "description": description,
+    });
+    serde_json::from_value(action)
+        .map_err(|e| ApiError::new(ErrorCode::ValidationFailed, e.to_string()))
+}
+
+/// An SVM instruction to `program` over `accounts` (address, signer, writable).
+fn svm_instruction(program: &str, accounts: &[(&str, bool, bool)], data: &[u8]) -> Value {
+    use base64::Engine;
+    let accounts: Vec<Value> = accounts
+        .iter()
+        .map(|(pubkey, signer, writable)| {
+            json!({ "pubkey": pubkey, "isSigner": signer, "isWritable": writable })
+        })
+        .collect();
+    json!({
+        "programId": program,
+        "accounts": accounts,
+        "data": base64::engine::general_purpose::STANDARD.encode(data),
+    })
+}
+
+/// A decimal amount in base units as a `u64`, or 400.
+fn base_units_u64(amount: &str, decimals: u8) -> Result<u64, ApiError> {
+    to_base_units(amount, decimals.into())
+        .and_then(|units| units.parse().ok())
+        .ok_or_else(|| ApiError::new(ErrorCode::ValidationFailed, "amount is out of range"))
+}
+
+/// An SVM address of an input, or 400.
+fn svm_address(input: &Map<String, Value>, key: &str) -> Result<solana_address::Address, ApiError> {
+    let text = input[key].as_str().unwrap_or_default();
+    text.parse().map_err(|_| {
+        ApiError::new(
+            ErrorCode::ValidationFailed,
+            format!("{key} is not a 32-byte base58 address"),
+        )
+    })
+}
+
+fn sol_transfer(input: &Map<String, Value>, step: u64) -> Result<Assembled, ApiError> {
+    let (from, to) = (svm_address(input, "from")?, svm_address(input, "to")?);
+    let amount = input["amount"].as_str().unwrap_or_default();
+    let lamports = base_units_u64(amount, 9)?;
+    // SystemInstruction::Transfer: index 2 (u32), then lamports (u64), little-endian.
+    let data = [&2u32.to_le_bytes()[..], &lamports.to_le_bytes()].concat();
+    let (from, to) = (from.to_string(), to.to_string());
+    let transfer = svm_instruction(
+        svm::SYSTEM_PROGRAM,
+        &[(&from, true, true), (&to, false, true)],
+        &data,
+    );
+    Ok(Assembled {
+        actions: vec![svm_action(
+            input,
+            step,
+            vec![transfer],
+            format!("Transfer {amount} SOL to {to}"),
+        )?],
+        title: format!("Send {amount} SOL"),
+    })
+}
+
+fn spl_transfer(input: &Map<String, Value>, step: u64) -> Result<Assembled, ApiError> {
+    let (from, to) = (svm_address(input, "from")?, svm_address(input, "to")?);
+    let mint_address = svm_address(input, "mint")?;
+    let mint = svm::mint(&mint_address.to_string()).ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::ValidationFailed,
+            format!("no SPL mint of the devnet is at {mint_address}"),
+        )
+    })?;
+    let amount = input["amount"].as_str().unwrap_or_default();
+    let units = base_units_u64(amount, mint.decimals)?;
+    let source = svm::associated_token_account(&from, &mint_address).to_string();
+    let destination = svm::associated_token_account(&to, &mint_address).to_string();
+    let (from, to) = (from.to_string(), to.to_string());
+    // AssociatedTokenAccountInstruction::CreateIdempotent: the recipient's account, if missing.
+    let create = svm_instruction(
+        svm::ASSOCIATED_TOKEN_PROGRAM,
+        &[
+            (&from, true, true),
+            (&destination, false, true),
+            (&to, false, false),
+            (mint.address, false, false),
+            (svm::SYSTEM_PROGRAM, false, false),
+            (svm::TOKEN_PROGRAM, false, false),
+        ],
+        &[1],
+    );
+    // TokenInstruction::TransferChecked: tag 12, amount (u64, little-endian), decimals.
+    let data = [&[12u8][..], &units.to_le_bytes(), &[mint.decimals]].concat();
+    let transfer = svm_instruction(
+        svm::TOKEN_PROGRAM,
+        &[
+            (&source, false, true),
+            (mint.address, false, false),
+            (&destination, false, true),
+            (&from, true, false),
+        ],
+        &data,
+    );
+    let description = format!("Transfer {amount} {} to {to}", mint.symbol);
+    Ok(Assembled {
+        actions: vec![svm_action(
+            input,
+            step,
+            vec![create, transfer],
+            description,
+        )?],
+        title: format!("Send {amount} {}", mint.symbol),
     })
 }
 

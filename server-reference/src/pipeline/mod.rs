@@ -32,6 +32,7 @@ pub fn router() -> Router<AppState> {
         .route("/skills", get(list_skills))
         .route("/skills/{skill}/operations/{operation}", post(call_skill))
         .route("/evm/build", post(evm_build))
+        .route("/svm/stage", post(svm_stage))
 }
 
 /// Longest app, skill or operation name (part 8).
@@ -129,16 +130,35 @@ async fn call_skill(
     ))
 }
 
-/// `POST /v1/pipeline/evm/build`: a build request or a stage input gives a Build; a complete
-/// Build envelope is committed.
+/// `POST /v1/pipeline/evm/build`.
 async fn evm_build(
     State(state): State<AppState>,
     principal: Principal,
     body: Result<Json<Value>, JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
+    lifecycle(&state, &principal, PipelineChain::Evm, body).await
+}
+
+/// `POST /v1/pipeline/svm/stage`.
+async fn svm_stage(
+    State(state): State<AppState>,
+    principal: Principal,
+    body: Result<Json<Value>, JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    lifecycle(&state, &principal, PipelineChain::Svm, body).await
+}
+
+/// A lifecycle endpoint of `chain`: a build request or a stage input gives a Build; a complete
+/// Build envelope is committed. An app of another chain is 422 `chain_mismatch`.
+async fn lifecycle(
+    state: &AppState,
+    principal: &Principal,
+    chain: PipelineChain,
+    body: Result<Json<Value>, JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
     let Json(body) = body?;
     if body.get("version").is_some() {
-        let committed = commit(&state, &principal.account, &body).await?;
+        let committed = commit(state, &principal.account, chain, &body).await?;
         return Ok(Json(
             serde_json::to_value(committed).expect("a commit result serializes"),
         ));
@@ -146,17 +166,31 @@ async fn evm_build(
     let not = |what: &str, e: serde_json::Error| {
         ApiError::new(ErrorCode::InvalidRequest, format!("not {what}: {e}"))
     };
+    if let Some(name) = body["app"].as_str() {
+        on_chain(catalog::app(name)?, chain)?;
+    }
     let build = if body.get("actions").is_some() {
         let input: PipelineStageInput =
             serde_json::from_value(body).map_err(|e| not("a stage input", e))?;
-        stage(&state, &principal.account, &input).await?
+        stage(state, &principal.account, &input).await?
     } else {
         let request: PipelineBuildRequest =
             serde_json::from_value(body).map_err(|e| not("a build request", e))?;
-        build(&state, &principal.account, &request).await?
+        build(state, &principal.account, &request).await?
     };
     Ok(Json(
         serde_json::to_value(build).expect("a Build serializes"),
+    ))
+}
+
+/// 422 `chain_mismatch` unless `app` runs on `chain`.
+fn on_chain(app: &catalog::App, chain: PipelineChain) -> Result<(), ApiError> {
+    if app.chain == chain {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        ErrorCode::ChainMismatch,
+        format!("app {} runs on {}, not {chain}", app.name, app.chain),
     ))
 }
 
@@ -194,8 +228,9 @@ pub async fn stage(
     let mut draft = Draft::new(app, input.simulate, &input.skills);
     for (index, action) in input.actions.iter().enumerate() {
         let (step, chain) = match action {
-            PipelineAction::Evm { step, .. } => (step.get(), PipelineChain::Evm),
-            PipelineAction::Svm { step, .. } => (step.get(), PipelineChain::Svm),
+            PipelineAction::Evm { step, .. } | PipelineAction::Svm { step, .. } => {
+                (step.get(), devnet::chain_of(action))
+            }
         };
         if chain != app.chain {
             return Err(ApiError::new(
@@ -270,7 +305,7 @@ async fn seal(state: &AppState, owner: &str, draft: Draft) -> Result<PipelineBui
     if draft.simulate {
         let simulation = state
             .devnet()
-            .simulate(&draft.actions, expires_at, at)
+            .simulate(draft.app.chain, &draft.actions, expires_at, at)
             .await;
         envelope["simulation"] = serde_json::to_value(simulation).expect("a simulation serializes");
         state
@@ -289,19 +324,21 @@ async fn seal(state: &AppState, owner: &str, draft: Draft) -> Result<PipelineBui
     })
 }
 
-/// Commits the Build `build` for `caller`: revalidates it (digest, attestation, owner, app,
-/// expiry), re-simulates it against the current devnet state, and takes custody only when the
-/// simulation passes.
+/// Commits the Build `build` for `caller` on `chain`: revalidates it (digest, attestation,
+/// owner, app, expiry), re-simulates it against the current devnet state, and takes custody
+/// only when the simulation passes.
 pub async fn commit(
     state: &AppState,
     caller: &str,
+    chain: PipelineChain,
     build: &Value,
 ) -> Result<PipelineCommitResult, ApiError> {
     let at = now();
     let typed = envelope::verify(state.signing_key(), build, caller, at)?;
+    on_chain(catalog::app(&typed.origin.app)?, chain)?;
     let committed = state
         .devnet()
-        .commit(state.store(), &typed, caller, at)
+        .commit(chain, state.store(), &typed, caller, at)
         .await?;
     if committed.simulation.status != PipelineSimulationStatus::Passed {
         return Err(ApiError::new(
@@ -318,7 +355,7 @@ pub async fn commit(
         .record_usage(caller, Meter::Commit, at)
         .await?;
     Ok(PipelineCommitResult {
-        chain: PipelineChain::Evm,
+        chain,
         committed_at: at,
         digest: typed.digest.to_string().parse().expect("a checked digest"),
         simulation: committed.simulation,

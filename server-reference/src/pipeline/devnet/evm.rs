@@ -1,13 +1,10 @@
-//! The EVM devnet behind simulation and custody: chain 31337 in memory, executed with `revm`,
-//! with the ten well-known development accounts funded. Simulations run on a copy of the state;
-//! a commit applies the copy only once its simulation passed and the commit is recorded
-//! durably. On start, the committed actions are replayed in order, so the state survives
-//! restarts.
+//! The EVM devnet: chain 31337 executed with `revm`, with the ten well-known development
+//! accounts funded and the token contracts of `contracts/` deployed at genesis.
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
 
-use intent_models::{ErrorCode, PipelineAction, PipelineBuild, PipelineSimulation};
+use intent_models::PipelineAction;
 use revm::context::TxEnv;
 use revm::database::{CacheDB, EmptyDB};
 use revm::primitives::{Address, Bytes, TxKind, U256, keccak256};
@@ -15,8 +12,7 @@ use revm::state::AccountInfo;
 use revm::{Context, DatabaseCommit, DatabaseRef, ExecuteEvm, MainBuilder, MainContext};
 use serde_json::{Value, json};
 
-use crate::error::ApiError;
-use crate::store::{self, Store};
+use super::{Ledger, Run, expiry_guard, guard, status};
 
 /// The devnet's chain id.
 pub const CHAIN_ID: u64 = 31337;
@@ -47,86 +43,8 @@ pub const FUNDED_ACCOUNTS: [&str; 10] = [
     "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720",
 ];
 
-/// Seconds before `expiresAt` under which the expiry guard warns.
-const EXPIRY_WARNING_SECS: i64 = 60;
-
-type Db = CacheDB<EmptyDB>;
-
-/// The devnet state, shared by simulations and commits.
-pub struct Devnet {
-    state: tokio::sync::Mutex<Db>,
-}
-
-/// What a commit did.
-pub struct Committed {
-    /// The re-simulation that admitted (or refused) the Build.
-    pub simulation: PipelineSimulation,
-    /// The transaction id of each step, when it was committed.
-    pub transactions: Vec<(u64, String)>,
-}
-
-impl Devnet {
-    /// The genesis state with every commit recorded in `store` replayed on it.
-    pub async fn replay(store: &dyn Store) -> Result<Self, store::Error> {
-        let mut db = genesis();
-        for actions in store.committed_actions().await? {
-            match serde_json::from_str::<Vec<PipelineAction>>(&actions) {
-                Ok(actions) => {
-                    run(&mut db, &actions, i64::MAX, 0);
-                }
-                Err(error) => tracing::error!(%error, "a committed Build's actions do not parse"),
-            }
-        }
-        Ok(Self {
-            state: tokio::sync::Mutex::new(db),
-        })
-    }
-
-    /// Simulates `actions` against the current state, leaving it unchanged.
-    pub async fn simulate(
-        &self,
-        actions: &[PipelineAction],
-        expires_at: i64,
-        now: i64,
-    ) -> PipelineSimulation {
-        let mut db = self.state.lock().await.clone();
-        run(&mut db, actions, expires_at, now).simulation
-    }
-
-    /// Re-simulates `build` and, when it passes, records the commit in `store` and applies it.
-    pub async fn commit(
-        &self,
-        store: &dyn Store,
-        build: &PipelineBuild,
-        owner: &str,
-        now: i64,
-    ) -> Result<Committed, ApiError> {
-        let mut state = self.state.lock().await;
-        let mut db = state.clone();
-        let run = run(&mut db, &build.actions, build.expires_at, now);
-        if run.simulation.status != intent_models::PipelineSimulationStatus::Passed {
-            return Ok(Committed {
-                simulation: run.simulation,
-                transactions: Vec::new(),
-            });
-        }
-        let actions = serde_json::to_string(&build.actions).expect("actions serialize");
-        if !store
-            .record_commit(&build.digest, owner, &actions, now)
-            .await?
-        {
-            return Err(ApiError::new(
-                ErrorCode::BuildInvalid,
-                "this Build was committed already",
-            ));
-        }
-        *state = db;
-        Ok(Committed {
-            simulation: run.simulation,
-            transactions: run.transactions,
-        })
-    }
-}
+/// The chain's state.
+pub type Db = CacheDB<EmptyDB>;
 
 /// A token standard of the devnet's contracts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -206,11 +124,12 @@ pub fn contract(address: &str) -> Option<&'static Contract> {
 }
 
 /// Creation bytecode of the contracts, rebuilt by `contracts/build.sh`.
-const DEV_TOKEN_BIN: &str = include_str!("../../contracts/DevToken.bin");
-const DEV_COLLECTIBLE_BIN: &str = include_str!("../../contracts/DevCollectible.bin");
-const DEV_MULTI_TOKEN_BIN: &str = include_str!("../../contracts/DevMultiToken.bin");
+const DEV_TOKEN_BIN: &str = include_str!("../../../contracts/DevToken.bin");
+const DEV_COLLECTIBLE_BIN: &str = include_str!("../../../contracts/DevCollectible.bin");
+const DEV_MULTI_TOKEN_BIN: &str = include_str!("../../../contracts/DevMultiToken.bin");
 
-fn genesis() -> Db {
+/// The state at genesis: funded accounts and deployed contracts.
+pub(super) fn genesis() -> Db {
     let mut db = CacheDB::new(EmptyDB::default());
     let balance = U256::from(10_000u64) * U256::from(10u64).pow(U256::from(18u64));
     let holders: Vec<Address> = FUNDED_ACCOUNTS
@@ -344,12 +263,6 @@ fn abi(args: &[Abi]) -> Vec<u8> {
     head
 }
 
-/// A simulation and the transaction ids of a run.
-struct Run {
-    simulation: PipelineSimulation,
-    transactions: Vec<(u64, String)>,
-}
-
 /// Guards, in the order they are reported.
 #[derive(Default)]
 struct Guards {
@@ -357,6 +270,12 @@ struct Guards {
     zero_address: Option<String>,
     sufficient_balance: Option<String>,
     succeeded: Option<String>,
+}
+
+impl Ledger for Db {
+    fn run(&mut self, actions: &[PipelineAction], expires_at: i64, now: i64) -> Run {
+        run(self, actions, expires_at, now)
+    }
 }
 
 /// Executes `actions` in order on `db`, committing each one's changes, and describes it.
@@ -529,15 +448,9 @@ fn run(db: &mut Db, actions: &[PipelineAction], expires_at: i64, now: i64) -> Ru
         unlimited.then(|| "a spender may move every token of the account".to_owned()),
         "warning",
     ));
-    let left = expires_at.saturating_sub(now);
-    guard_list.push(json!({
-        "name": "expiry_window",
-        "status": if left <= 0 { "failed" } else if left < EXPIRY_WARNING_SECS { "warning" } else { "passed" },
-        "message": format!("{} seconds left before expiresAt", left.max(0)),
-    }));
-    let passed = guard_list.iter().all(|g| g["status"] != "failed");
+    guard_list.push(expiry_guard(expires_at, now));
     let simulation = json!({
-        "status": if passed { "passed" } else { "failed" },
+        "status": status(&guard_list),
         "balanceChanges": balance_changes,
         "approvals": approvals,
         "fees": fees,
@@ -746,13 +659,6 @@ impl Decoded {
             approval.extend(fields);
         }
         self.approvals.push(approval);
-    }
-}
-
-fn guard(name: &str, failure: Option<String>, status: &str) -> Value {
-    match failure {
-        Some(message) => json!({ "name": name, "status": status, "message": message }),
-        None => json!({ "name": name, "status": "passed" }),
     }
 }
 

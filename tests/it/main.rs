@@ -9,6 +9,7 @@ mod oauth;
 mod openapi_examples;
 mod openapi_facts;
 mod pipeline;
+mod pipeline_svm;
 mod sdk_agent;
 mod sdk_auth;
 mod sdk_contract;

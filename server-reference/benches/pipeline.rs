@@ -1,6 +1,6 @@
-//! Pipeline benchmark, in process (release): build plus simulation of a native transfer and of an
-//! ERC-20 transfer, and commit of each (digest, attestation, owner, app and expiry checks,
-//! re-simulation, durable record).
+//! Pipeline benchmark, in process (release): build plus simulation of a native transfer, an
+//! ERC-20 transfer (revm) and an SPL transfer (litesvm), and commit of each (digest,
+//! attestation, owner, app and expiry checks, re-simulation, durable record).
 //!
 //! Run: `cargo bench -p intent-server --bench pipeline`
 
@@ -23,23 +23,23 @@ fn summary(name: &str, mut times: Vec<Duration>) {
     );
 }
 
-/// Builds `ROUNDS` distinct transfers with `operation`, then commits them, timing both.
-async fn measure(state: &AppState, name: &str, operation: &str, extra: serde_json::Value) {
+/// Builds `ROUNDS` distinct transfers with `app`'s `operation` from `input` (its `amount`
+/// varies), then commits them, timing both.
+async fn measure(
+    state: &AppState,
+    name: &str,
+    app: &str,
+    operation: &str,
+    input: serde_json::Value,
+) {
+    let chain = intent_server::pipeline::catalog::app(app).unwrap().chain;
     let mut builds = Vec::new();
     let mut build_times = Vec::new();
     for round in 0..ROUNDS {
-        let mut input = json!({
-            "chainId": 31337,
-            "from": "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266",
-            "to": "0x70997970C51812dc3A010C7d01b50e0d17dc79C8",
-            "amount": format!("0.{:04}", round + 1),
-        });
-        input
-            .as_object_mut()
-            .unwrap()
-            .extend(extra.as_object().unwrap().clone());
+        let mut input = input.clone();
+        input["amount"] = format!("0.{:04}", round + 1).into();
         let request = serde_json::from_value(json!({
-            "app": "evm-assets",
+            "app": app,
             "operations": [{ "operation": operation, "input": input }],
         }))
         .unwrap();
@@ -53,7 +53,7 @@ async fn measure(state: &AppState, name: &str, operation: &str, extra: serde_jso
     let mut commit_times = Vec::new();
     for build in &builds {
         let began = Instant::now();
-        intent_server::pipeline::commit(state, "bench", build)
+        intent_server::pipeline::commit(state, "bench", chain, build)
             .await
             .unwrap();
         commit_times.push(began.elapsed());
@@ -68,7 +68,27 @@ async fn main() {
     let state = AppState::open(Config::new(data_dir.path()), "http://127.0.0.1:1")
         .await
         .unwrap();
-    measure(&state, "native", "native-transfer", json!({})).await;
-    let usdc = json!({ "token": "0x5FbDB2315678afecb367f032d93F642f64180aa3" });
-    measure(&state, "ERC-20", "erc20-transfer", usdc).await;
+    let evm = json!({
+        "chainId": 31337,
+        "from": "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266",
+        "to": "0x70997970C51812dc3A010C7d01b50e0d17dc79C8",
+    });
+    measure(
+        &state,
+        "native",
+        "evm-assets",
+        "native-transfer",
+        evm.clone(),
+    )
+    .await;
+    let mut usdc = evm;
+    usdc["token"] = "0x5FbDB2315678afecb367f032d93F642f64180aa3".into();
+    measure(&state, "ERC-20", "evm-assets", "erc20-transfer", usdc).await;
+    let spl = json!({
+        "cluster": "localnet",
+        "from": "9WzDXwBbmkg8ZTbNMqUxvQRAyrZzDsGYdLVL9zYtAWWM",
+        "to": "4Nd1mBQtrMJVYVfKf2PJy9NZUZdTAsp7D4xWLs4gDB4T",
+        "mint": "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v",
+    });
+    measure(&state, "SPL", "svm-assets", "spl-transfer", spl).await;
 }

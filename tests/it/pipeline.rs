@@ -36,6 +36,14 @@ fn execute(server: &TestServer, account: &str) -> String {
     server.token(account, Resource::Pipeline, &["pipeline:execute"])
 }
 
+/// `attestation` (a JWS) with the first character of its signature changed, which, unlike its
+/// last character, carries no padding bits and so always changes the signature.
+fn forge(attestation: &str) -> String {
+    let (signed, signature) = attestation.rsplit_once('.').unwrap();
+    let other = if signature.starts_with('A') { 'B' } else { 'A' };
+    format!("{signed}.{other}{}", &signature[1..])
+}
+
 #[tokio::test]
 async fn a_native_transfer_builds_simulates_and_commits_once() {
     let server = TestServer::start().await;
@@ -92,8 +100,7 @@ async fn commit_refuses_tampered_foreign_forged_and_expired_builds() {
     let mut tampered = build.clone();
     tampered["actions"][0]["value"] = "2000000000000000000".into();
     let mut forged = build.clone();
-    let attestation = forged["attestation"].as_str().unwrap().to_owned();
-    forged["attestation"] = format!("{}AA", &attestation[..attestation.len() - 2]).into();
+    forged["attestation"] = forge(forged["attestation"].as_str().unwrap()).into();
     let mut other_app = build.clone();
     other_app["origin"]["app"] = "svm-assets".into();
     for (name, body, token) in [
@@ -178,8 +185,7 @@ async fn the_sdk_verifies_builds_offline_and_commits_them_byte_for_byte() {
         Err(BuildError::DigestMismatch)
     );
     let mut forged = sealed.clone();
-    let token = forged["attestation"].as_str().unwrap().to_owned();
-    forged["attestation"] = format!("{}AA", &token[..token.len() - 2]).into();
+    forged["attestation"] = forge(forged["attestation"].as_str().unwrap()).into();
     assert!(matches!(
         build::verify(&forged, &jwks),
         Err(BuildError::Attestation(_))

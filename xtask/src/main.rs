@@ -3,18 +3,24 @@
 #![forbid(unsafe_code)]
 
 mod codegen;
+mod conformance_doc;
+mod sync;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: cargo xtask codegen [--check]";
+use sync::Mode;
+
+const USAGE: &str = "usage: cargo xtask codegen [--check] | conformance-doc [--check]";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let result = match args.as_slice() {
-        ["codegen"] => codegen::run(&workspace_root(), codegen::Mode::Write),
-        ["codegen", "--check"] => codegen::run(&workspace_root(), codegen::Mode::Check),
+        ["codegen"] => codegen::run(&workspace_root(), Mode::Write),
+        ["codegen", "--check"] => codegen::run(&workspace_root(), Mode::Check),
+        ["conformance-doc"] => conformance_doc::run(&workspace_root(), Mode::Write),
+        ["conformance-doc", "--check"] => conformance_doc::run(&workspace_root(), Mode::Check),
         _ => {
             eprintln!("{USAGE}");
             return ExitCode::from(2);

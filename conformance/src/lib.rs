@@ -1,8 +1,21 @@
-//! Checks a deployment of the Pipeline, Agent and Account interface against `openapi.json`.
+//! Checks a deployment of the Pipeline, Agent and Account interface against `openapi.json` and
+//! the interface document.
 //!
-//! [`schema`] turns the OpenAPI 3.0 document into JSON Schema validators, so that every body a
-//! deployment sends can be checked against the schema the document gives it.
+//! Each [`check::Check`] tests one requirement, with its category, its section of the document
+//! and its level: normative, or profile when it rests on an element of openapi.json marked
+//! `x-profile: reference`. [`run::run`] takes them against a [`target::Target`] (any base URL,
+//! or the [`embedded`] reference server), validating every response body it sees against its
+//! schema ([`schema`]); [`report`] renders the outcome for people and for CI.
 
 #![forbid(unsafe_code)]
 
+pub mod check;
+pub mod checks;
+pub mod config;
+#[cfg(feature = "embedded")]
+pub mod embedded;
+pub mod report;
+pub mod run;
 pub mod schema;
+pub mod spec;
+pub mod target;

@@ -1,0 +1,136 @@
+//! Apps, credentials and the priced statement (part 4.3).
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use super::{run, token};
+use crate::check::{Category, Check, Verdict, ensure, skip};
+use crate::target::Target;
+
+pub(super) fn checks() -> Vec<Check> {
+    vec![
+        Check {
+            id: "account.statement",
+            category: Category::Account,
+            requirement: "The priced usage statement MUST be returned with 200 as a JSON object.",
+            section: "4.3",
+            rests_on: &["GET /v1/account/statement"],
+            run: run!(statement),
+        },
+        Check {
+            id: "account.install",
+            category: Category::Account,
+            requirement: "Installing an app MUST be refused with 422 while a required credential is missing, MUST succeed once it is saved, and removing the credential MUST answer its absence, never its value.",
+            section: "4.3",
+            rests_on: &[
+                "POST /v1/account/apps/{applicationId}",
+                "DELETE /v1/account/apps/{applicationId}/secrets/{name}",
+                "PUT /v1/account/apps/{applicationId}/secrets/{name}",
+                "GET /v1/account/apps",
+            ],
+            run: run!(install),
+        },
+    ]
+}
+
+async fn statement(target: &Target) -> Verdict {
+    let token = token(&target.tokens.account, "account")?;
+    let reply = target
+        .request(Method::GET, "/v1/account/statement")
+        .bearer(token)
+        .send()
+        .await?;
+    reply.expect(200, "GET /v1/account/statement")?;
+    ensure(reply.body.is_object(), || {
+        format!("the statement is {}", crate::target::excerpt(&reply.text))
+    })
+}
+
+async fn install(target: &Target) -> Verdict {
+    let token = token(&target.tokens.account, "account")?;
+    let apps = target
+        .request(Method::GET, "/v1/account/apps")
+        .bearer(token)
+        .send()
+        .await?;
+    apps.expect(200, "GET /v1/account/apps")?;
+    let Some(app) = apps.body["apps"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|app| {
+            app["requiredCredentials"]
+                .as_array()
+                .is_some_and(|names| names.len() == 1)
+        })
+    else {
+        return skip("no app needs exactly one credential");
+    };
+    let id = app["id"].as_i64().unwrap_or(0);
+    let name = app["requiredCredentials"][0].as_str().unwrap_or_default();
+    let secret_path = format!("/v1/account/apps/{id}/secrets/{name}");
+    let app_path = format!("/v1/account/apps/{id}");
+    let remove = || {
+        target
+            .request(Method::DELETE, &secret_path)
+            .bearer(token)
+            .send()
+    };
+    let cleared = remove().await?;
+    ensure([200, 404].contains(&cleared.status), || {
+        format!(
+            "DELETE {secret_path} before the check: {} {}",
+            cleared.status, cleared.text
+        )
+    })?;
+    target
+        .request(Method::POST, &app_path)
+        .bearer(token)
+        .send()
+        .await?
+        .expect(422, &format!("POST {app_path} without {name}"))?;
+    let value = format!(
+        "conformance-secret-{}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos()
+    );
+    target.secret(&value);
+    target
+        .request(Method::PUT, &secret_path)
+        .bearer(token)
+        .json(&json!({ "value": value }))
+        .send()
+        .await?
+        .expect(200, &format!("PUT {secret_path}"))?;
+    let installed = target
+        .request(Method::POST, &app_path)
+        .bearer(token)
+        .send()
+        .await?;
+    installed.expect(200, &format!("POST {app_path} with {name} saved"))?;
+    ensure(installed.body.is_object(), || {
+        "the installation is not a JSON object".into()
+    })?;
+    let removed = remove().await?;
+    removed.expect(200, &format!("DELETE {secret_path}"))?;
+    ensure(
+        removed.body.is_object() && removed.body["present"] != Value::Bool(true),
+        || format!("after removal: {}", removed.text),
+    )?;
+    let leaked = target
+        .seen()
+        .iter()
+        .any(|seen| seen.body.to_string().contains(&value));
+    ensure(!leaked, || {
+        "a response carried the credential's value".into()
+    })?;
+    target
+        .request(Method::DELETE, &app_path)
+        .bearer(token)
+        .send()
+        .await?
+        .expect(200, &format!("DELETE {app_path} after the check"))?;
+    Ok(())
+}

@@ -1,0 +1,204 @@
+//! Durable actions and their resolution (parts 1, 4.2 and 6).
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use super::{run, settle, start_turn, text, token};
+use crate::check::{Category, Check, Finding, Verdict, ensure, skip};
+use crate::target::{Reply, Target};
+
+const ON: &[&str] = &[
+    "POST /v1/agent/sessions/{sessionId}/actions/{actionId}/resolve",
+    "#/components/schemas/ActionResult",
+];
+
+pub(super) fn checks() -> Vec<Check> {
+    vec![
+        Check {
+            id: "agent.actions.revision-conflict",
+            category: Category::AgentActions,
+            requirement: "A resolution naming another revision than the action's current one MUST be refused with 409 and leave the action pending.",
+            section: "4.2",
+            rests_on: ON,
+            run: run!(revision_conflict),
+        },
+        Check {
+            id: "agent.actions.idempotency",
+            category: Category::AgentActions,
+            requirement: "A resolution MUST need an Idempotency-Key; a duplicate sent while the first is in flight MUST get the first answer or 409 `idempotency_in_flight`; a later retry MUST get the first answer again; the same key with another body MUST be refused with 422; and a new key after resolution MUST be refused with 409.",
+            section: "4.2",
+            rests_on: &[
+                "POST /v1/agent/sessions/{sessionId}/actions/{actionId}/resolve",
+                "#/components/parameters/IdempotencyKey",
+            ],
+            run: run!(idempotency),
+        },
+        Check {
+            id: "agent.actions.reviewed-result",
+            category: Category::AgentActions,
+            requirement: "A result MUST be the one produced by the reviewed request: one naming another Build's digest, or carrying transaction fields, MUST be refused with 400.",
+            section: "4.2",
+            rests_on: ON,
+            run: run!(reviewed_result),
+        },
+    ]
+}
+
+/// A pending action: its session, id, revision and Build digest.
+struct Pending {
+    session: String,
+    action: String,
+    revision: i64,
+    digest: String,
+}
+
+/// Starts a turn that raises an action and waits until it awaits it.
+async fn pending_action(target: &Target, token: &str) -> Result<Pending, Finding> {
+    let prompt = &target.settings.action_prompt;
+    let (session, turn) = start_turn(target, token, None, prompt).await?;
+    let (events, _) = settle(target, token, &session, &turn).await?;
+    let Some(event) = events
+        .iter()
+        .find(|event| event["type"] == "action" && event["turnId"] == turn.as_str())
+    else {
+        return skip(format!(
+            "the runtime raised no action for {prompt:?} (--action-prompt)"
+        ));
+    };
+    Ok(Pending {
+        action: text(event, "/action/actionId")?.to_owned(),
+        revision: event["action"]["revision"].as_i64().unwrap_or(1),
+        digest: text(event, "/action/build/digest")?.to_owned(),
+        session,
+    })
+}
+
+impl Pending {
+    fn body(&self, revision: i64, outcome: &str) -> Value {
+        json!({ "revision": revision, "result": { "outcome": outcome, "digest": self.digest } })
+    }
+
+    async fn resolve(
+        &self,
+        target: &Target,
+        token: &str,
+        key: Option<&str>,
+        body: &Value,
+    ) -> Result<Reply, Finding> {
+        let path = format!(
+            "/v1/agent/sessions/{}/actions/{}/resolve",
+            self.session, self.action
+        );
+        let mut call = target.request(Method::POST, &path).bearer(token).json(body);
+        if let Some(key) = key {
+            call = call.header("idempotency-key", key);
+        }
+        call.send().await
+    }
+}
+
+/// A key no earlier run used.
+fn fresh_key(label: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos();
+    format!("conformance-{label}-{nanos}")
+}
+
+async fn revision_conflict(target: &Target) -> Verdict {
+    let token = token(&target.tokens.agent, "agent")?;
+    let pending = pending_action(target, token).await?;
+    let stale = pending.body(pending.revision + 1, "rejected");
+    pending
+        .resolve(target, token, Some(&fresh_key("stale")), &stale)
+        .await?
+        .expect(409, "a resolution naming a revision the action is not at")?;
+    let current = pending.body(pending.revision, "rejected");
+    pending
+        .resolve(target, token, Some(&fresh_key("current")), &current)
+        .await?
+        .expect(
+            200,
+            "the resolution at the current revision, after the conflict",
+        )?;
+    Ok(())
+}
+
+async fn idempotency(target: &Target) -> Verdict {
+    let token = token(&target.tokens.agent, "agent")?;
+    let pending = pending_action(target, token).await?;
+    let body = pending.body(pending.revision, "rejected");
+    pending
+        .resolve(target, token, None, &body)
+        .await?
+        .expect(400, "a resolution without Idempotency-Key")?;
+    let key = fresh_key("retry");
+    let (first, twin) = futures_util::future::join(
+        pending.resolve(target, token, Some(&key), &body),
+        pending.resolve(target, token, Some(&key), &body),
+    )
+    .await;
+    let (first, twin) = (first?, twin?);
+    let (first, twin) = if first.status == 200 {
+        (first, twin)
+    } else {
+        (twin, first)
+    };
+    first.expect(200, "one of two concurrent resolutions with the same key")?;
+    let replayed = twin.status == first.status && twin.body == first.body;
+    let in_flight = twin.status == 409 && twin.error_code() == Some("idempotency_in_flight");
+    ensure(replayed || in_flight, || {
+        format!(
+            "a duplicate sent while the first was in flight got {} {} after {} {}",
+            twin.status, twin.text, first.status, first.text
+        )
+    })?;
+    let retry = pending.resolve(target, token, Some(&key), &body).await?;
+    ensure(
+        retry.status == first.status && retry.body == first.body,
+        || {
+            format!(
+                "a retry with the same key got {} {} after {} {}",
+                retry.status, retry.text, first.status, first.text
+            )
+        },
+    )?;
+    let other = pending.body(pending.revision, "approved");
+    pending
+        .resolve(target, token, Some(&key), &other)
+        .await?
+        .expect(422, "the same key with another body")?;
+    pending
+        .resolve(target, token, Some(&fresh_key("late")), &body)
+        .await?
+        .expect(409, "a new key for an action already resolved")?;
+    Ok(())
+}
+
+async fn reviewed_result(target: &Target) -> Verdict {
+    let token = token(&target.tokens.agent, "agent")?;
+    let pending = pending_action(target, token).await?;
+    let other_digest = format!("sha256:{}", "0".repeat(64));
+    let wrong = json!({
+        "revision": pending.revision,
+        "result": { "outcome": "approved", "digest": other_digest },
+    });
+    pending
+        .resolve(target, token, Some(&fresh_key("digest")), &wrong)
+        .await?
+        .expect(400, "a result naming another Build's digest")?;
+    let mut authored = pending.body(pending.revision, "approved");
+    authored["result"]["transaction"] =
+        json!({ "to": "0x0000000000000000000000000000000000000000", "value": "1" });
+    pending
+        .resolve(target, token, Some(&fresh_key("authored")), &authored)
+        .await?
+        .expect(400, "a result carrying transaction fields")?;
+    let reviewed = pending.body(pending.revision, "rejected");
+    pending
+        .resolve(target, token, Some(&fresh_key("reviewed")), &reviewed)
+        .await?
+        .expect(200, "the reviewed result, after the refusals")?;
+    Ok(())
+}

@@ -1,0 +1,238 @@
+//! The event log read by long-poll pages: cursors, their errors, and `wait` (parts 2.11, 4.2, 6, 7).
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::{poll, run, settle, start_turn, text, token};
+use crate::check::{Category, Check, Finding, Verdict, ensure, fail, skip};
+use crate::target::Target;
+
+const ON: &[&str] = &[
+    "GET /v1/agent/chat/{sessionId}",
+    "#/components/parameters/Cursor",
+];
+
+pub(super) fn checks() -> Vec<Check> {
+    vec![
+        Check {
+            id: "agent.events.round-trip",
+            category: Category::AgentEvents,
+            requirement: "Following the cursor from the reconcile page while `has_more` is true MUST deliver every event once, in sequence order, without gaps.",
+            section: "2.11",
+            rests_on: &[
+                "GET /v1/agent/chat/{sessionId}",
+                "#/components/parameters/Cursor",
+                "#/components/parameters/Limit",
+                "#/components/schemas/AgentEvent",
+            ],
+            run: run!(round_trip),
+        },
+        Check {
+            id: "agent.events.invalid-cursor",
+            category: Category::AgentEvents,
+            requirement: "A malformed cursor MUST be answered with 400 and error `invalid_cursor`.",
+            section: "7.3",
+            rests_on: ON,
+            run: run!(invalid_cursor),
+        },
+        Check {
+            id: "agent.events.foreign-cursor",
+            category: Category::AgentEvents,
+            requirement: "A cursor of another session MUST be answered with 400 and error `invalid_cursor`.",
+            section: "7.3",
+            rests_on: ON,
+            run: run!(foreign_cursor),
+        },
+        Check {
+            id: "agent.events.expired-cursor",
+            category: Category::AgentEvents,
+            requirement: "An expired cursor MUST be answered with 410, and a request without a cursor MUST then return the page to reconcile against.",
+            section: "7.4, 7.5",
+            rests_on: ON,
+            run: run!(expired_cursor),
+        },
+        Check {
+            id: "agent.events.wait",
+            category: Category::AgentEvents,
+            requirement: "A poll with `wait` and nothing new MUST be held for about `wait` milliseconds and then answered with a page without events.",
+            section: "4.2",
+            rests_on: ON,
+            run: run!(wait),
+        },
+        Check {
+            id: "agent.events.wake",
+            category: Category::AgentEvents,
+            requirement: "A held poll MUST be answered as soon as a new event is appended, before `wait` ends.",
+            section: "4.2",
+            rests_on: ON,
+            run: run!(wake),
+        },
+    ]
+}
+
+/// A session with one settled turn; returns its id and the cursor after its log.
+async fn settled_session(
+    target: &Target,
+    token: &str,
+    message: &str,
+) -> Result<(String, String), Finding> {
+    let (session, turn) = start_turn(target, token, None, message).await?;
+    let (_, cursor) = settle(target, token, &session, &turn).await?;
+    Ok((session, cursor))
+}
+
+fn seqs(events: &[Value]) -> Vec<i64> {
+    events
+        .iter()
+        .map(|event| event["seq"].as_i64().unwrap_or(0))
+        .collect()
+}
+
+async fn round_trip(target: &Target) -> Verdict {
+    let token = token(&target.tokens.agent, "agent")?;
+    let (session, first) = start_turn(target, token, None, "conformance: first turn").await?;
+    settle(target, token, &session, &first).await?;
+    let (_, second) = start_turn(target, token, Some(&session), "conformance: second turn").await?;
+    let (whole, _) = settle(target, token, &session, &second).await?;
+    // The same log again, two events a page.
+    let mut paged = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let reply = poll(target, token, &session, cursor.as_deref(), "limit=2").await?;
+        reply.expect(200, "a page of two events")?;
+        let events = reply.body["events"].as_array().cloned().unwrap_or_default();
+        ensure(events.len() <= 2, || {
+            format!("limit=2 gave a page of {} events", events.len())
+        })?;
+        paged.extend(events);
+        cursor = Some(text(&reply.body, "/cursor")?.to_owned());
+        pages += 1;
+        if reply.body["has_more"] != Value::Bool(true) {
+            break;
+        }
+        if pages > 500 {
+            return fail("has_more stayed true for 500 pages");
+        }
+    }
+    let numbers = seqs(&paged);
+    let expected: Vec<i64> = (1..=numbers.len() as i64).collect();
+    ensure(numbers == expected, || {
+        format!("sequence numbers read page by page: {numbers:?}")
+    })?;
+    ensure(paged.len() >= whole.len(), || {
+        format!(
+            "{} events page by page, {} in one read",
+            paged.len(),
+            whole.len()
+        )
+    })?;
+    ensure(paged[..whole.len()] == whole[..], || {
+        "page-by-page reading gave other events than one read".into()
+    })
+}
+
+async fn invalid_cursor(target: &Target) -> Verdict {
+    let token = token(&target.tokens.agent, "agent")?;
+    let (session, cursor) = settled_session(target, token, "conformance: cursors").await?;
+    let mut altered = cursor.clone();
+    let last = altered.pop().unwrap_or('A');
+    altered.push(if last == 'A' { 'B' } else { 'A' });
+    for bad in ["not-a-cursor", "v1.e30.AAAA", altered.as_str()] {
+        poll(target, token, &session, Some(bad), "")
+            .await?
+            .expect_error(400, "invalid_cursor", &format!("cursor {bad:?}"))?;
+    }
+    Ok(())
+}
+
+async fn foreign_cursor(target: &Target) -> Verdict {
+    let token = token(&target.tokens.agent, "agent")?;
+    let (first, cursor) = settled_session(target, token, "conformance: one session").await?;
+    let (second, _) = settled_session(target, token, "conformance: another session").await?;
+    poll(target, token, &second, Some(&cursor), "")
+        .await?
+        .expect_error(
+            400,
+            "invalid_cursor",
+            &format!("a cursor of session {first} on session {second}"),
+        )?;
+    Ok(())
+}
+
+async fn expired_cursor(target: &Target) -> Verdict {
+    let token = token(&target.tokens.agent, "agent")?;
+    let Some(ttl) = target
+        .settings
+        .cursor_ttl
+        .filter(|ttl| *ttl <= Duration::from_secs(15))
+    else {
+        return skip("needs a deployment whose cursors live at most 15 s (--cursor-ttl)");
+    };
+    let (session, cursor) = settled_session(target, token, "conformance: expiry").await?;
+    tokio::time::sleep(ttl + Duration::from_secs(1)).await;
+    let expired = poll(target, token, &session, Some(&cursor), "").await?;
+    expired.expect(410, "a cursor past its lifetime")?;
+    ensure(expired.body.get("error").is_some(), || {
+        "the 410 has no error envelope".into()
+    })?;
+    let reconcile = poll(target, token, &session, None, "").await?;
+    reconcile.expect(200, "the reconcile request after 410")?;
+    ensure(
+        reconcile.body["events"]
+            .as_array()
+            .is_some_and(|events| !events.is_empty()),
+        || "the reconcile page has no events".into(),
+    )
+}
+
+async fn wait(target: &Target) -> Verdict {
+    let token = token(&target.tokens.agent, "agent")?;
+    let (session, cursor) = settled_session(target, token, "conformance: wait").await?;
+    let started = Instant::now();
+    let reply = poll(target, token, &session, Some(&cursor), "wait=1000").await?;
+    let held = started.elapsed();
+    reply.expect(200, "a poll with wait=1000 at the end of the log")?;
+    ensure(
+        reply.body["events"].as_array().is_some_and(Vec::is_empty),
+        || "events appeared in a settled session".into(),
+    )?;
+    ensure(
+        held >= Duration::from_millis(900) && held < Duration::from_secs(6),
+        || format!("wait=1000 was answered after {} ms", held.as_millis()),
+    )
+}
+
+async fn wake(target: &Target) -> Verdict {
+    let token = token(&target.tokens.agent, "agent")?;
+    let (session, cursor) = settled_session(target, token, "conformance: wake").await?;
+    let started = Instant::now();
+    let (reply, turn) = tokio::join!(
+        poll(target, token, &session, Some(&cursor), "wait=20000"),
+        async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            start_turn(target, token, Some(&session), "conformance: wake up").await
+        }
+    );
+    let held = started.elapsed();
+    let (reply, _) = (reply?, turn?);
+    reply.expect(200, "a held poll")?;
+    ensure(
+        reply.body["events"]
+            .as_array()
+            .is_some_and(|events| !events.is_empty()),
+        || {
+            format!(
+                "the held poll was answered after {} ms without events",
+                held.as_millis()
+            )
+        },
+    )?;
+    ensure(held < Duration::from_secs(10), || {
+        format!(
+            "the held poll was answered {} ms after it was sent",
+            held.as_millis()
+        )
+    })
+}

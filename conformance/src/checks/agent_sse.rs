@@ -1,0 +1,198 @@
+//! The SSE projection of the event log (part 6).
+
+use std::time::{Duration, Instant};
+
+use reqwest::Method;
+use serde_json::Value;
+
+use super::sse::{Frame, Reader};
+use super::{encode, run, settle, start_turn, token};
+use crate::check::{Category, Check, Finding, Verdict, ensure, fail};
+use crate::spec::spec;
+use crate::target::Target;
+
+pub(super) fn checks() -> Vec<Check> {
+    vec![
+        Check {
+            id: "agent.sse.events",
+            category: Category::AgentSse,
+            requirement: "The stream MUST send only the events `page`, `message` and `resync`, and every `page` MUST carry an EventPage.",
+            section: "6",
+            rests_on: &[
+                "GET /v1/agent/chat/{sessionId}/stream",
+                "#/components/schemas/EventPage",
+            ],
+            run: run!(event_names),
+        },
+        Check {
+            id: "agent.sse.ids",
+            category: Category::AgentSse,
+            requirement: "A `page` event's id MUST be its page's cursor, and a `message` event MUST NOT carry an id.",
+            section: "6",
+            rests_on: &[
+                "GET /v1/agent/chat/{sessionId}/stream",
+                "#/components/parameters/LastEventId",
+            ],
+            run: run!(ids),
+        },
+        Check {
+            id: "agent.sse.resume",
+            category: Category::AgentSse,
+            requirement: "A stream opened with the cursor of a `page` MUST continue after that page, without repeating or skipping an event.",
+            section: "6",
+            rests_on: &[
+                "GET /v1/agent/chat/{sessionId}/stream",
+                "#/components/parameters/Cursor",
+            ],
+            run: run!(resume),
+        },
+    ]
+}
+
+/// Opens the stream of `session` (after `cursor` when given).
+async fn open(
+    target: &Target,
+    token: &str,
+    session: &str,
+    cursor: Option<&str>,
+) -> Result<Reader, Finding> {
+    let mut path = format!("/v1/agent/chat/{session}/stream");
+    if let Some(cursor) = cursor {
+        path.push_str(&format!("?cursor={}", encode(cursor)));
+    }
+    let response = target
+        .request(Method::GET, &path)
+        .bearer(token)
+        .open()
+        .await?;
+    if response.status() != 200 {
+        return fail(format!("GET {path}: {}", response.status()));
+    }
+    let kind = response
+        .headers()
+        .get("content-type")
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    ensure(kind.starts_with("text/event-stream"), || {
+        format!("GET {path}: content type {kind:?}")
+    })?;
+    Ok(Reader::new(response))
+}
+
+/// The frames a stream sends while a new turn runs in a settled session, until the stream has
+/// been quiet for 1.5 s (at most 10 s).
+async fn frames_of_a_turn(target: &Target, token: &str) -> Result<Vec<Frame>, Finding> {
+    let (session, turn) = start_turn(target, token, None, "conformance: stream me").await?;
+    settle(target, token, &session, &turn).await?;
+    let mut reader = open(target, token, &session, None).await?;
+    start_turn(
+        target,
+        token,
+        Some(&session),
+        "conformance: stream this turn too",
+    )
+    .await?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut frames = Vec::new();
+    while Instant::now() < deadline {
+        match reader.next(Duration::from_millis(1500)).await? {
+            Some(frame) => frames.push(frame),
+            None => break,
+        }
+    }
+    Ok(frames)
+}
+
+async fn event_names(target: &Target) -> Verdict {
+    let token = token(&target.tokens.agent, "agent")?;
+    let frames = frames_of_a_turn(target, token).await?;
+    let page = spec()
+        .component("EventPage")
+        .ok_or_else(|| Finding::Error("no EventPage schema".into()))?;
+    let mut pages = 0;
+    for frame in &frames {
+        match frame.event.as_str() {
+            "page" => {
+                pages += 1;
+                let data: Value = serde_json::from_str(&frame.data)
+                    .map_err(|e| Finding::Fail(format!("a page whose data is not JSON: {e}")))?;
+                let errors = page.errors(&data);
+                ensure(errors.is_empty(), || {
+                    format!("a page that is not an EventPage: {}", errors.join("; "))
+                })?;
+            }
+            "message" | "resync" => {}
+            other => return fail(format!("an SSE event named {other:?}")),
+        }
+    }
+    ensure(pages > 0, || {
+        format!("no `page` event among {} frames", frames.len())
+    })
+}
+
+async fn ids(target: &Target) -> Verdict {
+    let token = token(&target.tokens.agent, "agent")?;
+    let frames = frames_of_a_turn(target, token).await?;
+    ensure(frames.iter().any(|frame| frame.event == "page"), || {
+        "no `page` event".into()
+    })?;
+    for frame in &frames {
+        match frame.event.as_str() {
+            "page" => {
+                let data: Value = serde_json::from_str(&frame.data).unwrap_or_default();
+                ensure(
+                    frame.id.is_some() && frame.id.as_deref() == data["cursor"].as_str(),
+                    || {
+                        format!(
+                            "a page whose id {:?} is not its cursor {}",
+                            frame.id, data["cursor"]
+                        )
+                    },
+                )?;
+            }
+            "message" => ensure(frame.id.is_none(), || {
+                format!("a message with id {:?}", frame.id)
+            })?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+async fn resume(target: &Target) -> Verdict {
+    let token = token(&target.tokens.agent, "agent")?;
+    let (session, first) = start_turn(target, token, None, "conformance: before the break").await?;
+    let (before, cursor) = settle(target, token, &session, &first).await?;
+    let (_, second) = start_turn(
+        target,
+        token,
+        Some(&session),
+        "conformance: after the break",
+    )
+    .await?;
+    let (all, _) = settle(target, token, &session, &second).await?;
+    let missed = &all[before.len()..];
+    ensure(!missed.is_empty(), || {
+        "the second turn appended no events".into()
+    })?;
+    let mut reader = open(target, token, &session, Some(&cursor)).await?;
+    let mut streamed = Vec::new();
+    while streamed.len() < missed.len() {
+        let Some(frame) = reader.next(Duration::from_secs(5)).await? else {
+            break;
+        };
+        if frame.event == "page" {
+            let data: Value = serde_json::from_str(&frame.data).unwrap_or_default();
+            streamed.extend(data["events"].as_array().cloned().unwrap_or_default());
+        }
+    }
+    ensure(streamed == missed, || {
+        let seq = |events: &[Value]| events.iter().map(|e| e["seq"].clone()).collect::<Vec<_>>();
+        format!(
+            "resumed stream gave events {:?}, the log has {:?} after the cursor",
+            seq(&streamed),
+            seq(missed)
+        )
+    })
+}

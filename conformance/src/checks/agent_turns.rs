@@ -1,0 +1,87 @@
+//! Turns and their states (part 3).
+
+use reqwest::Method;
+
+use super::{TERMINAL, poll, run, settle, start_turn, token, turn_state};
+use crate::check::{Category, Check, Verdict, ensure, skip};
+use crate::target::Target;
+
+pub(super) fn checks() -> Vec<Check> {
+    vec![
+        Check {
+            id: "agent.turns.terminal",
+            category: Category::AgentTurns,
+            requirement: "A turn MUST reach one of the states complete, failed, interrupted or awaiting_action, once, and then stay in it.",
+            section: "3",
+            rests_on: &["POST /v1/agent/chat", "#/components/schemas/AgentEvent"],
+            run: run!(terminal),
+        },
+        Check {
+            id: "agent.turns.interrupt",
+            category: Category::AgentTurns,
+            requirement: "Interrupting a processing turn MUST end it `interrupted`, and interrupting it again MUST be refused with 409.",
+            section: "3",
+            rests_on: &["POST /v1/agent/sessions/{sessionId}/interrupt"],
+            run: run!(interrupt),
+        },
+    ]
+}
+
+async fn terminal(target: &Target) -> Verdict {
+    let token = token(&target.tokens.agent, "agent")?;
+    let (session, turn) = start_turn(target, token, None, "conformance: hello").await?;
+    let (events, cursor) = settle(target, token, &session, &turn).await?;
+    let states: Vec<&str> = events
+        .iter()
+        .filter(|event| event["type"] == "turn_state" && event["turnId"] == turn.as_str())
+        .filter_map(|event| event["state"].as_str())
+        .collect();
+    let ends = states
+        .iter()
+        .filter(|state| TERMINAL.contains(state))
+        .count();
+    ensure(
+        ends == 1 && TERMINAL.contains(states.last().unwrap_or(&"")),
+        || format!("turn {turn} went through {states:?}"),
+    )?;
+    let later = poll(target, token, &session, Some(&cursor), "wait=1000").await?;
+    later.expect(200, "a poll after the turn ended")?;
+    let after = later.body["events"].as_array().cloned().unwrap_or_default();
+    ensure(turn_state(&after, &turn).is_none(), || {
+        format!(
+            "turn {turn} changed state after it ended: {:?}",
+            turn_state(&after, &turn)
+        )
+    })
+}
+
+async fn interrupt(target: &Target) -> Verdict {
+    let token = token(&target.tokens.agent, "agent")?;
+    let (session, turn) = start_turn(target, token, None, "wait 5000").await?;
+    let path = format!("/v1/agent/sessions/{session}/interrupt");
+    let first = target
+        .request(Method::POST, &path)
+        .bearer(token)
+        .send()
+        .await?;
+    if first.status == 409 {
+        return skip(
+            "the turn was not processing when interrupted (the runtime ignores `wait <ms>`)",
+        );
+    }
+    first.expect(200, "interrupting a processing turn")?;
+    let (events, _) = settle(target, token, &session, &turn).await?;
+    ensure(turn_state(&events, &turn) == Some("interrupted"), || {
+        format!(
+            "the interrupted turn ended {:?}",
+            turn_state(&events, &turn)
+        )
+    })?;
+    let again = target
+        .request(Method::POST, &path)
+        .bearer(token)
+        .send()
+        .await?;
+    again.expect(409, "interrupting an ended turn")?;
+    Ok(())
+}

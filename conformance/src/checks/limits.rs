@@ -1,0 +1,206 @@
+//! The limits of part 8.
+
+use reqwest::Method;
+use serde_json::Value;
+
+use super::{run, simulations, token};
+use crate::check::{Category, Check, Verdict, ensure, skip};
+use crate::target::Target;
+
+pub(super) fn checks() -> Vec<Check> {
+    vec![
+        Check {
+            id: "limits.wait",
+            category: Category::Limits,
+            requirement: "A `wait` above 30000 milliseconds MUST be refused with 400.",
+            section: "4.2, 8",
+            rests_on: &[
+                "GET /v1/agent/chat/{sessionId}",
+                "#/components/parameters/Wait",
+            ],
+            run: run!(wait),
+        },
+        Check {
+            id: "limits.session-id",
+            category: Category::Limits,
+            requirement: "A `{sessionId}` longer than 160 characters MUST be refused with 400.",
+            section: "4.2, 8",
+            rests_on: &[
+                "GET /v1/agent/sessions/{sessionId}",
+                "#/components/parameters/SessionId",
+            ],
+            run: run!(session_id),
+        },
+        Check {
+            id: "limits.names",
+            category: Category::Limits,
+            requirement: "An `{app}`, `{skill}` or `{operation}` longer than 160 characters MUST be refused with 400.",
+            section: "4.1, 8",
+            rests_on: &[
+                "GET /v1/pipeline/apps/{app}/operations/{operation}",
+                "POST /v1/pipeline/skills/{skill}/operations/{operation}",
+            ],
+            run: run!(names),
+        },
+        Check {
+            id: "limits.application-id",
+            category: Category::Limits,
+            requirement: "An `{applicationId}` below 1 or not a number MUST be refused with 400.",
+            section: "4.3, 8",
+            rests_on: &[
+                "POST /v1/account/apps/{applicationId}",
+                "#/components/parameters/ApplicationId",
+            ],
+            run: run!(application_id),
+        },
+        Check {
+            id: "limits.credential-name",
+            category: Category::Limits,
+            requirement: "A credential `{name}` longer than 128 characters or not matching `^[A-Za-z_][A-Za-z0-9_]{0,127}$` MUST be refused with 400.",
+            section: "4.3, 8",
+            rests_on: &[
+                "DELETE /v1/account/apps/{applicationId}/secrets/{name}",
+                "#/components/parameters/CredentialName",
+            ],
+            run: run!(credential_name),
+        },
+        Check {
+            id: "limits.step",
+            category: Category::Limits,
+            requirement: "Every `step` of a balance change, approval or log MUST be at least 1.",
+            section: "2.3, 2.4, 2.8, 8",
+            rests_on: &["#/components/schemas/PipelineSimulation"],
+            run: run!(step),
+        },
+    ]
+}
+
+/// Expects 400 with an error envelope for each request.
+async fn refused(target: &Target, token: &str, requests: &[(Method, String)]) -> Verdict {
+    for (method, path) in requests {
+        let mut call = target.request(method.clone(), path).bearer(token);
+        if *method == Method::POST {
+            call = call.json(&serde_json::json!({}));
+        }
+        let reply = call.send().await?;
+        ensure(
+            reply.status == 400 && reply.body.get("error").is_some(),
+            || {
+                format!(
+                    "{method} {}…: expected 400, got {}",
+                    &path[..path.len().min(60)],
+                    reply.status
+                )
+            },
+        )?;
+    }
+    Ok(())
+}
+
+async fn wait(target: &Target) -> Verdict {
+    let token = token(&target.tokens.agent, "agent")?;
+    let path = "/v1/agent/chat/conformance-session?wait=30001".to_owned();
+    refused(target, token, &[(Method::GET, path)]).await
+}
+
+async fn session_id(target: &Target) -> Verdict {
+    let token = token(&target.tokens.agent, "agent")?;
+    let long = "s".repeat(161);
+    refused(
+        target,
+        token,
+        &[
+            (Method::GET, format!("/v1/agent/sessions/{long}")),
+            (Method::GET, format!("/v1/agent/chat/{long}")),
+        ],
+    )
+    .await
+}
+
+async fn names(target: &Target) -> Verdict {
+    let token = token(&target.tokens.pipeline, "pipeline")?;
+    let long = "n".repeat(161);
+    refused(
+        target,
+        token,
+        &[
+            (
+                Method::GET,
+                format!("/v1/pipeline/apps/{long}/operations/transfer"),
+            ),
+            (
+                Method::GET,
+                format!("/v1/pipeline/apps/conformance/operations/{long}"),
+            ),
+            (
+                Method::POST,
+                format!("/v1/pipeline/skills/{long}/operations/validate"),
+            ),
+            (
+                Method::POST,
+                format!("/v1/pipeline/skills/conformance/operations/{long}"),
+            ),
+        ],
+    )
+    .await
+}
+
+async fn application_id(target: &Target) -> Verdict {
+    let token = token(&target.tokens.account, "account")?;
+    refused(
+        target,
+        token,
+        &[
+            (Method::POST, "/v1/account/apps/0".to_owned()),
+            (Method::POST, "/v1/account/apps/first".to_owned()),
+        ],
+    )
+    .await
+}
+
+async fn credential_name(target: &Target) -> Verdict {
+    let token = token(&target.tokens.account, "account")?;
+    let long = "N".repeat(129);
+    refused(
+        target,
+        token,
+        &[
+            (Method::DELETE, format!("/v1/account/apps/1/secrets/{long}")),
+            (
+                Method::DELETE,
+                "/v1/account/apps/1/secrets/1ST_KEY".to_owned(),
+            ),
+        ],
+    )
+    .await
+}
+
+/// Every `step` member in `value`, at any depth.
+fn steps(value: &Value, found: &mut Vec<i64>) {
+    match value {
+        Value::Object(members) => {
+            for (name, member) in members {
+                match (name.as_str(), member.as_i64()) {
+                    ("step", Some(step)) => found.push(step),
+                    _ => steps(member, found),
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|item| steps(item, found)),
+        _ => {}
+    }
+}
+
+async fn step(target: &Target) -> Verdict {
+    let mut found = Vec::new();
+    for seen in target.seen() {
+        for simulation in simulations(&seen.body) {
+            steps(simulation, &mut found);
+        }
+    }
+    if found.is_empty() {
+        return skip("no simulation with steps was seen in this run (run the pipeline checks too)");
+    }
+    let low: Vec<i64> = found.into_iter().filter(|step| *step < 1).collect();
+    ensure(low.is_empty(), || format!("steps below 1: {low:?}"))
+}

@@ -1,0 +1,277 @@
+//! Every check of the suite, in the order a run takes them, and what they share.
+
+mod account;
+mod agent_actions;
+mod agent_events;
+mod agent_sse;
+mod agent_turns;
+mod auth;
+mod limits;
+mod pipeline;
+mod schema;
+pub(crate) mod sse;
+
+use std::time::{Duration, Instant};
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::check::{Check, Finding, skip};
+use crate::target::{Reply, Target};
+
+/// Wraps an `async fn(&Target) -> Verdict` as a [`crate::check::Run`].
+macro_rules! run {
+    ($check:path) => {{
+        fn run<'a>(
+            target: &'a $crate::target::Target,
+        ) -> std::pin::Pin<
+            Box<dyn std::future::Future<Output = $crate::check::Verdict> + Send + 'a>,
+        > {
+            Box::pin($check(target))
+        }
+        run
+    }};
+}
+pub(crate) use run;
+
+/// Every check. The schema checks come last: they read the responses the others saw.
+pub fn all() -> Vec<Check> {
+    [
+        auth::checks(),
+        agent_events::checks(),
+        agent_sse::checks(),
+        agent_turns::checks(),
+        agent_actions::checks(),
+        pipeline::checks(),
+        account::checks(),
+        limits::checks(),
+        schema::checks(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// Turn states that end polling (part 3).
+pub(crate) const TERMINAL: [&str; 4] = ["complete", "failed", "interrupted", "awaiting_action"];
+
+/// The token `name` of the run, or a skip saying it is missing.
+pub(crate) fn token<'a>(token: &'a Option<String>, name: &str) -> Result<&'a str, Finding> {
+    match token {
+        Some(token) => Ok(token),
+        None => skip(format!("needs the {name} token (--{name}-token)")),
+    }
+}
+
+/// A string member of a JSON body, or a failure naming it.
+pub(crate) fn text<'a>(body: &'a Value, pointer: &str) -> Result<&'a str, Finding> {
+    body.pointer(pointer)
+        .and_then(Value::as_str)
+        .ok_or_else(|| {
+            Finding::Fail(format!(
+                "no string at {pointer} in {}",
+                crate::target::excerpt(&body.to_string())
+            ))
+        })
+}
+
+/// Starts a turn with `message`, in `session` or a new one; returns `(sessionId, turnId)`.
+pub(crate) async fn start_turn(
+    target: &Target,
+    token: &str,
+    session: Option<&str>,
+    message: &str,
+) -> Result<(String, String), Finding> {
+    let mut body = json!({ "message": message });
+    if let Some(session) = session {
+        body["sessionId"] = json!(session);
+    }
+    let reply = target
+        .request(Method::POST, "/v1/agent/chat")
+        .bearer(token)
+        .json(&body)
+        .send()
+        .await?;
+    if !(200..300).contains(&reply.status) {
+        return Err(Finding::Fail(format!(
+            "starting a turn: got {} {}",
+            reply.status,
+            crate::target::excerpt(&reply.text)
+        )));
+    }
+    Ok((
+        text(&reply.body, "/sessionId")?.to_owned(),
+        text(&reply.body, "/turnId")?.to_owned(),
+    ))
+}
+
+/// `GET /v1/agent/chat/{session}` with an optional cursor and wait.
+pub(crate) async fn poll(
+    target: &Target,
+    token: &str,
+    session: &str,
+    cursor: Option<&str>,
+    query: &str,
+) -> Result<Reply, Finding> {
+    let mut path = format!("/v1/agent/chat/{session}?{query}");
+    if let Some(cursor) = cursor {
+        path.push_str(&format!("&cursor={}", encode(cursor)));
+    }
+    target
+        .request(Method::GET, &path)
+        .bearer(token)
+        .send()
+        .await
+}
+
+/// The session's whole log, following cursors from the reconcile page while `has_more`;
+/// returns the events and the cursor after the last one.
+pub(crate) async fn read_log(
+    target: &Target,
+    token: &str,
+    session: &str,
+) -> Result<(Vec<Value>, String), Finding> {
+    let mut events = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..1000 {
+        let reply = poll(target, token, session, cursor.as_deref(), "").await?;
+        reply.expect(200, "reading the event log")?;
+        events.extend(
+            reply.body["events"]
+                .as_array()
+                .ok_or_else(|| Finding::Fail("an EventPage without `events`".into()))?
+                .iter()
+                .cloned(),
+        );
+        cursor = Some(text(&reply.body, "/cursor")?.to_owned());
+        if reply.body["has_more"] != json!(true) {
+            return Ok((events, cursor.unwrap_or_default()));
+        }
+    }
+    Err(Finding::Fail("has_more stayed true for 1000 pages".into()))
+}
+
+/// The state of the latest `turn_state` event of `turn` in `events`.
+pub(crate) fn turn_state<'a>(events: &'a [Value], turn: &str) -> Option<&'a str> {
+    events
+        .iter()
+        .filter(|event| event["type"] == "turn_state" && event["turnId"] == turn)
+        .filter_map(|event| event["state"].as_str())
+        .next_back()
+}
+
+/// Polls the log until `turn` reaches a terminal state (at most 20 s); returns the log.
+pub(crate) async fn settle(
+    target: &Target,
+    token: &str,
+    session: &str,
+    turn: &str,
+) -> Result<(Vec<Value>, String), Finding> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (events, cursor) = read_log(target, token, session).await?;
+        if turn_state(&events, turn).is_some_and(|state| TERMINAL.contains(&state)) {
+            return Ok((events, cursor));
+        }
+        if Instant::now() > deadline {
+            return Err(Finding::Fail(format!(
+                "turn {turn} did not reach a terminal state within 20 s"
+            )));
+        }
+        poll(target, token, session, Some(&cursor), "wait=2000").await?;
+    }
+}
+
+/// Percent-encodes a query value.
+pub(crate) fn encode(value: &str) -> String {
+    value
+        .bytes()
+        .map(|byte| match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (byte as char).to_string()
+            }
+            _ => format!("%{byte:02X}"),
+        })
+        .collect()
+}
+
+/// Every object under a `simulation` member of `body`, at any depth.
+pub(crate) fn simulations(body: &Value) -> Vec<&Value> {
+    let mut found = Vec::new();
+    let mut stack = vec![body];
+    while let Some(value) = stack.pop() {
+        match value {
+            Value::Object(members) => {
+                for (name, member) in members {
+                    if name == "simulation" && member.is_object() {
+                        found.push(member);
+                    } else {
+                        stack.push(member);
+                    }
+                }
+            }
+            Value::Array(items) => stack.extend(items),
+            _ => {}
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::*;
+    use crate::spec::spec;
+
+    #[test]
+    fn every_check_is_well_formed() {
+        let checks = all();
+        let mut ids = HashSet::new();
+        for check in &checks {
+            assert!(ids.insert(check.id), "{} appears twice", check.id);
+            assert!(
+                check
+                    .id
+                    .starts_with(&format!("{}.", check.category.as_str())),
+                "{} is not in its category {}",
+                check.id,
+                check.category.as_str()
+            );
+            let keywords = ["MUST", "MUST NOT", "SHOULD", "MAY"];
+            assert!(
+                keywords.iter().any(|k| check.requirement.contains(k)),
+                "{}: no RFC 2119 keyword",
+                check.id
+            );
+            assert!(!check.rests_on.is_empty(), "{} rests on nothing", check.id);
+            for reference in check.rests_on {
+                assert!(
+                    spec().element(reference).is_some(),
+                    "{}: {reference} is not in openapi.json",
+                    check.id
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_level_follows_the_profile_marks() {
+        assert_eq!(
+            spec().level(&["GET /v1/agent/chat/{sessionId}"]),
+            crate::check::Level::Normative
+        );
+        assert_eq!(
+            spec().level(&["DELETE /v1/agent/sessions/{sessionId}"]),
+            crate::check::Level::Profile
+        );
+        assert_eq!(
+            spec().level(&["#/components/schemas/PipelineBuild/properties/digest/description"]),
+            crate::check::Level::Profile
+        );
+        assert_eq!(
+            spec().level(&["#/components/schemas/PipelineBuild/properties/digest/pattern"]),
+            crate::check::Level::Normative
+        );
+    }
+}

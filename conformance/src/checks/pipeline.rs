@@ -1,0 +1,399 @@
+//! Builds, their digest and commit (parts 2.1, 2.10, 3, 4.1 and 7).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use reqwest::Method;
+use serde_json::Value;
+
+use super::{run, text, token};
+use crate::check::{Category, Check, Finding, Verdict, ensure, fail, skip};
+use crate::spec::spec;
+use crate::target::{Reply, Target};
+
+const EVM: &str = "/v1/pipeline/evm/build";
+const SVM: &str = "/v1/pipeline/svm/stage";
+
+pub(super) fn checks() -> Vec<Check> {
+    vec![
+        Check {
+            id: "pipeline.build",
+            category: Category::Pipeline,
+            requirement: "A build request MUST be answered with a Build of version 2, status `staged` or `simulated`, the requested app as `origin.app`, a future `expiresAt`, a `sha256:` digest and an attestation.",
+            section: "2.1, 4.1",
+            rests_on: &["POST /v1/pipeline/evm/build"],
+            run: run!(build),
+        },
+        Check {
+            id: "pipeline.digest",
+            category: Category::Pipeline,
+            requirement: "A Build's digest MUST be `sha256:` and the hex SHA-256 of the RFC 8785 form of the Build without `digest` and `attestation`.",
+            section: "2.1",
+            rests_on: &[
+                "POST /v1/pipeline/evm/build",
+                "#/components/schemas/PipelineBuild/properties/digest/description",
+            ],
+            run: run!(digest),
+        },
+        Check {
+            id: "pipeline.commit",
+            category: Category::Pipeline,
+            requirement: "A fresh Build presented back to its lifecycle endpoint MUST be revalidated, re-simulated and committed.",
+            section: "1, 3",
+            rests_on: &["POST /v1/pipeline/evm/build"],
+            run: run!(commit),
+        },
+        Check {
+            id: "pipeline.svm",
+            category: Category::Pipeline,
+            requirement: "The SVM lifecycle endpoint MUST answer a build request with an SVM Build and commit it when presented back.",
+            section: "1, 4.1",
+            rests_on: &["POST /v1/pipeline/svm/stage"],
+            run: run!(svm),
+        },
+        Check {
+            id: "pipeline.commit-tampered",
+            category: Category::Pipeline,
+            requirement: "A Build changed in any way after it was issued (its actions, digest, attestation or expiry) MUST NOT be committed.",
+            section: "2.1, 3",
+            rests_on: &["POST /v1/pipeline/evm/build"],
+            run: run!(tampered),
+        },
+        Check {
+            id: "pipeline.commit-expired",
+            category: Category::Pipeline,
+            requirement: "A Build presented for commit after its `expiresAt` MUST be rejected with an error envelope.",
+            section: "3, 7.6",
+            rests_on: &["POST /v1/pipeline/evm/build"],
+            run: run!(expired),
+        },
+        Check {
+            id: "pipeline.operation-descriptor",
+            category: Category::Pipeline,
+            requirement: "Reading an app operation MUST return an Operation descriptor: kind `operation`, its name, an HTTP method, an href and an object `inputSchema`.",
+            section: "2.10, 4.1",
+            rests_on: &["GET /v1/pipeline/apps/{app}/operations/{operation}"],
+            run: run!(operation_descriptor),
+        },
+        Check {
+            id: "pipeline.skill-input",
+            category: Category::Pipeline,
+            requirement: "A skill operation call whose body does not hold against the operation's input schema MUST be refused with 400.",
+            section: "4.1",
+            rests_on: &[
+                "POST /v1/pipeline/skills/{skill}/operations/{operation}",
+                "GET /v1/pipeline/skills",
+            ],
+            run: run!(skill_input),
+        },
+    ]
+}
+
+fn now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs() as i64)
+}
+
+/// openapi.json's request example of the endpoint at `path` with `member`: `operations` for
+/// a build request, `actions` for a stage input.
+fn example(path: &str, member: &str) -> Result<Value, Finding> {
+    spec().request_example("POST", path, member).ok_or_else(|| {
+        Finding::Error(format!(
+            "openapi.json has no example with `{member}` for {path}"
+        ))
+    })
+}
+
+/// openapi.json's build request example of the endpoint at `path`.
+fn build_request(path: &str) -> Result<Value, Finding> {
+    example(path, "operations")
+}
+
+async fn lifecycle(
+    target: &Target,
+    token: &str,
+    path: &str,
+    body: &Value,
+) -> Result<Reply, Finding> {
+    target
+        .request(Method::POST, path)
+        .bearer(token)
+        .json(body)
+        .send()
+        .await
+}
+
+/// A Build made from the endpoint's example build request.
+async fn fresh_build(target: &Target, token: &str, path: &str) -> Result<Value, Finding> {
+    build_from(target, token, path, build_request(path)?).await
+}
+
+/// A Build made from `request`.
+async fn build_from(
+    target: &Target,
+    token: &str,
+    path: &str,
+    request: Value,
+) -> Result<Value, Finding> {
+    let reply = lifecycle(target, token, path, &request).await?;
+    reply.expect(200, &format!("POST {path} with an example of openapi.json"))?;
+    Ok(reply.body.clone())
+}
+
+async fn build(target: &Target) -> Verdict {
+    let token = token(&target.tokens.pipeline, "pipeline")?;
+    let request = build_request(EVM)?;
+    let build = fresh_build(target, token, EVM).await?;
+    ensure(build["version"] == 2, || {
+        format!("version {}", build["version"])
+    })?;
+    let status = text(&build, "/status")?;
+    ensure(["staged", "simulated"].contains(&status), || {
+        format!("status {status:?}")
+    })?;
+    ensure(build["origin"]["app"] == request["app"], || {
+        format!(
+            "origin.app {} for app {}",
+            build["origin"]["app"], request["app"]
+        )
+    })?;
+    let expires = build["expiresAt"].as_i64().unwrap_or(0);
+    ensure(expires > now(), || {
+        format!("expiresAt {expires} is not in the future")
+    })?;
+    let digest = text(&build, "/digest")?;
+    ensure(
+        digest.len() == 71
+            && digest.starts_with("sha256:")
+            && digest[7..]
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)),
+        || format!("digest {digest:?}"),
+    )?;
+    ensure(!text(&build, "/attestation")?.is_empty(), || {
+        "an empty attestation".into()
+    })
+}
+
+async fn digest(target: &Target) -> Verdict {
+    let token = token(&target.tokens.pipeline, "pipeline")?;
+    for path in [EVM, SVM] {
+        let build = fresh_build(target, token, path).await?;
+        let object = build
+            .as_object()
+            .ok_or_else(|| Finding::Fail("a Build that is not an object".into()))?;
+        let expected = intent_models::digest::build_digest(object);
+        ensure(build["digest"] == expected.as_str(), || {
+            format!(
+                "{path}: digest {} but the content hashes to {expected}",
+                build["digest"]
+            )
+        })?;
+    }
+    Ok(())
+}
+
+async fn commit(target: &Target) -> Verdict {
+    let token = token(&target.tokens.pipeline, "pipeline")?;
+    let build = fresh_build(target, token, EVM).await?;
+    lifecycle(target, token, EVM, &build)
+        .await?
+        .expect(200, "committing a fresh Build")?;
+    Ok(())
+}
+
+async fn svm(target: &Target) -> Verdict {
+    let token = token(&target.tokens.pipeline, "pipeline")?;
+    let build = fresh_build(target, token, SVM).await?;
+    let chains: Vec<&Value> = build["actions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|a| &a["chain"])
+        .collect();
+    ensure(chains.iter().all(|chain| *chain == "svm"), || {
+        format!("actions on chains {chains:?}")
+    })?;
+    lifecycle(target, token, SVM, &build)
+        .await?
+        .expect(200, "committing a fresh SVM Build")?;
+    Ok(())
+}
+
+/// Changes an action of `build`: its `value` (ten times the amount) when it has one, else the
+/// last string member of the first action.
+fn alter_action(build: &mut Value) -> bool {
+    let Some(action) = build
+        .pointer_mut("/actions/0")
+        .and_then(Value::as_object_mut)
+    else {
+        return false;
+    };
+    let member = match action.get("value") {
+        Some(Value::String(_)) => action.get_mut("value"),
+        _ => action.values_mut().filter(|value| value.is_string()).last(),
+    };
+    match member {
+        Some(Value::String(text)) => {
+            text.push('0');
+            true
+        }
+        _ => false,
+    }
+}
+
+/// `text` with its last character replaced by another of the same kind.
+/// `text` with its last character changed: for a hex digest, a different digest.
+fn flip_last(text: &str) -> String {
+    let mut changed = text.to_owned();
+    let last = changed.pop().unwrap_or('0');
+    changed.push(if last == '0' { '1' } else { '0' });
+    changed
+}
+
+/// `text` with the first character of its last `.`-separated part changed: for a JWS, its
+/// signature. Unlike the last character of base64, the first one carries only meaningful bits,
+/// so the change cannot decode to the same bytes.
+fn flip_signature(text: &str) -> String {
+    let at = text.rfind('.').map_or(0, |dot| dot + 1);
+    let mut changed = text.to_owned();
+    if let Some(first) = text[at..].chars().next() {
+        let other = if first == 'A' { "B" } else { "A" };
+        changed.replace_range(at..at + first.len_utf8(), other);
+    }
+    changed
+}
+
+async fn tampered(target: &Target) -> Verdict {
+    let token = token(&target.tokens.pipeline, "pipeline")?;
+    // From the stage input, so that it differs from the Build `pipeline.commit` committed: a
+    // deployment may refuse a Build it already committed, which would hide what this checks.
+    let build = build_from(target, token, EVM, example(EVM, "actions")?).await?;
+    let mut variants = Vec::new();
+    let mut actions = build.clone();
+    if alter_action(&mut actions) {
+        variants.push(("an action changed", actions));
+    }
+    let mut digest = build.clone();
+    digest["digest"] = Value::String(flip_last(text(&build, "/digest")?));
+    variants.push(("the digest changed", digest));
+    let mut attestation = build.clone();
+    attestation["attestation"] = Value::String(flip_signature(text(&build, "/attestation")?));
+    variants.push(("the attestation changed", attestation));
+    let mut expiry = build.clone();
+    expiry["expiresAt"] = Value::from(build["expiresAt"].as_i64().unwrap_or(0) + 3600);
+    variants.push(("expiresAt moved an hour later", expiry));
+    for (what, variant) in variants {
+        let reply = lifecycle(target, token, EVM, &variant).await?;
+        ensure(
+            (400..500).contains(&reply.status) && reply.body.get("error").is_some(),
+            || {
+                format!(
+                    "a Build with {what} was answered {} {}",
+                    reply.status,
+                    crate::target::excerpt(&reply.text)
+                )
+            },
+        )?;
+    }
+    Ok(())
+}
+
+async fn expired(target: &Target) -> Verdict {
+    let token = token(&target.tokens.pipeline, "pipeline")?;
+    let build = fresh_build(target, token, EVM).await?;
+    let expires = build["expiresAt"].as_i64().unwrap_or(0);
+    let left = expires - now();
+    if left > 15 {
+        return skip(format!(
+            "Builds live {left} s here; the check waits out at most 15 s"
+        ));
+    }
+    tokio::time::sleep(Duration::from_secs(left.max(0) as u64 + 1)).await;
+    let reply = lifecycle(target, token, EVM, &build).await?;
+    ensure(
+        (400..500).contains(&reply.status) && reply.body.get("error").is_some(),
+        || {
+            format!(
+                "a Build past its expiresAt was answered {} {}",
+                reply.status,
+                crate::target::excerpt(&reply.text)
+            )
+        },
+    )
+}
+
+async fn operation_descriptor(target: &Target) -> Verdict {
+    let token = token(&target.tokens.pipeline, "pipeline")?;
+    let request = build_request(EVM)?;
+    let app = text(&request, "/app")?;
+    let operation = text(&request, "/operations/0/operation")?;
+    let path = format!("/v1/pipeline/apps/{app}/operations/{operation}");
+    let reply = target
+        .request(Method::GET, &path)
+        .bearer(token)
+        .send()
+        .await?;
+    reply.expect(200, &format!("GET {path}"))?;
+    let descriptor = &reply.body;
+    ensure(descriptor["kind"] == "operation", || {
+        format!("kind {}", descriptor["kind"])
+    })?;
+    ensure(descriptor["name"] == operation, || {
+        format!("name {}", descriptor["name"])
+    })?;
+    ensure(
+        descriptor["method"].is_string() && descriptor["href"].is_string(),
+        || {
+            format!(
+                "method {} and href {}",
+                descriptor["method"], descriptor["href"]
+            )
+        },
+    )?;
+    ensure(descriptor["inputSchema"].is_object(), || {
+        format!("inputSchema {}", descriptor["inputSchema"])
+    })
+}
+
+async fn skill_input(target: &Target) -> Verdict {
+    let token = token(&target.tokens.pipeline, "pipeline")?;
+    let list = target
+        .request(Method::GET, "/v1/pipeline/skills")
+        .bearer(token)
+        .send()
+        .await?;
+    list.expect(200, "GET /v1/pipeline/skills")?;
+    let Some((skill, operation)) = list.body["skills"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find_map(|skill| {
+            let operation = skill["operations"].as_array()?.iter().find(|op| {
+                op["inputSchema"]["required"]
+                    .as_array()
+                    .is_some_and(|required| !required.is_empty())
+            })?;
+            Some((
+                skill["name"].as_str()?.to_owned(),
+                operation["name"].as_str()?.to_owned(),
+            ))
+        })
+    else {
+        return skip("no skill operation has a required input");
+    };
+    let path = format!("/v1/pipeline/skills/{skill}/operations/{operation}");
+    let reply = target
+        .request(Method::POST, &path)
+        .bearer(token)
+        .json(&serde_json::json!({}))
+        .send()
+        .await?;
+    if reply.status == 200 {
+        return fail(format!(
+            "POST {path} with an empty body, which lacks the required input, was answered 200"
+        ));
+    }
+    reply.expect(400, &format!("POST {path} with an empty body"))?;
+    Ok(())
+}

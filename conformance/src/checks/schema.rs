@@ -1,0 +1,122 @@
+//! Every response seen in the run against openapi.json (parts 2 and 7). These checks run last.
+
+use super::{run, simulations};
+use crate::check::{Category, Check, Finding, Verdict, ensure, skip};
+use crate::spec::spec;
+use crate::target::Target;
+
+pub(super) fn checks() -> Vec<Check> {
+    vec![
+        Check {
+            id: "schema.error-envelope",
+            category: Category::Schema,
+            requirement: "Every error response MUST be a JSON object with an `error` member.",
+            section: "7.1",
+            rests_on: &["#/components/schemas/ErrorEnvelope"],
+            run: run!(error_envelope),
+        },
+        Check {
+            id: "schema.simulation",
+            category: Category::Schema,
+            requirement: "Every simulation MUST hold exactly the fields of parts 2.2 to 2.8, with their types, and no other property.",
+            section: "2.2",
+            rests_on: &["#/components/schemas/PipelineSimulation"],
+            run: run!(simulation),
+        },
+        Check {
+            id: "schema.responses",
+            category: Category::Schema,
+            requirement: "Every response MUST have a status the operation declares and a body that holds against its schema in openapi.json.",
+            section: "2, 7",
+            rests_on: &[
+                "#/components/schemas/ErrorDetail",
+                "#/components/schemas/AgentEvent",
+            ],
+            run: run!(responses),
+        },
+    ]
+}
+
+async fn error_envelope(target: &Target) -> Verdict {
+    let errors: Vec<_> = target
+        .seen()
+        .into_iter()
+        .filter(|seen| seen.status >= 400)
+        .collect();
+    if errors.is_empty() {
+        return skip("no error response was seen in this run");
+    }
+    let bare: Vec<String> = errors
+        .iter()
+        .filter(|seen| seen.body.get("error").is_none())
+        .map(|seen| format!("{} ({}, from {})", seen.request, seen.status, seen.check))
+        .collect();
+    ensure(bare.is_empty(), || {
+        format!(
+            "{} of {} error responses lack the envelope: {}",
+            bare.len(),
+            errors.len(),
+            bare.join("; ")
+        )
+    })
+}
+
+async fn simulation(target: &Target) -> Verdict {
+    let validator = spec()
+        .component("PipelineSimulation")
+        .ok_or_else(|| Finding::Error("openapi.json has no PipelineSimulation".into()))?;
+    let mut count = 0;
+    let mut wrong = Vec::new();
+    for seen in target.seen() {
+        for simulation in simulations(&seen.body) {
+            count += 1;
+            let errors = validator.errors(simulation);
+            if !errors.is_empty() {
+                wrong.push(format!(
+                    "{} ({}): {}",
+                    seen.request,
+                    seen.check,
+                    errors.join(", ")
+                ));
+            }
+        }
+    }
+    if count == 0 {
+        return skip("no simulation was seen in this run (run the pipeline checks too)");
+    }
+    ensure(wrong.is_empty(), || {
+        format!(
+            "{} of {count} simulations break the schema: {}",
+            wrong.len(),
+            wrong.join("; ")
+        )
+    })
+}
+
+async fn responses(target: &Target) -> Verdict {
+    let seen = target.seen().len();
+    if seen == 0 {
+        return skip("no response was seen in this run");
+    }
+    let violations = target.violations();
+    ensure(violations.is_empty(), || {
+        let listed: Vec<String> = violations
+            .iter()
+            .take(10)
+            .map(|v| {
+                format!(
+                    "{} -> {} (from {}): {}",
+                    v.request,
+                    v.status,
+                    v.check,
+                    v.errors.join(", ")
+                )
+            })
+            .collect();
+        format!(
+            "{} of {seen} responses break openapi.json: {}",
+            violations.len(),
+            listed.join("; ")
+        )
+    })
+}

@@ -1,0 +1,193 @@
+//! Where a run's address, tokens and settings come from: flags, then environment variables
+//! (both read by the CLI), then the config file, its `--env` environment before its top level.
+//!
+//! The file is JSON:
+//!
+//! ```json
+//! {
+//!   "tokens": { "agent": "...", "pipeline": "...", "account": "...", "narrow": "...", "second": "..." },
+//!   "environments": {
+//!     "staging": { "baseUrl": "https://staging.example.com", "tokens": { "agent": "..." }, "cursorTtl": 5 }
+//!   }
+//! }
+//! ```
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::target::{Settings, Tokens};
+
+/// The values one source gives; absent ones fall through to the next source.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Layer {
+    /// The deployment's base URL.
+    pub base_url: Option<String>,
+    /// Tokens.
+    #[serde(default)]
+    pub tokens: TokenLayer,
+    /// The deployment's cursor lifetime in seconds.
+    pub cursor_ttl: Option<u64>,
+    /// A chat message that makes the runtime raise an action.
+    pub action_prompt: Option<String>,
+}
+
+/// Tokens of one source.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenLayer {
+    /// See [`Tokens::agent`].
+    pub agent: Option<String>,
+    /// See [`Tokens::pipeline`].
+    pub pipeline: Option<String>,
+    /// See [`Tokens::account`].
+    pub account: Option<String>,
+    /// See [`Tokens::narrow`].
+    pub narrow: Option<String>,
+    /// See [`Tokens::second`].
+    pub second: Option<String>,
+}
+
+/// The config file: top-level values for every environment, and named environments.
+#[derive(Debug, Clone, Default)]
+pub struct File {
+    /// Top-level values.
+    pub defaults: Layer,
+    /// Named environments, chosen with `--env`.
+    pub environments: BTreeMap<String, Layer>,
+}
+
+impl File {
+    /// Parses the file's text.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let mut object: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(text).map_err(|e| format!("the config file: {e}"))?;
+        let environments = match object.remove("environments") {
+            Some(value) => serde_json::from_value(value)
+                .map_err(|e| format!("the config file's environments: {e}"))?,
+            None => BTreeMap::new(),
+        };
+        let defaults =
+            serde_json::from_value(object.into()).map_err(|e| format!("the config file: {e}"))?;
+        Ok(Self {
+            defaults,
+            environments,
+        })
+    }
+}
+
+/// What a run resolved to.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    /// The base URL; `None` starts the embedded server.
+    pub base_url: Option<String>,
+    /// The tokens.
+    pub tokens: Tokens,
+    /// The settings.
+    pub settings: Settings,
+}
+
+/// Merges `command_line` (flags and environment variables) over the file's environment `env`
+/// over the file's top level.
+pub fn resolve(
+    command_line: Layer,
+    file: Option<&File>,
+    env: Option<&str>,
+) -> Result<Resolved, String> {
+    let environment = match (file, env) {
+        (_, None) => None,
+        (Some(file), Some(name)) => Some(
+            file.environments
+                .get(name)
+                .ok_or_else(|| format!("the config file has no environment {name:?}"))?,
+        ),
+        (None, Some(name)) => return Err(format!("--env {name} needs a config file (--config)")),
+    };
+    let layers: Vec<&Layer> = [
+        Some(&command_line),
+        environment,
+        file.map(|file| &file.defaults),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let first =
+        |pick: fn(&Layer) -> Option<&String>| layers.iter().find_map(|layer| pick(layer)).cloned();
+    let tokens = Tokens {
+        agent: first(|layer| layer.tokens.agent.as_ref()),
+        pipeline: first(|layer| layer.tokens.pipeline.as_ref()),
+        account: first(|layer| layer.tokens.account.as_ref()),
+        narrow: first(|layer| layer.tokens.narrow.as_ref()),
+        second: first(|layer| layer.tokens.second.as_ref()),
+    };
+    let mut settings = Settings {
+        cursor_ttl: layers
+            .iter()
+            .find_map(|layer| layer.cursor_ttl)
+            .map(Duration::from_secs),
+        ..Settings::default()
+    };
+    if let Some(prompt) = first(|layer| layer.action_prompt.as_ref()) {
+        settings.action_prompt = prompt;
+    }
+    let base_url = first(|layer| layer.base_url.as_ref());
+    if env.is_some() && base_url.is_none() {
+        return Err(format!(
+            "the environment {:?} has no baseUrl",
+            env.unwrap_or_default()
+        ));
+    }
+    Ok(Resolved {
+        base_url,
+        tokens,
+        settings,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FILE: &str = r#"{
+        "tokens": { "agent": "file-agent", "pipeline": "file-pipeline", "account": "file-account" },
+        "cursorTtl": 9,
+        "environments": {
+            "staging": { "baseUrl": "https://staging.example", "tokens": { "pipeline": "staging-pipeline" } }
+        }
+    }"#;
+
+    #[test]
+    fn command_line_beats_environment_beats_file() {
+        let file = File::parse(FILE).unwrap();
+        let command_line = Layer {
+            tokens: TokenLayer {
+                agent: Some("flag-agent".into()),
+                ..TokenLayer::default()
+            },
+            ..Layer::default()
+        };
+        let resolved = resolve(command_line, Some(&file), Some("staging")).unwrap();
+        assert_eq!(
+            resolved.base_url.as_deref(),
+            Some("https://staging.example")
+        );
+        assert_eq!(resolved.tokens.agent.as_deref(), Some("flag-agent"));
+        assert_eq!(
+            resolved.tokens.pipeline.as_deref(),
+            Some("staging-pipeline")
+        );
+        assert_eq!(resolved.tokens.account.as_deref(), Some("file-account"));
+        assert_eq!(resolved.tokens.narrow, None);
+        assert_eq!(resolved.settings.cursor_ttl, Some(Duration::from_secs(9)));
+    }
+
+    #[test]
+    fn an_unknown_environment_or_member_is_an_error() {
+        let file = File::parse(FILE).unwrap();
+        assert!(resolve(Layer::default(), Some(&file), Some("prod")).is_err());
+        assert!(resolve(Layer::default(), None, Some("staging")).is_err());
+        assert!(File::parse(r#"{"token": {}}"#).is_err());
+    }
+}

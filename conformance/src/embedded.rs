@@ -1,0 +1,120 @@
+//! A reference server started in-process on a free loopback port, with a temporary data dir
+//! and tokens minted with its own key: what `intent-conformance run` checks without a base URL.
+
+use std::time::Duration;
+
+use intent_server::config::Config;
+use intent_server::resource::Resource;
+use intent_server::token::Grant;
+
+use crate::target::{Settings, Target, Tokens};
+
+/// Cursor lifetime of the embedded server: short, so that the expiry check can wait it out.
+pub const CURSOR_TTL: Duration = Duration::from_secs(2);
+
+/// Build lifetime of the embedded server: short, so that the expiry check can wait it out.
+pub const BUILD_TTL: Duration = Duration::from_secs(4);
+
+/// A running embedded reference server; it stops, and its data dir goes, when dropped.
+pub struct Embedded {
+    base: String,
+    tokens: Tokens,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+    _data_dir: tempfile::TempDir,
+}
+
+impl Embedded {
+    /// Starts the reference server as it is.
+    pub async fn start() -> Result<Self, String> {
+        Self::start_with(|app| app).await
+    }
+
+    /// Starts the reference server with `wrap` applied to its router (to add layers).
+    pub async fn start_with(
+        wrap: impl FnOnce(axum::Router) -> axum::Router,
+    ) -> Result<Self, String> {
+        let data_dir = tempfile::tempdir().map_err(|e| format!("a temporary data dir: {e}"))?;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(|e| format!("a loopback port: {e}"))?;
+        let address = listener.local_addr().map_err(|e| e.to_string())?;
+        let base = format!("http://{address}");
+        let config = Config::new(data_dir.path())
+            .cursor_ttl(CURSOR_TTL)
+            .build_ttl(BUILD_TTL);
+        let state = intent_server::AppState::open(config, &base)
+            .await
+            .map_err(|e| format!("opening the reference server: {e}"))?;
+        let mint = |account: &str, resource: Resource, scopes: &[&str]| {
+            state.mint_access_token(&Grant {
+                account: account.to_owned(),
+                scopes: scopes.iter().map(|scope| scope.to_string()).collect(),
+                resource: resource.identifier(&base),
+                client_id: "intent-conformance".to_owned(),
+                ttl: Duration::from_secs(3600),
+            })
+        };
+        let tokens = Tokens {
+            agent: Some(mint(
+                "conformance",
+                Resource::Agent,
+                &["agent:read", "agent:write", "agent:actions:resolve"],
+            )),
+            pipeline: Some(mint(
+                "conformance",
+                Resource::Pipeline,
+                &["pipeline:catalog", "pipeline:execute"],
+            )),
+            account: Some(mint(
+                "conformance",
+                Resource::Account,
+                &[
+                    "account:apps:read",
+                    "account:apps:write",
+                    "account:credentials:read",
+                    "account:credentials:write",
+                    "account:usage:read",
+                ],
+            )),
+            narrow: Some(mint("conformance", Resource::Agent, &["agent:read"])),
+            second: Some(mint(
+                "conformance-other",
+                Resource::Agent,
+                &["agent:read", "agent:write"],
+            )),
+        };
+        let app = wrap(intent_server::app(state));
+        let task = tokio::spawn(async move { axum::serve(listener, app).await });
+        Ok(Self {
+            base,
+            tokens,
+            task,
+            _data_dir: data_dir,
+        })
+    }
+
+    /// The server's base URL.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// The tokens minted for the run.
+    pub fn tokens(&self) -> &Tokens {
+        &self.tokens
+    }
+
+    /// A target for this server, knowing its short cursor lifetime.
+    pub fn target(&self) -> Target {
+        let settings = Settings {
+            cursor_ttl: Some(CURSOR_TTL),
+            ..Settings::default()
+        };
+        Target::new(&self.base, self.tokens.clone(), settings)
+    }
+}
+
+impl Drop for Embedded {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

@@ -1,0 +1,233 @@
+//! `intent-conformance`: checks a deployment against the interface and writes reports.
+
+#![forbid(unsafe_code)]
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use intent_conformance::check::Status;
+use intent_conformance::config::{self, Layer, TokenLayer};
+use intent_conformance::run::{Outcome, Selection};
+use intent_conformance::spec::spec;
+use intent_conformance::target::Target;
+use intent_conformance::{checks, report, run};
+
+#[derive(Parser)]
+#[command(
+    version,
+    about = "Checks a deployment of the Pipeline, Agent and Account interface"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Runs the checks. Without a base URL, against a reference server started in-process.
+    Run(Box<RunArgs>),
+}
+
+#[derive(Parser)]
+struct RunArgs {
+    /// The deployment's base URL, such as https://staging.example.com.
+    #[arg(long, env = "INTENT_CONFORMANCE_BASE_URL")]
+    base_url: Option<String>,
+    /// An environment of the config file (its baseUrl and tokens).
+    #[arg(long)]
+    env: Option<String>,
+    /// The config file (JSON); ./intent-conformance.json when present.
+    #[arg(long, env = "INTENT_CONFORMANCE_CONFIG")]
+    config: Option<PathBuf>,
+    /// Agent token: agent:read agent:write agent:actions:resolve.
+    #[arg(long, env = "INTENT_CONFORMANCE_AGENT_TOKEN", hide_env_values = true)]
+    agent_token: Option<String>,
+    /// Pipeline token: pipeline:catalog pipeline:execute.
+    #[arg(
+        long,
+        env = "INTENT_CONFORMANCE_PIPELINE_TOKEN",
+        hide_env_values = true
+    )]
+    pipeline_token: Option<String>,
+    /// Account token: account:apps:read/write, account:credentials:read/write, account:usage:read.
+    #[arg(long, env = "INTENT_CONFORMANCE_ACCOUNT_TOKEN", hide_env_values = true)]
+    account_token: Option<String>,
+    /// Agent token with agent:read only, for the 403 check.
+    #[arg(long, env = "INTENT_CONFORMANCE_NARROW_TOKEN", hide_env_values = true)]
+    narrow_token: Option<String>,
+    /// Agent token (agent:read agent:write) of a second account, for the ownership check.
+    #[arg(long, env = "INTENT_CONFORMANCE_SECOND_TOKEN", hide_env_values = true)]
+    second_token: Option<String>,
+    /// The deployment's cursor lifetime in seconds, when at most 15 (enables the 410 check).
+    #[arg(long, env = "INTENT_CONFORMANCE_CURSOR_TTL")]
+    cursor_ttl: Option<u64>,
+    /// A chat message that makes the deployment's runtime raise an action.
+    #[arg(long, env = "INTENT_CONFORMANCE_ACTION_PROMPT")]
+    action_prompt: Option<String>,
+    /// Only these checks or categories (repeatable or comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Not these checks or categories (repeatable or comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    skip: Vec<String>,
+    /// Which levels to run.
+    #[arg(long, value_enum, default_value_t = Levels::All)]
+    level: Levels,
+    /// List the checks and exit.
+    #[arg(long)]
+    list: bool,
+    /// Write the report as JSON.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Write the report as JUnit XML.
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
+    /// Write the report as an HTML page.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
+    /// No progress bar (a line per check instead).
+    #[arg(long)]
+    no_progress: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Levels {
+    /// Only checks every deployment must pass.
+    Normative,
+    /// Normative and reference-profile checks.
+    All,
+}
+
+fn main() -> ExitCode {
+    let Command::Run(args) = Cli::parse().command;
+    let runtime = tokio::runtime::Runtime::new().expect("a Tokio runtime");
+    match runtime.block_on(run_command(*args)) {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("intent-conformance: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn run_command(args: RunArgs) -> Result<ExitCode, String> {
+    let selection = Selection {
+        only: args.only.clone(),
+        skip: args.skip.clone(),
+        normative_only: args.level == Levels::Normative,
+    };
+    if args.list {
+        for check in checks::all() {
+            let mark = if selection.takes(&check) { " " } else { "-" };
+            println!(
+                "{mark} {:<34} {:<9} {:<10} {}",
+                check.id,
+                spec().level(check.rests_on).as_str(),
+                check.section,
+                check.requirement
+            );
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let resolved = resolve(&args)?;
+    #[cfg(feature = "embedded")]
+    let embedded;
+    let target = match &resolved.base_url {
+        Some(base) => Target::new(base, resolved.tokens.clone(), resolved.settings.clone()),
+        #[cfg(feature = "embedded")]
+        None => {
+            embedded = intent_conformance::embedded::Embedded::start().await?;
+            eprintln!(
+                "intent-conformance: no --base-url; checking an embedded reference server at {}",
+                embedded.base()
+            );
+            embedded.target()
+        }
+        #[cfg(not(feature = "embedded"))]
+        None => return Err("--base-url is required (built without the embedded server)".into()),
+    };
+    let bar = !args.no_progress && std::io::stderr().is_terminal();
+    let report = run::run(&target, &selection, |done, total, outcome| {
+        progress(bar, done, total, outcome)
+    })
+    .await;
+    let report = report::redacted(&report, &target.secrets());
+    print!("{}", report::console(&report));
+    let write = |path: &Option<PathBuf>, text: String| -> Result<(), String> {
+        match path {
+            Some(path) => {
+                std::fs::write(path, text).map_err(|e| format!("writing {}: {e}", path.display()))
+            }
+            None => Ok(()),
+        }
+    };
+    write(
+        &args.json,
+        serde_json::to_string_pretty(&report).expect("a report serializes") + "\n",
+    )?;
+    write(&args.junit, report::junit(&report))?;
+    write(&args.html, report::html(&report))?;
+    Ok(if report.failed() {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Flags and environment variables over the config file.
+fn resolve(args: &RunArgs) -> Result<config::Resolved, String> {
+    let path = args.config.clone().or_else(|| {
+        let default = PathBuf::from("intent-conformance.json");
+        default.exists().then_some(default)
+    });
+    let file = match &path {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("reading {}: {e}", path.display()))?;
+            Some(config::File::parse(&text)?)
+        }
+        None => None,
+    };
+    let command_line = Layer {
+        base_url: args.base_url.clone(),
+        tokens: TokenLayer {
+            agent: args.agent_token.clone(),
+            pipeline: args.pipeline_token.clone(),
+            account: args.account_token.clone(),
+            narrow: args.narrow_token.clone(),
+            second: args.second_token.clone(),
+        },
+        cursor_ttl: args.cursor_ttl,
+        action_prompt: args.action_prompt.clone(),
+    };
+    config::resolve(command_line, file.as_ref(), args.env.as_deref())
+}
+
+/// A bar that redraws itself on a terminal, a line per check elsewhere.
+fn progress(bar: bool, done: usize, total: usize, outcome: &Outcome) {
+    let mut err = std::io::stderr().lock();
+    if bar {
+        let width = 30;
+        let filled = done * width / total.max(1);
+        let _ = write!(
+            err,
+            "\r\x1b[2K[{}{}] {done}/{total} {}",
+            "#".repeat(filled),
+            "-".repeat(width - filled),
+            outcome.id
+        );
+        if done == total {
+            let _ = writeln!(err);
+        }
+    } else if outcome.status != Status::Disabled {
+        let _ = writeln!(
+            err,
+            "{:<5} {} ({} ms)",
+            outcome.status.as_str(),
+            outcome.id,
+            outcome.millis
+        );
+    }
+}

@@ -1,0 +1,70 @@
+//! JUnit XML, one test case per check, grouped by category.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use super::escape;
+use crate::check::Status;
+use crate::run::{Outcome, Report};
+
+/// The report as JUnit XML, for CI systems.
+pub fn junit(report: &Report) -> String {
+    let mut suites: BTreeMap<&str, Vec<&Outcome>> = BTreeMap::new();
+    for outcome in &report.outcomes {
+        suites
+            .entry(outcome.category.as_str())
+            .or_default()
+            .push(outcome);
+    }
+    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    let _ = writeln!(
+        out,
+        "<testsuites name=\"intent-conformance\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{:.3}\">",
+        report.outcomes.len(),
+        report.count(Status::Fail),
+        report.count(Status::Error),
+        report.count(Status::Skip) + report.count(Status::Disabled),
+        report.millis as f64 / 1000.0
+    );
+    for (category, outcomes) in suites {
+        let count = |status| outcomes.iter().filter(|o| o.status == status).count();
+        let _ = writeln!(
+            out,
+            "  <testsuite name=\"{category}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\">",
+            outcomes.len(),
+            count(Status::Fail),
+            count(Status::Error),
+            count(Status::Skip) + count(Status::Disabled)
+        );
+        for outcome in outcomes {
+            let _ = write!(
+                out,
+                "    <testcase classname=\"{category}\" name=\"{}\" time=\"{:.3}\">",
+                outcome.id,
+                outcome.millis as f64 / 1000.0
+            );
+            let message = escape(outcome.message.as_deref().unwrap_or_default());
+            match outcome.status {
+                Status::Pass => {}
+                Status::Fail => {
+                    let _ = write!(
+                        out,
+                        "<failure message=\"{message}\">{}</failure>",
+                        escape(outcome.requirement)
+                    );
+                }
+                Status::Error => {
+                    let _ = write!(out, "<error message=\"{message}\"/>");
+                }
+                Status::Skip => {
+                    let _ = write!(out, "<skipped message=\"{message}\"/>");
+                }
+                Status::Disabled => out.push_str("<skipped message=\"disabled\"/>"),
+            }
+            out.push_str("</testcase>\n");
+        }
+        out.push_str("  </testsuite>\n");
+    }
+    out.push_str("</testsuites>\n");
+    out
+}

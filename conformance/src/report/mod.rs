@@ -1,0 +1,133 @@
+//! Reports of a run: the console summary, JSON, JUnit XML and HTML, with secrets redacted.
+
+mod html;
+mod junit;
+
+use std::fmt::Write as _;
+
+use crate::check::Status;
+use crate::run::Report;
+
+pub use html::html;
+pub use junit::junit;
+
+const REDACTED: &str = "[redacted]";
+
+/// `report` with every secret, bearer credential and JWT-shaped string in its text replaced.
+pub fn redacted(report: &Report, secrets: &[String]) -> Report {
+    let mut report = report.clone();
+    report.target = redact(&report.target, secrets);
+    for outcome in &mut report.outcomes {
+        outcome.message = outcome.message.as_deref().map(|m| redact(m, secrets));
+    }
+    for warning in &mut report.warnings {
+        *warning = redact(warning, secrets);
+    }
+    report
+}
+
+/// `text` with `secrets`, `Bearer` credentials and JWT-shaped words replaced by `[redacted]`.
+pub fn redact(text: &str, secrets: &[String]) -> String {
+    let mut text = text.to_owned();
+    for secret in secrets.iter().filter(|secret| secret.len() >= 8) {
+        text = text.replace(secret.as_str(), REDACTED);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    let next = |rest: &str| {
+        let jwt = rest.find("eyJ");
+        let bearer = rest.find("Bearer ").map(|at| at + "Bearer ".len());
+        jwt.into_iter().chain(bearer).min()
+    };
+    while let Some(at) = next(rest) {
+        let (before, from) = rest.split_at(at);
+        out.push_str(before);
+        let end = from
+            .find(|c: char| !(c.is_ascii_alphanumeric() || "-_.~+/=".contains(c)))
+            .unwrap_or(from.len());
+        if end == 0 {
+            out.push_str(&from[..1]);
+            rest = &from[1..];
+        } else {
+            out.push_str(REDACTED);
+            rest = &from[end..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The console summary: every check that did not pass, with its message, then the counts.
+pub fn console(report: &Report) -> String {
+    let mut out = String::new();
+    for outcome in &report.outcomes {
+        if matches!(outcome.status, Status::Pass | Status::Disabled) {
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "{:<5} {} [{}] {}",
+            outcome.status.as_str().to_uppercase(),
+            outcome.id,
+            outcome.level.as_str(),
+            outcome.message.as_deref().unwrap_or_default()
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\n{} checks against {} in {:.1} s: {} passed, {} failed, {} errors, {} skipped, {} disabled",
+        report.outcomes.len(),
+        report.target,
+        report.millis as f64 / 1000.0,
+        report.count(Status::Pass),
+        report.count(Status::Fail),
+        report.count(Status::Error),
+        report.count(Status::Skip),
+        report.count(Status::Disabled),
+    );
+    for warning in &report.warnings {
+        let _ = writeln!(out, "\nWARNING: {warning}");
+    }
+    out
+}
+
+/// Escapes text for XML and HTML.
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c if c.is_control() && c != '\n' && c != '\t' => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redact_replaces_secrets_bearer_credentials_and_jwts() {
+        let secrets = vec!["conformance-secret-42".to_owned()];
+        let text =
+            "value conformance-secret-42, Bearer abc.def-ghi and eyJhbGciOi.eyJzdWIi.sig; done";
+        assert_eq!(
+            redact(text, &secrets),
+            "value [redacted], Bearer [redacted] and [redacted]; done"
+        );
+    }
+
+    #[test]
+    fn escape_covers_markup() {
+        assert_eq!(
+            escape("<a href=\"x\">&'"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
+        );
+    }
+}

@@ -1,0 +1,178 @@
+//! Running the checks: which ones, in what order, and what each concluded.
+
+use std::panic::AssertUnwindSafe;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use futures_util::FutureExt;
+use serde::Serialize;
+
+use crate::check::{Category, Check, Finding, Level, Status};
+use crate::checks;
+use crate::spec::spec;
+use crate::target::Target;
+
+/// The longest a single check may take before it counts as the suite's error.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// Which checks a run takes.
+#[derive(Debug, Clone, Default)]
+pub struct Selection {
+    /// Only these ids or categories (all when empty).
+    pub only: Vec<String>,
+    /// Not these ids or categories.
+    pub skip: Vec<String>,
+    /// Only normative checks.
+    pub normative_only: bool,
+}
+
+impl Selection {
+    fn covers(patterns: &[String], check: &Check) -> bool {
+        patterns.iter().any(|pattern| {
+            check.id == pattern
+                || check.category.as_str() == pattern
+                || check.id.starts_with(&format!("{pattern}."))
+        })
+    }
+
+    /// Whether the run takes `check`.
+    pub fn takes(&self, check: &Check) -> bool {
+        (self.only.is_empty() || Self::covers(&self.only, check))
+            && !Self::covers(&self.skip, check)
+            && !(self.normative_only && spec().level(check.rests_on) == Level::Profile)
+    }
+}
+
+/// What one check concluded.
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    /// The check's id.
+    pub id: &'static str,
+    /// Its category.
+    pub category: Category,
+    /// Its level.
+    pub level: Level,
+    /// Its requirement.
+    pub requirement: &'static str,
+    /// The section of the interface document.
+    pub section: &'static str,
+    /// How it ended.
+    pub status: Status,
+    /// Why, when it did not pass.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// How long it took, in milliseconds.
+    pub millis: u64,
+}
+
+/// A whole run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// The deployment's base URL.
+    pub target: String,
+    /// When the run started, Unix seconds.
+    pub started: u64,
+    /// How long it took, in milliseconds.
+    pub millis: u64,
+    /// One outcome per check, in run order.
+    pub outcomes: Vec<Outcome>,
+    /// Warnings about the run as a whole.
+    pub warnings: Vec<String>,
+}
+
+impl Report {
+    /// How many outcomes have `status`.
+    pub fn count(&self, status: Status) -> usize {
+        self.outcomes.iter().filter(|o| o.status == status).count()
+    }
+
+    /// Whether any check failed or broke.
+    pub fn failed(&self) -> bool {
+        self.count(Status::Fail) + self.count(Status::Error) > 0
+    }
+}
+
+/// Runs the selected checks against `target`, one after another; `progress` hears of each
+/// outcome as `(done, total, outcome)`.
+pub async fn run(
+    target: &Target,
+    selection: &Selection,
+    mut progress: impl FnMut(usize, usize, &Outcome),
+) -> Report {
+    let started = Instant::now();
+    let checks = checks::all();
+    let total = checks.len();
+    let mut outcomes = Vec::with_capacity(total);
+    for (index, check) in checks.iter().enumerate() {
+        let outcome = if selection.takes(check) {
+            run_one(target, check).await
+        } else {
+            outcome(check, Status::Disabled, None, Duration::ZERO)
+        };
+        progress(index + 1, total, &outcome);
+        outcomes.push(outcome);
+    }
+    let mut report = Report {
+        target: target.base().to_owned(),
+        started: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |now| now.as_secs())
+            .saturating_sub(started.elapsed().as_secs()),
+        millis: started.elapsed().as_millis() as u64,
+        outcomes,
+        warnings: Vec::new(),
+    };
+    report.warnings = warnings(&report);
+    report
+}
+
+async fn run_one(target: &Target, check: &Check) -> Outcome {
+    target.begin(check.id);
+    let started = Instant::now();
+    let body = AssertUnwindSafe((check.run)(target)).catch_unwind();
+    let (status, message) = match tokio::time::timeout(CHECK_TIMEOUT, body).await {
+        Err(_) => (
+            Status::Error,
+            Some(format!("timed out after {} s", CHECK_TIMEOUT.as_secs())),
+        ),
+        Ok(Err(panic)) => {
+            let text = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            (Status::Error, Some(format!("the check panicked: {text}")))
+        }
+        Ok(Ok(Ok(()))) => (Status::Pass, None),
+        Ok(Ok(Err(Finding::Fail(message)))) => (Status::Fail, Some(message)),
+        Ok(Ok(Err(Finding::Error(message)))) => (Status::Error, Some(message)),
+        Ok(Ok(Err(Finding::Skip(reason)))) => (Status::Skip, Some(reason)),
+    };
+    outcome(check, status, message, started.elapsed())
+}
+
+fn outcome(check: &Check, status: Status, message: Option<String>, took: Duration) -> Outcome {
+    Outcome {
+        id: check.id,
+        category: check.category,
+        level: spec().level(check.rests_on),
+        requirement: check.requirement,
+        section: check.section,
+        status,
+        message,
+        millis: took.as_millis() as u64,
+    }
+}
+
+/// A run that passes while testing almost nothing says so loudly.
+fn warnings(report: &Report) -> Vec<String> {
+    let passed = report.count(Status::Pass);
+    let total = report.outcomes.len();
+    if !report.failed() && passed * 2 < total {
+        vec![format!(
+            "only {passed} of {total} checks passed and none failed: this run tested almost nothing \
+             (see the skipped and disabled checks)"
+        )]
+    } else {
+        Vec::new()
+    }
+}

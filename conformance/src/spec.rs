@@ -1,0 +1,220 @@
+//! openapi.json as the suite reads it: its operations, the schema of each response, and which
+//! elements rest on our reference profile.
+
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex};
+
+use serde_json::Value;
+
+use crate::check::Level;
+use crate::schema::{SchemaValidator, Schemas};
+
+/// The document this build of the suite checks against.
+pub const OPENAPI: &str = include_str!("../../openapi.json");
+
+/// One operation of the document.
+#[derive(Debug)]
+pub struct Operation {
+    /// Upper-case HTTP method.
+    pub method: String,
+    /// The path template, such as `/v1/agent/sessions/{sessionId}`.
+    pub template: String,
+    segments: Vec<String>,
+}
+
+impl Operation {
+    fn matches(&self, method: &str, path: &str) -> bool {
+        let segments: Vec<&str> = path.trim_end_matches('/').split('/').collect();
+        self.method == method
+            && segments.len() == self.segments.len()
+            && self
+                .segments
+                .iter()
+                .zip(&segments)
+                .all(|(template, actual)| template.starts_with('{') || template == actual)
+    }
+}
+
+/// The parsed document with its converted schemas.
+pub struct Spec {
+    document: Value,
+    schemas: Schemas,
+    operations: Vec<Operation>,
+    validators: Mutex<HashMap<String, Option<Arc<SchemaValidator>>>>,
+}
+
+/// The bundled document, parsed once.
+pub fn spec() -> &'static Spec {
+    static SPEC: LazyLock<Spec> = LazyLock::new(|| {
+        let document: Value = serde_json::from_str(OPENAPI).expect("openapi.json is JSON");
+        Spec::new(document).expect("openapi.json has component schemas")
+    });
+    &SPEC
+}
+
+impl Spec {
+    /// Reads `document`'s operations and converts its schemas.
+    pub fn new(document: Value) -> Result<Self, crate::schema::Error> {
+        let schemas = Schemas::from_openapi(&document)?;
+        let mut operations = Vec::new();
+        for (template, item) in document["paths"].as_object().into_iter().flatten() {
+            for method in item.as_object().into_iter().flatten().map(|(m, _)| m) {
+                if ["get", "put", "post", "delete", "patch"].contains(&method.as_str()) {
+                    operations.push(Operation {
+                        method: method.to_uppercase(),
+                        template: template.clone(),
+                        segments: template.split('/').map(str::to_owned).collect(),
+                    });
+                }
+            }
+        }
+        Ok(Self {
+            document,
+            schemas,
+            operations,
+            validators: Mutex::default(),
+        })
+    }
+
+    /// The whole document.
+    pub fn document(&self) -> &Value {
+        &self.document
+    }
+
+    /// Every operation, in document order.
+    pub fn operations(&self) -> &[Operation] {
+        &self.operations
+    }
+
+    /// The operation a request for `method` and `path` (without query) is an instance of.
+    pub fn operation(&self, method: &str, path: &str) -> Option<&Operation> {
+        // A literal segment beats a parameter: `/apps/{id}` must not swallow `/apps/x/secrets`.
+        self.operations
+            .iter()
+            .filter(|op| op.matches(method, path))
+            .max_by_key(|op| op.segments.iter().filter(|s| !s.starts_with('{')).count())
+    }
+
+    /// The operation object of `method` and `template`.
+    pub fn operation_object(&self, method: &str, template: &str) -> Option<&Value> {
+        self.document
+            .get("paths")?
+            .get(template)?
+            .get(method.to_lowercase())
+    }
+
+    /// A validator for a component schema.
+    pub fn component(&self, name: &str) -> Option<Arc<SchemaValidator>> {
+        self.cached(format!("#/components/schemas/{name}"), || {
+            self.schemas.component(name).ok()
+        })
+    }
+
+    /// The schema of `operation`'s JSON response for `status`: `Ok(None)` when that response has
+    /// no JSON body, `Err` when the document does not declare the status at all.
+    pub fn response(
+        &self,
+        operation: &Operation,
+        status: u16,
+    ) -> Result<Option<Arc<SchemaValidator>>, String> {
+        let responses = &self
+            .operation_object(&operation.method, &operation.template)
+            .expect("operations come from the document")["responses"];
+        let Some(response) = responses
+            .get(status.to_string())
+            .or_else(|| responses.get("default"))
+        else {
+            return Err(format!(
+                "{} {} does not declare status {status}",
+                operation.method, operation.template
+            ));
+        };
+        let response = self.resolve(response);
+        let key = format!("{} {} {status}", operation.method, operation.template);
+        Ok(self.cached(key, || {
+            let schema = response.pointer("/content/application~1json/schema")?;
+            self.schemas.inline(schema).ok()
+        }))
+    }
+
+    fn cached(
+        &self,
+        key: String,
+        make: impl FnOnce() -> Option<SchemaValidator>,
+    ) -> Option<Arc<SchemaValidator>> {
+        let mut validators = self.validators.lock().expect("validator cache");
+        validators
+            .entry(key)
+            .or_insert_with(|| make().map(Arc::new))
+            .clone()
+    }
+
+    /// Follows a local `$ref` once.
+    pub fn resolve<'a>(&'a self, value: &'a Value) -> &'a Value {
+        value
+            .get("$ref")
+            .and_then(Value::as_str)
+            .and_then(|reference| self.document.pointer(reference.trim_start_matches('#')))
+            .unwrap_or(value)
+    }
+
+    /// The element a check rests on: `METHOD /path` or a `#/...` pointer.
+    pub fn element(&self, reference: &str) -> Option<&Value> {
+        match reference.strip_prefix('#') {
+            Some(pointer) => self.document.pointer(pointer),
+            None => {
+                let (method, template) = reference.split_once(' ')?;
+                self.operation_object(method, template)
+            }
+        }
+    }
+
+    /// Whether the element `reference` is a choice of our profile: it carries
+    /// `x-profile: reference`, or its parent lists it in `x-profile-fills`.
+    pub fn is_profile(&self, reference: &str) -> bool {
+        let marked = self
+            .element(reference)
+            .and_then(|element| element.get("x-profile"))
+            .and_then(Value::as_str)
+            == Some("reference");
+        let filled = reference
+            .strip_prefix('#')
+            .and_then(|pointer| pointer.rsplit_once('/'))
+            .and_then(|(parent, key)| {
+                self.document
+                    .pointer(parent)?
+                    .get("x-profile-fills")?
+                    .as_array()
+                    .map(|fills| (key, fills))
+            })
+            .is_some_and(|(key, fills)| fills.iter().any(|fill| fill == key));
+        marked || filled
+    }
+
+    /// `Profile` when any of `references` is a choice of our profile, else `Normative`.
+    pub fn level(&self, references: &[&str]) -> Level {
+        let profiled = references
+            .iter()
+            .any(|reference| self.is_profile(reference));
+        if profiled {
+            Level::Profile
+        } else {
+            Level::Normative
+        }
+    }
+
+    /// The first request example of an operation whose value has the member `member` and is
+    /// not a Build (has no `digest`).
+    pub fn request_example(&self, method: &str, template: &str, member: &str) -> Option<Value> {
+        let examples = self
+            .operation_object(method, template)?
+            .pointer("/requestBody/content/application~1json/examples")?;
+        examples
+            .as_object()?
+            .values()
+            .map(|example| self.resolve(example))
+            .filter_map(|example| example.get("value"))
+            .find(|value| value.get(member).is_some() && value.get("digest").is_none())
+            .cloned()
+    }
+}

@@ -4,6 +4,7 @@ mod account;
 mod agent;
 mod agent_sse;
 mod auth_matrix;
+mod conformance;
 mod model_strictness;
 mod oauth;
 mod openapi_examples;

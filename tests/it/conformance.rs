@@ -1,0 +1,510 @@
+//! The conformance suite against the reference server, and against deliberately broken
+//! deployments: a layer around the reference server that injects one fault at a time. Each
+//! fault must fail exactly the checks it breaks, and every normative check must be failed by
+//! at least one fault.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use axum::body::{Body, Bytes, to_bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::{Next, from_fn_with_state};
+use axum::response::Response;
+use futures_util::StreamExt;
+use intent_conformance::check::{Level, Status};
+use intent_conformance::embedded::Embedded;
+use intent_conformance::run::{Report, Selection, run};
+use intent_conformance::target::Tokens;
+use serde_json::{Value, json};
+
+/// One way a deployment can be broken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    /// Commit results carry a simulation with a property the schema does not have.
+    ExtraSimulationField,
+    /// A bad cursor is answered 500 instead of 400 `invalid_cursor`.
+    BadCursorIs500,
+    /// A Build past its `expiresAt` is committed.
+    AcceptsExpiredBuild,
+    /// Event pages leave out sequence number 2.
+    SkipsSequence,
+    /// The second account's requests act as the first account.
+    LeaksSessions,
+    /// `GET /v1/account/statement` works without a token.
+    OpenStatement,
+    /// Every 401 is answered 403.
+    UnauthorizedIs403,
+    /// A token without `agent:write` is treated as one with it.
+    IgnoresScopes,
+    /// SSE `page` events are named `snapshot`.
+    RenamesPageEvents,
+    /// Long-polls ignore `wait`.
+    IgnoresWait,
+    /// A changed Build whose digest the deployment issued is committed as the original.
+    AcceptsTamperedBuild,
+    /// Builds carry a digest that is not their content's.
+    WrongDigest,
+    /// Out-of-range path parameters are answered 404 instead of 400.
+    LimitsAre404,
+    /// Revision conflicts are answered 400 instead of 409.
+    ConflictIs400,
+    /// A retried resolution loses its Idempotency-Key.
+    ForgetsIdempotencyKeys,
+    /// An ended turn shows up as processing again.
+    ReopensTurns,
+    /// 404 is plain text, not an error envelope.
+    PlainTextNotFound,
+    /// Simulation steps of commit results start at 0.
+    StepZero,
+    /// The statement is down.
+    StatementDown,
+    /// The operation descriptor's kind is not `operation`.
+    DescriptorKind,
+    /// Builds answer version 1.
+    BuildVersion1,
+}
+
+impl Fault {
+    const ALL: [Fault; 21] = [
+        Fault::ExtraSimulationField,
+        Fault::BadCursorIs500,
+        Fault::AcceptsExpiredBuild,
+        Fault::SkipsSequence,
+        Fault::LeaksSessions,
+        Fault::OpenStatement,
+        Fault::UnauthorizedIs403,
+        Fault::IgnoresScopes,
+        Fault::RenamesPageEvents,
+        Fault::IgnoresWait,
+        Fault::AcceptsTamperedBuild,
+        Fault::WrongDigest,
+        Fault::LimitsAre404,
+        Fault::ConflictIs400,
+        Fault::ForgetsIdempotencyKeys,
+        Fault::ReopensTurns,
+        Fault::PlainTextNotFound,
+        Fault::StepZero,
+        Fault::StatementDown,
+        Fault::DescriptorKind,
+        Fault::BuildVersion1,
+    ];
+
+    /// The checks this fault must fail; every other check must pass.
+    fn breaks(self) -> &'static [&'static str] {
+        match self {
+            Fault::ExtraSimulationField => &["schema.simulation", "schema.responses"],
+            Fault::BadCursorIs500 => {
+                &["agent.events.invalid-cursor", "agent.events.foreign-cursor"]
+            }
+            Fault::AcceptsExpiredBuild => &["pipeline.commit-expired"],
+            Fault::SkipsSequence => &["agent.events.round-trip"],
+            Fault::LeaksSessions => &["auth.session-ownership"],
+            Fault::OpenStatement => &["auth.no-token"],
+            Fault::UnauthorizedIs403 => &["auth.no-token", "auth.bad-token", "auth.other-resource"],
+            Fault::IgnoresScopes => &["auth.missing-scope"],
+            Fault::RenamesPageEvents => &["agent.sse.events", "agent.sse.ids", "agent.sse.resume"],
+            Fault::IgnoresWait => &["agent.events.wait", "agent.events.wake", "limits.wait"],
+            Fault::AcceptsTamperedBuild => &["pipeline.commit-tampered"],
+            Fault::WrongDigest => &["pipeline.digest", "pipeline.commit", "pipeline.svm"],
+            Fault::LimitsAre404 => &[
+                "limits.session-id",
+                "limits.names",
+                "limits.application-id",
+                "limits.credential-name",
+            ],
+            Fault::ConflictIs400 => &[
+                "agent.actions.revision-conflict",
+                "agent.actions.idempotency",
+            ],
+            Fault::ForgetsIdempotencyKeys => &["agent.actions.idempotency"],
+            Fault::ReopensTurns => &["agent.turns.terminal", "agent.events.wait"],
+            Fault::PlainTextNotFound => &["schema.error-envelope", "schema.responses"],
+            Fault::StepZero => &["limits.step", "schema.simulation", "schema.responses"],
+            Fault::StatementDown => &["account.statement"],
+            Fault::DescriptorKind => &["pipeline.operation-descriptor", "schema.responses"],
+            Fault::BuildVersion1 => &[
+                "pipeline.build",
+                "pipeline.digest",
+                "pipeline.commit",
+                "pipeline.svm",
+                "schema.responses",
+            ],
+        }
+    }
+}
+
+/// The layer's state: the fault, the run's tokens, and what it has seen.
+struct Injector {
+    fault: Fault,
+    tokens: Mutex<Tokens>,
+    builds: Mutex<HashMap<String, Value>>,
+    keys: Mutex<HashSet<String>>,
+    ended: Mutex<HashMap<String, Value>>,
+}
+
+fn bearer(token: &Option<String>) -> HeaderValue {
+    HeaderValue::from_str(&format!("Bearer {}", token.as_deref().unwrap_or_default()))
+        .expect("a token is a header value")
+}
+
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+async fn read_json(body: Body) -> (Bytes, Value) {
+    let bytes = to_bytes(body, usize::MAX).await.unwrap_or_default();
+    let value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    (bytes, value)
+}
+
+fn json_response(status: StatusCode, body: &Value) -> Response {
+    Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap()
+}
+
+/// Rebuilds `response` with `body`, or the original bytes when `body` is `None`.
+fn rebuilt(mut parts: axum::http::response::Parts, bytes: Bytes, body: Option<Value>) -> Response {
+    parts.headers.remove(header::CONTENT_LENGTH);
+    let bytes = body.map_or(bytes, |value| Bytes::from(value.to_string()));
+    Response::from_parts(parts, Body::from(bytes))
+}
+
+async fn inject(
+    State(injector): State<Arc<Injector>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let fault = injector.fault;
+    let path = request.uri().path().to_owned();
+    let query = request.uri().query().unwrap_or_default().to_owned();
+    let method = request.method().clone();
+    let authorization = request.headers().get(header::AUTHORIZATION).cloned();
+    let tokens = injector.tokens.lock().unwrap().clone();
+    let is_events =
+        method == "GET" && path.starts_with("/v1/agent/chat/") && !path.ends_with("/stream");
+    let is_lifecycle =
+        method == "POST" && (path.ends_with("/evm/build") || path.ends_with("/svm/stage"));
+    let is_resolve = method == "POST" && path.ends_with("/resolve");
+
+    // Faults on the way in.
+    match fault {
+        Fault::LeaksSessions if authorization == Some(bearer(&tokens.second)) => {
+            request
+                .headers_mut()
+                .insert(header::AUTHORIZATION, bearer(&tokens.agent));
+        }
+        Fault::IgnoresScopes if authorization == Some(bearer(&tokens.narrow)) => {
+            request
+                .headers_mut()
+                .insert(header::AUTHORIZATION, bearer(&tokens.agent));
+        }
+        Fault::OpenStatement if path == "/v1/account/statement" && authorization.is_none() => {
+            request
+                .headers_mut()
+                .insert(header::AUTHORIZATION, bearer(&tokens.account));
+        }
+        Fault::IgnoresWait if is_events => {
+            let kept: Vec<&str> = query
+                .split('&')
+                .filter(|pair| !pair.starts_with("wait="))
+                .collect();
+            *request.uri_mut() = format!("{path}?{}", kept.join("&")).parse().unwrap();
+        }
+        Fault::ForgetsIdempotencyKeys if is_resolve => {
+            let key = request.headers().get("idempotency-key").cloned();
+            let key = key.and_then(|key| key.to_str().ok().map(str::to_owned));
+            if let Some(key) = key
+                && !injector.keys.lock().unwrap().insert(key)
+            {
+                request.headers_mut().remove("idempotency-key");
+            }
+        }
+        Fault::AcceptsExpiredBuild | Fault::AcceptsTamperedBuild if is_lifecycle => {
+            let (parts, body) = request.into_parts();
+            let (bytes, build) = read_json(body).await;
+            let digest = build["digest"].as_str().unwrap_or_default().to_owned();
+            let expired = build["expiresAt"].as_i64().is_some_and(|at| at < now());
+            if fault == Fault::AcceptsExpiredBuild && expired {
+                let result = json!({
+                    "status": "committed",
+                    "chain": build["actions"][0]["chain"],
+                    "digest": digest,
+                    "transactions": [{ "step": 1, "id": "0x00" }],
+                    "simulation": build["simulation"],
+                    "committedAt": now(),
+                });
+                return json_response(StatusCode::OK, &result);
+            }
+            let original = injector.builds.lock().unwrap().get(&digest).cloned();
+            let bytes = match original {
+                Some(original) if original != build => Bytes::from(original.to_string()),
+                _ => bytes,
+            };
+            request = Request::from_parts(parts, Body::from(bytes));
+            request.headers_mut().remove(header::CONTENT_LENGTH);
+        }
+        _ => {}
+    }
+
+    let response = next.run(request).await;
+    let status = response.status();
+
+    // Faults on the way out.
+    match fault {
+        Fault::RenamesPageEvents if path.ends_with("/stream") && status == StatusCode::OK => {
+            let (parts, body) = response.into_parts();
+            let renamed = body.into_data_stream().map(|chunk| {
+                chunk.map(|bytes| {
+                    Bytes::from(
+                        String::from_utf8_lossy(&bytes).replace("event: page", "event: snapshot"),
+                    )
+                })
+            });
+            return Response::from_parts(parts, Body::from_stream(renamed));
+        }
+        Fault::UnauthorizedIs403 if status == StatusCode::UNAUTHORIZED => {
+            let (mut parts, body) = response.into_parts();
+            parts.status = StatusCode::FORBIDDEN;
+            return Response::from_parts(parts, body);
+        }
+        Fault::PlainTextNotFound if status == StatusCode::NOT_FOUND => {
+            return Response::builder()
+                .status(StatusCode::NOT_FOUND)
+                .header(header::CONTENT_TYPE, "text/plain")
+                .body(Body::from("not found"))
+                .unwrap();
+        }
+        Fault::StatementDown
+            if path == "/v1/account/statement"
+                && authorization == Some(bearer(&tokens.account)) =>
+        {
+            return json_response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &json!({ "error": { "code": "internal", "message": "down" } }),
+            );
+        }
+        Fault::BadCursorIs500
+            if is_events && query.contains("cursor=") && status == StatusCode::BAD_REQUEST =>
+        {
+            return json_response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &json!({ "error": { "code": "internal", "message": "boom" } }),
+            );
+        }
+        Fault::ConflictIs400 if is_resolve && status == StatusCode::CONFLICT => {
+            let (mut parts, body) = response.into_parts();
+            parts.status = StatusCode::BAD_REQUEST;
+            return Response::from_parts(parts, body);
+        }
+        Fault::LimitsAre404 if status == StatusCode::BAD_REQUEST => {
+            let out_of_range = path
+                .split('/')
+                .any(|segment| segment.len() > 128 || ["0", "first", "1ST_KEY"].contains(&segment));
+            if out_of_range {
+                return json_response(
+                    StatusCode::NOT_FOUND,
+                    &json!({ "error": { "code": "not_found", "message": "no such thing" } }),
+                );
+            }
+        }
+        _ => {}
+    }
+    let rewrites_body = match fault {
+        Fault::ExtraSimulationField
+        | Fault::StepZero
+        | Fault::AcceptsTamperedBuild
+        | Fault::WrongDigest
+        | Fault::BuildVersion1 => is_lifecycle,
+        Fault::SkipsSequence | Fault::ReopensTurns => is_events,
+        Fault::DescriptorKind => path.starts_with("/v1/pipeline/apps/"),
+        _ => false,
+    };
+    if !rewrites_body || status != StatusCode::OK {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let (bytes, mut value) = read_json(body).await;
+    let committed = value["status"] == "committed";
+    let changed = match fault {
+        Fault::ExtraSimulationField if committed => {
+            value["simulation"]["debug"] = json!(true);
+            true
+        }
+        Fault::StepZero if committed => {
+            for log in value["simulation"]["logs"]
+                .as_array_mut()
+                .into_iter()
+                .flatten()
+            {
+                log["step"] = json!(0);
+            }
+            for change in value["simulation"]["balanceChanges"]
+                .as_array_mut()
+                .into_iter()
+                .flatten()
+            {
+                change["step"] = json!(0);
+            }
+            true
+        }
+        Fault::AcceptsTamperedBuild if !committed => {
+            let digest = value["digest"].as_str().unwrap_or_default().to_owned();
+            injector
+                .builds
+                .lock()
+                .unwrap()
+                .insert(digest, value.clone());
+            false
+        }
+        Fault::WrongDigest if !committed => {
+            let digest = value["digest"].as_str().unwrap_or_default();
+            let flipped = if digest.ends_with('0') { "1" } else { "0" };
+            value["digest"] = json!(format!("{}{flipped}", &digest[..digest.len() - 1]));
+            true
+        }
+        Fault::BuildVersion1 if !committed => {
+            value["version"] = json!(1);
+            true
+        }
+        Fault::SkipsSequence => {
+            let events = value["events"].as_array_mut();
+            events.is_some_and(|events| {
+                let before = events.len();
+                events.retain(|event| event["seq"] != 2);
+                events.len() != before
+            })
+        }
+        Fault::ReopensTurns => reopen(&injector, &path, &query, &mut value),
+        Fault::DescriptorKind => {
+            value["kind"] = json!("action");
+            true
+        }
+        _ => false,
+    };
+    rebuilt(parts, bytes, changed.then_some(value))
+}
+
+/// Remembers each session's latest terminal turn state; a held poll that finds nothing new
+/// gets that turn back as `processing`.
+fn reopen(injector: &Injector, path: &str, query: &str, page: &mut Value) -> bool {
+    let session = path.trim_start_matches("/v1/agent/chat/").to_owned();
+    let events = page["events"].as_array_mut();
+    let Some(events) = events else { return false };
+    if let Some(ended) = events.iter().rev().find(|event| {
+        event["type"] == "turn_state"
+            && ["complete", "failed", "interrupted", "awaiting_action"]
+                .contains(&event["state"].as_str().unwrap_or_default())
+    }) {
+        injector
+            .ended
+            .lock()
+            .unwrap()
+            .insert(session, ended.clone());
+        return false;
+    }
+    let held = query.contains("wait=") && query.contains("cursor=");
+    let ended = injector.ended.lock().unwrap().get(&session).cloned();
+    match ended {
+        Some(mut ended) if held && events.is_empty() => {
+            ended["state"] = json!("processing");
+            ended["seq"] = json!(ended["seq"].as_i64().unwrap_or(0) + 1);
+            events.push(ended);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Runs the whole suite against the reference server, broken by `fault` when given.
+async fn suite(fault: Option<Fault>) -> Report {
+    let injector = Arc::new(Injector {
+        fault: fault.unwrap_or(Fault::ExtraSimulationField),
+        tokens: Mutex::default(),
+        builds: Mutex::default(),
+        keys: Mutex::default(),
+        ended: Mutex::default(),
+    });
+    let layer = injector.clone();
+    let server = Embedded::start_with(move |app| match fault {
+        Some(_) => app.layer(from_fn_with_state(layer, inject)),
+        None => app,
+    })
+    .await
+    .expect("the embedded server starts");
+    *injector.tokens.lock().unwrap() = server.tokens().clone();
+    let target = server.target();
+    run(&target, &Selection::default(), |_, _, _| {}).await
+}
+
+fn not_passed(report: &Report) -> BTreeSet<String> {
+    report
+        .outcomes
+        .iter()
+        .filter(|outcome| outcome.status != Status::Pass)
+        .map(|outcome| {
+            format!(
+                "{} ({}: {})",
+                outcome.id,
+                outcome.status.as_str(),
+                outcome.message.as_deref().unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_reference_server_passes_every_check() {
+    let report = suite(None).await;
+    assert!(not_passed(&report).is_empty(), "{:#?}", not_passed(&report));
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    println!(
+        "full suite against the embedded server: {} checks in {} ms",
+        report.outcomes.len(),
+        report.millis
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn each_fault_fails_exactly_its_checks_and_every_normative_check_has_a_fault() {
+    let reports =
+        futures_util::future::join_all(Fault::ALL.iter().map(|fault| suite(Some(*fault)))).await;
+    let mut wrong = Vec::new();
+    let mut caught = BTreeSet::new();
+    for (fault, report) in Fault::ALL.iter().zip(&reports) {
+        let ids = |keep: fn(Status) -> bool| -> BTreeSet<&str> {
+            report
+                .outcomes
+                .iter()
+                .filter(|outcome| keep(outcome.status))
+                .map(|outcome| outcome.id)
+                .collect()
+        };
+        let failed = ids(|status| status == Status::Fail);
+        let expected: BTreeSet<&str> = fault.breaks().iter().copied().collect();
+        if failed != expected || ids(|status| status != Status::Pass) != expected {
+            wrong.push(format!(
+                "{fault:?}: expected {expected:?} to fail, got {:#?}",
+                not_passed(report)
+            ));
+        }
+        caught.extend(failed);
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
+    let uncaught: Vec<&str> = reports[0]
+        .outcomes
+        .iter()
+        .filter(|outcome| outcome.level == Level::Normative && !caught.contains(outcome.id))
+        .map(|outcome| outcome.id)
+        .collect();
+    assert!(
+        uncaught.is_empty(),
+        "normative checks no fault fails: {uncaught:?}"
+    );
+}

@@ -85,6 +85,21 @@ impl Report {
         self.outcomes.iter().filter(|o| o.status == status).count()
     }
 
+    /// One line: how many checks ran against what, how long it took and how they ended.
+    pub fn summary(&self) -> String {
+        format!(
+            "{} checks against {} in {:.1} s: {} passed, {} failed, {} errors, {} skipped, {} disabled",
+            self.outcomes.len(),
+            self.target,
+            self.millis as f64 / 1000.0,
+            self.count(Status::Pass),
+            self.count(Status::Fail),
+            self.count(Status::Error),
+            self.count(Status::Skip),
+            self.count(Status::Disabled),
+        )
+    }
+
     /// Whether any check failed or broke.
     pub fn failed(&self) -> bool {
         self.count(Status::Fail) + self.count(Status::Error) > 0

@@ -3,7 +3,6 @@
 use std::fmt::Write as _;
 
 use super::escape;
-use crate::check::Status;
 use crate::run::Report;
 
 /// The report as an HTML page.
@@ -19,15 +18,9 @@ pub fn html(report: &Report) -> String {
     );
     let _ = writeln!(
         out,
-        "<h1>Conformance of {}</h1>\n<p>{} checks in {:.1} s: {} passed, {} failed, {} errors, {} skipped, {} disabled.</p>",
+        "<h1>Conformance of {}</h1>\n<p>{}.</p>",
         escape(&report.target),
-        report.outcomes.len(),
-        report.millis as f64 / 1000.0,
-        report.count(Status::Pass),
-        report.count(Status::Fail),
-        report.count(Status::Error),
-        report.count(Status::Skip),
-        report.count(Status::Disabled),
+        escape(&report.summary()),
     );
     for warning in &report.warnings {
         let _ = writeln!(out, "<p class=\"warning\">{}</p>", escape(warning));

@@ -73,18 +73,7 @@ pub fn console(report: &Report) -> String {
             outcome.message.as_deref().unwrap_or_default()
         );
     }
-    let _ = writeln!(
-        out,
-        "\n{} checks against {} in {:.1} s: {} passed, {} failed, {} errors, {} skipped, {} disabled",
-        report.outcomes.len(),
-        report.target,
-        report.millis as f64 / 1000.0,
-        report.count(Status::Pass),
-        report.count(Status::Fail),
-        report.count(Status::Error),
-        report.count(Status::Skip),
-        report.count(Status::Disabled),
-    );
+    let _ = writeln!(out, "\n{}", report.summary());
     for warning in &report.warnings {
         let _ = writeln!(out, "\nWARNING: {warning}");
     }

@@ -98,7 +98,7 @@ impl Fault {
                 &["agent.events.invalid-cursor", "agent.events.foreign-cursor"]
             }
             Fault::AcceptsExpiredBuild => &["pipeline.commit-expired"],
-            Fault::SkipsSequence => &["agent.events.round-trip"],
+            Fault::SkipsSequence => &["agent.events.round-trip", "agent.sse.resume"],
             Fault::LeaksSessions => &["auth.session-ownership"],
             Fault::OpenStatement => &["auth.no-token"],
             Fault::UnauthorizedIs403 => &["auth.no-token", "auth.bad-token", "auth.other-resource"],
@@ -364,9 +364,8 @@ async fn inject(
             false
         }
         Fault::WrongDigest if !committed => {
-            let digest = value["digest"].as_str().unwrap_or_default();
-            let flipped = if digest.ends_with('0') { "1" } else { "0" };
-            value["digest"] = json!(format!("{}{flipped}", &digest[..digest.len() - 1]));
+            // Not a one-character change: the tampering check changes one, and could undo it.
+            value["digest"] = json!(format!("sha256:{}", "ab".repeat(32)));
             true
         }
         Fault::BuildVersion1 if !committed => {

@@ -6,7 +6,7 @@ use reqwest::Method;
 use serde_json::Value;
 
 use super::sse::{Frame, Reader};
-use super::{encode, run, settle, start_turn, token};
+use super::{encode, poll, run, settle, start_turn, text, token};
 use crate::check::{Category, Check, Finding, Verdict, ensure, fail};
 use crate::spec::spec;
 use crate::target::Target;
@@ -43,6 +43,7 @@ pub(super) fn checks() -> Vec<Check> {
             rests_on: &[
                 "GET /v1/agent/chat/{sessionId}/stream",
                 "#/components/parameters/Cursor",
+                "#/components/parameters/Limit",
             ],
             run: run!(resume),
         },
@@ -163,7 +164,7 @@ async fn ids(target: &Target) -> Verdict {
 async fn resume(target: &Target) -> Verdict {
     let token = token(&target.tokens.agent, "agent")?;
     let (session, first) = start_turn(target, token, None, "conformance: before the break").await?;
-    let (before, cursor) = settle(target, token, &session, &first).await?;
+    let (before, _) = settle(target, token, &session, &first).await?;
     let (_, second) = start_turn(
         target,
         token,
@@ -176,7 +177,29 @@ async fn resume(target: &Target) -> Verdict {
     ensure(!missed.is_empty(), || {
         "the second turn appended no events".into()
     })?;
-    let mut reader = open(target, token, &session, Some(&cursor)).await?;
+    // A cursor issued now for the end of the first turn: one kept while the second turn ran
+    // may have outlived a short cursor lifetime.
+    let page = poll(
+        target,
+        token,
+        &session,
+        None,
+        &format!("limit={}", before.len()),
+    )
+    .await?;
+    page.expect(200, "the first turn's events as one page")?;
+    let seq = |events: &[Value]| events.iter().map(|e| e["seq"].clone()).collect::<Vec<_>>();
+    let paged = page.body["events"].as_array().cloned().unwrap_or_default();
+    ensure(paged == before, || {
+        format!(
+            "limit={} from the start gave events {:?}, the first turn's log was {:?}",
+            before.len(),
+            seq(&paged),
+            seq(&before)
+        )
+    })?;
+    let cursor = text(&page.body, "/cursor")?;
+    let mut reader = open(target, token, &session, Some(cursor)).await?;
     let mut streamed = Vec::new();
     while streamed.len() < missed.len() {
         let Some(frame) = reader.next(Duration::from_secs(5)).await? else {
@@ -188,7 +211,6 @@ async fn resume(target: &Target) -> Verdict {
         }
     }
     ensure(streamed == missed, || {
-        let seq = |events: &[Value]| events.iter().map(|e| e["seq"].clone()).collect::<Vec<_>>();
         format!(
             "resumed stream gave events {:?}, the log has {:?} after the cursor",
             seq(&streamed),

@@ -182,6 +182,19 @@ pub(crate) async fn settle(
     }
 }
 
+/// `text` with the first character of its last `.`-separated part changed: for a JWS or a
+/// signed cursor, its signature. Unlike the last character of base64, the first one carries
+/// only meaningful bits, so the change cannot decode to the same bytes.
+pub(crate) fn alter_signature(text: &str) -> String {
+    let at = text.rfind('.').map_or(0, |dot| dot + 1);
+    let mut changed = text.to_owned();
+    if let Some(first) = text[at..].chars().next() {
+        let other = if first == 'A' { "B" } else { "A" };
+        changed.replace_range(at..at + first.len_utf8(), other);
+    }
+    changed
+}
+
 /// Percent-encodes a query value.
 pub(crate) fn encode(value: &str) -> String {
     value

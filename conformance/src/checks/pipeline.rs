@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use reqwest::Method;
 use serde_json::Value;
 
-use super::{run, text, token};
+use super::{alter_signature, run, text, token};
 use crate::check::{Category, Check, Finding, Verdict, ensure, fail, skip};
 use crate::spec::spec;
 use crate::target::{Reply, Target};
@@ -251,19 +251,6 @@ fn flip_last(text: &str) -> String {
     changed
 }
 
-/// `text` with the first character of its last `.`-separated part changed: for a JWS, its
-/// signature. Unlike the last character of base64, the first one carries only meaningful bits,
-/// so the change cannot decode to the same bytes.
-fn flip_signature(text: &str) -> String {
-    let at = text.rfind('.').map_or(0, |dot| dot + 1);
-    let mut changed = text.to_owned();
-    if let Some(first) = text[at..].chars().next() {
-        let other = if first == 'A' { "B" } else { "A" };
-        changed.replace_range(at..at + first.len_utf8(), other);
-    }
-    changed
-}
-
 async fn tampered(target: &Target) -> Verdict {
     let token = token(&target.tokens.pipeline, "pipeline")?;
     // From the stage input, so that it differs from the Build `pipeline.commit` committed: a
@@ -278,7 +265,7 @@ async fn tampered(target: &Target) -> Verdict {
     digest["digest"] = Value::String(flip_last(text(&build, "/digest")?));
     variants.push(("the digest changed", digest));
     let mut attestation = build.clone();
-    attestation["attestation"] = Value::String(flip_signature(text(&build, "/attestation")?));
+    attestation["attestation"] = Value::String(alter_signature(text(&build, "/attestation")?));
     variants.push(("the attestation changed", attestation));
     let mut expiry = build.clone();
     expiry["expiresAt"] = Value::from(build["expiresAt"].as_i64().unwrap_or(0) + 3600);

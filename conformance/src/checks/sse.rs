@@ -21,7 +21,9 @@ pub(crate) struct Frame {
 /// An open stream.
 pub(crate) struct Reader {
     body: futures_util::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>,
-    buffer: String,
+    /// Bytes received and not yet dispatched: a frame is decoded only once it is whole, so that
+    /// a character or a CRLF split across chunks survives.
+    buffer: Vec<u8>,
 }
 
 impl Reader {
@@ -29,7 +31,7 @@ impl Reader {
     pub(crate) fn new(response: reqwest::Response) -> Self {
         Self {
             body: response.bytes_stream().boxed(),
-            buffer: String::new(),
+            buffer: Vec::new(),
         }
     }
 
@@ -46,16 +48,23 @@ impl Reader {
             match tokio::time::timeout_at(deadline, self.body.next()).await {
                 Err(_) | Ok(None) => return Ok(None),
                 Ok(Some(Err(e))) => return Err(Finding::Error(format!("reading the stream: {e}"))),
-                Ok(Some(Ok(chunk))) => self
-                    .buffer
-                    .push_str(&String::from_utf8_lossy(&chunk).replace("\r\n", "\n")),
+                Ok(Some(Ok(chunk))) => self.buffer.extend_from_slice(&chunk),
             }
         }
     }
 
+    /// Takes the first frame from the buffer: the lines up to the first blank one.
     fn take_frame(&mut self) -> Option<Frame> {
-        let end = self.buffer.find("\n\n")?;
-        let block: String = self.buffer.drain(..end + 2).collect();
+        let mut start = 0;
+        let end = loop {
+            let newline = start + self.buffer[start..].iter().position(|&b| b == b'\n')?;
+            if matches!(&self.buffer[start..newline], b"" | b"\r") {
+                break newline + 1;
+            }
+            start = newline + 1;
+        };
+        let bytes: Vec<u8> = self.buffer.drain(..end).collect();
+        let block = String::from_utf8_lossy(&bytes);
         let mut frame = Frame::default();
         let mut data = Vec::new();
         for line in block.lines() {
@@ -73,5 +82,44 @@ impl Reader {
             frame.event = "message".to_owned();
         }
         Some(frame)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures_util::stream;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn frames_survive_characters_and_line_ends_split_across_chunks() {
+        let text = "event: page\r\nid: c1\r\ndata: {\"text\":\"café\"}\r\n\r\n: keep-alive\n\ndata: hi\n\n";
+        let bytes = text.as_bytes();
+        let split = text.find('é').unwrap() + 1; // inside the two bytes of `é`
+        let crlf = text.find("\r\n\r\n").unwrap() + 3; // between the last CR and LF
+        let chunks = [&bytes[..split], &bytes[split..crlf], &bytes[crlf..]]
+            .map(|chunk| Ok(bytes::Bytes::copy_from_slice(chunk)));
+        let mut reader = Reader {
+            body: stream::iter(chunks).boxed(),
+            buffer: Vec::new(),
+        };
+        let timeout = Duration::from_secs(1);
+        assert_eq!(
+            reader.next(timeout).await.unwrap(),
+            Some(Frame {
+                event: "page".into(),
+                id: Some("c1".into()),
+                data: "{\"text\":\"café\"}".into(),
+            })
+        );
+        assert_eq!(
+            reader.next(timeout).await.unwrap(),
+            Some(Frame {
+                event: "message".into(),
+                id: None,
+                data: "hi".into(),
+            })
+        );
+        assert_eq!(reader.next(timeout).await.unwrap(), None);
     }
 }

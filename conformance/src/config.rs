@@ -133,11 +133,8 @@ pub fn resolve(
         settings.action_prompt = prompt;
     }
     let base_url = first(|layer| layer.base_url.as_ref());
-    if env.is_some() && base_url.is_none() {
-        return Err(format!(
-            "the environment {:?} has no baseUrl",
-            env.unwrap_or_default()
-        ));
+    if let (Some(name), None) = (env, &base_url) {
+        return Err(format!("the environment {name:?} has no baseUrl"));
     }
     Ok(Resolved {
         base_url,

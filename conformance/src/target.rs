@@ -139,6 +139,19 @@ impl Reply {
         }
     }
 
+    /// Fails unless the status is `expected` and the body is an error envelope.
+    pub fn expect_envelope(&self, expected: u16, what: &str) -> Result<&Self, Finding> {
+        self.expect(expected, what)?;
+        if self.body.get("error").is_some() {
+            Ok(self)
+        } else {
+            Err(Finding::Fail(format!(
+                "{what}: the {expected} has no error envelope: {}",
+                excerpt(&self.text)
+            )))
+        }
+    }
+
     /// Fails unless the status is `expected` and the body is an error envelope with `code`.
     pub fn expect_error(&self, expected: u16, code: &str, what: &str) -> Result<&Self, Finding> {
         self.expect(expected, what)?;

@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use intent_conformance::check::Level;
 use intent_conformance::checks;
 use intent_conformance::spec::spec;
 
@@ -27,7 +28,7 @@ fn document() -> String {
     );
     let normative = checks
         .iter()
-        .filter(|c| spec().level(c.rests_on).as_str() == "normative")
+        .filter(|c| spec().level(c.rests_on) == Level::Normative)
         .count();
     let _ = writeln!(
         out,

@@ -3,7 +3,7 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use super::{run, token};
+use super::{fresh_key, run, token};
 use crate::check::{Category, Check, Verdict, ensure, skip};
 use crate::target::Target;
 
@@ -89,13 +89,7 @@ async fn install(target: &Target) -> Verdict {
         .send()
         .await?
         .expect(422, &format!("POST {app_path} without {name}"))?;
-    let value = format!(
-        "conformance-secret-{}",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos()
-    );
+    let value = fresh_key("secret");
     target.secret(&value);
     target
         .request(Method::PUT, &secret_path)

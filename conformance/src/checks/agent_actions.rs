@@ -3,7 +3,7 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use super::{run, settle, start_turn, text, token};
+use super::{fresh_key, run, settle, start_turn, text, token};
 use crate::check::{Category, Check, Finding, Verdict, ensure, skip};
 use crate::target::{Reply, Target};
 
@@ -95,15 +95,6 @@ impl Pending {
         }
         call.send().await
     }
-}
-
-/// A key no earlier run used.
-fn fresh_key(label: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_nanos();
-    format!("conformance-{label}-{nanos}")
 }
 
 async fn revision_conflict(target: &Target) -> Verdict {

@@ -2,10 +2,8 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
-use super::{alter_signature, poll, read_log, run, settle, start_turn, text, token};
-use crate::check::{Category, Check, Finding, Verdict, ensure, fail, skip};
+use super::{alter_signature, poll, read_log, read_pages, run, seqs, settle, start_turn, token};
+use crate::check::{Category, Check, Finding, Verdict, ensure, skip};
 use crate::target::Target;
 
 const ON: &[&str] = &[
@@ -82,13 +80,6 @@ async fn settled_session(
     Ok((session, cursor))
 }
 
-fn seqs(events: &[Value]) -> Vec<i64> {
-    events
-        .iter()
-        .map(|event| event["seq"].as_i64().unwrap_or(0))
-        .collect()
-}
-
 async fn round_trip(target: &Target) -> Verdict {
     let token = token(&target.tokens.agent, "agent")?;
     let (session, first) = start_turn(target, token, None, "conformance: first turn").await?;
@@ -96,26 +87,12 @@ async fn round_trip(target: &Target) -> Verdict {
     let (_, second) = start_turn(target, token, Some(&session), "conformance: second turn").await?;
     let (whole, _) = settle(target, token, &session, &second).await?;
     // The same log again, two events a page.
-    let mut paged = Vec::new();
-    let mut cursor: Option<String> = None;
-    let mut pages = 0;
-    loop {
-        let reply = poll(target, token, &session, cursor.as_deref(), "limit=2").await?;
-        reply.expect(200, "a page of two events")?;
-        let events = reply.body["events"].as_array().cloned().unwrap_or_default();
-        ensure(events.len() <= 2, || {
-            format!("limit=2 gave a page of {} events", events.len())
-        })?;
-        paged.extend(events);
-        cursor = Some(text(&reply.body, "/cursor")?.to_owned());
-        pages += 1;
-        if reply.body["has_more"] != Value::Bool(true) {
-            break;
-        }
-        if pages > 500 {
-            return fail("has_more stayed true for 500 pages");
-        }
-    }
+    let (pages, _) = read_pages(target, token, &session, "limit=2").await?;
+    let sizes: Vec<usize> = pages.iter().map(Vec::len).collect();
+    ensure(sizes.iter().all(|size| *size <= 2), || {
+        format!("limit=2 gave pages of {sizes:?} events")
+    })?;
+    let paged = pages.concat();
     let numbers = seqs(&paged);
     let expected: Vec<i64> = (1..=numbers.len() as i64).collect();
     ensure(numbers == expected, || {
@@ -172,11 +149,9 @@ async fn expired_cursor(target: &Target) -> Verdict {
     };
     let (session, cursor) = settled_session(target, token, "conformance: expiry").await?;
     tokio::time::sleep(ttl + Duration::from_secs(1)).await;
-    let expired = poll(target, token, &session, Some(&cursor), "").await?;
-    expired.expect(410, "a cursor past its lifetime")?;
-    ensure(expired.body.get("error").is_some(), || {
-        "the 410 has no error envelope".into()
-    })?;
+    poll(target, token, &session, Some(&cursor), "")
+        .await?
+        .expect_envelope(410, "a cursor past its lifetime")?;
     let reconcile = poll(target, token, &session, None, "").await?;
     reconcile.expect(200, "the reconcile request after 410")?;
     ensure(

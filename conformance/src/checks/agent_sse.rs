@@ -6,7 +6,7 @@ use reqwest::Method;
 use serde_json::Value;
 
 use super::sse::{Frame, Reader};
-use super::{encode, poll, run, settle, start_turn, text, token};
+use super::{encode, poll, run, seqs, settle, start_turn, text, token};
 use crate::check::{Category, Check, Finding, Verdict, ensure, fail};
 use crate::spec::spec;
 use crate::target::Target;
@@ -188,14 +188,13 @@ async fn resume(target: &Target) -> Verdict {
     )
     .await?;
     page.expect(200, "the first turn's events as one page")?;
-    let seq = |events: &[Value]| events.iter().map(|e| e["seq"].clone()).collect::<Vec<_>>();
     let paged = page.body["events"].as_array().cloned().unwrap_or_default();
     ensure(paged == before, || {
         format!(
             "limit={} from the start gave events {:?}, the first turn's log was {:?}",
             before.len(),
-            seq(&paged),
-            seq(&before)
+            seqs(&paged),
+            seqs(&before)
         )
     })?;
     let cursor = text(&page.body, "/cursor")?;
@@ -213,8 +212,8 @@ async fn resume(target: &Target) -> Verdict {
     ensure(streamed == missed, || {
         format!(
             "resumed stream gave events {:?}, the log has {:?} after the cursor",
-            seq(&streamed),
-            seq(missed)
+            seqs(&streamed),
+            seqs(missed)
         )
     })
 }

@@ -2,7 +2,7 @@
 
 use reqwest::Method;
 
-use super::{TERMINAL, poll, run, settle, start_turn, token, turn_state};
+use super::{TERMINAL, poll, run, settle, start_turn, token, turn_state, turn_states};
 use crate::check::{Category, Check, Verdict, ensure, skip};
 use crate::target::Target;
 
@@ -31,11 +31,7 @@ async fn terminal(target: &Target) -> Verdict {
     let token = token(&target.tokens.agent, "agent")?;
     let (session, turn) = start_turn(target, token, None, "conformance: hello").await?;
     let (events, cursor) = settle(target, token, &session, &turn).await?;
-    let states: Vec<&str> = events
-        .iter()
-        .filter(|event| event["type"] == "turn_state" && event["turnId"] == turn.as_str())
-        .filter_map(|event| event["state"].as_str())
-        .collect();
+    let states: Vec<&str> = turn_states(&events, &turn).collect();
     let ends = states
         .iter()
         .filter(|state| TERMINAL.contains(state))

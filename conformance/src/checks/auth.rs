@@ -134,20 +134,12 @@ async fn other_resource(target: &Target) -> Verdict {
     for (token, name, method, path) in probes {
         let Some(token) = token else { continue };
         tried += 1;
-        let reply = target
+        target
             .request(method.clone(), path)
             .bearer(token)
             .send()
-            .await?;
-        ensure(
-            reply.status == 401 && reply.body.get("error").is_some(),
-            || {
-                format!(
-                    "the {name} token on {method} {path}: expected 401, got {}",
-                    reply.status
-                )
-            },
-        )?;
+            .await?
+            .expect_envelope(401, &format!("the {name} token on {method} {path}"))?;
     }
     if tried == 0 {
         return Err(Finding::Skip("needs at least one resource token".into()));
@@ -163,13 +155,11 @@ async fn missing_scope(target: &Target) -> Verdict {
         .json(&serde_json::json!({ "message": "conformance: a token without agent:write" }))
         .send()
         .await?;
-    reply.expect(
+    reply.expect_envelope(
         403,
         "POST /v1/agent/chat with a token holding agent:read only",
     )?;
-    ensure(reply.body.get("error").is_some(), || {
-        "the 403 has no error envelope".into()
-    })
+    Ok(())
 }
 
 async fn session_ownership(target: &Target) -> Verdict {

@@ -82,17 +82,8 @@ async fn refused(target: &Target, token: &str, requests: &[(Method, String)]) ->
         if *method == Method::POST {
             call = call.json(&serde_json::json!({}));
         }
-        let reply = call.send().await?;
-        ensure(
-            reply.status == 400 && reply.body.get("error").is_some(),
-            || {
-                format!(
-                    "{method} {}…: expected 400, got {}",
-                    &path[..path.len().min(60)],
-                    reply.status
-                )
-            },
-        )?;
+        let what = format!("{method} {}…", &path[..path.len().min(60)]);
+        call.send().await?.expect_envelope(400, &what)?;
     }
     Ok(())
 }

@@ -124,40 +124,74 @@ pub(crate) async fn poll(
         .await
 }
 
-/// The session's whole log, following cursors from the reconcile page while `has_more`;
-/// returns the events and the cursor after the last one.
+/// The session's whole log page by page, each poll with `query` (such as `limit=2`),
+/// following cursors from the reconcile page while `has_more`; returns the pages' events and
+/// the cursor after the last page.
+pub(crate) async fn read_pages(
+    target: &Target,
+    token: &str,
+    session: &str,
+    query: &str,
+) -> Result<(Vec<Vec<Value>>, String), Finding> {
+    let mut pages = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..1000 {
+        let reply = poll(target, token, session, cursor.as_deref(), query).await?;
+        reply.expect(200, "reading the event log")?;
+        let events = reply.body["events"]
+            .as_array()
+            .ok_or_else(|| Finding::Fail("an EventPage without `events`".into()))?;
+        pages.push(events.clone());
+        let next = text(&reply.body, "/cursor")?.to_owned();
+        if reply.body["has_more"] != json!(true) {
+            return Ok((pages, next));
+        }
+        cursor = Some(next);
+    }
+    Err(Finding::Fail("has_more stayed true for 1000 pages".into()))
+}
+
+/// The session's whole log; returns the events and the cursor after the last one.
 pub(crate) async fn read_log(
     target: &Target,
     token: &str,
     session: &str,
 ) -> Result<(Vec<Value>, String), Finding> {
-    let mut events = Vec::new();
-    let mut cursor: Option<String> = None;
-    for _ in 0..1000 {
-        let reply = poll(target, token, session, cursor.as_deref(), "").await?;
-        reply.expect(200, "reading the event log")?;
-        events.extend(
-            reply.body["events"]
-                .as_array()
-                .ok_or_else(|| Finding::Fail("an EventPage without `events`".into()))?
-                .iter()
-                .cloned(),
-        );
-        cursor = Some(text(&reply.body, "/cursor")?.to_owned());
-        if reply.body["has_more"] != json!(true) {
-            return Ok((events, cursor.unwrap_or_default()));
-        }
-    }
-    Err(Finding::Fail("has_more stayed true for 1000 pages".into()))
+    let (pages, cursor) = read_pages(target, token, session, "").await?;
+    Ok((pages.concat(), cursor))
+}
+
+/// The sequence numbers of `events`, 0 where one has none.
+pub(crate) fn seqs(events: &[Value]) -> Vec<i64> {
+    events
+        .iter()
+        .map(|event| event["seq"].as_i64().unwrap_or(0))
+        .collect()
+}
+
+/// The states of the `turn_state` events of `turn` in `events`, in log order.
+pub(crate) fn turn_states<'a>(
+    events: &'a [Value],
+    turn: &'a str,
+) -> impl DoubleEndedIterator<Item = &'a str> {
+    events
+        .iter()
+        .filter(move |event| event["type"] == "turn_state" && event["turnId"] == turn)
+        .filter_map(|event| event["state"].as_str())
 }
 
 /// The state of the latest `turn_state` event of `turn` in `events`.
-pub(crate) fn turn_state<'a>(events: &'a [Value], turn: &str) -> Option<&'a str> {
-    events
-        .iter()
-        .filter(|event| event["type"] == "turn_state" && event["turnId"] == turn)
-        .filter_map(|event| event["state"].as_str())
-        .next_back()
+pub(crate) fn turn_state<'a>(events: &'a [Value], turn: &'a str) -> Option<&'a str> {
+    turn_states(events, turn).next_back()
+}
+
+/// A value no earlier run used, such as an Idempotency-Key: `conformance-{label}-{nanos}`.
+pub(crate) fn fresh_key(label: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos();
+    format!("conformance-{label}-{nanos}")
 }
 
 /// Polls the log until `turn` reaches a terminal state (at most 20 s); returns the log.

@@ -242,13 +242,26 @@ fn alter_action(build: &mut Value) -> bool {
     }
 }
 
-/// `text` with its last character replaced by another of the same kind.
 /// `text` with its last character changed: for a hex digest, a different digest.
 fn flip_last(text: &str) -> String {
     let mut changed = text.to_owned();
     let last = changed.pop().unwrap_or('0');
     changed.push(if last == '0' { '1' } else { '0' });
     changed
+}
+
+/// Fails unless `reply` refuses the Build `what` names: a 4xx with an error envelope.
+fn refused(reply: &Reply, what: &str) -> Verdict {
+    ensure(
+        (400..500).contains(&reply.status) && reply.body.get("error").is_some(),
+        || {
+            format!(
+                "{what} was answered {} {}",
+                reply.status,
+                crate::target::excerpt(&reply.text)
+            )
+        },
+    )
 }
 
 async fn tampered(target: &Target) -> Verdict {
@@ -272,16 +285,7 @@ async fn tampered(target: &Target) -> Verdict {
     variants.push(("expiresAt moved an hour later", expiry));
     for (what, variant) in variants {
         let reply = lifecycle(target, token, EVM, &variant).await?;
-        ensure(
-            (400..500).contains(&reply.status) && reply.body.get("error").is_some(),
-            || {
-                format!(
-                    "a Build with {what} was answered {} {}",
-                    reply.status,
-                    crate::target::excerpt(&reply.text)
-                )
-            },
-        )?;
+        refused(&reply, &format!("a Build with {what}"))?;
     }
     Ok(())
 }
@@ -298,16 +302,7 @@ async fn expired(target: &Target) -> Verdict {
     }
     tokio::time::sleep(Duration::from_secs(left.max(0) as u64 + 1)).await;
     let reply = lifecycle(target, token, EVM, &build).await?;
-    ensure(
-        (400..500).contains(&reply.status) && reply.body.get("error").is_some(),
-        || {
-            format!(
-                "a Build past its expiresAt was answered {} {}",
-                reply.status,
-                crate::target::excerpt(&reply.text)
-            )
-        },
-    )
+    refused(&reply, "a Build past its expiresAt")
 }
 
 async fn operation_descriptor(target: &Target) -> Verdict {

@@ -5,6 +5,7 @@ use std::pin::Pin;
 
 use serde::Serialize;
 
+use crate::finding::Verdict;
 use crate::target::Target;
 
 /// The area of the interface a check covers.
@@ -56,26 +57,6 @@ impl Category {
     }
 }
 
-/// Whether every deployment must pass a check, or only one that follows our reference profile.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Level {
-    /// Rests only on what the interface document states.
-    Normative,
-    /// Rests on at least one element of openapi.json marked `x-profile: reference`.
-    Profile,
-}
-
-impl Level {
-    /// `normative` or `profile`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Normative => "normative",
-            Self::Profile => "profile",
-        }
-    }
-}
-
 /// How a check ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -105,20 +86,6 @@ impl Status {
     }
 }
 
-/// Why a check did not pass.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Finding {
-    /// The deployment broke the requirement.
-    Fail(String),
-    /// The suite could not do its part.
-    Error(String),
-    /// The check cannot run against this deployment or with these settings.
-    Skip(String),
-}
-
-/// What a check's run concludes: `Ok` is a pass.
-pub type Verdict = Result<(), Finding>;
-
 /// A check's body: an async function of the deployment under test.
 pub type Run = for<'a> fn(&'a Target) -> Pin<Box<dyn Future<Output = Verdict> + Send + 'a>>;
 
@@ -136,23 +103,4 @@ pub struct Check {
     pub rests_on: &'static [&'static str],
     /// The test.
     pub run: Run,
-}
-
-/// Fails with `message` unless `condition` holds.
-pub fn ensure(condition: bool, message: impl FnOnce() -> String) -> Verdict {
-    if condition {
-        Ok(())
-    } else {
-        Err(Finding::Fail(message()))
-    }
-}
-
-/// A skip with `reason`.
-pub fn skip<T>(reason: impl Into<String>) -> Result<T, Finding> {
-    Err(Finding::Skip(reason.into()))
-}
-
-/// A failure with `message`.
-pub fn fail<T>(message: impl Into<String>) -> Result<T, Finding> {
-    Err(Finding::Fail(message.into()))
 }

@@ -14,6 +14,7 @@ pub mod checks;
 pub mod config;
 #[cfg(feature = "embedded")]
 pub mod embedded;
+pub mod finding;
 pub mod report;
 pub mod run;
 pub mod schema;

@@ -6,8 +6,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use futures_util::FutureExt;
 use serde::Serialize;
 
-use crate::check::{Category, Check, Finding, Level, Status};
+use crate::check::{Category, Check, Status};
 use crate::checks;
+use crate::finding::Finding;
+use crate::spec::Level;
 use crate::spec::spec;
 use crate::target::Target;
 

@@ -4,10 +4,30 @@
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
 
+use serde::Serialize;
 use serde_json::Value;
 
-use crate::check::Level;
 use crate::schema::{SchemaValidator, Schemas};
+
+/// Whether every deployment must pass a check, or only one that follows our reference profile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    /// Rests only on what the interface document states.
+    Normative,
+    /// Rests on at least one element of openapi.json marked `x-profile: reference`.
+    Profile,
+}
+
+impl Level {
+    /// `normative` or `profile`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Normative => "normative",
+            Self::Profile => "profile",
+        }
+    }
+}
 
 /// The document this build of the suite checks against.
 pub const OPENAPI: &str = include_str!("../../openapi.json");

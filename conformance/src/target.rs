@@ -7,7 +7,7 @@ use reqwest::Method;
 use reqwest::header::HeaderMap;
 use serde_json::Value;
 
-use crate::check::Finding;
+use crate::finding::Finding;
 use crate::spec::spec;
 
 /// The tokens a run holds. Checks that need one the run lacks are skipped.

@@ -12,9 +12,10 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{Next, from_fn_with_state};
 use axum::response::Response;
 use futures_util::StreamExt;
-use intent_conformance::check::{Level, Status};
+use intent_conformance::check::Status;
 use intent_conformance::embedded::Embedded;
 use intent_conformance::run::{Report, Selection, run};
+use intent_conformance::spec::Level;
 use intent_conformance::target::Tokens;
 use serde_json::{Value, json};
 

@@ -3,8 +3,8 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use intent_conformance::check::Level;
 use intent_conformance::checks;
+use intent_conformance::spec::Level;
 use intent_conformance::spec::spec;
 
 use crate::sync::{Mode, sync};

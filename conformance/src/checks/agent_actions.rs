@@ -4,7 +4,8 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use super::{fresh_key, run, settle, start_turn, text, token};
-use crate::check::{Category, Check, Finding, Verdict, ensure, skip};
+use crate::check::{Category, Check};
+use crate::finding::{Finding, Verdict, ensure, skip};
 use crate::target::{Reply, Target};
 
 const ON: &[&str] = &[

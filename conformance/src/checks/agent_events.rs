@@ -3,7 +3,8 @@
 use std::time::{Duration, Instant};
 
 use super::{alter_signature, poll, read_log, read_pages, run, seqs, settle, start_turn, token};
-use crate::check::{Category, Check, Finding, Verdict, ensure, skip};
+use crate::check::{Category, Check};
+use crate::finding::{Finding, Verdict, ensure, skip};
 use crate::target::Target;
 
 const ON: &[&str] = &[

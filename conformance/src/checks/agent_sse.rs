@@ -7,7 +7,8 @@ use serde_json::Value;
 
 use super::sse::{Frame, Reader};
 use super::{encode, poll, run, seqs, settle, start_turn, text, token};
-use crate::check::{Category, Check, Finding, Verdict, ensure, fail};
+use crate::check::{Category, Check};
+use crate::finding::{Finding, Verdict, ensure, fail};
 use crate::spec::spec;
 use crate::target::Target;
 

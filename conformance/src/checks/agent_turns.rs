@@ -3,7 +3,8 @@
 use reqwest::Method;
 
 use super::{TERMINAL, poll, run, settle, start_turn, token, turn_state, turn_states};
-use crate::check::{Category, Check, Verdict, ensure, skip};
+use crate::check::{Category, Check};
+use crate::finding::{Verdict, ensure, skip};
 use crate::target::Target;
 
 pub(super) fn checks() -> Vec<Check> {

@@ -3,7 +3,8 @@
 use reqwest::Method;
 
 use super::{run, start_turn, token};
-use crate::check::{Category, Check, Finding, Verdict, ensure};
+use crate::check::{Category, Check};
+use crate::finding::{Finding, Verdict, ensure};
 use crate::spec::{Operation, spec};
 use crate::target::Target;
 

@@ -4,7 +4,8 @@ use reqwest::Method;
 use serde_json::Value;
 
 use super::{run, simulations, token};
-use crate::check::{Category, Check, Verdict, ensure, skip};
+use crate::check::{Category, Check};
+use crate::finding::{Verdict, ensure, skip};
 use crate::target::Target;
 
 pub(super) fn checks() -> Vec<Check> {

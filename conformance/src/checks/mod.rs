@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::check::{Check, Finding, skip};
+use crate::check::Check;
+use crate::finding::{Finding, skip};
 use crate::target::{Reply, Target};
 
 /// Wraps an `async fn(&Target) -> Verdict` as a [`crate::check::Run`].
@@ -25,7 +26,7 @@ macro_rules! run {
         fn run<'a>(
             target: &'a $crate::target::Target,
         ) -> std::pin::Pin<
-            Box<dyn std::future::Future<Output = $crate::check::Verdict> + Send + 'a>,
+            Box<dyn std::future::Future<Output = $crate::finding::Verdict> + Send + 'a>,
         > {
             Box::pin($check(target))
         }
@@ -306,19 +307,19 @@ mod tests {
     fn the_level_follows_the_profile_marks() {
         assert_eq!(
             spec().level(&["GET /v1/agent/chat/{sessionId}"]),
-            crate::check::Level::Normative
+            crate::spec::Level::Normative
         );
         assert_eq!(
             spec().level(&["DELETE /v1/agent/sessions/{sessionId}"]),
-            crate::check::Level::Profile
+            crate::spec::Level::Profile
         );
         assert_eq!(
             spec().level(&["#/components/schemas/PipelineBuild/properties/digest/description"]),
-            crate::check::Level::Profile
+            crate::spec::Level::Profile
         );
         assert_eq!(
             spec().level(&["#/components/schemas/PipelineBuild/properties/digest/pattern"]),
-            crate::check::Level::Normative
+            crate::spec::Level::Normative
         );
     }
 }

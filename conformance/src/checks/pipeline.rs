@@ -6,7 +6,8 @@ use reqwest::Method;
 use serde_json::Value;
 
 use super::{alter_signature, run, text, token};
-use crate::check::{Category, Check, Finding, Verdict, ensure, fail, skip};
+use crate::check::{Category, Check};
+use crate::finding::{Finding, Verdict, ensure, fail, skip};
 use crate::spec::spec;
 use crate::target::{Reply, Target};
 

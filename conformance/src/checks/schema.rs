@@ -1,7 +1,8 @@
 //! Every response seen in the run against openapi.json (parts 2 and 7). These checks run last.
 
 use super::{run, simulations};
-use crate::check::{Category, Check, Finding, Verdict, ensure, skip};
+use crate::check::{Category, Check};
+use crate::finding::{Finding, Verdict, ensure, skip};
 use crate::spec::spec;
 use crate::target::Target;
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 
-use crate::check::Finding;
+use crate::finding::Finding;
 
 /// One dispatched SSE frame.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -44,16 +44,19 @@ async fn measure(
         }))
         .unwrap();
         let began = Instant::now();
-        let build = intent_server::pipeline::build(state, "bench", &request)
-            .await
-            .unwrap();
+        let build = state.pipeline().build("bench", &request).await.unwrap();
         build_times.push(began.elapsed());
-        builds.push(serde_json::to_value(build).unwrap());
+        let serde_json::Value::Object(build) = serde_json::to_value(build).unwrap() else {
+            unreachable!("a Build is a JSON object")
+        };
+        builds.push(build);
     }
     let mut commit_times = Vec::new();
     for build in &builds {
         let began = Instant::now();
-        intent_server::pipeline::commit(state, "bench", chain, build)
+        state
+            .pipeline()
+            .commit("bench", chain, build)
             .await
             .unwrap();
         commit_times.push(began.elapsed());

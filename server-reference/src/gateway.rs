@@ -10,19 +10,11 @@ use axum::response::{IntoResponse, Response};
 use intent_models::ErrorCode;
 use serde_json::Value;
 
-use crate::AppState;
+use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::resource::Resource;
+use crate::state::AppState;
 use crate::token::{self, TokenError};
-
-/// The authenticated caller, as handlers see it.
-#[derive(Debug, Clone)]
-pub struct Principal {
-    /// The account: the only ownership key.
-    pub account: String,
-    /// Granted scopes.
-    pub scopes: Vec<String>,
-}
 
 impl<S: Send + Sync> FromRequestParts<S> for Principal {
     type Rejection = ApiError;

@@ -6,8 +6,9 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{Value, json};
 
+use crate::oauth;
 use crate::resource::Resource;
-use crate::{AppState, oauth};
+use crate::state::AppState;
 
 /// Where the JWKS is served.
 pub const JWKS_PATH: &str = "/.well-known/jwks.json";

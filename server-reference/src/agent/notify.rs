@@ -1,6 +1,8 @@
 //! Wake-ups for readers of a session's log: a watch of the last sequence number (durable
 //! appends) and a broadcast of transient message snapshots. A reader subscribes before it reads
-//! the log, so that no append between its read and its wait goes unnoticed.
+//! the log, so that no append between its read and its wait goes unnoticed. [`Notifier`] is the
+//! seam; [`Hub`] serves one process, and a backend that wakes readers in other processes can
+//! take its place. A lost wake-up only delays a reader, which re-reads from its position.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -11,7 +13,19 @@ use tokio::sync::{broadcast, watch};
 /// Snapshots a slow SSE reader may fall behind by before it skips some (they are transient).
 const SNAPSHOT_BUFFER: usize = 64;
 
-/// Channels per session, kept while someone listens.
+/// Wakes the readers of sessions' logs. Only the event log calls it.
+pub trait Notifier: Send + Sync + 'static {
+    /// Subscribes to `session`'s appends and snapshots from now on.
+    fn subscribe(&self, session: &str) -> Subscription;
+    /// Wakes the readers of `session`: its log now ends at `last_seq`.
+    fn appended(&self, session: &str, last_seq: i64);
+    /// Hands a transient snapshot to the streams of `session`.
+    fn snapshot(&self, session: &str, snapshot: MessageSnapshot);
+    /// Ends every subscription to `session` (it was deleted).
+    fn close(&self, session: &str);
+}
+
+/// The in-process notifier: channels per session, kept while someone listens.
 #[derive(Default)]
 pub struct Hub {
     sessions: Mutex<HashMap<String, Channels>>,
@@ -36,9 +50,8 @@ pub struct Subscription {
     pub snapshots: broadcast::Receiver<MessageSnapshot>,
 }
 
-impl Hub {
-    /// Subscribes to `session`'s appends and snapshots from now on.
-    pub fn subscribe(&self, session: &str) -> Subscription {
+impl Notifier for Hub {
+    fn subscribe(&self, session: &str) -> Subscription {
         let mut sessions = self.sessions.lock().expect("the hub lock is not poisoned");
         let channels = sessions
             .entry(session.to_owned())
@@ -52,29 +65,28 @@ impl Hub {
         }
     }
 
-    /// Wakes the readers of `session`: its log now ends at `last_seq`.
-    pub fn appended(&self, session: &str, last_seq: i64) {
+    fn appended(&self, session: &str, last_seq: i64) {
         self.with(session, |channels| {
             channels.appended.send_replace(last_seq);
         });
     }
 
-    /// Hands a transient snapshot to the streams of `session`.
-    pub fn snapshot(&self, session: &str, snapshot: MessageSnapshot) {
+    fn snapshot(&self, session: &str, snapshot: MessageSnapshot) {
         self.with(session, |channels| {
             // No receiver is not an error: snapshots are transient.
             let _ = channels.snapshots.send(snapshot);
         });
     }
 
-    /// Ends every subscription to `session` (it was deleted).
-    pub fn close(&self, session: &str) {
+    fn close(&self, session: &str) {
         self.sessions
             .lock()
             .expect("the hub lock is not poisoned")
             .remove(session);
     }
+}
 
+impl Hub {
     fn with(&self, session: &str, f: impl FnOnce(&Channels)) {
         let mut sessions = self.sessions.lock().expect("the hub lock is not poisoned");
         if let Some(channels) = sessions.get(session) {

@@ -1,18 +1,70 @@
-//! Reading, updating and deleting sessions (part 4.2).
+//! The Sessions service: reads, updates and deletes sessions (part 4.2).
 
-use axum::Json;
-use axum::extract::rejection::{JsonRejection, PathRejection};
-use axum::extract::{Path, State};
-use axum::http::StatusCode;
-use intent_models::{ErrorCode, Session, SessionUpdate};
+use std::sync::Arc;
 
-use super::{no_session, session_id};
-use crate::error::ApiError;
-use crate::gateway::Principal;
+use intent_models::{Session, SessionUpdate};
+
+use super::log::EventLog;
+use super::turns::Turns;
+use super::{Error, Result};
+use crate::clock::now;
+use crate::store::Store;
 use crate::store::agent::SessionRecord;
-use crate::{AppState, now};
 
-pub(super) fn view(record: SessionRecord) -> Session {
+/// Owns sessions as records of an account; deleting one stops its turn and ends its readers.
+#[derive(Clone)]
+pub struct Sessions {
+    store: Arc<dyn Store>,
+    log: EventLog,
+    turns: Turns,
+}
+
+impl Sessions {
+    /// Sessions kept in `store`, whose logs are `log` and turns `turns`.
+    pub fn new(store: Arc<dyn Store>, log: EventLog, turns: Turns) -> Self {
+        Self { store, log, turns }
+    }
+
+    /// `account`'s session `id`.
+    pub async fn get(&self, account: &str, id: &str) -> Result<Session> {
+        let record = self.store.session(account, id).await?;
+        record
+            .map(view)
+            .ok_or_else(|| Error::NoSession(id.to_owned()))
+    }
+
+    /// Sets the title and/or the archived flag of `account`'s session `id`.
+    pub async fn update(&self, account: &str, id: &str, update: &SessionUpdate) -> Result<Session> {
+        if update.title.is_none() && update.archived.is_none() {
+            return Err(Error::InvalidRequest(
+                "give title, archived or both".to_owned(),
+            ));
+        }
+        let title = update.title.as_deref().map(String::as_str);
+        let record = self
+            .store
+            .update_session(account, id, title, update.archived, now())
+            .await?;
+        record
+            .map(view)
+            .ok_or_else(|| Error::NoSession(id.to_owned()))
+    }
+
+    /// Deletes `account`'s session `id` with its log, stopping its active turn.
+    pub async fn delete(&self, account: &str, id: &str) -> Result<()> {
+        if self.store.session(account, id).await?.is_none() {
+            return Err(Error::NoSession(id.to_owned()));
+        }
+        self.turns.stop(id).await?;
+        if !self.store.delete_session(account, id).await? {
+            return Err(Error::NoSession(id.to_owned()));
+        }
+        self.log.close(id);
+        Ok(())
+    }
+}
+
+fn view(record: SessionRecord) -> Session {
     Session {
         archived: record.archived,
         id: record
@@ -22,74 +74,4 @@ pub(super) fn view(record: SessionRecord) -> Session {
         title: record.title,
         updated_at: record.updated_at,
     }
-}
-
-pub(super) async fn get(
-    State(state): State<AppState>,
-    principal: Principal,
-    path: Result<Path<String>, PathRejection>,
-) -> Result<Json<Session>, ApiError> {
-    let id = session_id(path)?;
-    let record = state
-        .store()
-        .session(&principal.account, &id)
-        .await?
-        .ok_or_else(|| no_session(&id))?;
-    Ok(Json(view(record)))
-}
-
-pub(super) async fn update(
-    State(state): State<AppState>,
-    principal: Principal,
-    path: Result<Path<String>, PathRejection>,
-    body: Result<Json<SessionUpdate>, JsonRejection>,
-) -> Result<Json<Session>, ApiError> {
-    let id = session_id(path)?;
-    let Json(update) = body?;
-    if update.title.is_none() && update.archived.is_none() {
-        return Err(ApiError::new(
-            ErrorCode::InvalidRequest,
-            "give title, archived or both",
-        ));
-    }
-    let record = state
-        .store()
-        .update_session(
-            &principal.account,
-            &id,
-            update.title.as_deref().map(String::as_str),
-            update.archived,
-            now(),
-        )
-        .await?
-        .ok_or_else(|| no_session(&id))?;
-    Ok(Json(view(record)))
-}
-
-pub(super) async fn delete(
-    State(state): State<AppState>,
-    principal: Principal,
-    path: Result<Path<String>, PathRejection>,
-) -> Result<StatusCode, ApiError> {
-    let id = session_id(path)?;
-    if state
-        .store()
-        .session(&principal.account, &id)
-        .await?
-        .is_none()
-    {
-        return Err(no_session(&id));
-    }
-    if let Some((turn_id, _)) = state.store().active_turn(&id).await? {
-        state.agent().running.cancel(&turn_id);
-    }
-    if !state
-        .store()
-        .delete_session(&principal.account, &id)
-        .await?
-    {
-        return Err(no_session(&id));
-    }
-    state.agent().hub.close(&id);
-    Ok(StatusCode::NO_CONTENT)
 }

@@ -1,24 +1,26 @@
-//! Turns: the one place where turn state transitions are decided, and the driver that runs a
-//! [`Runtime`] for a turn and writes what it does to the session's log.
+//! A turn as its runtime sees it: the transitions a turn may take, the handle through which a
+//! runtime writes its turn's log and calls the Pipeline, and how a runtime step ends.
 
-use std::collections::HashMap;
 use std::num::NonZeroU64;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use intent_models::{
-    ActionRequest, ActionRequestKind, ActionResult, AgentEvent, AgentEventRole, MessageSnapshot,
-    MessageSnapshotRole, PipelineBuild, TurnState,
+    ActionRequest, ActionRequestKind, AgentEvent, AgentEventRole, MessageSnapshot,
+    MessageSnapshotRole, PipelineBuild, PipelineBuildRequest, PipelineChain, PipelineCommitResult,
+    TurnState,
 };
 use serde_json::{Map, Value};
 use tokio::sync::watch;
 
-use super::runtime::{Runtime, Step, TurnError};
-use crate::store::agent::{Append, Appended, NewAction};
-use crate::{AppState, now_ms, random};
+use super::log::{Entry, EventLog, Writer};
+use crate::clock::now;
+use crate::pipeline::{self, Pipeline};
+use crate::random;
+use crate::store::agent::{Appended, NewAction};
 
 /// Whether a turn in state `from` may enter `to`, as `TurnState.x-profile-transitions` in
-/// openapi.json says. Terminal states go nowhere.
+/// openapi.json says. Terminal states go nowhere. The event log checks every transition here.
 pub fn can_become(from: TurnState, to: TurnState) -> bool {
     use TurnState::*;
     matches!(
@@ -28,52 +30,41 @@ pub fn can_become(from: TurnState, to: TurnState) -> bool {
     )
 }
 
-/// A draft of a log event: `seq` is a placeholder that the store replaces inside its write
-/// transaction.
-pub fn draft(event: AgentEvent) -> Map<String, Value> {
-    match serde_json::to_value(event).expect("an event serializes") {
-        Value::Object(map) => map,
-        _ => unreachable!("an event is a JSON object"),
-    }
-}
-
-/// The placeholder `seq` of a draft.
+/// The placeholder `seq` of an event before the log assigns one.
 pub const DRAFT_SEQ: NonZeroU64 = NonZeroU64::MIN;
 
-/// Cancellation signals of the turns running in this process.
-#[derive(Default)]
-pub struct Running {
-    turns: Mutex<HashMap<String, watch::Sender<bool>>>,
+/// What a runtime step ended with.
+pub enum Step {
+    /// The turn is complete.
+    Complete,
+    /// The client must approve or reject `build`.
+    AwaitAction {
+        /// What the user is asked to approve.
+        title: String,
+        /// The simulated Build.
+        build: Box<PipelineBuild>,
+    },
 }
 
-impl Running {
-    fn enter(&self, turn_id: &str) -> watch::Receiver<bool> {
-        let (cancel, cancelled) = watch::channel(false);
-        self.lock().insert(turn_id.to_owned(), cancel);
-        cancelled
-    }
-
-    fn leave(&self, turn_id: &str) {
-        self.lock().remove(turn_id);
-    }
-
-    /// Tells the runtime of `turn_id`, if it runs here, to stop.
-    pub fn cancel(&self, turn_id: &str) {
-        if let Some(cancel) = self.lock().get(turn_id) {
-            cancel.send_replace(true);
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, watch::Sender<bool>>> {
-        self.turns
-            .lock()
-            .expect("the running-turns lock is not poisoned")
-    }
+/// Why a runtime step stopped early.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TurnError {
+    /// The turn was interrupted or deleted; nothing more is written.
+    Interrupted,
+    /// The turn fails with an error event.
+    Failed {
+        /// A machine-readable code.
+        code: String,
+        /// What went wrong, for people.
+        message: String,
+    },
 }
 
-/// What the runtime sees of its turn: who asked, and the ways to write to the log.
+/// What the runtime sees of its turn: who asked, the ways to write to its log, and the Pipeline
+/// acting for the turn's account. Nothing else of the server.
 pub struct Turn {
-    state: AppState,
+    log: EventLog,
+    pipeline: Arc<Pipeline>,
     /// The account that started the turn.
     pub account: String,
     /// The session.
@@ -83,10 +74,27 @@ pub struct Turn {
     cancelled: watch::Receiver<bool>,
 }
 
+/// Time between two snapshots of a message being written.
+const SNAPSHOT_INTERVAL: Duration = Duration::from_millis(5);
+
 impl Turn {
-    /// The server state, for the Pipeline and the devnet.
-    pub fn server(&self) -> &AppState {
-        &self.state
+    /// The handle of `account`'s turn `turn_id` of `session_id`, stopped by `cancelled`.
+    pub(super) fn new(
+        log: EventLog,
+        pipeline: Arc<Pipeline>,
+        account: String,
+        session_id: String,
+        turn_id: String,
+        cancelled: watch::Receiver<bool>,
+    ) -> Self {
+        Self {
+            log,
+            pipeline,
+            account,
+            session_id,
+            turn_id,
+            cancelled,
+        }
     }
 
     /// Streams `text` as transient snapshots, a word at a time, then appends it as one durable
@@ -95,7 +103,7 @@ impl Turn {
         let mut so_far = String::new();
         for word in text.split_inclusive(' ') {
             so_far.push_str(word);
-            self.state.agent().hub.snapshot(
+            self.log.snapshot(
                 &self.session_id,
                 MessageSnapshot {
                     role: MessageSnapshotRole::Assistant,
@@ -107,7 +115,7 @@ impl Turn {
         }
         self.append(
             vec![AgentEvent::Message {
-                created_at: crate::now(),
+                created_at: now(),
                 role: AgentEventRole::Assistant,
                 seq: DRAFT_SEQ,
                 text: text.to_owned(),
@@ -128,7 +136,7 @@ impl Turn {
         let id = random::id("call");
         self.append(
             vec![AgentEvent::ToolCall {
-                created_at: crate::now(),
+                created_at: now(),
                 input,
                 name: name.to_owned(),
                 seq: DRAFT_SEQ,
@@ -152,7 +160,7 @@ impl Turn {
     ) -> Result<(), TurnError> {
         self.append(
             vec![AgentEvent::ToolResult {
-                created_at: crate::now(),
+                created_at: now(),
                 is_error,
                 name: name.to_owned(),
                 output,
@@ -176,6 +184,23 @@ impl Turn {
         }
     }
 
+    /// Builds (and simulates) a Build for the turn's account.
+    pub async fn build(&self, request: &PipelineBuildRequest) -> pipeline::Result<PipelineBuild> {
+        self.pipeline.build(&self.account, request).await
+    }
+
+    /// Commits `build` on `chain` for the turn's account.
+    pub async fn commit(
+        &self,
+        chain: PipelineChain,
+        build: &PipelineBuild,
+    ) -> pipeline::Result<PipelineCommitResult> {
+        let Value::Object(build) = serde_json::to_value(build).expect("a Build serializes") else {
+            unreachable!("a Build is a JSON object")
+        };
+        self.pipeline.commit(&self.account, chain, &build).await
+    }
+
     /// Appends `events`, entering `next_state`, while the turn is processing; a turn that left
     /// `processing` (interrupted, deleted) stops its runtime with [`TurnError::Interrupted`].
     async fn append(
@@ -184,24 +209,18 @@ impl Turn {
         next_state: Option<TurnState>,
         action: Option<NewAction>,
     ) -> Result<(), TurnError> {
-        let append = Append {
-            session_id: self.session_id.clone(),
+        let entry = Entry {
             turn_id: self.turn_id.clone(),
-            events: events.into_iter().map(draft).collect(),
+            events,
             next_state,
             action,
-            at_ms: now_ms(),
-            prune_before_ms: self.state.agent().prune_before_ms(),
         };
-        let accept = move |current: TurnState| {
-            current == TurnState::Processing
-                && next_state.is_none_or(|next| can_become(current, next))
-        };
-        match self.state.store().append(&append, &accept).await {
-            Ok(Appended::Done { last_seq }) => {
-                self.state.agent().hub.appended(&self.session_id, last_seq);
-                Ok(())
-            }
+        match self
+            .log
+            .append(&self.session_id, entry, Writer::Runtime)
+            .await
+        {
+            Ok(Appended::Done { .. }) => Ok(()),
             Ok(Appended::Refused(_) | Appended::NoTurn) => Err(TurnError::Interrupted),
             Err(error) => {
                 tracing::error!(
@@ -214,8 +233,8 @@ impl Turn {
     }
 
     /// Ends the turn as `step` says.
-    async fn finish(&self, step: Step) -> Result<(), TurnError> {
-        let at = crate::now();
+    pub(super) async fn finish(&self, step: Step) -> Result<(), TurnError> {
+        let at = now();
         let turn_state = |state| AgentEvent::TurnState {
             created_at: at,
             seq: DRAFT_SEQ,
@@ -256,7 +275,7 @@ impl Turn {
     }
 
     /// Ends the turn as `failed` with an error event.
-    async fn fail(&self, code: &str, message: &str) {
+    pub(super) async fn fail(&self, code: &str, message: &str) {
         // A turn interrupted meanwhile stays interrupted.
         let _ = self
             .append(
@@ -269,8 +288,8 @@ impl Turn {
 }
 
 /// The events that end a turn as `failed`.
-fn failure(turn_id: &str, code: &str, message: &str) -> Vec<AgentEvent> {
-    let at = crate::now();
+pub(super) fn failure(turn_id: &str, code: &str, message: &str) -> Vec<AgentEvent> {
+    let at = now();
     vec![
         AgentEvent::Error {
             code: code.to_owned(),
@@ -288,38 +307,6 @@ fn failure(turn_id: &str, code: &str, message: &str) -> Vec<AgentEvent> {
     ]
 }
 
-/// Fails a turn that a previous run of the server left `processing`.
-pub async fn fail_orphan(
-    state: &AppState,
-    session_id: &str,
-    turn_id: &str,
-) -> Result<(), crate::store::Error> {
-    let append = Append {
-        session_id: session_id.to_owned(),
-        turn_id: turn_id.to_owned(),
-        events: failure(
-            turn_id,
-            "interrupted_by_restart",
-            "the server restarted during the turn",
-        )
-        .into_iter()
-        .map(draft)
-        .collect(),
-        next_state: Some(TurnState::Failed),
-        action: None,
-        at_ms: now_ms(),
-        prune_before_ms: state.agent().prune_before_ms(),
-    };
-    state
-        .store()
-        .append(&append, &|current| current == TurnState::Processing)
-        .await?;
-    Ok(())
-}
-
-/// Time between two snapshots of a message being written.
-const SNAPSHOT_INTERVAL: Duration = Duration::from_millis(5);
-
 fn action_request(title: String, build: PipelineBuild) -> ActionRequest {
     ActionRequest {
         action_id: random::id("act")
@@ -332,73 +319,13 @@ fn action_request(title: String, build: PipelineBuild) -> ActionRequest {
     }
 }
 
-/// What starts or resumes a turn's runtime.
-pub enum Input {
-    /// The user's intent.
-    Intent(String),
-    /// The client resolved the turn's action.
-    Resolved {
-        /// The resolved request.
-        request: Box<ActionRequest>,
-        /// The client's answer.
-        result: ActionResult,
-    },
-}
-
-/// Runs `runtime` for a turn in the background until it ends or awaits an action. A runtime
-/// that fails or panics ends the turn `failed`.
-pub fn spawn(
-    state: AppState,
-    runtime: Arc<dyn Runtime>,
-    account: String,
-    session_id: String,
-    turn_id: String,
-    input: Input,
-) {
-    let cancelled = state.agent().running.enter(&turn_id);
-    let turn = Arc::new(Turn {
-        state: state.clone(),
-        account,
-        session_id,
-        turn_id: turn_id.clone(),
-        cancelled,
-    });
-    tokio::spawn(async move {
-        let worker = {
-            let turn = turn.clone();
-            tokio::spawn(async move {
-                let step = match input {
-                    Input::Intent(intent) => runtime.start(&turn, &intent).await,
-                    Input::Resolved { request, result } => {
-                        runtime.resume(&turn, &request, &result).await
-                    }
-                };
-                match step {
-                    Ok(step) => turn.finish(step).await,
-                    Err(error) => Err(error),
-                }
-            })
-        };
-        match worker.await {
-            Ok(Ok(()) | Err(TurnError::Interrupted)) => {}
-            Ok(Err(TurnError::Failed { code, message })) => turn.fail(&code, &message).await,
-            Err(panic) => {
-                tracing::error!(error = %panic, turn = %turn.turn_id, "the runtime panicked");
-                turn.fail("internal", "the runtime stopped unexpectedly")
-                    .await;
-            }
-        }
-        state.agent().running.leave(&turn_id);
-    });
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn transitions_follow_the_profile_in_openapi_json() {
-        let document: Value = serde_json::from_str(crate::OPENAPI).unwrap();
+        let document: Value = serde_json::from_str(include_str!("../../../openapi.json")).unwrap();
         let table = &document["components"]["schemas"]["TurnState"]["x-profile-transitions"];
         let states = [
             TurnState::Processing,

@@ -8,8 +8,9 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
 use super::{OAuthError, hash, page, requested, valid_account};
+use crate::clock::now;
+use crate::state::AppState;
 use crate::store::{Authorization, AuthorizationCode};
-use crate::{AppState, now};
 
 /// Lifetime of an authorization code, seconds.
 const CODE_TTL: i64 = 60;

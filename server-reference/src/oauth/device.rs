@@ -10,8 +10,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{DEVICE_VERIFY_PATH, OAuthError, hash, page, requested, valid_account};
+use crate::clock::now;
+use crate::state::AppState;
 use crate::store::{DeviceGrant, DeviceStatus};
-use crate::{AppState, now};
 
 /// Letters of a user code: no vowels, no look-alikes (RFC 8628, 6.1).
 const USER_CODE_ALPHABET: &[u8] = b"BCDFGHJKLMNPQRSTVWXZ";

@@ -15,9 +15,10 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use super::{OAuthError, hash};
+use crate::clock::{now, now_ms};
+use crate::state::AppState;
 use crate::store::{Authorization, DeviceStatus, RefreshUse};
 use crate::token::Grant;
-use crate::{AppState, now, now_ms};
 
 const DEVICE_CODE_GRANT: &str = "urn:ietf:params:oauth:grant-type:device_code";
 

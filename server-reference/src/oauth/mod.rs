@@ -18,8 +18,8 @@ use axum::routing::{get, post};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use crate::AppState;
 use crate::resource::Resource;
+use crate::state::AppState;
 
 /// Where the authorization endpoint is.
 pub const AUTHORIZE_PATH: &str = "/api/auth/oauth2/authorize";

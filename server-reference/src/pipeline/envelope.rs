@@ -4,12 +4,15 @@
 //! that anyone holding the JWKS can verify a Build offline.
 
 use intent_models::digest::build_digest;
-use intent_models::{ErrorCode, PipelineBuild};
+use intent_models::{
+    PipelineAction, PipelineBuild, PipelineBuildStatus, PipelineOrigin, PipelineSimulation,
+    PipelineSummary,
+};
 use jsonwebtoken::{Algorithm, Validation};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::error::ApiError;
+use super::{Error, Result};
 use crate::keys::SigningKey;
 
 /// JWS `typ` of an attestation.
@@ -28,39 +31,71 @@ pub struct Attestation {
     pub exp: i64,
 }
 
-/// Completes `build` (everything but `digest` and `attestation`) for `owner`.
-pub fn seal(key: &SigningKey, mut build: Map<String, Value>, owner: &str) -> Value {
-    let digest = build_digest(&build);
+/// A Build's content: everything but `digest` and `attestation`.
+pub struct Content {
+    /// `staged` or `simulated`.
+    pub status: PipelineBuildStatus,
+    /// The chain actions.
+    pub actions: Vec<PipelineAction>,
+    /// What assembled the actions.
+    pub origin: PipelineOrigin,
+    /// The simulation, when one ran.
+    pub simulation: Option<PipelineSimulation>,
+    /// What the Build does, for people.
+    pub summary: PipelineSummary,
+    /// Unix seconds after which commit is refused.
+    pub expires_at: i64,
+}
+
+/// Seals `content` for `owner`: the digest of the content and an attestation over it.
+pub fn seal(key: &SigningKey, content: Content, owner: &str) -> PipelineBuild {
+    let mut build = PipelineBuild {
+        actions: content.actions,
+        attestation: String::new(),
+        digest: UNSEALED.parse().expect("a digest of the right shape"),
+        expires_at: content.expires_at,
+        origin: content.origin,
+        simulation: content.simulation,
+        status: content.status,
+        summary: Some(content.summary),
+        version: VERSION.try_into().expect("the Build version"),
+    };
+    let Value::Object(mut fields) = serde_json::to_value(&build).expect("a Build serializes")
+    else {
+        unreachable!("a Build is a JSON object")
+    };
+    fields.remove("digest");
+    fields.remove("attestation");
+    let digest = build_digest(&fields);
     let attestation = Attestation {
         digest: digest.clone(),
         owner: owner.to_owned(),
-        app: build["origin"]["app"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned(),
-        exp: build["expiresAt"].as_i64().unwrap_or_default(),
+        app: build.origin.app.to_string(),
+        exp: build.expires_at,
     };
-    build.insert("digest".to_owned(), Value::from(digest));
-    build.insert(
-        "attestation".to_owned(),
-        Value::from(key.sign(ATTESTATION_TYP, &attestation)),
-    );
-    Value::Object(build)
+    build.digest = digest.parse().expect("build_digest gives a digest");
+    build.attestation = key.sign(ATTESTATION_TYP, &attestation);
+    build
 }
+
+/// The envelope version of every Build.
+const VERSION: i64 = 2;
+
+/// The digest a Build carries until it is sealed.
+const UNSEALED: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
 
 /// Checks a Build presented by `caller` at `now`, in this order: shape, digest, attestation,
 /// owner, app scope, expiry. Returns the typed Build.
 pub fn verify(
     key: &SigningKey,
-    build: &Value,
+    build: &Map<String, Value>,
     caller: &str,
     now: i64,
-) -> Result<PipelineBuild, ApiError> {
-    let invalid = |message: &str| ApiError::new(ErrorCode::BuildInvalid, message);
-    let typed: PipelineBuild = serde_json::from_value(build.clone())
+) -> Result<PipelineBuild> {
+    let invalid = |message: &str| Error::BuildInvalid(message.to_owned());
+    let typed: PipelineBuild = serde_json::from_value(Value::Object(build.clone()))
         .map_err(|e| invalid(&format!("not a Build envelope: {e}")))?;
-    let object = build.as_object().expect("a typed Build is an object");
-    if build_digest(object) != *typed.digest {
+    if build_digest(build) != *typed.digest {
         return Err(invalid("the digest does not match the Build's content"));
     }
     let mut validation = Validation::new(Algorithm::EdDSA);
@@ -82,10 +117,7 @@ pub fn verify(
         ));
     }
     if now > typed.expires_at {
-        return Err(ApiError::new(
-            ErrorCode::BuildExpired,
-            format!("the Build expired at {}", typed.expires_at),
-        ));
+        return Err(Error::BuildExpired(typed.expires_at));
     }
     Ok(typed)
 }

@@ -151,10 +151,8 @@ pub enum IdempotencyBegin {
     Started,
     /// The same request finished before: replay its answer.
     Replay {
-        /// The HTTP status answered.
-        status: u16,
-        /// The body answered.
-        body: String,
+        /// The answer recorded by [`AgentStore::finish_idempotent`].
+        answer: String,
     },
     /// The same request is still in flight.
     InFlight,
@@ -215,14 +213,8 @@ pub trait AgentStore: Send + Sync {
         at: i64,
         expired_before: i64,
     ) -> Result<IdempotencyBegin>;
-    /// Records the answer to the request that claimed `key`.
-    async fn finish_idempotent(
-        &self,
-        account: &str,
-        key: &str,
-        status: u16,
-        body: &str,
-    ) -> Result<()>;
+    /// Records the answer (JSON) to the request that claimed `key`.
+    async fn finish_idempotent(&self, account: &str, key: &str, answer: &str) -> Result<()>;
     /// Releases `key` after a failure that a retry may fix.
     async fn abandon_idempotent(&self, account: &str, key: &str) -> Result<()>;
 }

@@ -14,7 +14,7 @@ pub use sqlite::SqliteStore;
 pub enum Error {
     /// The database failed.
     #[error("database error")]
-    Database(#[source] sqlx::Error),
+    Database(#[from] sqlx::Error),
     /// A migration failed.
     #[error("migrating the database")]
     Migrate(#[source] sqlx::migrate::MigrateError),

@@ -34,8 +34,7 @@ impl SqliteStore {
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
             .connect_with(options)
-            .await
-            .map_err(Error::Database)?;
+            .await?;
         sqlx::migrate!("./migrations")
             .run(&pool)
             .await
@@ -64,7 +63,7 @@ impl Store for SqliteStore {
         .bind(account)
         .fetch_all(&self.pool)
         .await
-        .map_err(Error::Database)
+        .map_err(Error::from)
     }
 
     async fn install(&self, account: &str, application: i64, at: i64) -> Result<i64> {
@@ -77,8 +76,7 @@ impl Store for SqliteStore {
         .bind(application)
         .bind(at)
         .fetch_one(&self.pool)
-        .await
-        .map_err(Error::Database)?;
+        .await?;
         Ok(installed_at)
     }
 
@@ -88,8 +86,7 @@ impl Store for SqliteStore {
                 .bind(account)
                 .bind(application)
                 .execute(&self.pool)
-                .await
-                .map_err(Error::Database)?;
+                .await?;
         Ok(done.rows_affected() > 0)
     }
 
@@ -104,8 +101,7 @@ impl Store for SqliteStore {
         .bind(account)
         .bind(application)
         .fetch_all(&self.pool)
-        .await
-        .map_err(Error::Database)?;
+        .await?;
         Ok(rows
             .into_iter()
             .map(|(name, updated_at)| CredentialPresence { name, updated_at })
@@ -130,8 +126,7 @@ impl Store for SqliteStore {
         .bind(sealed)
         .bind(at)
         .execute(&self.pool)
-        .await
-        .map_err(Error::Database)?;
+        .await?;
         Ok(())
     }
 
@@ -143,8 +138,7 @@ impl Store for SqliteStore {
         .bind(application)
         .bind(name)
         .execute(&self.pool)
-        .await
-        .map_err(Error::Database)?;
+        .await?;
         Ok(done.rows_affected() > 0)
     }
 
@@ -154,8 +148,7 @@ impl Store for SqliteStore {
             .bind(meter.as_str())
             .bind(at)
             .execute(&self.pool)
-            .await
-            .map_err(Error::Database)?;
+            .await?;
         Ok(())
     }
 
@@ -167,8 +160,7 @@ impl Store for SqliteStore {
         .bind(from)
         .bind(to)
         .fetch_all(&self.pool)
-        .await
-        .map_err(Error::Database)?;
+        .await?;
         // The CHECK constraint keeps unknown meter names out of the table.
         Ok(rows
             .into_iter()
@@ -192,16 +184,14 @@ impl Store for SqliteStore {
         .bind(actions)
         .bind(at)
         .execute(&self.pool)
-        .await
-        .map_err(Error::Database)?;
+        .await?;
         Ok(done.rows_affected() == 1)
     }
 
     async fn committed_actions(&self) -> Result<Vec<String>> {
         let rows: Vec<(String,)> = sqlx::query_as("SELECT actions FROM commits ORDER BY seq")
             .fetch_all(&self.pool)
-            .await
-            .map_err(Error::Database)?;
+            .await?;
         Ok(rows.into_iter().map(|(actions,)| actions).collect())
     }
 
@@ -220,8 +210,7 @@ impl Store for SqliteStore {
         .bind(&code.code_challenge)
         .bind(code.expires_at)
         .execute(&self.pool)
-        .await
-        .map_err(Error::Database)?;
+        .await?;
         Ok(())
     }
 
@@ -233,8 +222,7 @@ impl Store for SqliteStore {
         )
         .bind(code_hash)
         .fetch_optional(&self.pool)
-        .await
-        .map_err(Error::Database)?;
+        .await?;
         Ok(row.map(
             |(client_id, redirect_uri, account, scopes, resource, code_challenge, expires_at)| {
                 AuthorizationCode {
@@ -266,8 +254,7 @@ impl Store for SqliteStore {
         .bind(grant.interval_secs)
         .bind(grant.expires_at)
         .execute(&self.pool)
-        .await
-        .map_err(Error::Database)?;
+        .await?;
         Ok(())
     }
 
@@ -275,8 +262,7 @@ impl Store for SqliteStore {
         let row: Option<DeviceRow> = sqlx::query_as(select_device_grant!("user_code = ?"))
             .bind(user_code)
             .fetch_optional(&self.pool)
-            .await
-            .map_err(Error::Database)?;
+            .await?;
         Ok(row.and_then(device_grant))
     }
 
@@ -300,8 +286,7 @@ impl Store for SqliteStore {
         .bind(user_code)
         .bind(now)
         .execute(&self.pool)
-        .await
-        .map_err(Error::Database)?;
+        .await?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -311,23 +296,17 @@ impl Store for SqliteStore {
         now_ms: i64,
     ) -> Result<Option<DeviceGrant>> {
         // Immediate: the read and the write below must not race another poll's commit.
-        let mut transaction = self
-            .pool
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(Error::Database)?;
+        let mut transaction = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let row: Option<DeviceRow> = sqlx::query_as(select_device_grant!("device_code_hash = ?"))
             .bind(device_code_hash)
             .fetch_optional(&mut *transaction)
-            .await
-            .map_err(Error::Database)?;
+            .await?;
         sqlx::query("UPDATE device_grants SET last_poll_ms = ? WHERE device_code_hash = ?")
             .bind(now_ms)
             .bind(device_code_hash)
             .execute(&mut *transaction)
-            .await
-            .map_err(Error::Database)?;
-        transaction.commit().await.map_err(Error::Database)?;
+            .await?;
+        transaction.commit().await?;
         Ok(row.and_then(device_grant))
     }
 
@@ -338,8 +317,7 @@ impl Store for SqliteStore {
         .bind(by)
         .bind(device_code_hash)
         .execute(&self.pool)
-        .await
-        .map_err(Error::Database)?;
+        .await?;
         Ok(())
     }
 
@@ -349,8 +327,7 @@ impl Store for SqliteStore {
         )
         .bind(device_code_hash)
         .execute(&self.pool)
-        .await
-        .map_err(Error::Database)?;
+        .await?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -376,8 +353,7 @@ impl Store for SqliteStore {
         .bind(&grant.resource)
         .bind(expires_at)
         .execute(&self.pool)
-        .await
-        .map_err(Error::Database)?;
+        .await?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -385,8 +361,7 @@ impl Store for SqliteStore {
         sqlx::query("UPDATE refresh_tokens SET status = 'revoked' WHERE family = ?")
             .bind(family)
             .execute(&self.pool)
-            .await
-            .map_err(Error::Database)?;
+            .await?;
         Ok(())
     }
 
@@ -395,11 +370,7 @@ impl Store for SqliteStore {
         token_hash: &str,
         accept: &(dyn for<'g> Fn(&'g Authorization, i64) -> bool + Send + Sync),
     ) -> Result<RefreshUse> {
-        let mut transaction = self
-            .pool
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(Error::Database)?;
+        let mut transaction = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         type Row = (String, String, String, String, String, i64, String);
         let row: Option<Row> = sqlx::query_as(
             "SELECT family, client_id, account, scopes, resource, expires_at, status
@@ -407,8 +378,7 @@ impl Store for SqliteStore {
         )
         .bind(token_hash)
         .fetch_optional(&mut *transaction)
-        .await
-        .map_err(Error::Database)?;
+        .await?;
         let Some((family, client_id, account, scopes, stored_resource, expires_at, status)) = row
         else {
             return Ok(RefreshUse::Unknown);
@@ -418,8 +388,7 @@ impl Store for SqliteStore {
             sqlx::query("UPDATE refresh_tokens SET status = 'revoked' WHERE family = ?")
                 .bind(&family)
                 .execute(&mut *transaction)
-                .await
-                .map_err(Error::Database)?;
+                .await?;
             RefreshUse::Replayed
         } else {
             let grant = Authorization {
@@ -432,8 +401,7 @@ impl Store for SqliteStore {
                 sqlx::query("UPDATE refresh_tokens SET status = 'used' WHERE token_hash = ?")
                     .bind(token_hash)
                     .execute(&mut *transaction)
-                    .await
-                    .map_err(Error::Database)?;
+                    .await?;
                 RefreshUse::Rotated {
                     grant,
                     family,
@@ -444,7 +412,7 @@ impl Store for SqliteStore {
                 RefreshUse::Refused { grant, expires_at }
             }
         };
-        transaction.commit().await.map_err(Error::Database)?;
+        transaction.commit().await?;
         Ok(outcome)
     }
 }

@@ -1,18 +1,15 @@
 //! The devnets behind simulation and custody: an EVM chain executed with `revm` ([`evm`]) and
 //! an SVM cluster executed with `litesvm` ([`svm`]), both in memory. Simulations run on a copy
-//! of a chain's state; a commit applies the copy only once its simulation passed and the commit
-//! is recorded durably. On start, the committed actions are replayed in order, so the state
-//! survives restarts.
+//! of a chain's state; a commit is prepared on a copy under the chain's lock and applied once its
+//! caller recorded it durably; the devnets never see the store. On start, the committed actions
+//! are replayed in order, so the state survives restarts.
 
 pub mod evm;
 pub mod svm;
 
-use intent_models::{ErrorCode, PipelineAction, PipelineBuild, PipelineChain, PipelineSimulation};
+use intent_models::{PipelineAction, PipelineBuild, PipelineChain, PipelineSimulation};
 use serde_json::{Value, json};
-use tokio::sync::Mutex;
-
-use crate::error::ApiError;
-use crate::store::{self, Store};
+use tokio::sync::{Mutex, MutexGuard};
 
 /// Seconds before `expiresAt` under which the expiry guard warns.
 const EXPIRY_WARNING_SECS: i64 = 60;
@@ -35,21 +32,14 @@ pub struct Devnet {
     svm: Mutex<svm::Cluster>,
 }
 
-/// What a commit did.
-pub struct Committed {
-    /// The re-simulation that admitted (or refused) the Build.
-    pub simulation: PipelineSimulation,
-    /// The transaction id of each step, when it was committed.
-    pub transactions: Vec<(u64, String)>,
-}
-
 impl Devnet {
-    /// The genesis states with every commit recorded in `store` replayed on them.
-    pub async fn replay(store: &dyn Store) -> Result<Self, store::Error> {
+    /// The genesis states with `committed` (the actions of every committed Build, as JSON, in
+    /// commit order) replayed on them.
+    pub fn replay(committed: &[String]) -> Self {
         let mut evm = evm::genesis();
         let mut svm = svm::Cluster::genesis();
-        for actions in store.committed_actions().await? {
-            match serde_json::from_str::<Vec<PipelineAction>>(&actions) {
+        for actions in committed {
+            match serde_json::from_str::<Vec<PipelineAction>>(actions) {
                 Ok(actions) => {
                     if actions.first().map(chain_of) == Some(PipelineChain::Svm) {
                         svm.run(&actions, i64::MAX, 0);
@@ -60,10 +50,10 @@ impl Devnet {
                 Err(error) => tracing::error!(%error, "a committed Build's actions do not parse"),
             }
         }
-        Ok(Self {
+        Self {
             evm: Mutex::new(evm),
             svm: Mutex::new(svm),
-        })
+        }
     }
 
     /// Simulates `actions` on `chain`'s current state, leaving it unchanged.
@@ -80,19 +70,43 @@ impl Devnet {
         }
     }
 
-    /// Re-simulates `build` on `chain` and, when it passes, records the commit in `store` and
-    /// applies it.
-    pub async fn commit(
+    /// Locks `chain` and re-simulates `build` on a copy of its state. The lock is held until the
+    /// [`Prepared`] commit is applied or dropped, so that nothing else changes the chain while
+    /// the caller records the commit.
+    pub async fn prepare(
         &self,
         chain: PipelineChain,
-        store: &dyn Store,
         build: &PipelineBuild,
-        owner: &str,
         now: i64,
-    ) -> Result<Committed, ApiError> {
+    ) -> Prepared<'_> {
         match chain {
-            PipelineChain::Evm => commit_on(&self.evm, store, build, owner, now).await,
-            PipelineChain::Svm => commit_on(&self.svm, store, build, owner, now).await,
+            PipelineChain::Evm => prepare_on(&self.evm, build, now, Pending::Evm).await,
+            PipelineChain::Svm => prepare_on(&self.svm, build, now, Pending::Svm).await,
+        }
+    }
+}
+
+/// A commit re-simulated on a locked chain, not yet applied.
+pub struct Prepared<'a> {
+    /// The re-simulation that admits (or refuses) the Build.
+    pub simulation: PipelineSimulation,
+    /// The transaction id of each step.
+    pub transactions: Vec<(u64, String)>,
+    pending: Pending<'a>,
+}
+
+/// The locked state of a chain and its state after the commit.
+enum Pending<'a> {
+    Evm(MutexGuard<'a, evm::Db>, Box<evm::Db>),
+    Svm(MutexGuard<'a, svm::Cluster>, Box<svm::Cluster>),
+}
+
+impl Prepared<'_> {
+    /// Makes the re-simulated state the chain's state and releases the lock.
+    pub fn apply(self) {
+        match self.pending {
+            Pending::Evm(mut state, next) => *state = *next,
+            Pending::Svm(mut state, next) => *state = *next,
         }
     }
 }
@@ -115,37 +129,20 @@ async fn simulate_on<L: Ledger>(
     copy.run(actions, expires_at, now).simulation
 }
 
-async fn commit_on<L: Ledger>(
-    state: &Mutex<L>,
-    store: &dyn Store,
+async fn prepare_on<'a, L: Ledger>(
+    state: &'a Mutex<L>,
     build: &PipelineBuild,
-    owner: &str,
     now: i64,
-) -> Result<Committed, ApiError> {
-    let mut state = state.lock().await;
-    let mut copy = state.clone();
-    let run = copy.run(&build.actions, build.expires_at, now);
-    if run.simulation.status != intent_models::PipelineSimulationStatus::Passed {
-        return Ok(Committed {
-            simulation: run.simulation,
-            transactions: Vec::new(),
-        });
-    }
-    let actions = serde_json::to_string(&build.actions).expect("actions serialize");
-    if !store
-        .record_commit(&build.digest, owner, &actions, now)
-        .await?
-    {
-        return Err(ApiError::new(
-            ErrorCode::BuildInvalid,
-            "this Build was committed already",
-        ));
-    }
-    *state = copy;
-    Ok(Committed {
+    pending: fn(MutexGuard<'a, L>, Box<L>) -> Pending<'a>,
+) -> Prepared<'a> {
+    let state = state.lock().await;
+    let mut next = Box::new(state.clone());
+    let run = next.run(&build.actions, build.expires_at, now);
+    Prepared {
         simulation: run.simulation,
         transactions: run.transactions,
-    })
+        pending: pending(state, next),
+    }
 }
 
 /// A guard result: passed, or `status` (failed or warning) with the reason.

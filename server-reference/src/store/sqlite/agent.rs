@@ -20,7 +20,7 @@ impl SqliteStore {
         self.pool
             .begin_with("BEGIN IMMEDIATE")
             .await
-            .map_err(Error::Database)
+            .map_err(Error::from)
     }
 }
 
@@ -59,8 +59,7 @@ async fn write_events(tx: &mut Tx, append: &Append) -> Result<i64> {
     let (mut seq,): (i64,) = sqlx::query_as("SELECT last_seq FROM sessions WHERE id = ?")
         .bind(&append.session_id)
         .fetch_one(&mut **tx)
-        .await
-        .map_err(Error::Database)?;
+        .await?;
     for event in &append.events {
         seq += 1;
         let mut body = event.clone();
@@ -71,8 +70,7 @@ async fn write_events(tx: &mut Tx, append: &Append) -> Result<i64> {
             .bind(Value::Object(body).to_string())
             .bind(append.at_ms)
             .execute(&mut **tx)
-            .await
-            .map_err(Error::Database)?;
+            .await?;
     }
     sqlx::query(
         "UPDATE sessions SET last_seq = ?1, updated_at = ?2,
@@ -85,27 +83,23 @@ async fn write_events(tx: &mut Tx, append: &Append) -> Result<i64> {
     .bind(&append.session_id)
     .bind(append.prune_before_ms)
     .execute(&mut **tx)
-    .await
-    .map_err(Error::Database)?;
+    .await?;
     sqlx::query("DELETE FROM events WHERE session_id = ? AND created_at < ?")
         .bind(&append.session_id)
         .bind(append.prune_before_ms)
         .execute(&mut **tx)
-        .await
-        .map_err(Error::Database)?;
+        .await?;
     if let Some(state) = append.next_state {
         sqlx::query("UPDATE turns SET state = ? WHERE id = ?")
             .bind(state.to_string())
             .bind(&append.turn_id)
             .execute(&mut **tx)
-            .await
-            .map_err(Error::Database)?;
+            .await?;
         if state != TurnState::AwaitingAction {
             sqlx::query("UPDATE actions SET pending = 0 WHERE turn_id = ?")
                 .bind(&append.turn_id)
                 .execute(&mut **tx)
-                .await
-                .map_err(Error::Database)?;
+                .await?;
         }
     }
     if let Some(action) = &append.action {
@@ -120,8 +114,7 @@ async fn write_events(tx: &mut Tx, append: &Append) -> Result<i64> {
         .bind(&action.digest)
         .bind(action.request.to_string())
         .execute(&mut **tx)
-        .await
-        .map_err(Error::Database)?;
+        .await?;
     }
     Ok(seq)
 }
@@ -139,8 +132,7 @@ impl AgentStore for SqliteStore {
         .bind(session.archived)
         .bind(session.updated_at)
         .execute(&self.pool)
-        .await
-        .map_err(Error::Database)?;
+        .await?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -151,8 +143,7 @@ impl AgentStore for SqliteStore {
         .bind(id)
         .bind(account)
         .fetch_optional(&self.pool)
-        .await
-        .map_err(Error::Database)?;
+        .await?;
         Ok(row.map(SessionRecord::from))
     }
 
@@ -176,8 +167,7 @@ impl AgentStore for SqliteStore {
         .bind(id)
         .bind(account)
         .fetch_optional(&self.pool)
-        .await
-        .map_err(Error::Database)?;
+        .await?;
         Ok(row.map(SessionRecord::from))
     }
 
@@ -186,8 +176,7 @@ impl AgentStore for SqliteStore {
             .bind(id)
             .bind(account)
             .execute(&self.pool)
-            .await
-            .map_err(Error::Database)?;
+            .await?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -198,8 +187,7 @@ impl AgentStore for SqliteStore {
                 .bind(&append.session_id)
                 .bind(account)
                 .fetch_optional(&mut *tx)
-                .await
-                .map_err(Error::Database)?;
+                .await?;
         let Some((before_seq,)) = owner else {
             return Ok(TurnStarted::NoSession);
         };
@@ -208,8 +196,7 @@ impl AgentStore for SqliteStore {
         )
         .bind(&append.session_id)
         .fetch_optional(&mut *tx)
-        .await
-        .map_err(Error::Database)?;
+        .await?;
         if let Some((turn_id,)) = active {
             return Ok(TurnStarted::Busy { turn_id });
         }
@@ -220,10 +207,9 @@ impl AgentStore for SqliteStore {
         .bind(&append.session_id)
         .bind(append.at_ms / 1000)
         .execute(&mut *tx)
-        .await
-        .map_err(Error::Database)?;
+        .await?;
         write_events(&mut tx, append).await?;
-        tx.commit().await.map_err(Error::Database)?;
+        tx.commit().await?;
         Ok(TurnStarted::Started { before_seq })
     }
 
@@ -234,8 +220,7 @@ impl AgentStore for SqliteStore {
         )
         .bind(session_id)
         .fetch_optional(&self.pool)
-        .await
-        .map_err(Error::Database)?;
+        .await?;
         row.map(|(id, state)| Ok((id, turn_state(&state)?)))
             .transpose()
     }
@@ -244,7 +229,7 @@ impl AgentStore for SqliteStore {
         sqlx::query_as("SELECT session_id, id FROM turns WHERE state = 'processing'")
             .fetch_all(&self.pool)
             .await
-            .map_err(Error::Database)
+            .map_err(Error::from)
     }
 
     async fn append(
@@ -258,8 +243,7 @@ impl AgentStore for SqliteStore {
                 .bind(&append.turn_id)
                 .bind(&append.session_id)
                 .fetch_optional(&mut *tx)
-                .await
-                .map_err(Error::Database)?;
+                .await?;
         let Some((state,)) = row else {
             return Ok(Appended::NoTurn);
         };
@@ -268,19 +252,18 @@ impl AgentStore for SqliteStore {
             return Ok(Appended::Refused(state));
         }
         let last_seq = write_events(&mut tx, append).await?;
-        tx.commit().await.map_err(Error::Database)?;
+        tx.commit().await?;
         Ok(Appended::Done { last_seq })
     }
 
     async fn read_log(&self, session_id: &str, after: i64, limit: i64) -> Result<LogRead> {
         // One read transaction: the events and the log's bounds come from the same snapshot.
-        let mut tx = self.pool.begin().await.map_err(Error::Database)?;
+        let mut tx = self.pool.begin().await?;
         let (last_seq, pruned_through): (i64, i64) =
             sqlx::query_as("SELECT last_seq, pruned_through FROM sessions WHERE id = ?")
                 .bind(session_id)
                 .fetch_optional(&mut *tx)
-                .await
-                .map_err(Error::Database)?
+                .await?
                 .unwrap_or((0, 0));
         let events: Vec<(String,)> = sqlx::query_as(
             "SELECT body FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
@@ -289,9 +272,8 @@ impl AgentStore for SqliteStore {
         .bind(after)
         .bind(limit)
         .fetch_all(&mut *tx)
-        .await
-        .map_err(Error::Database)?;
-        tx.commit().await.map_err(Error::Database)?;
+        .await?;
+        tx.commit().await?;
         Ok(LogRead {
             events: events.into_iter().map(|(body,)| body).collect(),
             last_seq,
@@ -314,8 +296,7 @@ impl AgentStore for SqliteStore {
         .bind(&resolution.session_id)
         .bind(&resolution.account)
         .fetch_optional(&mut *tx)
-        .await
-        .map_err(Error::Database)?;
+        .await?;
         let Some((turn_id, current, pending, digest, request)) = row else {
             return Ok(Resolved::NotFound);
         };
@@ -333,8 +314,7 @@ impl AgentStore for SqliteStore {
             .bind(revision)
             .bind(&resolution.action_id)
             .execute(&mut *tx)
-            .await
-            .map_err(Error::Database)?;
+            .await?;
         let append = Append {
             session_id: resolution.session_id.clone(),
             turn_id: turn_id.clone(),
@@ -345,7 +325,7 @@ impl AgentStore for SqliteStore {
             prune_before_ms: 0,
         };
         let last_seq = write_events(&mut tx, &append).await?;
-        tx.commit().await.map_err(Error::Database)?;
+        tx.commit().await?;
         let request = serde_json::from_str(&request)
             .map_err(|e| Error::Database(sqlx::Error::Decode(Box::new(e))))?;
         Ok(Resolved::Done {
@@ -372,22 +352,17 @@ impl AgentStore for SqliteStore {
         .bind(key)
         .bind(expired_before)
         .execute(&mut *tx)
-        .await
-        .map_err(Error::Database)?;
-        let row: Option<(String, Option<i64>, Option<String>)> = sqlx::query_as(
-            "SELECT request_hash, status, response FROM idempotency_keys WHERE account = ? AND key = ?",
+        .await?;
+        let row: Option<(String, Option<String>)> = sqlx::query_as(
+            "SELECT request_hash, response FROM idempotency_keys WHERE account = ? AND key = ?",
         )
         .bind(account)
         .bind(key)
         .fetch_optional(&mut *tx)
-        .await
-        .map_err(Error::Database)?;
+        .await?;
         let begin = match row {
-            Some((hash, _, _)) if hash != request_hash => IdempotencyBegin::Reused,
-            Some((_, Some(status), Some(body))) => IdempotencyBegin::Replay {
-                status: u16::try_from(status).unwrap_or(500),
-                body,
-            },
+            Some((hash, _)) if hash != request_hash => IdempotencyBegin::Reused,
+            Some((_, Some(answer))) => IdempotencyBegin::Replay { answer },
             Some(_) => IdempotencyBegin::InFlight,
             None => {
                 sqlx::query(
@@ -399,44 +374,32 @@ impl AgentStore for SqliteStore {
                 .bind(request_hash)
                 .bind(at)
                 .execute(&mut *tx)
-                .await
-                .map_err(Error::Database)?;
+                .await?;
                 IdempotencyBegin::Started
             }
         };
-        tx.commit().await.map_err(Error::Database)?;
+        tx.commit().await?;
         Ok(begin)
     }
 
-    async fn finish_idempotent(
-        &self,
-        account: &str,
-        key: &str,
-        status: u16,
-        body: &str,
-    ) -> Result<()> {
-        sqlx::query(
-            "UPDATE idempotency_keys SET status = ?, response = ? WHERE account = ? AND key = ?",
-        )
-        .bind(i64::from(status))
-        .bind(body)
-        .bind(account)
-        .bind(key)
-        .execute(&self.pool)
-        .await
-        .map_err(Error::Database)?;
+    async fn finish_idempotent(&self, account: &str, key: &str, answer: &str) -> Result<()> {
+        sqlx::query("UPDATE idempotency_keys SET response = ? WHERE account = ? AND key = ?")
+            .bind(answer)
+            .bind(account)
+            .bind(key)
+            .execute(&self.pool)
+            .await?;
         Ok(())
     }
 
     async fn abandon_idempotent(&self, account: &str, key: &str) -> Result<()> {
         sqlx::query(
-            "DELETE FROM idempotency_keys WHERE account = ? AND key = ? AND status IS NULL",
+            "DELETE FROM idempotency_keys WHERE account = ? AND key = ? AND response IS NULL",
         )
         .bind(account)
         .bind(key)
         .execute(&self.pool)
-        .await
-        .map_err(Error::Database)?;
+        .await?;
         Ok(())
     }
 }

@@ -1,0 +1,40 @@
+//! Why an Account call failed.
+
+use intent_models::ErrorCode;
+
+use crate::store;
+
+/// An Account failure. The HTTP layer turns it into the error envelope.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A path parameter is malformed.
+    #[error("{0}")]
+    InvalidParameter(String),
+    /// No such application, or no such credential of it.
+    #[error("{0}")]
+    NotFound(String),
+    /// Install needs credentials that are not saved.
+    #[error("save the required credentials first: {}", missing.join(", "))]
+    CredentialsMissing {
+        /// Their names.
+        missing: Vec<&'static str>,
+    },
+    /// The durable store failed.
+    #[error(transparent)]
+    Store(#[from] store::Error),
+}
+
+impl Error {
+    /// The machine-readable code of this failure.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Self::InvalidParameter(_) => ErrorCode::InvalidParameter,
+            Self::NotFound(_) => ErrorCode::NotFound,
+            Self::CredentialsMissing { .. } => ErrorCode::CredentialsMissing,
+            Self::Store(_) => ErrorCode::Internal,
+        }
+    }
+}
+
+/// `Result` with the Account's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,111 @@
+//! The Account's HTTP layer: routes under `/v1/account`, each a few lines that parse, call
+//! [`Account`](super::Account) and answer JSON.
+
+use axum::extract::State;
+use axum::routing::{get, post, put};
+use axum::{Json, Router};
+use intent_models::{
+    AccountAppList, AppInstallation, CredentialChange, CredentialList, CredentialValue,
+    UsageStatement,
+};
+use serde::Deserialize;
+
+use crate::auth::Principal;
+use crate::error::ApiError;
+use crate::http::{ApiJson, ApiPath, ApiQuery};
+use crate::state::AppState;
+
+/// Routes under `/v1/account`.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/apps", get(list_apps))
+        .route("/apps/{application_id}", post(install).delete(uninstall))
+        .route("/apps/{application_id}/secrets", get(list_credentials))
+        .route(
+            "/apps/{application_id}/secrets/{name}",
+            put(save_credential).delete(remove_credential),
+        )
+        .route("/statement", get(get_statement))
+}
+
+async fn list_apps(
+    State(state): State<AppState>,
+    principal: Principal,
+) -> Result<Json<AccountAppList>, ApiError> {
+    Ok(Json(state.account().apps(&principal.account).await?))
+}
+
+async fn install(
+    State(state): State<AppState>,
+    principal: Principal,
+    ApiPath(app): ApiPath<String>,
+) -> Result<Json<AppInstallation>, ApiError> {
+    Ok(Json(
+        state.account().install(&principal.account, &app).await?,
+    ))
+}
+
+async fn uninstall(
+    State(state): State<AppState>,
+    principal: Principal,
+    ApiPath(app): ApiPath<String>,
+) -> Result<Json<AppInstallation>, ApiError> {
+    Ok(Json(
+        state.account().uninstall(&principal.account, &app).await?,
+    ))
+}
+
+async fn list_credentials(
+    State(state): State<AppState>,
+    principal: Principal,
+    ApiPath(app): ApiPath<String>,
+) -> Result<Json<CredentialList>, ApiError> {
+    Ok(Json(
+        state
+            .account()
+            .credentials(&principal.account, &app)
+            .await?,
+    ))
+}
+
+async fn save_credential(
+    State(state): State<AppState>,
+    principal: Principal,
+    ApiPath((app, name)): ApiPath<(String, String)>,
+    ApiJson(CredentialValue { value }): ApiJson<CredentialValue>,
+) -> Result<Json<CredentialChange>, ApiError> {
+    let change = state
+        .account()
+        .save_credential(&principal.account, &app, &name, &value)
+        .await?;
+    Ok(Json(change))
+}
+
+async fn remove_credential(
+    State(state): State<AppState>,
+    principal: Principal,
+    ApiPath((app, name)): ApiPath<(String, String)>,
+) -> Result<Json<CredentialChange>, ApiError> {
+    let change = state
+        .account()
+        .remove_credential(&principal.account, &app, &name)
+        .await?;
+    Ok(Json(change))
+}
+
+#[derive(Deserialize)]
+struct StatementQuery {
+    period: Option<String>,
+}
+
+async fn get_statement(
+    State(state): State<AppState>,
+    principal: Principal,
+    ApiQuery(query): ApiQuery<StatementQuery>,
+) -> Result<Json<UsageStatement>, ApiError> {
+    let statement = state
+        .account()
+        .statement(&principal.account, query.period.as_deref())
+        .await?;
+    Ok(Json(statement))
+}

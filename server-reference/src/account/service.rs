@@ -1,0 +1,296 @@
+//! The Account service: installed applications, their credentials and the usage statement.
+
+use std::num::NonZeroU64;
+use std::sync::Arc;
+
+use intent_models::{
+    AccountApp, AccountAppList, AppInstallation, CredentialChange, CredentialList,
+    CredentialStatus, Money, StatementLine, StatementLineMeter, StatementPeriod, UsageStatement,
+    UsageStatementCurrency,
+};
+
+use super::catalog::{self, AppSpec};
+use super::{Error, Result, statement};
+use crate::clock::now;
+use crate::secrets::Sealer;
+use crate::store::{Meter, Store};
+
+/// Owns each account's installations and credentials (sealed with the sealer's key, never
+/// shown again) and prices its metered usage.
+pub struct Account {
+    store: Arc<dyn Store>,
+    sealer: Sealer,
+}
+
+impl Account {
+    /// The Account service over `store`, sealing credentials with `sealer`.
+    pub fn new(store: Arc<dyn Store>, sealer: Sealer) -> Self {
+        Self { store, sealer }
+    }
+
+    /// Every application of the catalog, with whether `account` installed it.
+    pub async fn apps(&self, account: &str) -> Result<AccountAppList> {
+        let installed = self.store.installations(account).await?;
+        let apps = catalog::APPS
+            .iter()
+            .map(|app| {
+                let installed_at = installed
+                    .iter()
+                    .find(|(id, _)| *id == app.id)
+                    .map(|(_, at)| *at);
+                AccountApp {
+                    id: app_id(app),
+                    name: app.name.to_owned(),
+                    description: app.description.to_owned(),
+                    installed: installed_at.is_some(),
+                    installed_at,
+                    required_credentials: app
+                        .credentials
+                        .iter()
+                        .filter(|c| c.required)
+                        .map(|c| c.name.to_owned())
+                        .collect(),
+                }
+            })
+            .collect();
+        Ok(AccountAppList { apps })
+    }
+
+    /// Installs application `id` (from a path) for `account`, once its required credentials
+    /// are saved.
+    pub async fn install(&self, account: &str, id: &str) -> Result<AppInstallation> {
+        let app = find_application(id)?;
+        let present = self.store.credentials(account, app.id).await?;
+        let missing: Vec<&str> = app
+            .credentials
+            .iter()
+            .filter(|c| c.required && !present.iter().any(|p| p.name == c.name))
+            .map(|c| c.name)
+            .collect();
+        if !missing.is_empty() {
+            return Err(Error::CredentialsMissing { missing });
+        }
+        let installed_at = self.store.install(account, app.id, now()).await?;
+        Ok(AppInstallation {
+            application_id: app_id(app),
+            installed: true,
+            installed_at: Some(installed_at),
+        })
+    }
+
+    /// Uninstalls application `id` for `account`.
+    pub async fn uninstall(&self, account: &str, id: &str) -> Result<AppInstallation> {
+        let app = find_application(id)?;
+        self.store.uninstall(account, app.id).await?;
+        Ok(AppInstallation {
+            application_id: app_id(app),
+            installed: false,
+            installed_at: None,
+        })
+    }
+
+    /// The credentials application `id` declares, with whether `account` saved each.
+    pub async fn credentials(&self, account: &str, id: &str) -> Result<CredentialList> {
+        let app = find_application(id)?;
+        let present = self.store.credentials(account, app.id).await?;
+        let credentials = app
+            .credentials
+            .iter()
+            .map(|spec| {
+                let updated_at = present
+                    .iter()
+                    .find(|p| p.name == spec.name)
+                    .map(|p| p.updated_at);
+                CredentialStatus {
+                    name: spec.name.to_owned(),
+                    description: spec.description.to_owned(),
+                    required: spec.required,
+                    present: updated_at.is_some(),
+                    updated_at,
+                }
+            })
+            .collect();
+        Ok(CredentialList {
+            application_id: app_id(app),
+            credentials,
+        })
+    }
+
+    /// Saves `value` as `account`'s credential `name` of application `id`, sealed.
+    pub async fn save_credential(
+        &self,
+        account: &str,
+        id: &str,
+        name: &str,
+        value: &str,
+    ) -> Result<CredentialChange> {
+        let (app, name) = credential(id, name)?;
+        let sealed = self
+            .sealer
+            .seal(&sealing_context(account, app, name), value);
+        self.store
+            .save_credential(account, app.id, name, &sealed, now())
+            .await?;
+        Ok(CredentialChange {
+            application_id: app_id(app),
+            name: name.to_owned(),
+            present: true,
+        })
+    }
+
+    /// Removes `account`'s credential `name` of application `id`.
+    pub async fn remove_credential(
+        &self,
+        account: &str,
+        id: &str,
+        name: &str,
+    ) -> Result<CredentialChange> {
+        let (app, name) = credential(id, name)?;
+        if !self.store.remove_credential(account, app.id, name).await? {
+            return Err(Error::NotFound(format!(
+                "no credential {name} is saved for this application"
+            )));
+        }
+        Ok(CredentialChange {
+            application_id: app_id(app),
+            name: name.to_owned(),
+            present: false,
+        })
+    }
+
+    /// `account`'s priced usage in `period` (a month as `YYYY-MM`; the current one by default).
+    pub async fn statement(&self, account: &str, period: Option<&str>) -> Result<UsageStatement> {
+        let month = match period {
+            None => statement::Month::containing(now()),
+            Some(text) => statement::Month::parse(text).ok_or_else(|| {
+                Error::InvalidParameter("period must be a month as YYYY-MM".to_owned())
+            })?,
+        };
+        let (start, end) = month.bounds();
+        let usage = self.store.usage(account, start, end).await?;
+        let mut total = 0;
+        let lines = Meter::ALL
+            .into_iter()
+            .map(|meter| {
+                let quantity = usage
+                    .iter()
+                    .find(|(m, _)| *m == meter)
+                    .map_or(0, |(_, n)| *n);
+                let price = statement::unit_price_millis(meter);
+                total += quantity * price;
+                StatementLine {
+                    meter: statement_meter(meter),
+                    quantity,
+                    unit_price: money(price),
+                    amount: money(quantity * price),
+                }
+            })
+            .collect();
+        Ok(UsageStatement {
+            period: StatementPeriod { start, end },
+            currency: UsageStatementCurrency::Usd,
+            lines,
+            total: money(total),
+        })
+    }
+}
+
+/// The application `raw` names: 400 for a malformed id, 404 for an unknown one.
+fn find_application(raw: &str) -> Result<&'static AppSpec> {
+    let id: i64 = raw.parse().ok().filter(|id| *id >= 1).ok_or_else(|| {
+        Error::InvalidParameter("applicationId must be an integer of at least 1".to_owned())
+    })?;
+    catalog::app(id).ok_or_else(|| Error::NotFound(format!("no application {id}")))
+}
+
+/// The application and a credential name it declares.
+fn credential(raw_app: &str, name: &str) -> Result<(&'static AppSpec, &'static str)> {
+    if !is_credential_name(name) {
+        return Err(Error::InvalidParameter(
+            "name must match ^[A-Za-z_][A-Za-z0-9_]{0,127}$".to_owned(),
+        ));
+    }
+    let app = find_application(raw_app)?;
+    let spec = app.credential(name).ok_or_else(|| {
+        Error::NotFound(format!(
+            "application {} declares no credential {name}",
+            app.id
+        ))
+    })?;
+    Ok((app, spec.name))
+}
+
+/// `^[A-Za-z_][A-Za-z0-9_]{0,127}$`
+fn is_credential_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    let first_ok = bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_');
+    first_ok && name.len() <= 128 && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// What a sealed value is bound to: it opens for this account, application and name only.
+fn sealing_context(account: &str, app: &AppSpec, name: &str) -> String {
+    format!("{account}\u{0}{}\u{0}{name}", app.id)
+}
+
+fn app_id(app: &AppSpec) -> NonZeroU64 {
+    NonZeroU64::new(app.id.unsigned_abs()).expect("catalog ids start at 1")
+}
+
+fn money(millis: i64) -> Money {
+    statement::format_millis(millis)
+        .parse()
+        .expect("formatted money matches the Money pattern")
+}
+
+fn statement_meter(meter: Meter) -> StatementLineMeter {
+    match meter {
+        Meter::Turn => StatementLineMeter::Turn,
+        Meter::Build => StatementLineMeter::Build,
+        Meter::Simulation => StatementLineMeter::Simulation,
+        Meter::Commit => StatementLineMeter::Commit,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use intent_models::ErrorCode;
+
+    use super::*;
+
+    #[test]
+    fn credential_names_follow_the_interface_pattern() {
+        for ok in ["API_KEY", "_x", "a", &"a".repeat(128)] {
+            assert!(is_credential_name(ok), "{ok}");
+        }
+        for bad in ["", "1KEY", "API-KEY", "key space", &"a".repeat(129), "é"] {
+            assert!(!is_credential_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn application_ids_below_1_or_not_numeric_are_invalid_and_unknown_ones_absent() {
+        for bad in ["0", "-1", "x", "1.5", ""] {
+            assert_eq!(
+                find_application(bad).unwrap_err().code(),
+                ErrorCode::InvalidParameter,
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            find_application("999").unwrap_err().code(),
+            ErrorCode::NotFound
+        );
+        assert_eq!(find_application("1").unwrap().name, "price-feeds");
+    }
+
+    #[test]
+    fn every_catalog_credential_name_is_valid() {
+        for app in catalog::APPS {
+            for credential in app.credentials {
+                assert!(is_credential_name(credential.name), "{}", credential.name);
+            }
+        }
+    }
+}

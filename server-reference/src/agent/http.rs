@@ -1,0 +1,173 @@
+//! The Agent's HTTP layer: routes under `/v1/agent`, each a few lines that parse, call a service
+//! and answer JSON, and the SSE framing of a followed log.
+
+use std::convert::Infallible;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use futures_util::{Stream, StreamExt};
+use intent_models::{
+    ActionResolution, ActionResolutionRequest, ChatStartRequest, ChatStartResponse, EventPage,
+    Resync, Session, SessionUpdate, TurnStatus,
+};
+use serde::Deserialize;
+
+use super::{Followed, PageRequest};
+use crate::auth::Principal;
+use crate::error::ApiError;
+use crate::http::{ApiJson, ApiPath, ApiQuery, IdempotencyKey, SessionId};
+use crate::state::AppState;
+
+/// Routes under `/v1/agent`.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/chat", post(start))
+        .route("/chat/{session_id}", get(page))
+        .route("/chat/{session_id}/stream", get(stream))
+        .route(
+            "/sessions/{session_id}",
+            get(get_session)
+                .patch(update_session)
+                .delete(delete_session),
+        )
+        .route("/sessions/{session_id}/interrupt", post(interrupt))
+        .route(
+            "/sessions/{session_id}/actions/{action_id}/resolve",
+            post(resolve),
+        )
+}
+
+async fn start(
+    State(state): State<AppState>,
+    principal: Principal,
+    ApiJson(request): ApiJson<ChatStartRequest>,
+) -> Result<(StatusCode, Json<ChatStartResponse>), ApiError> {
+    let started = state.turns().start(&principal.account, &request).await?;
+    Ok((StatusCode::ACCEPTED, Json(started)))
+}
+
+async fn interrupt(
+    State(state): State<AppState>,
+    principal: Principal,
+    SessionId(session): SessionId,
+) -> Result<Json<TurnStatus>, ApiError> {
+    Ok(Json(
+        state
+            .turns()
+            .interrupt(&principal.account, &session)
+            .await?,
+    ))
+}
+
+#[derive(Deserialize)]
+struct ActionPath {
+    action_id: String,
+}
+
+async fn resolve(
+    State(state): State<AppState>,
+    principal: Principal,
+    SessionId(session): SessionId,
+    ApiPath(ActionPath { action_id }): ApiPath<ActionPath>,
+    IdempotencyKey(key): IdempotencyKey,
+    ApiJson(request): ApiJson<ActionResolutionRequest>,
+) -> Result<Json<ActionResolution>, ApiError> {
+    let resolution = state
+        .turns()
+        .resolve(&principal.account, &session, &action_id, &key, request)
+        .await?;
+    Ok(Json(resolution))
+}
+
+async fn page(
+    State(state): State<AppState>,
+    principal: Principal,
+    SessionId(session): SessionId,
+    ApiQuery(request): ApiQuery<PageRequest>,
+) -> Result<Json<EventPage>, ApiError> {
+    let page = state
+        .log()
+        .page(&principal.account, &session, &request)
+        .await?;
+    Ok(Json(page))
+}
+
+#[derive(Deserialize)]
+struct StreamQuery {
+    cursor: Option<String>,
+}
+
+async fn stream(
+    State(state): State<AppState>,
+    principal: Principal,
+    SessionId(session): SessionId,
+    ApiQuery(query): ApiQuery<StreamQuery>,
+    headers: HeaderMap,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let last_event_id = headers
+        .get("last-event-id")
+        .map(|id| id.to_str().unwrap_or_default());
+    let followed = state
+        .log()
+        .follow(
+            &principal.account,
+            &session,
+            query.cursor.as_deref(),
+            last_event_id,
+        )
+        .await?;
+    let events = followed.filter_map(|item| async move { frame(item).map(Ok) });
+    let keep_alive = KeepAlive::new().interval(state.config().sse_keep_alive);
+    Ok(Sse::new(events).keep_alive(keep_alive))
+}
+
+/// The SSE frame of a followed item: a `page` with its cursor as id, a `message` without one,
+/// or a `resync`.
+fn frame(item: Followed) -> Option<Event> {
+    match item {
+        Followed::Page(page) => Event::default()
+            .event("page")
+            .id(page.cursor.clone())
+            .json_data(&page)
+            .ok(),
+        Followed::Snapshot(snapshot) => Event::default().event("message").json_data(&snapshot).ok(),
+        Followed::Resync(reason) => Event::default()
+            .event("resync")
+            .json_data(Resync { reason })
+            .ok(),
+    }
+}
+
+async fn get_session(
+    State(state): State<AppState>,
+    principal: Principal,
+    SessionId(id): SessionId,
+) -> Result<Json<Session>, ApiError> {
+    Ok(Json(state.sessions().get(&principal.account, &id).await?))
+}
+
+async fn update_session(
+    State(state): State<AppState>,
+    principal: Principal,
+    SessionId(id): SessionId,
+    ApiJson(update): ApiJson<SessionUpdate>,
+) -> Result<Json<Session>, ApiError> {
+    Ok(Json(
+        state
+            .sessions()
+            .update(&principal.account, &id, &update)
+            .await?,
+    ))
+}
+
+async fn delete_session(
+    State(state): State<AppState>,
+    principal: Principal,
+    SessionId(id): SessionId,
+) -> Result<StatusCode, ApiError> {
+    state.sessions().delete(&principal.account, &id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

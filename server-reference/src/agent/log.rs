@@ -1,0 +1,467 @@
+//! The event log of every session (parts 2.11, 4.2 and 6): the only way an event enters a log,
+//! and the only reader of logs for clients, by long-poll pages and by the SSE projection.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::Stream;
+use intent_models::{AgentEvent, EventPage, MessageSnapshot, ResyncReason, TurnState};
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use tokio::time::Instant;
+
+use super::cursor::{CursorError, CursorKey};
+use super::notify::{Notifier, Subscription};
+use super::turn::can_become;
+use super::{Error, Result};
+use crate::clock::{now, now_ms};
+use crate::store::agent::{
+    Append, Appended, LogRead, NewAction, Resolution, Resolved, TurnStarted,
+};
+use crate::store::{self, Store};
+
+/// Longest long-poll (part 8).
+const MAX_WAIT_MS: i64 = 30_000;
+/// Events per page unless `limit` says otherwise, and the most it may say.
+const DEFAULT_LIMIT: i64 = 100;
+const MAX_LIMIT: i64 = 500;
+/// Events per SSE `page`.
+const STREAM_PAGE: i64 = 100;
+
+/// Owns every session's log: the store it lives in, the notifier that wakes its readers, the
+/// key that issues and opens its cursors, and its retention. Appending through it is the only
+/// way an event enters a log, and it wakes readers itself. Cheap to clone.
+#[derive(Clone)]
+pub struct EventLog(Arc<Inner>);
+
+struct Inner {
+    store: Arc<dyn Store>,
+    notifier: Arc<dyn Notifier>,
+    cursors: CursorKey,
+    retention: Duration,
+    cursor_ttl: Duration,
+}
+
+/// Events of one turn to append, with the state they move the turn to.
+pub struct Entry {
+    /// The turn.
+    pub turn_id: String,
+    /// The events; the log assigns their `seq`.
+    pub events: Vec<AgentEvent>,
+    /// The state the turn enters with them.
+    pub next_state: Option<TurnState>,
+    /// An action they ask the client to resolve.
+    pub action: Option<NewAction>,
+}
+
+/// Who appends, which decides the turn states an append is accepted in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Writer {
+    /// The turn's runtime: only while the turn is `processing`.
+    Runtime,
+    /// The client (an interrupt): in any state that may enter the next one.
+    Client,
+}
+
+/// What a page read asks for: `cursor` (none reads from the start of the retained log), `wait`
+/// (0 to 30000 ms) and `limit` (1 to 500 events).
+#[derive(Debug, Default, Deserialize)]
+pub struct PageRequest {
+    /// Where the previous page ended.
+    pub cursor: Option<String>,
+    /// How long to wait for an event when there is none, in milliseconds.
+    pub wait: Option<i64>,
+    /// The most events the page may hold.
+    pub limit: Option<i64>,
+}
+
+/// One item of a followed log.
+#[derive(Debug, Clone)]
+pub enum Followed {
+    /// A durable page; its cursor resumes after it.
+    Page(EventPage),
+    /// A transient snapshot of a message being written.
+    Snapshot(MessageSnapshot),
+    /// No safe delta exists; the pages that follow start over from the retained log.
+    Resync(ResyncReason),
+}
+
+impl EventLog {
+    /// The log over `store`, waking readers through `notifier`, with cursors of `cursors` valid
+    /// for `cursor_ttl` and events retained for `retention`.
+    pub fn new(
+        store: Arc<dyn Store>,
+        notifier: Arc<dyn Notifier>,
+        cursors: CursorKey,
+        cursor_ttl: Duration,
+        retention: Duration,
+    ) -> Self {
+        Self(Arc::new(Inner {
+            store,
+            notifier,
+            cursors,
+            retention,
+            cursor_ttl,
+        }))
+    }
+
+    /// Starts turn `turn_id` of `account`'s `session` with its first `events`, unless another
+    /// turn is active.
+    pub async fn start_turn(
+        &self,
+        account: &str,
+        session: &str,
+        turn_id: &str,
+        events: Vec<AgentEvent>,
+    ) -> Result<TurnStarted, store::Error> {
+        let count = events.len() as i64;
+        let append = self.draft(session, turn_id, events, None, None);
+        let started = self.0.store.start_turn(account, &append).await?;
+        if let TurnStarted::Started { before_seq } = started {
+            self.0.notifier.appended(session, before_seq + count);
+        }
+        Ok(started)
+    }
+
+    /// Appends `entry` to `session` in one transaction that assigns the seqs and moves the turn,
+    /// if its current state accepts `writer` and the transition.
+    pub async fn append(
+        &self,
+        session: &str,
+        entry: Entry,
+        writer: Writer,
+    ) -> Result<Appended, store::Error> {
+        let next = entry.next_state;
+        let append = self.draft(session, &entry.turn_id, entry.events, next, entry.action);
+        let accept = move |current: TurnState| {
+            (writer == Writer::Client || current == TurnState::Processing)
+                && next.is_none_or(|next| can_become(current, next))
+        };
+        let appended = self.0.store.append(&append, &accept).await?;
+        if let Appended::Done { last_seq } = appended {
+            self.0.notifier.appended(session, last_seq);
+        }
+        Ok(appended)
+    }
+
+    /// Resolves an action and appends the events `events` makes from its turn and the resulting
+    /// revision, moving the turn from `awaiting_action` back to `processing`.
+    pub async fn resolve(
+        &self,
+        resolution: &Resolution,
+        events: impl Fn(&str, i64) -> Vec<AgentEvent> + Send + Sync,
+    ) -> Result<Resolved, store::Error> {
+        debug_assert!(can_become(TurnState::AwaitingAction, TurnState::Processing));
+        let drafts = |turn_id: &str, revision: i64| -> Vec<Map<String, Value>> {
+            events(turn_id, revision).into_iter().map(draft).collect()
+        };
+        let resolved = self.0.store.resolve_action(resolution, &drafts).await?;
+        if let Resolved::Done { last_seq, .. } = &resolved {
+            self.0.notifier.appended(&resolution.session_id, *last_seq);
+        }
+        Ok(resolved)
+    }
+
+    /// Hands a transient snapshot to the streams of `session`; it is never stored.
+    pub fn snapshot(&self, session: &str, snapshot: MessageSnapshot) {
+        self.0.notifier.snapshot(session, snapshot);
+    }
+
+    /// Ends every reader of `session`, which was deleted.
+    pub fn close(&self, session: &str) {
+        self.0.notifier.close(session);
+    }
+
+    /// A fresh cursor at `seq` of `session` for `account`.
+    pub fn cursor(&self, account: &str, session: &str, seq: i64) -> String {
+        let ttl = i64::try_from(self.0.cursor_ttl.as_secs()).unwrap_or(i64::MAX);
+        self.0
+            .cursors
+            .issue(account, session, seq, now().saturating_add(ttl))
+    }
+
+    /// A page of `account`'s `session`: the events after the cursor, waiting up to `wait` for
+    /// one when there is none. The cursor is opened once and the log read once per wake-up.
+    pub async fn page(
+        &self,
+        account: &str,
+        session: &str,
+        request: &PageRequest,
+    ) -> Result<EventPage> {
+        let wait = request.wait.unwrap_or(0);
+        if !(0..=MAX_WAIT_MS).contains(&wait) {
+            return Err(Error::InvalidParameter(format!(
+                "wait must be 0 to {MAX_WAIT_MS} milliseconds"
+            )));
+        }
+        let limit = request.limit.unwrap_or(DEFAULT_LIMIT);
+        if !(1..=MAX_LIMIT).contains(&limit) {
+            return Err(Error::InvalidParameter(format!(
+                "limit must be 1 to {MAX_LIMIT}"
+            )));
+        }
+        self.owned(account, session).await?;
+        // Subscribe before reading, so that an append after the read wakes the wait below.
+        let mut subscription = self.0.notifier.subscribe(session);
+        let opened = match &request.cursor {
+            Some(cursor) => Some(self.open(account, session, cursor).map_err(cursor_error)?),
+            None => None,
+        };
+        let deadline = Instant::now() + Duration::from_millis(wait.unsigned_abs());
+        loop {
+            let read = self
+                .0
+                .store
+                .read_log(session, opened.unwrap_or(0), limit + 1)
+                .await?;
+            // Without a cursor the page starts where the retained log does: pruned events are
+            // gone, so reading from 0 reads from there.
+            let after = match opened {
+                Some(after) => position(&read, after).map_err(cursor_error)?,
+                None => read.pruned_through,
+            };
+            if !read.events.is_empty() || Instant::now() >= deadline {
+                return Ok(self.make_page(account, session, after, &read, limit));
+            }
+            let woken = tokio::time::timeout_at(deadline, subscription.appended.changed()).await;
+            if matches!(woken, Ok(Err(_))) {
+                // The session was deleted while we waited.
+                return Err(Error::NoSession(session.to_owned()));
+            }
+        }
+    }
+
+    /// Follows `account`'s `session` from `cursor`, or else from `last_event_id` (a page cursor
+    /// the stream sent before), or else from the start of the retained log: pages as events are
+    /// appended, with transient snapshots between them. A `cursor` that is invalid is refused;
+    /// one that expired, and a Last-Event-ID that does not open, start with a resync. The stream
+    /// ends when the session is deleted or the store fails.
+    pub async fn follow(
+        &self,
+        account: &str,
+        session: &str,
+        cursor: Option<&str>,
+        last_event_id: Option<&str>,
+    ) -> Result<impl Stream<Item = Followed> + Send + use<>> {
+        self.owned(account, session).await?;
+        let subscription = self.0.notifier.subscribe(session);
+        let mut pending = VecDeque::new();
+        // A `cursor` the client wrote is checked like the page's; a Last-Event-ID that the
+        // browser resends on its own cannot be fixed by the client, so it gets a resync instead.
+        let resume = match (cursor, last_event_id) {
+            (Some(cursor), _) => match self.open_at(account, session, cursor).await? {
+                Err(CursorError::Invalid) => return Err(Error::InvalidCursor),
+                other => Some(other),
+            },
+            (None, Some(id)) => Some(self.open_at(account, session, id).await?),
+            (None, None) => None,
+        };
+        let after = match resume {
+            Some(Ok(after)) => after,
+            Some(Err(error)) => {
+                pending.push_back(Followed::Resync(match error {
+                    CursorError::Invalid => ResyncReason::CursorInvalid,
+                    CursorError::Expired => ResyncReason::CursorExpired,
+                }));
+                self.retained_start(session).await?
+            }
+            None => self.retained_start(session).await?,
+        };
+        let projection = Projection {
+            send_page: resume.is_none() || !pending.is_empty(),
+            log: self.clone(),
+            account: account.to_owned(),
+            session: session.to_owned(),
+            after,
+            subscription,
+            pending,
+        };
+        Ok(futures_util::stream::unfold(
+            projection,
+            |mut projection| async move {
+                let item = projection.next().await?;
+                Some((item, projection))
+            },
+        ))
+    }
+
+    /// `NoSession` unless `account` owns `session`.
+    async fn owned(&self, account: &str, session: &str) -> Result<()> {
+        match self.0.store.session(account, session).await? {
+            Some(_) => Ok(()),
+            None => Err(Error::NoSession(session.to_owned())),
+        }
+    }
+
+    /// The position of `cursor`, from its signature and expiry alone.
+    fn open(&self, account: &str, session: &str, cursor: &str) -> Result<i64, CursorError> {
+        self.0.cursors.open(account, session, cursor, now())
+    }
+
+    /// The position of `cursor`, checked against the retained log too.
+    async fn open_at(
+        &self,
+        account: &str,
+        session: &str,
+        cursor: &str,
+    ) -> Result<Result<i64, CursorError>> {
+        let after = match self.open(account, session, cursor) {
+            Ok(after) => after,
+            Err(error) => return Ok(Err(error)),
+        };
+        let read = self.0.store.read_log(session, after, 0).await?;
+        Ok(position(&read, after))
+    }
+
+    /// The position before the first event of the retained log of `session`.
+    async fn retained_start(&self, session: &str) -> Result<i64> {
+        Ok(self.0.store.read_log(session, 0, 0).await?.pruned_through)
+    }
+
+    /// A page of `read`, for `account`, after `after`, at most `limit` events.
+    fn make_page(
+        &self,
+        account: &str,
+        session: &str,
+        after: i64,
+        read: &LogRead,
+        limit: i64,
+    ) -> EventPage {
+        let count = read
+            .events
+            .len()
+            .min(usize::try_from(limit).unwrap_or(usize::MAX));
+        let events: Vec<AgentEvent> = read.events[..count]
+            .iter()
+            .map(|body| serde_json::from_str(body).expect("stored events are valid AgentEvents"))
+            .collect();
+        let last = events.last().map_or(after, seq_of);
+        EventPage {
+            cursor: self.cursor(account, session, last),
+            events,
+            has_more: read.events.len() > count || last < read.last_seq,
+            session_id: session.to_owned(),
+        }
+    }
+
+    fn draft(
+        &self,
+        session: &str,
+        turn_id: &str,
+        events: Vec<AgentEvent>,
+        next_state: Option<TurnState>,
+        action: Option<NewAction>,
+    ) -> Append {
+        let retention = i64::try_from(self.0.retention.as_millis()).unwrap_or(i64::MAX);
+        let at_ms = now_ms();
+        Append {
+            session_id: session.to_owned(),
+            turn_id: turn_id.to_owned(),
+            events: events.into_iter().map(draft).collect(),
+            next_state,
+            action,
+            at_ms,
+            prune_before_ms: at_ms.saturating_sub(retention),
+        }
+    }
+}
+
+/// `after` if the retained log of `read` holds it: 410 once its events were pruned, 400 when
+/// it lies beyond the log.
+fn position(read: &LogRead, after: i64) -> Result<i64, CursorError> {
+    if after < read.pruned_through {
+        Err(CursorError::Expired)
+    } else if after > read.last_seq {
+        Err(CursorError::Invalid)
+    } else {
+        Ok(after)
+    }
+}
+
+fn cursor_error(error: CursorError) -> Error {
+    match error {
+        CursorError::Invalid => Error::InvalidCursor,
+        CursorError::Expired => Error::CursorExpired,
+    }
+}
+
+fn seq_of(event: &AgentEvent) -> i64 {
+    i64::try_from(event.seq()).expect("sequence numbers fit in i64")
+}
+
+/// An event as the store takes it: `seq` is replaced inside the write transaction.
+fn draft(event: AgentEvent) -> Map<String, Value> {
+    match serde_json::to_value(event).expect("an event serializes") {
+        Value::Object(map) => map,
+        _ => unreachable!("an event is a JSON object"),
+    }
+}
+
+/// One follower's position in the log.
+struct Projection {
+    log: EventLog,
+    account: String,
+    session: String,
+    /// The last event sent.
+    after: i64,
+    subscription: Subscription,
+    /// Items to send before reading the log again.
+    pending: VecDeque<Followed>,
+    /// Send a page even when it is empty: the reader needs a cursor to start from.
+    send_page: bool,
+}
+
+impl Projection {
+    /// The next item; `None` ends the stream (the session was deleted, or the store failed).
+    async fn next(&mut self) -> Option<Followed> {
+        loop {
+            if let Some(item) = self.pending.pop_front() {
+                return Some(item);
+            }
+            let read = match self
+                .log
+                .0
+                .store
+                .read_log(&self.session, self.after, STREAM_PAGE + 1)
+                .await
+            {
+                Ok(read) => read,
+                Err(error) => {
+                    tracing::error!(error = &error as &dyn std::error::Error, "reading the log");
+                    return None;
+                }
+            };
+            if self.after < read.pruned_through {
+                // The reader fell behind the retained log: no safe delta exists.
+                self.after = read.pruned_through;
+                self.send_page = true;
+                return Some(Followed::Resync(ResyncReason::Lagged));
+            }
+            if !read.events.is_empty() || self.send_page {
+                self.send_page = false;
+                let page = self.log.make_page(
+                    &self.account,
+                    &self.session,
+                    self.after,
+                    &read,
+                    STREAM_PAGE,
+                );
+                self.after = page.events.last().map_or(self.after, seq_of);
+                return Some(Followed::Page(page));
+            }
+            tokio::select! {
+                changed = self.subscription.appended.changed() => {
+                    if changed.is_err() {
+                        return None;
+                    }
+                }
+                snapshot = self.subscription.snapshots.recv() => match snapshot {
+                    Ok(snapshot) => return Some(Followed::Snapshot(snapshot)),
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+                },
+            }
+        }
+    }
+}

@@ -1,0 +1,428 @@
+//! The Turns service: starts, interrupts and resolves turns, and drives their runtime.
+
+use std::collections::HashMap;
+use std::num::NonZeroU64;
+use std::sync::{Arc, Mutex};
+
+use intent_models::{
+    ActionRequest, ActionResolution, ActionResolutionRequest, ActionResult, AgentEvent,
+    AgentEventRole, ChatStartRequest, ChatStartResponse, TurnState, TurnStatus,
+};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use tokio::sync::watch;
+
+use super::log::{Entry, EventLog, Writer};
+use super::runtime::Runtime;
+use super::turn::{self, DRAFT_SEQ, Turn, TurnError};
+use super::{Error, Refusal, Result};
+use crate::clock::{now, now_ms};
+use crate::pipeline::Pipeline;
+use crate::random;
+use crate::store::agent::{
+    Appended, IdempotencyBegin, Resolution, Resolved, SessionRecord, TurnStarted,
+};
+use crate::store::{Meter, Store};
+
+/// How long an idempotency key and its answer are kept, in seconds (24 hours).
+pub const KEY_LIFETIME: i64 = 24 * 3600;
+
+/// Longest title given to a new session, in characters, taken from its first message.
+const TITLE_CHARS: usize = 80;
+
+/// Owns the turns running in this process and the runtime that drives them; writes every turn
+/// transition through the event log. Cheap to clone.
+#[derive(Clone)]
+pub struct Turns(Arc<Inner>);
+
+struct Inner {
+    log: EventLog,
+    store: Arc<dyn Store>,
+    pipeline: Arc<Pipeline>,
+    runtime: Arc<dyn Runtime>,
+    running: Running,
+}
+
+/// What starts or resumes a turn's runtime.
+enum Input {
+    /// The user's intent.
+    Intent(String),
+    /// The client resolved the turn's action.
+    Resolved {
+        request: Box<ActionRequest>,
+        result: ActionResult,
+    },
+}
+
+/// An answer recorded under an idempotency key and replayed to a retry.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Answer {
+    Resolved(ActionResolution),
+    Refused(Refusal),
+}
+
+impl Turns {
+    /// Turns written to `log`, run by `runtime`, which calls `pipeline`.
+    pub fn new(
+        log: EventLog,
+        store: Arc<dyn Store>,
+        pipeline: Arc<Pipeline>,
+        runtime: Arc<dyn Runtime>,
+    ) -> Self {
+        Self(Arc::new(Inner {
+            log,
+            store,
+            pipeline,
+            runtime,
+            running: Running::default(),
+        }))
+    }
+
+    /// Starts a turn of `account` with `request.message`, in `request.session_id` or in a new
+    /// session, and runs it in the background.
+    pub async fn start(
+        &self,
+        account: &str,
+        request: &ChatStartRequest,
+    ) -> Result<ChatStartResponse> {
+        let message: &str = &request.message;
+        let session_id = match &request.session_id {
+            Some(id) => id.to_string(),
+            None => {
+                let id = random::id("ses");
+                self.0
+                    .store
+                    .create_session(&SessionRecord {
+                        id: id.clone(),
+                        account: account.to_owned(),
+                        title: message.chars().take(TITLE_CHARS).collect(),
+                        archived: false,
+                        updated_at: now(),
+                    })
+                    .await?;
+                id
+            }
+        };
+        let turn_id = random::id("turn");
+        let at = now();
+        let events = vec![
+            AgentEvent::Message {
+                created_at: at,
+                role: AgentEventRole::User,
+                seq: DRAFT_SEQ,
+                text: message.to_owned(),
+                turn_id: turn_id.clone(),
+            },
+            AgentEvent::TurnState {
+                created_at: at,
+                seq: DRAFT_SEQ,
+                state: TurnState::Processing,
+                turn_id: turn_id.clone(),
+            },
+        ];
+        let before_seq = match self
+            .0
+            .log
+            .start_turn(account, &session_id, &turn_id, events)
+            .await?
+        {
+            TurnStarted::Started { before_seq } => before_seq,
+            TurnStarted::NoSession => return Err(Error::NoSession(session_id)),
+            TurnStarted::Busy { turn_id } => return Err(Error::TurnInProgress { turn_id }),
+        };
+        self.0.store.record_usage(account, Meter::Turn, at).await?;
+        let cursor = self.0.log.cursor(account, &session_id, before_seq);
+        self.spawn(
+            account,
+            &session_id,
+            &turn_id,
+            Input::Intent(message.to_owned()),
+        );
+        Ok(ChatStartResponse {
+            cursor,
+            session_id,
+            state: TurnState::Processing,
+            turn_id,
+        })
+    }
+
+    /// Interrupts the active turn of `account`'s `session`.
+    pub async fn interrupt(&self, account: &str, session: &str) -> Result<TurnStatus> {
+        if self.0.store.session(account, session).await?.is_none() {
+            return Err(Error::NoSession(session.to_owned()));
+        }
+        let (turn_id, _) = self
+            .0
+            .store
+            .active_turn(session)
+            .await?
+            .ok_or(Error::TurnNotActive)?;
+        let entry = Entry {
+            turn_id: turn_id.clone(),
+            events: vec![AgentEvent::TurnState {
+                created_at: now(),
+                seq: DRAFT_SEQ,
+                state: TurnState::Interrupted,
+                turn_id: turn_id.clone(),
+            }],
+            next_state: Some(TurnState::Interrupted),
+            action: None,
+        };
+        match self.0.log.append(session, entry, Writer::Client).await? {
+            Appended::Done { .. } => {
+                self.0.running.cancel(&turn_id);
+                Ok(TurnStatus {
+                    session_id: session.to_owned(),
+                    state: TurnState::Interrupted,
+                    turn_id,
+                })
+            }
+            // The turn ended between the two reads.
+            Appended::Refused(_) | Appended::NoTurn => Err(Error::TurnNotActive),
+        }
+    }
+
+    /// Resolves `action` of `account`'s `session` once per idempotency `key`: the same key and
+    /// request replay the first answer without a second effect, another request is refused, and
+    /// a duplicate in flight is told so. Keys are kept for [`KEY_LIFETIME`].
+    pub async fn resolve(
+        &self,
+        account: &str,
+        session: &str,
+        action: &str,
+        key: &str,
+        request: ActionResolutionRequest,
+    ) -> Result<ActionResolution> {
+        let store = &self.0.store;
+        let request_hash = resolution_hash(session, action, &request);
+        let at = now();
+        match store
+            .begin_idempotent(account, key, &request_hash, at, at - KEY_LIFETIME)
+            .await?
+        {
+            IdempotencyBegin::Started => {}
+            IdempotencyBegin::Replay { answer } => {
+                return match serde_json::from_str(&answer) {
+                    Ok(Answer::Resolved(resolution)) => Ok(resolution),
+                    Ok(Answer::Refused(refusal)) => Err(refusal.into()),
+                    Err(error) => {
+                        tracing::error!(%error, "a recorded resolution does not parse");
+                        Err(Error::Internal)
+                    }
+                };
+            }
+            IdempotencyBegin::InFlight => return Err(Error::IdempotencyInFlight),
+            IdempotencyBegin::Reused => return Err(Error::IdempotencyKeyReused),
+        }
+        let answer = match self.apply(account, session, action, request).await {
+            Ok(resolution) => Answer::Resolved(resolution),
+            Err(Error::Refused(refusal)) => Answer::Refused(refusal),
+            Err(error) => {
+                // A retry may succeed: the key is released, nothing was recorded.
+                store.abandon_idempotent(account, key).await?;
+                return Err(error);
+            }
+        };
+        let recorded = serde_json::to_string(&answer).expect("an answer serializes");
+        store.finish_idempotent(account, key, &recorded).await?;
+        match answer {
+            Answer::Resolved(resolution) => Ok(resolution),
+            Answer::Refused(refusal) => Err(refusal.into()),
+        }
+    }
+
+    /// Stops the active turn of `session`, if it runs here.
+    pub async fn stop(&self, session: &str) -> Result<()> {
+        if let Some((turn_id, _)) = self.0.store.active_turn(session).await? {
+            self.0.running.cancel(&turn_id);
+        }
+        Ok(())
+    }
+
+    /// Fails the turns a previous run of the server left `processing`: their runtime is gone.
+    pub async fn fail_orphans(&self) -> Result<(), crate::store::Error> {
+        for (session, turn_id) in self.0.store.processing_turns().await? {
+            let entry = Entry {
+                events: turn::failure(
+                    &turn_id,
+                    "interrupted_by_restart",
+                    "the server restarted during the turn",
+                ),
+                turn_id,
+                next_state: Some(TurnState::Failed),
+                action: None,
+            };
+            self.0.log.append(&session, entry, Writer::Runtime).await?;
+        }
+        Ok(())
+    }
+
+    /// Records the resolution and resumes the turn.
+    async fn apply(
+        &self,
+        account: &str,
+        session: &str,
+        action: &str,
+        request: ActionResolutionRequest,
+    ) -> Result<ActionResolution> {
+        let result = request.result;
+        let digest = match &result {
+            ActionResult::Approved { digest } | ActionResult::Rejected { digest, .. } => {
+                digest.to_string()
+            }
+        };
+        let resolution = Resolution {
+            account: account.to_owned(),
+            session_id: session.to_owned(),
+            action_id: action.to_owned(),
+            revision: i64::try_from(request.revision.get()).unwrap_or(i64::MAX),
+            digest,
+            at_ms: now_ms(),
+        };
+        let events = |turn_id: &str, revision: i64| {
+            let at = now();
+            vec![
+                AgentEvent::ActionResult {
+                    action_id: action.to_owned(),
+                    created_at: at,
+                    result: result.clone(),
+                    revision: revision_number(revision),
+                    seq: DRAFT_SEQ,
+                    turn_id: turn_id.to_owned(),
+                },
+                AgentEvent::TurnState {
+                    created_at: at,
+                    seq: DRAFT_SEQ,
+                    state: TurnState::Processing,
+                    turn_id: turn_id.to_owned(),
+                },
+            ]
+        };
+        let refused = |refusal: Refusal| Err(Error::Refused(refusal));
+        match self.0.log.resolve(&resolution, events).await? {
+            Resolved::Done {
+                turn_id,
+                revision,
+                request,
+                ..
+            } => {
+                let request: ActionRequest = serde_json::from_value(request).map_err(|e| {
+                    tracing::error!(error = %e, "a stored action request does not parse");
+                    Error::Internal
+                })?;
+                let input = Input::Resolved {
+                    request: Box::new(request),
+                    result,
+                };
+                self.spawn(account, session, &turn_id, input);
+                Ok(ActionResolution {
+                    action_id: action.parse().expect("a resolved action's id is valid"),
+                    revision: revision_number(revision),
+                })
+            }
+            Resolved::NotFound => refused(Refusal::NoAction {
+                session_id: session.to_owned(),
+                action_id: action.to_owned(),
+            }),
+            Resolved::NotPending => refused(Refusal::NotPending),
+            Resolved::Stale { current } => refused(Refusal::Stale { current }),
+            Resolved::DigestMismatch { expected } => refused(Refusal::DigestMismatch { expected }),
+        }
+    }
+
+    /// Runs the runtime for a turn in the background until it ends or awaits an action. A
+    /// runtime that fails or panics ends the turn `failed`.
+    fn spawn(&self, account: &str, session: &str, turn_id: &str, input: Input) {
+        let inner = self.0.clone();
+        let cancelled = inner.running.enter(turn_id);
+        let turn = Arc::new(Turn::new(
+            inner.log.clone(),
+            inner.pipeline.clone(),
+            account.to_owned(),
+            session.to_owned(),
+            turn_id.to_owned(),
+            cancelled,
+        ));
+        let runtime = inner.runtime.clone();
+        tokio::spawn(async move {
+            let worker = {
+                let turn = turn.clone();
+                tokio::spawn(async move {
+                    let step = match input {
+                        Input::Intent(intent) => runtime.start(&turn, &intent).await,
+                        Input::Resolved { request, result } => {
+                            runtime.resume(&turn, &request, &result).await
+                        }
+                    };
+                    match step {
+                        Ok(step) => turn.finish(step).await,
+                        Err(error) => Err(error),
+                    }
+                })
+            };
+            match worker.await {
+                Ok(Ok(()) | Err(TurnError::Interrupted)) => {}
+                Ok(Err(TurnError::Failed { code, message })) => turn.fail(&code, &message).await,
+                Err(panic) => {
+                    tracing::error!(error = %panic, turn = %turn.turn_id, "the runtime panicked");
+                    turn.fail("internal", "the runtime stopped unexpectedly")
+                        .await;
+                }
+            }
+            inner.running.leave(&turn.turn_id);
+        });
+    }
+}
+
+fn revision_number(revision: i64) -> NonZeroU64 {
+    u64::try_from(revision)
+        .ok()
+        .and_then(NonZeroU64::new)
+        .expect("revisions start at 1")
+}
+
+/// What an idempotency key is bound to: the hash of the session, the action and the body.
+pub fn resolution_hash(
+    session_id: &str,
+    action_id: &str,
+    body: &ActionResolutionRequest,
+) -> String {
+    let canonical =
+        serde_json::to_string(&(session_id, action_id, body)).expect("a resolution serializes");
+    Sha256::digest(canonical.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Cancellation signals of the turns running in this process.
+#[derive(Default)]
+struct Running {
+    turns: Mutex<HashMap<String, watch::Sender<bool>>>,
+}
+
+impl Running {
+    fn enter(&self, turn_id: &str) -> watch::Receiver<bool> {
+        let (cancel, cancelled) = watch::channel(false);
+        self.lock().insert(turn_id.to_owned(), cancel);
+        cancelled
+    }
+
+    fn leave(&self, turn_id: &str) {
+        self.lock().remove(turn_id);
+    }
+
+    /// Tells the runtime of `turn_id`, if it runs here, to stop.
+    fn cancel(&self, turn_id: &str) {
+        if let Some(cancel) = self.lock().get(turn_id) {
+            cancel.send_replace(true);
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, watch::Sender<bool>>> {
+        self.turns
+            .lock()
+            .expect("the running-turns lock is not poisoned")
+    }
+}

@@ -1,0 +1,128 @@
+//! What every area's HTTP layer shares: extractors whose rejection is the error envelope, and the
+//! handlers of the paths outside the three resources.
+
+use std::collections::HashMap;
+
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
+use axum::http::header;
+use axum::http::request::Parts;
+use axum::response::IntoResponse;
+use intent_models::ErrorCode;
+use serde::de::DeserializeOwned;
+
+use crate::OPENAPI;
+use crate::error::ApiError;
+
+/// A JSON body; a missing content type is 415, an oversized body 413, anything else 400.
+pub struct ApiJson<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        let axum::Json(value) = axum::Json::<T>::from_request(request, state)
+            .await
+            .map_err(|e: JsonRejection| ApiError::from(e))?;
+        Ok(Self(value))
+    }
+}
+
+/// Path parameters; one that does not parse is 400 `invalid_parameter`.
+pub struct ApiPath<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for ApiPath<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let Path(value) = Path::<T>::from_request_parts(parts, state)
+            .await
+            .map_err(|e: PathRejection| invalid_parameter(e.body_text()))?;
+        Ok(Self(value))
+    }
+}
+
+/// Query parameters; one that does not parse is 400 `invalid_parameter`.
+pub struct ApiQuery<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let Query(value) = Query::<T>::from_request_parts(parts, state)
+            .await
+            .map_err(|e: QueryRejection| invalid_parameter(e.body_text()))?;
+        Ok(Self(value))
+    }
+}
+
+/// The `{sessionId}` path parameter: 1 to 160 characters (part 8).
+pub struct SessionId(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for SessionId {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let ApiPath(mut params) =
+            ApiPath::<HashMap<String, String>>::from_request_parts(parts, state).await?;
+        let id = params.remove("session_id").unwrap_or_default();
+        crate::agent::check_session_id(&id)?;
+        Ok(Self(id))
+    }
+}
+
+/// Longest idempotency key.
+const MAX_IDEMPOTENCY_KEY: usize = 255;
+
+/// The `Idempotency-Key` header: required, 1 to 255 visible ASCII characters.
+pub struct IdempotencyKey(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        let key = parts
+            .headers
+            .get("idempotency-key")
+            .map(|v| v.to_str().unwrap_or_default())
+            .ok_or_else(|| {
+                ApiError::new(
+                    ErrorCode::InvalidRequest,
+                    "the Idempotency-Key header is required",
+                )
+            })?;
+        if key.is_empty() || key.len() > MAX_IDEMPOTENCY_KEY {
+            return Err(invalid_parameter(format!(
+                "Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY} visible ASCII characters"
+            )));
+        }
+        Ok(Self(key.to_owned()))
+    }
+}
+
+fn invalid_parameter(message: impl Into<String>) -> ApiError {
+    ApiError::new(ErrorCode::InvalidParameter, message)
+}
+
+/// `GET /healthz`.
+pub async fn healthz() -> impl IntoResponse {
+    axum::Json(serde_json::json!({ "status": "ok" }))
+}
+
+/// `GET /openapi.json`: the document this server implements.
+pub async fn openapi() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "application/json")], OPENAPI)
+}
+
+/// Any path that no route serves.
+pub async fn not_found() -> ApiError {
+    ApiError::new(ErrorCode::NotFound, "no such resource")
+}
+
+/// A known path with another method.
+pub async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        ErrorCode::MethodNotAllowed,
+        "method not allowed on this path",
+    )
+}

@@ -1,0 +1,67 @@
+//! Why a Pipeline call failed.
+
+use intent_models::{ErrorCode, PipelineSimulation};
+use serde_json::Value;
+
+use crate::store;
+
+/// A Pipeline failure. The HTTP layer turns it into the error envelope.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No app, skill or operation of that name.
+    #[error("{0}")]
+    NotFound(String),
+    /// The body is neither a build request, a stage input nor a Build.
+    #[error("not {what}: {reason}")]
+    NotARequest {
+        /// What the body was taken for.
+        what: &'static str,
+        /// Why it is not one.
+        reason: String,
+    },
+    /// An operation's input does not match its schema.
+    #[error("the input of {operation} does not match its schema")]
+    InvalidInput {
+        /// The operation.
+        operation: String,
+        /// Every schema error, as `{path, message}`.
+        errors: Vec<Value>,
+    },
+    /// The input is well-formed but cannot be assembled.
+    #[error("{0}")]
+    Invalid(String),
+    /// The app or an action runs on another chain than the endpoint's.
+    #[error("{0}")]
+    ChainMismatch(String),
+    /// The presented Build is not an intact Build of this server for the caller.
+    #[error("{0}")]
+    BuildInvalid(String),
+    /// The presented Build expired.
+    #[error("the Build expired at {0}")]
+    BuildExpired(i64),
+    /// The re-simulation at commit failed; nothing was committed.
+    #[error("the Build no longer simulates successfully; nothing was committed")]
+    SimulationFailed(Box<PipelineSimulation>),
+    /// The durable store failed.
+    #[error(transparent)]
+    Store(#[from] store::Error),
+}
+
+impl Error {
+    /// The machine-readable code of this failure.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Self::NotFound(_) => ErrorCode::NotFound,
+            Self::NotARequest { .. } => ErrorCode::InvalidRequest,
+            Self::InvalidInput { .. } | Self::Invalid(_) => ErrorCode::ValidationFailed,
+            Self::ChainMismatch(_) => ErrorCode::ChainMismatch,
+            Self::BuildInvalid(_) => ErrorCode::BuildInvalid,
+            Self::BuildExpired(_) => ErrorCode::BuildExpired,
+            Self::SimulationFailed(_) => ErrorCode::SimulationFailed,
+            Self::Store(_) => ErrorCode::Internal,
+        }
+    }
+}
+
+/// `Result` with the Pipeline's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

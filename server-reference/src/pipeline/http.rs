@@ -1,0 +1,109 @@
+//! The Pipeline's HTTP layer: routes under `/v1/pipeline`, each a few lines that parse, call
+//! [`Pipeline`](super::Pipeline) and answer JSON.
+
+use axum::extract::State;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use intent_models::{ErrorCode, OperationDescriptor, PipelineChain, PipelineLifecycleResponse};
+use serde_json::Value;
+
+use super::Lifecycle;
+use crate::auth::Principal;
+use crate::error::ApiError;
+use crate::http::{ApiJson, ApiPath};
+use crate::state::AppState;
+
+/// Routes under `/v1/pipeline`.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/apps", get(list_apps))
+        .route("/apps/{app}/operations/{operation}", get(app_operation))
+        .route("/skills", get(list_skills))
+        .route("/skills/{skill}/operations/{operation}", post(call_skill))
+        .route("/evm/build", post(evm_build))
+        .route("/svm/stage", post(svm_stage))
+}
+
+/// Longest app, skill or operation name (part 8).
+const MAX_NAME: usize = 160;
+
+/// `{app}` or `{skill}`, and `{operation}`: 1 to 160 characters each.
+struct Names(String, String);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Names {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, ApiError> {
+        let ApiPath((first, second)) =
+            ApiPath::<(String, String)>::from_request_parts(parts, state).await?;
+        for name in [&first, &second] {
+            if name.is_empty() || name.chars().count() > MAX_NAME {
+                return Err(ApiError::new(
+                    ErrorCode::InvalidParameter,
+                    format!("names are 1 to {MAX_NAME} characters"),
+                ));
+            }
+        }
+        Ok(Self(first, second))
+    }
+}
+
+async fn list_apps(State(state): State<AppState>) -> Json<Value> {
+    Json(state.pipeline().apps())
+}
+
+async fn app_operation(
+    State(state): State<AppState>,
+    Names(app, operation): Names,
+) -> Result<Json<OperationDescriptor>, ApiError> {
+    Ok(Json(state.pipeline().app_operation(&app, &operation)?))
+}
+
+async fn list_skills(State(state): State<AppState>) -> Json<Value> {
+    Json(state.pipeline().skills())
+}
+
+async fn call_skill(
+    State(state): State<AppState>,
+    Names(skill, operation): Names,
+    ApiJson(input): ApiJson<Value>,
+) -> Result<Json<Value>, ApiError> {
+    Ok(Json(
+        state.pipeline().call_skill(&skill, &operation, &input)?,
+    ))
+}
+
+/// `POST /v1/pipeline/evm/build`.
+async fn evm_build(
+    State(state): State<AppState>,
+    principal: Principal,
+    ApiJson(body): ApiJson<Value>,
+) -> Result<Json<PipelineLifecycleResponse>, ApiError> {
+    lifecycle(&state, &principal, PipelineChain::Evm, body).await
+}
+
+/// `POST /v1/pipeline/svm/stage`.
+async fn svm_stage(
+    State(state): State<AppState>,
+    principal: Principal,
+    ApiJson(body): ApiJson<Value>,
+) -> Result<Json<PipelineLifecycleResponse>, ApiError> {
+    lifecycle(&state, &principal, PipelineChain::Svm, body).await
+}
+
+async fn lifecycle(
+    state: &AppState,
+    principal: &Principal,
+    chain: PipelineChain,
+    body: Value,
+) -> Result<Json<PipelineLifecycleResponse>, ApiError> {
+    let request = Lifecycle::parse(chain, body)?;
+    let response = state
+        .pipeline()
+        .lifecycle(&principal.account, chain, request)
+        .await?;
+    Ok(Json(response))
+}

@@ -1,0 +1,178 @@
+//! What the HTTP layer shares: the configuration, the keys, the store and the services, opened
+//! from the data dir.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::account::Account;
+use crate::agent::{self, EventLog, Hub, Sessions, Turns};
+use crate::config::{Config, OAuthClient};
+use crate::gateway::Operations;
+use crate::keys::SigningKey;
+use crate::pipeline::Pipeline;
+use crate::resource::Resource;
+use crate::secrets::Sealer;
+use crate::store::{self, SqliteStore, Store};
+use crate::token::{self, Grant};
+use crate::{OPENAPI, clock, wellknown};
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The data dir or a key file could not be read or written.
+    #[error("data dir {path}")]
+    DataDir {
+        /// The path involved.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The database could not be opened or migrated.
+    #[error("opening the store")]
+    Store(#[from] store::Error),
+}
+
+/// Everything handlers share. Cheap to clone.
+#[derive(Clone)]
+pub struct AppState(Arc<Inner>);
+
+struct Inner {
+    config: Config,
+    issuer: String,
+    signing_key: Arc<SigningKey>,
+    store: Arc<dyn Store>,
+    operations: Operations,
+    log: EventLog,
+    turns: Turns,
+    sessions: Sessions,
+    pipeline: Arc<Pipeline>,
+    account: Account,
+}
+
+impl AppState {
+    /// Opens the data dir of `config` (creating it when missing) for a server whose public
+    /// base address is `config.public_url`, or `default_url` when that is unset.
+    pub async fn open(config: Config, default_url: &str) -> Result<Self, StartError> {
+        Self::open_with_runtime(config, default_url, Arc::new(agent::ReferenceRuntime)).await
+    }
+
+    /// [`AppState::open`] with another Agent runtime.
+    pub async fn open_with_runtime(
+        config: Config,
+        default_url: &str,
+        runtime: Arc<dyn agent::Runtime>,
+    ) -> Result<Self, StartError> {
+        let data_dir = config.data_dir.clone();
+        let io = |source| StartError::DataDir {
+            path: data_dir.clone(),
+            source,
+        };
+        std::fs::create_dir_all(&data_dir).map_err(io)?;
+        let signing_key = Arc::new(SigningKey::load_or_create(&data_dir).map_err(io)?);
+        let sealer = Sealer::load_or_create(&data_dir).map_err(io)?;
+        let cursors = agent::cursor::CursorKey::load_or_create(&data_dir).map_err(io)?;
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&data_dir).await?);
+        let issuer = config
+            .public_url
+            .clone()
+            .unwrap_or_else(|| default_url.trim_end_matches('/').to_owned());
+        let document = serde_json::from_str(OPENAPI).expect("the embedded openapi.json parses");
+        let operations = Operations::from_openapi(&document);
+        let pipeline =
+            Arc::new(Pipeline::open(store.clone(), signing_key.clone(), config.build_ttl).await?);
+        let log = EventLog::new(
+            store.clone(),
+            Arc::new(Hub::default()),
+            cursors,
+            config.cursor_ttl,
+            config.event_retention,
+        );
+        let turns = Turns::new(log.clone(), store.clone(), pipeline.clone(), runtime);
+        turns.fail_orphans().await?;
+        let sessions = Sessions::new(store.clone(), log.clone(), turns.clone());
+        let account = Account::new(store.clone(), sealer);
+        Ok(Self(Arc::new(Inner {
+            config,
+            issuer,
+            signing_key,
+            store,
+            operations,
+            log,
+            turns,
+            sessions,
+            pipeline,
+            account,
+        })))
+    }
+
+    /// The issuer: the public base address, without a trailing slash.
+    pub fn issuer(&self) -> &str {
+        &self.0.issuer
+    }
+
+    /// The key that signs tokens and attests Builds.
+    pub fn signing_key(&self) -> &SigningKey {
+        &self.0.signing_key
+    }
+
+    /// The durable store.
+    pub fn store(&self) -> &dyn Store {
+        self.0.store.as_ref()
+    }
+
+    /// The configuration the server runs with.
+    pub fn config(&self) -> &Config {
+        &self.0.config
+    }
+
+    /// Every session's event log.
+    pub fn log(&self) -> &EventLog {
+        &self.0.log
+    }
+
+    /// The Turns service.
+    pub fn turns(&self) -> &Turns {
+        &self.0.turns
+    }
+
+    /// The Sessions service.
+    pub fn sessions(&self) -> &Sessions {
+        &self.0.sessions
+    }
+
+    /// The Pipeline service.
+    pub fn pipeline(&self) -> &Pipeline {
+        &self.0.pipeline
+    }
+
+    /// The Account service.
+    pub fn account(&self) -> &Account {
+        &self.0.account
+    }
+
+    /// Mints an access token of this server for `grant`.
+    pub fn mint_access_token(&self, grant: &Grant) -> String {
+        token::mint(self.signing_key(), self.issuer(), grant, clock::now())
+    }
+
+    /// The address of `resource`'s protected-resource metadata.
+    pub fn resource_metadata_url(&self, resource: Resource) -> String {
+        format!(
+            "{}{}{}",
+            self.issuer(),
+            wellknown::RESOURCE_METADATA_PREFIX,
+            resource.path()
+        )
+    }
+
+    /// The registered OAuth client `id`.
+    pub fn oauth_client(&self, id: &str) -> Option<&OAuthClient> {
+        self.0.config.clients.iter().find(|client| client.id == id)
+    }
+
+    /// The operations of openapi.json, as the gateway guards them.
+    pub fn operations(&self) -> &Operations {
+        &self.0.operations
+    }
+}

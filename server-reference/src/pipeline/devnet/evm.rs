@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::str::FromStr;
 
-use intent_models::PipelineAction;
+use intent_models::{PipelineAction, PipelineGasEstimate};
 use revm::context::TxEnv;
 use revm::database::{CacheDB, EmptyDB};
 use revm::primitives::{Address, Bytes, TxKind, U256, keccak256};
@@ -12,7 +12,7 @@ use revm::state::AccountInfo;
 use revm::{Context, DatabaseCommit, DatabaseRef, ExecuteEvm, MainBuilder, MainContext};
 use serde_json::{Value, json};
 
-use super::{Ledger, Run, expiry_guard, guard, status};
+use super::{Guards, Ledger, Observed, Run, simulation};
 
 /// The devnet's chain id.
 pub const CHAIN_ID: u64 = 31337;
@@ -263,15 +263,6 @@ fn abi(args: &[Abi]) -> Vec<u8> {
     head
 }
 
-/// Guards, in the order they are reported.
-#[derive(Default)]
-struct Guards {
-    known_chain: Option<String>,
-    zero_address: Option<String>,
-    sufficient_balance: Option<String>,
-    succeeded: Option<String>,
-}
-
 impl Ledger for Db {
     fn run(&mut self, actions: &[PipelineAction], expires_at: i64, now: i64) -> Run {
         run(self, actions, expires_at, now)
@@ -433,38 +424,30 @@ fn run(db: &mut Db, actions: &[PipelineAction], expires_at: i64, now: i64) -> Ru
         transactions.push((step, id.to_string()));
         db.commit(outcome.state);
     }
-    let mut guard_list = vec![
-        guard("known_chain", guards.known_chain, "failed"),
-        guard("zero_address", guards.zero_address, "failed"),
-        guard("sufficient_balance", guards.sufficient_balance, "failed"),
-        guard("simulation_succeeded", guards.succeeded, "failed"),
-    ];
     warnings.extend(decoded.warnings);
     balance_changes.extend(decoded.balance_changes);
     let approvals = decoded.approvals;
     let unlimited = approvals.iter().any(|a| a["unlimited"] == true);
-    guard_list.push(guard(
-        "unlimited_approval",
+    let guards = guards.results(
         unlimited.then(|| "a spender may move every token of the account".to_owned()),
-        "warning",
-    ));
-    guard_list.push(expiry_guard(expires_at, now));
-    let simulation = json!({
-        "status": status(&guard_list),
-        "balanceChanges": balance_changes,
-        "approvals": approvals,
-        "fees": fees,
-        "warnings": warnings,
-        "guards": guard_list,
-        "gas": {
-            "units": gas_units.to_string(),
-            "priceWei": GAS_PRICE_WEI.to_string(),
-            "nativeCost": (U256::from(gas_units) * U256::from(GAS_PRICE_WEI)).to_string(),
-        },
-        "logs": logs,
-    });
+        expires_at,
+        now,
+    );
+    let gas = PipelineGasEstimate {
+        units: Some(gas_units.to_string()),
+        price_wei: Some(GAS_PRICE_WEI.to_string()),
+        native_cost: Some((U256::from(gas_units) * U256::from(GAS_PRICE_WEI)).to_string()),
+    };
+    let observed = Observed {
+        balance_changes,
+        approvals,
+        fees,
+        logs,
+        warnings,
+        gas: Some(gas),
+    };
     Run {
-        simulation: serde_json::from_value(simulation).expect("a simulation matches its model"),
+        simulation: simulation(observed, guards),
         transactions,
     }
 }

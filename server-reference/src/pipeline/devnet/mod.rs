@@ -7,8 +7,12 @@
 pub mod evm;
 pub mod svm;
 
-use intent_models::{PipelineAction, PipelineBuild, PipelineChain, PipelineSimulation};
-use serde_json::{Value, json};
+use intent_models::{
+    PipelineAction, PipelineBuild, PipelineChain, PipelineGasEstimate, PipelineGuardResult,
+    PipelineGuardResultStatus as GuardStatus, PipelineSimulation, PipelineSimulationStatus,
+};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
 use tokio::sync::{Mutex, MutexGuard};
 
 /// Seconds before `expiresAt` under which the expiry guard warns.
@@ -145,29 +149,105 @@ async fn prepare_on<'a, L: Ledger>(
     }
 }
 
+/// What a run observed, before its guards judge it.
+struct Observed {
+    balance_changes: Vec<Value>,
+    approvals: Vec<Value>,
+    fees: Vec<Value>,
+    logs: Vec<Value>,
+    warnings: Vec<String>,
+    gas: Option<PipelineGasEstimate>,
+}
+
+/// The simulation of `observed`: passed unless one of `guards` failed.
+fn simulation(observed: Observed, guards: Vec<PipelineGuardResult>) -> PipelineSimulation {
+    let failed = guards.iter().any(|g| g.status == GuardStatus::Failed);
+    PipelineSimulation {
+        status: if failed {
+            PipelineSimulationStatus::Failed
+        } else {
+            PipelineSimulationStatus::Passed
+        },
+        balance_changes: entries(observed.balance_changes),
+        approvals: entries(observed.approvals),
+        fees: entries(observed.fees),
+        logs: entries(observed.logs),
+        warnings: observed.warnings,
+        guards,
+        gas: observed.gas,
+    }
+}
+
+/// Decoded entries as their models; the decoders write only what the models allow.
+fn entries<T: DeserializeOwned>(values: Vec<Value>) -> Vec<T> {
+    values
+        .into_iter()
+        .map(|value| serde_json::from_value(value).expect("a decoded entry matches its model"))
+        .collect()
+}
+
+/// The first failure each guard of a run saw.
+#[derive(Default)]
+struct Guards {
+    known_chain: Option<String>,
+    zero_address: Option<String>,
+    sufficient_balance: Option<String>,
+    succeeded: Option<String>,
+}
+
+impl Guards {
+    /// Every guard's result, in the order they are reported: these four, then whether an
+    /// unlimited approval was given (a warning), then the lifetime left before `expires_at`.
+    fn results(
+        self,
+        unlimited_approval: Option<String>,
+        expires_at: i64,
+        now: i64,
+    ) -> Vec<PipelineGuardResult> {
+        vec![
+            guard("known_chain", self.known_chain, GuardStatus::Failed),
+            guard("zero_address", self.zero_address, GuardStatus::Failed),
+            guard(
+                "sufficient_balance",
+                self.sufficient_balance,
+                GuardStatus::Failed,
+            ),
+            guard("simulation_succeeded", self.succeeded, GuardStatus::Failed),
+            guard(
+                "unlimited_approval",
+                unlimited_approval,
+                GuardStatus::Warning,
+            ),
+            expiry_guard(expires_at, now),
+        ]
+    }
+}
+
 /// A guard result: passed, or `status` (failed or warning) with the reason.
-fn guard(name: &str, failure: Option<String>, status: &str) -> Value {
-    match failure {
-        Some(message) => json!({ "name": name, "status": status, "message": message }),
-        None => json!({ "name": name, "status": "passed" }),
+fn guard(name: &str, failure: Option<String>, status: GuardStatus) -> PipelineGuardResult {
+    PipelineGuardResult {
+        name: name.to_owned(),
+        status: if failure.is_some() {
+            status
+        } else {
+            GuardStatus::Passed
+        },
+        message: failure,
     }
 }
 
 /// The lifetime left before `expires_at`: failed once passed, a warning when short.
-fn expiry_guard(expires_at: i64, now: i64) -> Value {
+fn expiry_guard(expires_at: i64, now: i64) -> PipelineGuardResult {
     let left = expires_at.saturating_sub(now);
-    json!({
-        "name": "expiry_window",
-        "status": if left <= 0 { "failed" } else if left < EXPIRY_WARNING_SECS { "warning" } else { "passed" },
-        "message": format!("{} seconds left before expiresAt", left.max(0)),
-    })
-}
-
-/// `passed` when no guard failed.
-fn status(guards: &[Value]) -> &'static str {
-    if guards.iter().all(|g| g["status"] != "failed") {
-        "passed"
-    } else {
-        "failed"
+    PipelineGuardResult {
+        name: "expiry_window".to_owned(),
+        status: if left <= 0 {
+            GuardStatus::Failed
+        } else if left < EXPIRY_WARNING_SECS {
+            GuardStatus::Warning
+        } else {
+            GuardStatus::Passed
+        },
+        message: Some(format!("{} seconds left before expiresAt", left.max(0))),
     }
 }

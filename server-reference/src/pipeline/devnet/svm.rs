@@ -21,7 +21,7 @@ use solana_signature::Signature;
 use solana_transaction::Transaction;
 use solana_transaction_error::TransactionError;
 
-use super::{Ledger, Run, expiry_guard, guard, status};
+use super::{Guards, Ledger, Observed, Run, simulation};
 
 /// The cluster's name.
 pub const CLUSTER: &str = "localnet";
@@ -214,15 +214,6 @@ impl Cluster {
     }
 }
 
-/// Guards, in the order they are reported.
-#[derive(Default)]
-struct Guards {
-    known_chain: Option<String>,
-    zero_address: Option<String>,
-    sufficient_balance: Option<String>,
-    succeeded: Option<String>,
-}
-
 impl Ledger for Cluster {
     fn run(&mut self, actions: &[PipelineAction], expires_at: i64, now: i64) -> Run {
         let mut guards = Guards::default();
@@ -303,26 +294,17 @@ impl Ledger for Cluster {
             logs.extend(program_logs(&meta.logs, step));
             transactions.push((step, meta.signature.to_string()));
         }
-        let guard_list = vec![
-            guard("known_chain", guards.known_chain, "failed"),
-            guard("zero_address", guards.zero_address, "failed"),
-            guard("sufficient_balance", guards.sufficient_balance, "failed"),
-            guard("simulation_succeeded", guards.succeeded, "failed"),
-            guard("unlimited_approval", None, "warning"),
-            expiry_guard(expires_at, now),
-        ];
-        let simulation = json!({
-            "status": status(&guard_list),
-            "balanceChanges": balance_changes,
-            "approvals": [],
-            "fees": fees,
-            "warnings": warnings,
-            "guards": guard_list,
-            "gas": null,
-            "logs": logs,
-        });
+        let guards = guards.results(None, expires_at, now);
+        let observed = Observed {
+            balance_changes,
+            approvals: Vec::new(),
+            fees,
+            logs,
+            warnings,
+            gas: None,
+        };
         Run {
-            simulation: serde_json::from_value(simulation).expect("a simulation matches its model"),
+            simulation: simulation(observed, guards),
             transactions,
         }
     }

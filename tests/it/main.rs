@@ -15,3 +15,4 @@ mod sdk_agent;
 mod sdk_auth;
 mod sdk_contract;
 mod server_basics;
+mod services;

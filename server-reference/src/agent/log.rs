@@ -146,7 +146,8 @@ impl EventLog {
     }
 
     /// Resolves an action and appends the events `events` makes from its turn and the resulting
-    /// revision, moving the turn from `awaiting_action` back to `processing`.
+    /// revision, moving the turn from `awaiting_action` back to `processing`. The store admits
+    /// only a pending action, which only a turn awaiting it has.
     pub async fn resolve(
         &self,
         resolution: &Resolution,

@@ -1,0 +1,264 @@
+//! HTTP load benchmark of the hot path, against the release server binary on loopback: page
+//! GET, session GET and `/healthz`, next to a bare axum handler that returns the same page
+//! bytes, all driven by the same in-process load generator (hyper HTTP/1.1 clients over
+//! `CONNECTIONS` keep-alive connections). The bare handler runs in a child process like the
+//! server, so both share the machine with the generator alike. Prints req/s, p50 and p99, and
+//! each ratio to the bare handler.
+//!
+//! Run: `cargo bench -p intent-server --bench http`
+
+use std::time::{Duration, Instant};
+
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Bytes;
+use serde_json::{Value, json};
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+/// Concurrent keep-alive connections of the generator.
+const CONNECTIONS: usize = 32;
+/// Time each target is driven, after `WARM_UP`.
+const DURATION: Duration = Duration::from_secs(5);
+const WARM_UP: Duration = Duration::from_secs(1);
+/// Turns written to the measured session before the run.
+const TURNS: usize = 3;
+
+/// The child-process mode: serve `body` (a file) at every path of `addr`.
+const BARE_ARG: &str = "bare-server";
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    if args.get(1).map(String::as_str) == Some(BARE_ARG) {
+        runtime.block_on(bare_server(&args[2]));
+    } else {
+        runtime.block_on(bench());
+    }
+}
+
+/// A bare axum handler answering `body_file`'s bytes as JSON, on a free port it prints.
+async fn bare_server(body_file: &str) {
+    let body = Bytes::from(std::fs::read(body_file).unwrap());
+    let app = axum::Router::new().fallback(move || {
+        let body = body.clone();
+        async move {
+            (
+                [(axum::http::header::CONTENT_TYPE, "application/json")],
+                body,
+            )
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    println!("listening on http://{}", listener.local_addr().unwrap());
+    axum::serve(listener, app).await.unwrap();
+}
+
+/// What one target answered under load.
+struct Load {
+    requests: usize,
+    elapsed: Duration,
+    latencies: Vec<Duration>,
+}
+
+impl Load {
+    fn per_second(&self) -> f64 {
+        self.requests as f64 / self.elapsed.as_secs_f64()
+    }
+
+    fn percentile(&self, p: f64) -> Duration {
+        let index = ((self.latencies.len() as f64 * p) as usize).min(self.latencies.len() - 1);
+        self.latencies[index]
+    }
+}
+
+/// Drives `GET base+path` with `token` over `CONNECTIONS` connections for `DURATION`; every
+/// answer must be 200.
+async fn drive(base: &str, path: &str, token: Option<&str>) -> Load {
+    let address = base.trim_start_matches("http://").to_owned();
+    let started = Instant::now();
+    let measure_from = started + WARM_UP;
+    let until = measure_from + DURATION;
+    let mut workers = Vec::new();
+    for _ in 0..CONNECTIONS {
+        let (address, path) = (address.clone(), path.to_owned());
+        let authorization = token.map(|t| format!("Bearer {t}"));
+        workers.push(tokio::spawn(async move {
+            let stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+            stream.set_nodelay(true).unwrap();
+            let io = hyper_util::rt::TokioIo::new(stream);
+            let (mut sender, connection) =
+                hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(io)
+                    .await
+                    .unwrap();
+            tokio::spawn(connection);
+            let mut latencies = Vec::new();
+            loop {
+                let mut request = hyper::Request::get(&path).header("host", &address);
+                if let Some(value) = &authorization {
+                    request = request.header("authorization", value);
+                }
+                let request = request.body(Empty::new()).unwrap();
+                let sent = Instant::now();
+                let response = sender.send_request(request).await.unwrap();
+                let status = response.status();
+                response.into_body().collect().await.unwrap();
+                assert_eq!(status, 200, "GET {path}");
+                let now = Instant::now();
+                if now >= until {
+                    return latencies;
+                }
+                if sent >= measure_from {
+                    latencies.push(now - sent);
+                }
+            }
+        }));
+    }
+    let mut latencies = Vec::new();
+    for worker in workers {
+        latencies.extend(worker.await.unwrap());
+    }
+    latencies.sort();
+    Load {
+        requests: latencies.len(),
+        elapsed: DURATION,
+        latencies,
+    }
+}
+
+/// The release server with one session of `TURNS` finished turns; its base, token and session.
+async fn seeded(data_dir: &std::path::Path) -> (support::Server, String, String) {
+    let server = support::Server::start(data_dir, "127.0.0.1:0");
+    let token = server.agent_token(data_dir, "bench", "agent:read agent:write");
+    let http = reqwest::Client::new();
+    let mut session: Option<String> = None;
+    for _ in 0..TURNS {
+        let mut body = json!({ "message": "hello" });
+        if let Some(id) = &session {
+            body["sessionId"] = id.clone().into();
+        }
+        let started: Value = http
+            .post(format!("{}/v1/agent/chat", server.base))
+            .bearer_auth(&token)
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let id = started["sessionId"].as_str().unwrap().to_owned();
+        let mut cursor = started["cursor"].as_str().unwrap().to_owned();
+        loop {
+            let page: Value = http
+                .get(format!("{}/v1/agent/chat/{id}", server.base))
+                .bearer_auth(&token)
+                .query(&[("cursor", cursor.as_str()), ("wait", "5000")])
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            cursor = page["cursor"].as_str().unwrap().to_owned();
+            let done = page["events"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|e| e["type"] == "turn_state" && e["state"] == "complete");
+            if done {
+                break;
+            }
+        }
+        session = Some(id);
+    }
+    (server, token, session.unwrap())
+}
+
+fn report(name: &str, load: &Load, bare: Option<&Load>) {
+    let ratio = bare.map_or(String::new(), |bare| {
+        format!("  {:.2}x bare", load.per_second() / bare.per_second())
+    });
+    println!(
+        "{name:<34} {:>9.0} req/s  p50 {:>6.2} ms  p99 {:>6.2} ms{ratio}",
+        load.per_second(),
+        load.percentile(0.50).as_secs_f64() * 1e3,
+        load.percentile(0.99).as_secs_f64() * 1e3,
+    );
+}
+
+async fn bench() {
+    let data_dir = tempfile::tempdir().unwrap();
+    let (server, token, session) = seeded(data_dir.path()).await;
+    let page_path = format!("/v1/agent/chat/{session}?limit=20");
+    let page = reqwest::Client::new()
+        .get(format!("{}{page_path}", server.base))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let events = serde_json::from_slice::<Value>(&page).unwrap()["events"]
+        .as_array()
+        .unwrap()
+        .len();
+    let body_file = data_dir.path().join("page.json");
+    std::fs::write(&body_file, &page).unwrap();
+    let bare = bare_child(&body_file);
+
+    println!(
+        "{CONNECTIONS} connections, {} s per target after {} s of warm-up; the page holds {events} events, {} bytes",
+        DURATION.as_secs(),
+        WARM_UP.as_secs(),
+        page.len()
+    );
+    let bare_load = drive(&bare.base, "/page", None).await;
+    report("bare axum handler (same bytes)", &bare_load, None);
+    let healthz = drive(&server.base, "/healthz", None).await;
+    report("GET /healthz", &healthz, Some(&bare_load));
+    let session_get = drive(
+        &server.base,
+        &format!("/v1/agent/sessions/{session}"),
+        Some(&token),
+    )
+    .await;
+    report(
+        "GET /v1/agent/sessions/{id}",
+        &session_get,
+        Some(&bare_load),
+    );
+    let page_get = drive(&server.base, &page_path, Some(&token)).await;
+    report(
+        "GET /v1/agent/chat/{id}?limit=20",
+        &page_get,
+        Some(&bare_load),
+    );
+    let bare_again = drive(&bare.base, "/page", None).await;
+    report("bare axum handler, again", &bare_again, None);
+}
+
+/// This binary in its bare-server mode, serving `body_file`.
+fn bare_child(body_file: &std::path::Path) -> support::Server {
+    use std::io::{BufRead, BufReader};
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .arg(BARE_ARG)
+        .arg(body_file)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let base = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap()
+        .to_owned();
+    support::Server { child, base }
+}

@@ -11,10 +11,11 @@ use intent_models::ErrorCode;
 use serde_json::Value;
 
 use crate::auth::Principal;
+use crate::clock::now;
 use crate::error::ApiError;
 use crate::resource::Resource;
 use crate::state::AppState;
-use crate::token::{self, TokenError};
+use crate::token::TokenError;
 
 impl<S: Send + Sync> FromRequestParts<S> for Principal {
     type Rejection = ApiError;
@@ -117,7 +118,14 @@ pub async fn authorize(
         Err(reason) => return unauthorized(reason, None, &metadata),
     };
     let audience = resource.identifier(state.issuer());
-    let claims = match token::verify(state.signing_key(), token, state.issuer(), &audience) {
+    let verified = state.verified_tokens().verify(
+        state.signing_key(),
+        token,
+        state.issuer(),
+        &audience,
+        now(),
+    );
+    let claims = match verified {
         Ok(claims) => claims,
         Err(error) => return unauthorized(&error.to_string(), Some(&error), &metadata),
     };
@@ -136,7 +144,7 @@ pub async fn authorize(
     }
     let scopes = claims.scope.split(' ').map(str::to_owned).collect();
     request.extensions_mut().insert(Principal {
-        account: claims.sub,
+        account: claims.sub.clone(),
         scopes,
     });
     next.run(request).await

@@ -26,6 +26,7 @@ mod secrets;
 mod state;
 pub mod store;
 pub mod token;
+mod verified;
 mod wellknown;
 
 use axum::Router;

@@ -14,6 +14,7 @@ use crate::resource::Resource;
 use crate::secrets::Sealer;
 use crate::store::{self, SqliteStore, Store};
 use crate::token::{self, Grant};
+use crate::verified::VerifiedTokens;
 use crate::{OPENAPI, clock, wellknown};
 
 /// Why the server could not start.
@@ -43,6 +44,7 @@ struct Inner {
     signing_key: Arc<SigningKey>,
     store: Arc<dyn Store>,
     operations: Operations,
+    verified_tokens: VerifiedTokens,
     log: EventLog,
     turns: Turns,
     sessions: Sessions,
@@ -98,6 +100,7 @@ impl AppState {
             signing_key,
             store,
             operations,
+            verified_tokens: VerifiedTokens::default(),
             log,
             turns,
             sessions,
@@ -169,6 +172,11 @@ impl AppState {
     /// The registered OAuth client `id`.
     pub fn oauth_client(&self, id: &str) -> Option<&OAuthClient> {
         self.0.config.clients.iter().find(|client| client.id == id)
+    }
+
+    /// Access tokens whose signature the gateway verified before.
+    pub fn verified_tokens(&self) -> &VerifiedTokens {
+        &self.0.verified_tokens
     }
 
     /// The operations of openapi.json, as the gateway guards them.

@@ -1,0 +1,129 @@
+//! A bounded cache of verified access tokens, so that a token's signature is checked once and
+//! not on every request. An entry is keyed by the SHA-256 of the token and holds its claims;
+//! expiry, issuer and audience are checked on every use, and an entry goes once its `exp` has
+//! passed.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use sha2::{Digest, Sha256};
+
+use crate::keys::SigningKey;
+use crate::token::{self, AccessClaims, TokenError};
+
+/// Tokens kept at most; past it, expired entries go first, then all of them.
+const CAPACITY: usize = 10_000;
+
+/// Verified access tokens by the SHA-256 of their text.
+#[derive(Default)]
+pub struct VerifiedTokens {
+    entries: Mutex<HashMap<[u8; 32], Arc<AccessClaims>>>,
+}
+
+impl VerifiedTokens {
+    /// Verifies `token` as [`token::verify`] does, from the cache when its signature was checked
+    /// before: expired, another issuer's or another resource's tokens are refused alike.
+    pub fn verify(
+        &self,
+        key: &SigningKey,
+        token: &str,
+        issuer: &str,
+        resource: &str,
+        now: i64,
+    ) -> Result<Arc<AccessClaims>, TokenError> {
+        let hash: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let cached = self.lock().get(&hash).cloned();
+        if let Some(claims) = cached {
+            if claims.exp < now {
+                self.lock().remove(&hash);
+                return Err(TokenError::Expired);
+            }
+            if claims.iss != issuer || claims.aud != resource {
+                return Err(TokenError::WrongAudience);
+            }
+            return Ok(claims);
+        }
+        let claims = Arc::new(token::verify(key, token, issuer, resource)?);
+        let mut entries = self.lock();
+        if entries.len() >= CAPACITY {
+            entries.retain(|_, claims| claims.exp >= now);
+            if entries.len() >= CAPACITY {
+                entries.clear();
+            }
+        }
+        entries.insert(hash, claims.clone());
+        Ok(claims)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 32], Arc<AccessClaims>>> {
+        self.entries
+            .lock()
+            .expect("the token cache lock is not poisoned")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::token::Grant;
+
+    const ISSUER: &str = "http://127.0.0.1:1";
+    const AGENT: &str = "http://127.0.0.1:1/v1/agent";
+    const PIPELINE: &str = "http://127.0.0.1:1/v1/pipeline";
+
+    fn new_key() -> SigningKey {
+        SigningKey::load_or_create(tempfile::tempdir().unwrap().path()).unwrap()
+    }
+
+    fn mint(key: &SigningKey, ttl: u64, now: i64) -> String {
+        let grant = Grant {
+            account: "alice".into(),
+            scopes: vec!["agent:read".into()],
+            resource: AGENT.into(),
+            client_id: "c".into(),
+            ttl: Duration::from_secs(ttl),
+        };
+        token::mint(key, ISSUER, &grant, now)
+    }
+
+    #[test]
+    fn a_cached_token_still_expires_and_stays_bound_to_its_resource_and_issuer() {
+        let key = new_key();
+        let cache = VerifiedTokens::default();
+        let now = crate::clock::now();
+        let token = mint(&key, 60, now);
+        let claims = cache.verify(&key, &token, ISSUER, AGENT, now).unwrap();
+        assert_eq!(claims.sub, "alice");
+        assert!(cache.lock().len() == 1, "the verified token is kept");
+        // From the cache: the same answers a full verification gives.
+        assert_eq!(
+            cache.verify(&key, &token, ISSUER, AGENT, now).unwrap(),
+            claims
+        );
+        assert!(matches!(
+            cache.verify(&key, &token, ISSUER, PIPELINE, now),
+            Err(TokenError::WrongAudience)
+        ));
+        assert!(matches!(
+            cache.verify(&key, &token, "http://other", AGENT, now),
+            Err(TokenError::WrongAudience)
+        ));
+        assert!(matches!(
+            cache.verify(&key, &token, ISSUER, AGENT, now + 61),
+            Err(TokenError::Expired)
+        ));
+        assert!(cache.lock().is_empty(), "an expired token leaves the cache");
+    }
+
+    #[test]
+    fn a_forged_token_is_never_cached() {
+        let key = new_key();
+        let cache = VerifiedTokens::default();
+        let token = mint(&new_key(), 60, crate::clock::now());
+        let now = crate::clock::now();
+        assert!(cache.verify(&key, &token, ISSUER, AGENT, now).is_err());
+        assert!(cache.lock().is_empty());
+    }
+}

@@ -92,7 +92,7 @@ impl AppState {
         );
         let turns = Turns::new(log.clone(), store.clone(), pipeline.clone(), runtime);
         turns.fail_orphans().await?;
-        let sessions = Sessions::new(store.clone(), log.clone(), turns.clone());
+        let sessions = Sessions::new(log.clone(), turns.clone());
         let account = Account::new(store.clone(), sealer);
         Ok(Self(Arc::new(Inner {
             config,

@@ -37,7 +37,7 @@ async fn follow_until_settled(
             .expect("the stream lasts while the session does");
         match item {
             Followed::Page(page) => {
-                for event in page.events {
+                for event in page.to_model().events {
                     if let AgentEvent::TurnState { state, .. } = &event {
                         turn_state = *state;
                     }
@@ -90,7 +90,8 @@ async fn a_turn_runs_through_the_services_alone() {
         .log()
         .page("alice", &session, &PageRequest::default())
         .await
-        .unwrap();
+        .unwrap()
+        .to_model();
     let resolution = state
         .turns()
         .resolve(
@@ -119,7 +120,8 @@ async fn a_turn_runs_through_the_services_alone() {
         .log()
         .page("alice", &session, &PageRequest::default())
         .await
-        .unwrap();
+        .unwrap()
+        .to_model();
     let seqs: Vec<u64> = whole.events.iter().map(AgentEvent::seq).collect();
     assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
     assert_eq!(whole.events.len(), first_page.events.len() + events.len());

@@ -4,14 +4,15 @@
 use std::convert::Infallible;
 
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::IntoResponse;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use futures_util::{Stream, StreamExt};
 use intent_models::{
-    ActionResolution, ActionResolutionRequest, ChatStartRequest, ChatStartResponse, EventPage,
-    Resync, Session, SessionUpdate, TurnStatus,
+    ActionResolution, ActionResolutionRequest, ChatStartRequest, ChatStartResponse, Resync,
+    Session, SessionUpdate, TurnStatus,
 };
 use serde::Deserialize;
 
@@ -87,12 +88,12 @@ async fn page(
     principal: Principal,
     SessionId(session): SessionId,
     ApiQuery(request): ApiQuery<PageRequest>,
-) -> Result<Json<EventPage>, ApiError> {
+) -> Result<impl IntoResponse, ApiError> {
     let page = state
         .log()
         .page(&principal.account, &session, &request)
         .await?;
-    Ok(Json(page))
+    Ok(([(header::CONTENT_TYPE, "application/json")], page.to_json()))
 }
 
 #[derive(Deserialize)]
@@ -128,11 +129,12 @@ async fn stream(
 /// or a `resync`.
 fn frame(item: Followed) -> Option<Event> {
     match item {
-        Followed::Page(page) => Event::default()
-            .event("page")
-            .id(page.cursor.clone())
-            .json_data(&page)
-            .ok(),
+        Followed::Page(page) => Some(
+            Event::default()
+                .event("page")
+                .id(page.cursor.clone())
+                .data(page.to_json()),
+        ),
         Followed::Snapshot(snapshot) => Event::default().event("message").json_data(&snapshot).ok(),
         Followed::Resync(reason) => Event::default()
             .event("resync")

@@ -6,18 +6,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::Stream;
-use intent_models::{AgentEvent, EventPage, MessageSnapshot, ResyncReason, TurnState};
+use intent_models::{AgentEvent, MessageSnapshot, ResyncReason, TurnState};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 
 use super::cursor::{CursorError, CursorKey};
+use super::head::{HEAD_EVENTS, Head, Heads};
 use super::notify::{Notifier, Subscription};
+use super::page::{Page, seq_of};
 use super::turn::can_become;
 use super::{Error, Result};
 use crate::clock::{now, now_ms};
 use crate::store::agent::{
-    Append, Appended, LogRead, NewAction, Resolution, Resolved, TurnStarted,
+    Append, Appended, Bounds, LogRead, NewAction, Resolution, Resolved, SessionRecord, TurnStarted,
+    event_body,
 };
 use crate::store::{self, Store};
 
@@ -29,14 +32,17 @@ const MAX_LIMIT: i64 = 500;
 /// Events per SSE `page`.
 const STREAM_PAGE: i64 = 100;
 
-/// Owns every session's log: the store it lives in, the notifier that wakes its readers, the
-/// key that issues and opens its cursors, and its retention. Appending through it is the only
-/// way an event enters a log, and it wakes readers itself. Cheap to clone.
+/// Owns every session's log: the store it lives in, the in-memory head of active sessions, the
+/// notifier that wakes its readers, the key that issues and opens its cursors, and its
+/// retention. Appending through it is the only way an event enters a log; it keeps the heads
+/// and wakes readers itself. Sessions are written through it too, so that their heads stay
+/// true. Cheap to clone.
 #[derive(Clone)]
 pub struct EventLog(Arc<Inner>);
 
 struct Inner {
     store: Arc<dyn Store>,
+    heads: Heads,
     notifier: Arc<dyn Notifier>,
     cursors: CursorKey,
     retention: Duration,
@@ -80,7 +86,7 @@ pub struct PageRequest {
 #[derive(Debug, Clone)]
 pub enum Followed {
     /// A durable page; its cursor resumes after it.
-    Page(EventPage),
+    Page(Page),
     /// A transient snapshot of a message being written.
     Snapshot(MessageSnapshot),
     /// No safe delta exists; the pages that follow start over from the retained log.
@@ -99,6 +105,7 @@ impl EventLog {
     ) -> Self {
         Self(Arc::new(Inner {
             store,
+            heads: Heads::default(),
             notifier,
             cursors,
             retention,
@@ -115,11 +122,13 @@ impl EventLog {
         turn_id: &str,
         events: Vec<AgentEvent>,
     ) -> Result<TurnStarted, store::Error> {
-        let count = events.len() as i64;
         let append = self.draft(session, turn_id, events, None, None);
+        let writing = self.0.heads.write(session).await;
         let started = self.0.store.start_turn(account, &append).await?;
-        if let TurnStarted::Started { before_seq } = started {
-            self.0.notifier.appended(session, before_seq + count);
+        if let TurnStarted::Started { before_seq, bounds } = started {
+            writing.update(|head| head.advance(bodies(&append, before_seq), bounds, append.at_ms));
+            drop(writing);
+            self.0.notifier.appended(session, bounds.last_seq);
         }
         Ok(started)
     }
@@ -138,9 +147,13 @@ impl EventLog {
             (writer == Writer::Client || current == TurnState::Processing)
                 && next.is_none_or(|next| can_become(current, next))
         };
+        let writing = self.0.heads.write(session).await;
         let appended = self.0.store.append(&append, &accept).await?;
-        if let Appended::Done { last_seq } = appended {
-            self.0.notifier.appended(session, last_seq);
+        if let Appended::Done(bounds) = appended {
+            let before = bounds.last_seq - append.events.len() as i64;
+            writing.update(|head| head.advance(bodies(&append, before), bounds, append.at_ms));
+            drop(writing);
+            self.0.notifier.appended(session, bounds.last_seq);
         }
         Ok(appended)
     }
@@ -154,12 +167,25 @@ impl EventLog {
         events: impl Fn(&str, i64) -> Vec<AgentEvent> + Send + Sync,
     ) -> Result<Resolved, store::Error> {
         debug_assert!(can_become(TurnState::AwaitingAction, TurnState::Processing));
+        let written = std::sync::Mutex::new(Vec::new());
         let drafts = |turn_id: &str, revision: i64| -> Vec<Map<String, Value>> {
-            events(turn_id, revision).into_iter().map(draft).collect()
+            let drafts: Vec<_> = events(turn_id, revision).into_iter().map(draft).collect();
+            *written.lock().expect("a drafts lock") = drafts.clone();
+            drafts
         };
+        let session = &resolution.session_id;
+        let writing = self.0.heads.write(session).await;
         let resolved = self.0.store.resolve_action(resolution, &drafts).await?;
-        if let Resolved::Done { last_seq, .. } = &resolved {
-            self.0.notifier.appended(&resolution.session_id, *last_seq);
+        if let Resolved::Done { bounds, .. } = &resolved {
+            let written = std::mem::take(&mut *written.lock().expect("a drafts lock"));
+            let before = bounds.last_seq - written.len() as i64;
+            let bodies = (before + 1..)
+                .zip(&written)
+                .map(|(seq, e)| event_body(e, seq));
+            let bodies = bodies.collect();
+            writing.update(|head| head.advance(bodies, *bounds, resolution.at_ms));
+            drop(writing);
+            self.0.notifier.appended(session, bounds.last_seq);
         }
         Ok(resolved)
     }
@@ -167,11 +193,6 @@ impl EventLog {
     /// Hands a transient snapshot to the streams of `session`; it is never stored.
     pub fn snapshot(&self, session: &str, snapshot: MessageSnapshot) {
         self.0.notifier.snapshot(session, snapshot);
-    }
-
-    /// Ends every reader of `session`, which was deleted.
-    pub fn close(&self, session: &str) {
-        self.0.notifier.close(session);
     }
 
     /// A fresh cursor at `seq` of `session` for `account`.
@@ -184,12 +205,7 @@ impl EventLog {
 
     /// A page of `account`'s `session`: the events after the cursor, waiting up to `wait` for
     /// one when there is none. The cursor is opened once and the log read once per wake-up.
-    pub async fn page(
-        &self,
-        account: &str,
-        session: &str,
-        request: &PageRequest,
-    ) -> Result<EventPage> {
+    pub async fn page(&self, account: &str, session: &str, request: &PageRequest) -> Result<Page> {
         let wait = request.wait.unwrap_or(0);
         if !(0..=MAX_WAIT_MS).contains(&wait) {
             return Err(Error::InvalidParameter(format!(
@@ -204,7 +220,7 @@ impl EventLog {
         }
         self.owned(account, session).await?;
         // Subscribe before reading, so that an append after the read wakes the wait below.
-        let mut subscription = self.0.notifier.subscribe(session);
+        let mut subscription = (wait > 0).then(|| self.0.notifier.subscribe(session));
         let opened = match &request.cursor {
             Some(cursor) => Some(self.open(account, session, cursor).map_err(cursor_error)?),
             None => None,
@@ -212,17 +228,20 @@ impl EventLog {
         let deadline = Instant::now() + Duration::from_millis(wait.unsigned_abs());
         loop {
             let read = self
-                .0
-                .store
-                .read_log(session, opened.unwrap_or(0), limit + 1)
-                .await?;
+                .read(account, session, opened.unwrap_or(0), limit + 1)
+                .await?
+                .ok_or_else(|| Error::NoSession(session.to_owned()))?;
             // Without a cursor the page starts where the retained log does: pruned events are
             // gone, so reading from 0 reads from there.
             let after = match opened {
                 Some(after) => position(&read, after).map_err(cursor_error)?,
                 None => read.pruned_through,
             };
-            if !read.events.is_empty() || Instant::now() >= deadline {
+            let Some(subscription) = subscription.as_mut().filter(|_| read.events.is_empty())
+            else {
+                return Ok(self.make_page(account, session, after, &read, limit));
+            };
+            if Instant::now() >= deadline {
                 return Ok(self.make_page(account, session, after, &read, limit));
             }
             let woken = tokio::time::timeout_at(deadline, subscription.appended.changed()).await;
@@ -265,9 +284,9 @@ impl EventLog {
                     CursorError::Invalid => ResyncReason::CursorInvalid,
                     CursorError::Expired => ResyncReason::CursorExpired,
                 }));
-                self.retained_start(session).await?
+                self.retained_start(account, session).await?
             }
-            None => self.retained_start(session).await?,
+            None => self.retained_start(account, session).await?,
         };
         let projection = Projection {
             send_page: resume.is_none() || !pending.is_empty(),
@@ -287,9 +306,107 @@ impl EventLog {
         ))
     }
 
+    /// `account`'s session `id`, from its head when it is kept; reading it keeps its head.
+    pub async fn session(
+        &self,
+        account: &str,
+        id: &str,
+    ) -> Result<Option<SessionRecord>, store::Error> {
+        let head = match self.0.heads.read(id, |head| head.record.clone()) {
+            Some(record) => Some(record),
+            None => self.load(account, id).await?.map(|head| head.record),
+        };
+        Ok(head.filter(|record| record.account == account))
+    }
+
+    /// Sets the title and/or the archived flag of `account`'s session `id`.
+    pub async fn update_session(
+        &self,
+        account: &str,
+        id: &str,
+        title: Option<&str>,
+        archived: Option<bool>,
+        at: i64,
+    ) -> Result<Option<SessionRecord>, store::Error> {
+        let writing = self.0.heads.write(id).await;
+        let record = self
+            .0
+            .store
+            .update_session(account, id, title, archived, at)
+            .await?;
+        if let Some(record) = &record {
+            writing.update(|head| {
+                head.record = record.clone();
+                true
+            });
+        }
+        Ok(record)
+    }
+
+    /// Deletes `account`'s session `id` with its log, and ends its readers; whether it was
+    /// `account`'s.
+    pub async fn delete_session(&self, account: &str, id: &str) -> Result<bool, store::Error> {
+        let writing = self.0.heads.write(id).await;
+        let deleted = self.0.store.delete_session(account, id).await?;
+        if deleted {
+            self.0.heads.remove(id, writing);
+            self.0.notifier.close(id);
+        }
+        Ok(deleted)
+    }
+
+    /// Up to `limit` events of `account`'s `session` after `after`, from its head when the head
+    /// holds them and from the store otherwise; `None` when `account` has no such session.
+    async fn read(
+        &self,
+        account: &str,
+        session: &str,
+        after: i64,
+        limit: i64,
+    ) -> Result<Option<LogRead>, store::Error> {
+        let kept = self.0.heads.read(session, |head| {
+            (head.record.account == account).then(|| head.read(after, limit))
+        });
+        let read = match kept {
+            Some(None) => return Ok(None),
+            Some(Some(read)) => read,
+            None => match self.load(account, session).await? {
+                Some(head) if head.record.account == account => head.read(after, limit),
+                _ => return Ok(None),
+            },
+        };
+        match read {
+            Some(read) => Ok(Some(read)),
+            None => Ok(Some(self.0.store.read_log(session, after, limit).await?)),
+        }
+    }
+
+    /// Reads `account`'s `session` into a kept head, under its write lock; `None` when
+    /// `account` has no such session.
+    async fn load(&self, account: &str, session: &str) -> Result<Option<Head>, store::Error> {
+        let writing = self.0.heads.write(session).await;
+        if let Some(head) = writing.head() {
+            return Ok(Some(head));
+        }
+        let Some(record) = self.0.store.session(account, session).await? else {
+            return Ok(None);
+        };
+        let bounds = self.0.store.read_log(session, 0, 0).await?;
+        let held = HEAD_EVENTS as i64;
+        let from = bounds.pruned_through.max(bounds.last_seq - held);
+        let read = self.0.store.read_log(session, from, held).await?;
+        let bounds = Bounds {
+            last_seq: read.last_seq,
+            pruned_through: read.pruned_through,
+        };
+        let head = Head::new(record, bounds, read.events);
+        writing.set(head.clone());
+        Ok(Some(head))
+    }
+
     /// `NoSession` unless `account` owns `session`.
     async fn owned(&self, account: &str, session: &str) -> Result<()> {
-        match self.0.store.session(account, session).await? {
+        match self.session(account, session).await? {
             Some(_) => Ok(()),
             None => Err(Error::NoSession(session.to_owned())),
         }
@@ -311,13 +428,20 @@ impl EventLog {
             Ok(after) => after,
             Err(error) => return Ok(Err(error)),
         };
-        let read = self.0.store.read_log(session, after, 0).await?;
+        let read = self.bounds(account, session).await?;
         Ok(position(&read, after))
     }
 
     /// The position before the first event of the retained log of `session`.
-    async fn retained_start(&self, session: &str) -> Result<i64> {
-        Ok(self.0.store.read_log(session, 0, 0).await?.pruned_through)
+    async fn retained_start(&self, account: &str, session: &str) -> Result<i64> {
+        Ok(self.bounds(account, session).await?.pruned_through)
+    }
+
+    /// Where `account`'s `session` stands, with no events.
+    async fn bounds(&self, account: &str, session: &str) -> Result<LogRead> {
+        self.read(account, session, i64::MAX, 0)
+            .await?
+            .ok_or_else(|| Error::NoSession(session.to_owned()))
     }
 
     /// A page of `read`, for `account`, after `after`, at most `limit` events.
@@ -328,17 +452,14 @@ impl EventLog {
         after: i64,
         read: &LogRead,
         limit: i64,
-    ) -> EventPage {
+    ) -> Page {
         let count = read
             .events
             .len()
             .min(usize::try_from(limit).unwrap_or(usize::MAX));
-        let events: Vec<AgentEvent> = read.events[..count]
-            .iter()
-            .map(|body| serde_json::from_str(body).expect("stored events are valid AgentEvents"))
-            .collect();
-        let last = events.last().map_or(after, seq_of);
-        EventPage {
+        let events = read.events[..count].to_vec();
+        let last = events.last().map_or(after, |body| seq_of(body));
+        Page {
             cursor: self.cursor(account, session, last),
             events,
             has_more: read.events.len() > count || last < read.last_seq,
@@ -387,8 +508,12 @@ fn cursor_error(error: CursorError) -> Error {
     }
 }
 
-fn seq_of(event: &AgentEvent) -> i64 {
-    i64::try_from(event.seq()).expect("sequence numbers fit in i64")
+/// The bodies `append`'s events are stored with, after `before`.
+fn bodies(append: &Append, before: i64) -> Vec<String> {
+    (before + 1..)
+        .zip(&append.events)
+        .map(|(seq, event)| event_body(event, seq))
+        .collect()
 }
 
 /// An event as the store takes it: `seq` is replaced inside the write transaction.
@@ -422,12 +547,12 @@ impl Projection {
             }
             let read = match self
                 .log
-                .0
-                .store
-                .read_log(&self.session, self.after, STREAM_PAGE + 1)
+                .read(&self.account, &self.session, self.after, STREAM_PAGE + 1)
                 .await
             {
-                Ok(read) => read,
+                Ok(Some(read)) => read,
+                // The session was deleted.
+                Ok(None) => return None,
                 Err(error) => {
                     tracing::error!(error = &error as &dyn std::error::Error, "reading the log");
                     return None;
@@ -448,7 +573,7 @@ impl Projection {
                     &read,
                     STREAM_PAGE,
                 );
-                self.after = page.events.last().map_or(self.after, seq_of);
+                self.after = page.events.last().map_or(self.after, |body| seq_of(body));
                 return Some(Followed::Page(page));
             }
             tokio::select! {

@@ -4,9 +4,11 @@
 
 pub mod cursor;
 mod error;
+mod head;
 pub(crate) mod http;
 mod log;
 mod notify;
+mod page;
 mod reference;
 mod runtime;
 mod sessions;
@@ -16,6 +18,7 @@ mod turns;
 pub use error::{Error, Refusal, Result};
 pub use log::{Entry, EventLog, Followed, PageRequest, Writer};
 pub use notify::{Hub, Notifier, Subscription};
+pub use page::Page;
 pub use reference::ReferenceRuntime;
 pub use runtime::Runtime;
 pub use sessions::Sessions;

@@ -1,33 +1,30 @@
 //! The Sessions service: reads, updates and deletes sessions (part 4.2).
 
-use std::sync::Arc;
-
 use intent_models::{Session, SessionUpdate};
 
 use super::log::EventLog;
 use super::turns::Turns;
 use super::{Error, Result};
 use crate::clock::now;
-use crate::store::Store;
 use crate::store::agent::SessionRecord;
 
-/// Owns sessions as records of an account; deleting one stops its turn and ends its readers.
+/// Reads and changes sessions as records of an account, through the event log that keeps their
+/// heads; deleting one stops its turn and ends its readers.
 #[derive(Clone)]
 pub struct Sessions {
-    store: Arc<dyn Store>,
     log: EventLog,
     turns: Turns,
 }
 
 impl Sessions {
-    /// Sessions kept in `store`, whose logs are `log` and turns `turns`.
-    pub fn new(store: Arc<dyn Store>, log: EventLog, turns: Turns) -> Self {
-        Self { store, log, turns }
+    /// Sessions whose logs are `log` and turns `turns`.
+    pub fn new(log: EventLog, turns: Turns) -> Self {
+        Self { log, turns }
     }
 
     /// `account`'s session `id`.
     pub async fn get(&self, account: &str, id: &str) -> Result<Session> {
-        let record = self.store.session(account, id).await?;
+        let record = self.log.session(account, id).await?;
         record
             .map(view)
             .ok_or_else(|| Error::NoSession(id.to_owned()))
@@ -42,7 +39,7 @@ impl Sessions {
         }
         let title = update.title.as_deref().map(String::as_str);
         let record = self
-            .store
+            .log
             .update_session(account, id, title, update.archived, now())
             .await?;
         record
@@ -52,14 +49,13 @@ impl Sessions {
 
     /// Deletes `account`'s session `id` with its log, stopping its active turn.
     pub async fn delete(&self, account: &str, id: &str) -> Result<()> {
-        if self.store.session(account, id).await?.is_none() {
+        if self.log.session(account, id).await?.is_none() {
             return Err(Error::NoSession(id.to_owned()));
         }
         self.turns.stop(id).await?;
-        if !self.store.delete_session(account, id).await? {
+        if !self.log.delete_session(account, id).await? {
             return Err(Error::NoSession(id.to_owned()));
         }
-        self.log.close(id);
         Ok(())
     }
 }

@@ -220,7 +220,7 @@ impl Turn {
             .append(&self.session_id, entry, Writer::Runtime)
             .await
         {
-            Ok(Appended::Done { .. }) => Ok(()),
+            Ok(Appended::Done(_)) => Ok(()),
             Ok(Appended::Refused(_) | Appended::NoTurn) => Err(TurnError::Interrupted),
             Err(error) => {
                 tracing::error!(

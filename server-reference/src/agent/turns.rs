@@ -127,7 +127,7 @@ impl Turns {
             .start_turn(account, &session_id, &turn_id, events)
             .await?
         {
-            TurnStarted::Started { before_seq } => before_seq,
+            TurnStarted::Started { before_seq, .. } => before_seq,
             TurnStarted::NoSession => return Err(Error::NoSession(session_id)),
             TurnStarted::Busy { turn_id } => return Err(Error::TurnInProgress { turn_id }),
         };
@@ -149,7 +149,7 @@ impl Turns {
 
     /// Interrupts the active turn of `account`'s `session`.
     pub async fn interrupt(&self, account: &str, session: &str) -> Result<TurnStatus> {
-        if self.0.store.session(account, session).await?.is_none() {
+        if self.0.log.session(account, session).await?.is_none() {
             return Err(Error::NoSession(session.to_owned()));
         }
         let (turn_id, _) = self
@@ -170,7 +170,7 @@ impl Turns {
             action: None,
         };
         match self.0.log.append(session, entry, Writer::Client).await? {
-            Appended::Done { .. } => {
+            Appended::Done(_) => {
                 self.0.running.cancel(&turn_id);
                 Ok(TurnStatus {
                     session_id: session.to_owned(),

@@ -55,14 +55,28 @@ pub struct NewAction {
     pub request: Value,
 }
 
+/// Where a session's log stands after a write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    /// The last assigned sequence number.
+    pub last_seq: i64,
+    /// Events up to this sequence number have left the retained log.
+    pub pruned_through: i64,
+}
+
+/// The stored body of a draft event at `seq`: the draft with its `seq` set, as JSON text. The
+/// event log's in-memory head keeps the same bytes.
+pub fn event_body(draft: &Map<String, Value>, seq: i64) -> String {
+    let mut body = draft.clone();
+    body.insert("seq".to_owned(), Value::from(seq));
+    Value::Object(body).to_string()
+}
+
 /// What an append did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Appended {
-    /// The events were appended; the highest sequence number now.
-    Done {
-        /// The last assigned sequence number.
-        last_seq: i64,
-    },
+    /// The events were appended.
+    Done(Bounds),
     /// The turn's state refused the append; nothing was written.
     Refused(TurnState),
     /// No such turn in that session.
@@ -76,6 +90,8 @@ pub enum TurnStarted {
     Started {
         /// The last sequence number before the turn's first event.
         before_seq: i64,
+        /// Where the log stands after them.
+        bounds: Bounds,
     },
     /// The session does not exist or belongs to another account.
     NoSession,
@@ -125,8 +141,8 @@ pub enum Resolved {
         revision: i64,
         /// The ActionRequest that was resolved.
         request: Value,
-        /// The last sequence number of the log now.
-        last_seq: i64,
+        /// Where the log stands after the resolution's events.
+        bounds: Bounds,
     },
     /// No such action in a session of this account.
     NotFound,

@@ -8,8 +8,8 @@ use sqlx::{Sqlite, Transaction};
 
 use super::SqliteStore;
 use crate::store::agent::{
-    AgentStore, Append, Appended, IdempotencyBegin, LogRead, Resolution, Resolved, SessionRecord,
-    TurnStarted,
+    AgentStore, Append, Appended, Bounds, IdempotencyBegin, LogRead, Resolution, Resolved,
+    SessionRecord, TurnStarted, event_body,
 };
 use crate::store::{Error, Result};
 
@@ -55,34 +55,33 @@ fn turn_state(name: &str) -> Result<TurnState> {
 
 /// Appends `append.events` after the session's last sequence number, prunes what left the
 /// retained log, and moves the turn to `append.next_state`.
-async fn write_events(tx: &mut Tx, append: &Append) -> Result<i64> {
+async fn write_events(tx: &mut Tx, append: &Append) -> Result<Bounds> {
     let (mut seq,): (i64,) = sqlx::query_as("SELECT last_seq FROM sessions WHERE id = ?")
         .bind(&append.session_id)
         .fetch_one(&mut **tx)
         .await?;
     for event in &append.events {
         seq += 1;
-        let mut body = event.clone();
-        body.insert("seq".to_owned(), Value::from(seq));
         sqlx::query("INSERT INTO events (session_id, seq, body, created_at) VALUES (?, ?, ?, ?)")
             .bind(&append.session_id)
             .bind(seq)
-            .bind(Value::Object(body).to_string())
+            .bind(event_body(event, seq))
             .bind(append.at_ms)
             .execute(&mut **tx)
             .await?;
     }
-    sqlx::query(
+    let (pruned_through,): (i64,) = sqlx::query_as(
         "UPDATE sessions SET last_seq = ?1, updated_at = ?2,
              pruned_through = MAX(pruned_through, COALESCE(
                  (SELECT MAX(seq) FROM events WHERE session_id = ?3 AND created_at < ?4), 0))
-         WHERE id = ?3",
+         WHERE id = ?3
+         RETURNING pruned_through",
     )
     .bind(seq)
     .bind(append.at_ms / 1000)
     .bind(&append.session_id)
     .bind(append.prune_before_ms)
-    .execute(&mut **tx)
+    .fetch_one(&mut **tx)
     .await?;
     sqlx::query("DELETE FROM events WHERE session_id = ? AND created_at < ?")
         .bind(&append.session_id)
@@ -116,7 +115,10 @@ async fn write_events(tx: &mut Tx, append: &Append) -> Result<i64> {
         .execute(&mut **tx)
         .await?;
     }
-    Ok(seq)
+    Ok(Bounds {
+        last_seq: seq,
+        pruned_through,
+    })
 }
 
 #[async_trait]
@@ -208,9 +210,9 @@ impl AgentStore for SqliteStore {
         .bind(append.at_ms / 1000)
         .execute(&mut *tx)
         .await?;
-        write_events(&mut tx, append).await?;
+        let bounds = write_events(&mut tx, append).await?;
         tx.commit().await?;
-        Ok(TurnStarted::Started { before_seq })
+        Ok(TurnStarted::Started { before_seq, bounds })
     }
 
     async fn active_turn(&self, session_id: &str) -> Result<Option<(String, TurnState)>> {
@@ -251,9 +253,9 @@ impl AgentStore for SqliteStore {
         if !accept(state) {
             return Ok(Appended::Refused(state));
         }
-        let last_seq = write_events(&mut tx, append).await?;
+        let bounds = write_events(&mut tx, append).await?;
         tx.commit().await?;
-        Ok(Appended::Done { last_seq })
+        Ok(Appended::Done(bounds))
     }
 
     async fn read_log(&self, session_id: &str, after: i64, limit: i64) -> Result<LogRead> {
@@ -324,7 +326,7 @@ impl AgentStore for SqliteStore {
             at_ms: resolution.at_ms,
             prune_before_ms: 0,
         };
-        let last_seq = write_events(&mut tx, &append).await?;
+        let bounds = write_events(&mut tx, &append).await?;
         tx.commit().await?;
         let request = serde_json::from_str(&request)
             .map_err(|e| Error::Database(sqlx::Error::Decode(Box::new(e))))?;
@@ -332,7 +334,7 @@ impl AgentStore for SqliteStore {
             turn_id,
             revision,
             request,
-            last_seq,
+            bounds,
         })
     }
 

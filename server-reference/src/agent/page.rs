@@ -1,0 +1,73 @@
+//! A page of a session's log as it is sent: its events are the JSON text the log stores, so a
+//! page is written without decoding them, and reads the same from the head or the store.
+
+use intent_models::EventPage;
+use serde::Deserialize;
+
+/// An EventPage (part 2.11) whose events are JSON text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Page {
+    /// The session.
+    pub session_id: String,
+    /// Where the next page starts.
+    pub cursor: String,
+    /// The events, as stored.
+    pub events: Vec<String>,
+    /// Whether more events follow.
+    pub has_more: bool,
+}
+
+impl Page {
+    /// The page as JSON, with the fields and names of an EventPage.
+    pub fn to_json(&self) -> String {
+        let text = |value: &str| serde_json::to_string(value).expect("a string serializes");
+        format!(
+            r#"{{"cursor":{},"events":[{}],"has_more":{},"session_id":{}}}"#,
+            text(&self.cursor),
+            self.events.join(","),
+            self.has_more,
+            text(&self.session_id)
+        )
+    }
+
+    /// The page as the model, its events decoded.
+    pub fn to_model(&self) -> EventPage {
+        serde_json::from_str(&self.to_json()).expect("a page is an EventPage")
+    }
+}
+
+/// The `seq` of a stored event.
+pub fn seq_of(body: &str) -> i64 {
+    #[derive(Deserialize)]
+    struct Seq {
+        seq: i64,
+    }
+    serde_json::from_str::<Seq>(body)
+        .expect("stored events have a seq")
+        .seq
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_page_reads_as_its_model_and_escapes_its_strings() {
+        let event = r#"{"createdAt":1,"role":"user","seq":7,"text":"hi \"there\"","turnId":"t","type":"message"}"#;
+        let page = Page {
+            session_id: "ses \"1\"".to_owned(),
+            cursor: "c".to_owned(),
+            events: vec![event.to_owned()],
+            has_more: true,
+        };
+        let model = page.to_model();
+        assert_eq!(model.session_id, "ses \"1\"");
+        assert_eq!(model.events[0].seq(), 7);
+        assert!(model.has_more);
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&page.to_json()).unwrap(),
+            serde_json::to_value(&model).unwrap()
+        );
+        assert_eq!(seq_of(event), 7);
+    }
+}

@@ -591,3 +591,187 @@ impl Projection {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use intent_models::AgentEventRole;
+
+    use super::*;
+    use crate::agent::Hub;
+    use crate::store::SqliteStore;
+    use crate::store::agent::{AgentStore, SessionRecord};
+
+    const ACCOUNT: &str = "alice";
+    const SESSION: &str = "ses_1";
+    const TURN: &str = "turn_1";
+
+    /// A log over the store of `dir`, with a fresh set of heads, as after a restart.
+    fn open(store: &Arc<SqliteStore>, dir: &std::path::Path, retention: Duration) -> EventLog {
+        let cursors = CursorKey::load_or_create(dir).unwrap();
+        let store: Arc<dyn Store> = store.clone();
+        let hour = Duration::from_secs(3600);
+        EventLog::new(store, Arc::new(Hub::default()), cursors, hour, retention)
+    }
+
+    /// A store with a session of `ACCOUNT` whose turn `TURN` is processing.
+    async fn session(
+        dir: &std::path::Path,
+        log_retention: Duration,
+    ) -> (Arc<SqliteStore>, EventLog) {
+        let store = Arc::new(SqliteStore::open(dir).await.unwrap());
+        let record = SessionRecord {
+            id: SESSION.into(),
+            account: ACCOUNT.into(),
+            title: "t".into(),
+            archived: false,
+            updated_at: 0,
+        };
+        store.create_session(&record).await.unwrap();
+        let log = open(&store, dir, log_retention);
+        let started = log
+            .start_turn(ACCOUNT, SESSION, TURN, messages(1))
+            .await
+            .unwrap();
+        assert!(matches!(started, TurnStarted::Started { .. }));
+        (store, log)
+    }
+
+    fn messages(count: usize) -> Vec<AgentEvent> {
+        (0..count)
+            .map(|i| AgentEvent::Message {
+                created_at: now(),
+                role: AgentEventRole::Assistant,
+                seq: super::super::turn::DRAFT_SEQ,
+                text: format!("message {i} \"quoted\" é"),
+                turn_id: TURN.into(),
+            })
+            .collect()
+    }
+
+    async fn append(log: &EventLog, count: usize) {
+        let entry = Entry {
+            turn_id: TURN.into(),
+            events: messages(count),
+            next_state: None,
+            action: None,
+        };
+        let appended = log.append(SESSION, entry, Writer::Runtime).await.unwrap();
+        assert!(matches!(appended, Appended::Done(_)), "{appended:?}");
+    }
+
+    /// Every read of the head equals the store's, for positions around the retained log, the
+    /// head and the end.
+    async fn same_reads(log: &EventLog, store: &SqliteStore) -> i64 {
+        let bounds = store.read_log(SESSION, 0, 0).await.unwrap();
+        let (pruned, last) = (bounds.pruned_through, bounds.last_seq);
+        let afters = [
+            0,
+            pruned.saturating_sub(1),
+            pruned,
+            (pruned + last) / 2,
+            last - 300,
+            last - 3,
+            last,
+        ];
+        for after in afters.into_iter().filter(|a| *a >= 0) {
+            for limit in [0, 1, 7, 101, 501] {
+                let from_log = log.read(ACCOUNT, SESSION, after, limit).await.unwrap();
+                let from_store = store.read_log(SESSION, after, limit).await.unwrap();
+                assert_eq!(from_log, Some(from_store), "after {after}, limit {limit}");
+            }
+        }
+        assert_eq!(log.read("bob", SESSION, 0, 10).await.unwrap(), None);
+        last - pruned
+    }
+
+    #[tokio::test]
+    async fn the_head_reads_as_the_store_over_appends_pruning_and_restarts() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, mut log) = session(dir.path(), Duration::from_secs(3600)).await;
+        // A simple deterministic generator: how many events each append writes.
+        let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = move |modulo: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % modulo
+        };
+        let mut most_retained = 0;
+        for round in 0..240 {
+            if round == 120 {
+                // A restart with a short retention: from now on appends prune the log.
+                log = open(&store, dir.path(), Duration::from_millis(300));
+            }
+            append(&log, 1 + next(4) as usize).await;
+            if round % 15 == 0 {
+                most_retained = most_retained.max(same_reads(&log, &store).await);
+            }
+            if round >= 120 && next(3) == 0 {
+                tokio::time::sleep(Duration::from_millis(40)).await;
+            }
+            if round % 50 == 49 {
+                log = open(&store, dir.path(), Duration::from_millis(300));
+                same_reads(&log, &store).await;
+            }
+        }
+        same_reads(&log, &store).await;
+        let bounds = store.read_log(SESSION, 0, 0).await.unwrap();
+        assert!(bounds.pruned_through > 0, "retention pruned the log");
+        assert!(
+            most_retained > HEAD_EVENTS as i64,
+            "some reads reached past the head ({most_retained} events retained at most)"
+        );
+    }
+
+    #[tokio::test]
+    async fn readers_see_no_gap_and_no_duplicate_under_concurrent_appends() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_store, log) = session(dir.path(), Duration::from_secs(3600)).await;
+        const WRITERS: usize = 4;
+        const APPENDS: usize = 40;
+        let writers: Vec<_> = (0..WRITERS)
+            .map(|w| {
+                let log = log.clone();
+                tokio::spawn(async move {
+                    for i in 0..APPENDS {
+                        append(&log, 1 + (w + i) % 3).await;
+                    }
+                })
+            })
+            .collect();
+        let expected: i64 = 1
+            + (0..WRITERS)
+                .flat_map(|w| (0..APPENDS).map(move |i| 1 + (w + i) % 3))
+                .sum::<usize>() as i64;
+        let readers: Vec<_> = (0..4)
+            .map(|_| {
+                let log = log.clone();
+                tokio::spawn(async move {
+                    let mut seqs = Vec::new();
+                    let mut cursor = None;
+                    while seqs.len() < expected as usize {
+                        let request = PageRequest {
+                            cursor: cursor.clone(),
+                            wait: Some(1_000),
+                            limit: Some(7),
+                        };
+                        let page = log.page(ACCOUNT, SESSION, &request).await.unwrap();
+                        seqs.extend(page.events.iter().map(|body| seq_of(body)));
+                        cursor = Some(page.cursor);
+                    }
+                    seqs
+                })
+            })
+            .collect();
+        for writer in writers {
+            writer.await.unwrap();
+        }
+        for reader in readers {
+            let seqs = tokio::time::timeout(Duration::from_secs(30), reader)
+                .await
+                .expect("the reader catches up")
+                .unwrap();
+            assert_eq!(seqs, (1..=expected).collect::<Vec<_>>());
+        }
+    }
+}

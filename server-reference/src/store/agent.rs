@@ -103,7 +103,7 @@ pub enum TurnStarted {
 }
 
 /// A slice of a session's retained log, read in one snapshot.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogRead {
     /// Event bodies (JSON, with `seq`) with `after < seq`, in order, at most the limit.
     pub events: Vec<String>,

@@ -697,20 +697,24 @@ mod tests {
             seed % modulo
         };
         let mut most_retained = 0;
+        let mut retention = Duration::from_secs(3600);
         for round in 0..240 {
             if round == 120 {
-                // A restart with a short retention: from now on appends prune the log.
-                log = open(&store, dir.path(), Duration::from_millis(300));
+                // Past the head, nothing pruned yet; then a restart with a short retention:
+                // from now on appends prune the log.
+                most_retained = same_reads(&log, &store).await;
+                retention = Duration::from_millis(300);
+                log = open(&store, dir.path(), retention);
             }
             append(&log, 1 + next(4) as usize).await;
             if round % 15 == 0 {
-                most_retained = most_retained.max(same_reads(&log, &store).await);
+                same_reads(&log, &store).await;
             }
             if round >= 120 && next(3) == 0 {
                 tokio::time::sleep(Duration::from_millis(40)).await;
             }
             if round % 50 == 49 {
-                log = open(&store, dir.path(), Duration::from_millis(300));
+                log = open(&store, dir.path(), retention);
                 same_reads(&log, &store).await;
             }
         }

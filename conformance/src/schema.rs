@@ -179,21 +179,19 @@ fn convert_exclusive_bounds(schema: &mut Map<String, Value>) {
     }
 }
 
-/// `nullable: true`: widen a typed schema's `type` (and `enum`) to admit `null`, or wrap an
-/// untyped one (`allOf`, `$ref`, ...) in `anyOf` with `{"type": "null"}`.
+/// `nullable: true`: widen a typed schema's `type` (and `enum`) to admit `null`. As OpenAPI
+/// 3.0.3 says and strict validators read it, `nullable` without a `type` (beside `allOf` or a
+/// `$ref`) admits nothing more.
 fn admit_null(mut schema: Map<String, Value>) -> Value {
-    match schema.get("type").cloned() {
-        Some(Value::String(kind)) => {
-            schema.insert("type".into(), json!([kind, "null"]));
-            if let Some(Value::Array(values)) = schema.get_mut("enum")
-                && !values.contains(&Value::Null)
-            {
-                values.push(Value::Null);
-            }
-            Value::Object(schema)
+    if let Some(Value::String(kind)) = schema.get("type").cloned() {
+        schema.insert("type".into(), json!([kind, "null"]));
+        if let Some(Value::Array(values)) = schema.get_mut("enum")
+            && !values.contains(&Value::Null)
+        {
+            values.push(Value::Null);
         }
-        _ => json!({ "anyOf": [Value::Object(schema), { "type": "null" }] }),
     }
+    Value::Object(schema)
 }
 
 #[cfg(test)]
@@ -207,7 +205,10 @@ mod tests {
                          "properties": { "units": { "type": "string", "nullable": true } } },
                 "Sim": { "type": "object", "required": ["gas", "direction"],
                          "properties": {
-                             "gas": { "nullable": true, "allOf": [{ "$ref": "#/components/schemas/Gas" }] },
+                             "gas": { "oneOf": [
+                                 { "$ref": "#/components/schemas/Gas" },
+                                 { "nullable": true, "enum": [null] }
+                             ] },
                              "direction": { "type": "string", "nullable": true, "enum": ["in", "out", null] },
                              "x-not-an-extension": { "type": "integer" }
                          },
@@ -227,6 +228,21 @@ mod tests {
         assert!(
             !sim.is_valid(&json!({ "direction": "in" })),
             "gas is required"
+        );
+    }
+
+    #[test]
+    fn nullable_without_a_type_admits_no_null() {
+        let mut document = document();
+        document["components"]["schemas"]["Loose"] = json!({
+            "nullable": true, "allOf": [{ "$ref": "#/components/schemas/Gas" }]
+        });
+        let schemas = Schemas::from_openapi(&document).unwrap();
+        let loose = schemas.component("Loose").unwrap();
+        assert!(loose.is_valid(&json!({ "units": "21000" })));
+        assert!(
+            !loose.is_valid(&json!(null)),
+            "strict OpenAPI 3.0 refuses null here"
         );
     }
 

@@ -35,6 +35,9 @@ fn fills(value: &Value) -> Vec<&str> {
 /// A property's type in a compact form: `string`, `integer`, `array<string>`, `ref:Name`,
 /// `array<ref:Name>`, or `any` for a schema with neither type nor reference.
 fn kind(property: &Value) -> String {
+    if let Some(schema) = or_null(property) {
+        return kind(schema);
+    }
     if let Some(reference) = property.get("$ref").and_then(Value::as_str) {
         return format!("ref:{}", reference.rsplit('/').next().unwrap());
     }
@@ -49,6 +52,23 @@ fn kind(property: &Value) -> String {
         Some("array") => format!("array<{}>", kind(&property["items"])),
         Some(other) => other.to_owned(),
         None => "any".to_owned(),
+    }
+}
+
+/// The schema of a property written `oneOf: [schema, null]`, the strict OpenAPI 3.0 form of a
+/// nullable reference (the null branch is `{type, nullable: true, enum: [null]}`).
+fn or_null(property: &Value) -> Option<&Value> {
+    match property
+        .get("oneOf")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+    {
+        Some([schema, null])
+            if null["nullable"] == json!(true) && null["enum"] == json!([null]) =>
+        {
+            Some(schema)
+        }
+        _ => None,
     }
 }
 
@@ -83,7 +103,7 @@ fn assert_fields(name: &str, rows: &[Row]) {
             "{name}.{field}: required"
         );
         assert_eq!(
-            property.get("nullable") == Some(&json!(true)),
+            property.get("nullable") == Some(&json!(true)) || or_null(property).is_some(),
             is_nullable,
             "{name}.{field}: nullable"
         );

@@ -2644,6 +2644,7 @@ pub struct PipelineSimulation {
     #[serde(rename = "balanceChanges")]
     pub balance_changes: ::std::vec::Vec<PipelineBalanceChange>,
     pub fees: ::std::vec::Vec<PipelineFeeEstimate>,
+    ///A PipelineGasEstimate or null (part 2.2). Written as `oneOf` with a null-only branch: the form of a nullable reference that strict OpenAPI 3.0 validators accept.
     #[serde(deserialize_with = "::std::option::Option::deserialize")]
     pub gas: ::std::option::Option<PipelineGasEstimate>,
     pub guards: ::std::vec::Vec<PipelineGuardResult>,

@@ -205,7 +205,7 @@ async fn a_stream_resumes_after_a_cursor_or_a_last_event_id() {
 }
 
 #[tokio::test]
-async fn a_stream_that_cannot_resume_safely_sends_resync_then_the_retained_log() {
+async fn a_stream_that_cannot_resume_safely_sends_resync_and_a_bad_cursor_gets_its_status() {
     let fixture = Fixture::new(
         TestServer::start_with(|config| config.cursor_ttl(Duration::from_secs(1))).await,
     )
@@ -232,19 +232,20 @@ async fn a_stream_that_cannot_resume_safely_sends_resync_then_the_retained_log()
     let page: EventPage = serde_json::from_str(&page.data).unwrap();
     assert_eq!(seqs(&page.events), [1, 2, 3, 4]);
 
-    // An expired one, by header or query.
+    // An expired one: a Last-Event-ID gets resync, a `cursor` 410 before any event (7.4).
     tokio::time::sleep(Duration::from_millis(2_100)).await;
-    for (query, header) in [
-        ("", Some(cursor.as_str())),
-        (&*format!("?cursor={cursor}"), None),
-    ] {
-        let mut expired = fixture.stream(&session, query, header).await;
-        let frame = expired.next_event().await;
-        assert_eq!(frame.event, "resync");
-        let resync: Resync = serde_json::from_str(&frame.data).unwrap();
-        assert_eq!(resync.reason.to_string(), "cursor_expired");
-        assert_eq!(expired.next_event().await.event, "page");
-    }
+    let mut expired = fixture.stream(&session, "", Some(&cursor)).await;
+    let frame = expired.next_event().await;
+    assert_eq!(frame.event, "resync");
+    let resync: Resync = serde_json::from_str(&frame.data).unwrap();
+    assert_eq!(resync.reason.to_string(), "cursor_expired");
+    assert_eq!(expired.next_event().await.event, "page");
+    let response = fixture
+        .open(&session, &format!("?cursor={cursor}"), None)
+        .await;
+    assert_eq!(response.status(), 410);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "cursor_expired");
 }
 
 #[tokio::test]

@@ -2,7 +2,11 @@
 
 use std::time::{Duration, Instant};
 
-use super::{alter_signature, poll, read_log, read_pages, run, seqs, settle, start_turn, token};
+use reqwest::Method;
+
+use super::{
+    alter_signature, encode, poll, read_log, read_pages, run, seqs, settle, start_turn, token,
+};
 use crate::check::{Category, Check};
 use crate::finding::{Finding, Verdict, ensure, skip};
 use crate::target::Target;
@@ -46,9 +50,13 @@ pub(super) fn checks() -> Vec<Check> {
         Check {
             id: "agent.events.expired-cursor",
             category: Category::AgentEvents,
-            requirement: "An expired cursor MUST be answered with 410, and a request without a cursor MUST then return the page to reconcile against.",
+            requirement: "An expired cursor MUST be answered with 410, on the event page and when it opens the stream, and a request without a cursor MUST then return the page to reconcile against.",
             section: "7.4, 7.5",
-            rests_on: ON,
+            rests_on: &[
+                "GET /v1/agent/chat/{sessionId}",
+                "GET /v1/agent/chat/{sessionId}/stream",
+                "#/components/parameters/Cursor",
+            ],
             run: run!(expired_cursor),
         },
         Check {
@@ -153,6 +161,18 @@ async fn expired_cursor(target: &Target) -> Verdict {
     poll(target, token, &session, Some(&cursor), "")
         .await?
         .expect_envelope(410, "a cursor past its lifetime")?;
+    let path = format!("/v1/agent/chat/{session}/stream?cursor={}", encode(&cursor));
+    let stream = target
+        .request(Method::GET, &path)
+        .bearer(token)
+        .open()
+        .await?;
+    ensure(stream.status() == 410, || {
+        format!(
+            "GET {path} with a cursor past its lifetime: {}, not 410 before any event",
+            stream.status()
+        )
+    })?;
     let reconcile = poll(target, token, &session, None, "").await?;
     reconcile.expect(200, "the reconcile request after 410")?;
     ensure(

@@ -1643,7 +1643,7 @@ impl Client {
     }
     ///Stream session events (SSE)
     ///
-    ///A server-sent-events projection of the same log. `page`: data is an EventPage and `id` is its cursor. `message`: data is a MessageSnapshot; no id. `resync`: data is a Resync; rebuild the view from the pages that follow, which start at the retained log. Resume with `cursor` or `Last-Event-ID` (`cursor` wins). A malformed or foreign `cursor` is 400 `invalid_cursor`; an expired cursor, or a Last-Event-ID that does not open, gives `resync` first, since a browser resends Last-Event-ID on its own. Idle streams get comment keep-alives (every 15 s in the reference profile).
+    ///A server-sent-events projection of the same log. `page`: data is an EventPage and `id` is its cursor. `message`: data is a MessageSnapshot; no id. `resync`: data is a Resync; rebuild the view from the pages that follow, which start at the retained log. Resume with `cursor` or `Last-Event-ID` (`cursor` wins). A `cursor` is checked like the event page's, before any event: malformed or foreign is 400 `invalid_cursor`, expired is 410 `cursor_expired` (part 7). A Last-Event-ID that can no longer be projected gives `resync` first, as part 6 says, since a browser resends Last-Event-ID on its own and cannot act on a status. Idle streams get comment keep-alives (every 15 s in the reference profile).
     ///
     ///Sends a `GET` request to `/v1/agent/chat/{sessionId}/stream`
     ///

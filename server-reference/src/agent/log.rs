@@ -254,9 +254,10 @@ impl EventLog {
 
     /// Follows `account`'s `session` from `cursor`, or else from `last_event_id` (a page cursor
     /// the stream sent before), or else from the start of the retained log: pages as events are
-    /// appended, with transient snapshots between them. A `cursor` that is invalid is refused;
-    /// one that expired, and a Last-Event-ID that does not open, start with a resync. The stream
-    /// ends when the session is deleted or the store fails.
+    /// appended, with transient snapshots between them. A `cursor` is checked like a page's (400
+    /// invalid, 410 expired) before any event; a Last-Event-ID that does not open starts the
+    /// stream with a resync, since a browser resends it on its own and cannot act on a status.
+    /// The stream ends when the session is deleted or the store fails.
     pub async fn follow(
         &self,
         account: &str,
@@ -270,10 +271,10 @@ impl EventLog {
         // A `cursor` the client wrote is checked like the page's; a Last-Event-ID that the
         // browser resends on its own cannot be fixed by the client, so it gets a resync instead.
         let resume = match (cursor, last_event_id) {
-            (Some(cursor), _) => match self.open_at(account, session, cursor).await? {
-                Err(CursorError::Invalid) => return Err(Error::InvalidCursor),
-                other => Some(other),
-            },
+            (Some(cursor), _) => Some(Ok(self
+                .open_at(account, session, cursor)
+                .await?
+                .map_err(cursor_error)?)),
             (None, Some(id)) => Some(self.open_at(account, session, id).await?),
             (None, None) => None,
         };

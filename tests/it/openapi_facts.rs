@@ -973,3 +973,84 @@ fn lifecycle_request_variants_are_build_request_stage_input_and_build() {
         ]
     );
 }
+
+/// Every link of a response: (where, link name, link).
+fn links() -> Vec<(String, &'static str, &'static Value)> {
+    let mut found = Vec::new();
+    for (method, path, op) in operations() {
+        for (status, response) in op["responses"].as_object().into_iter().flatten() {
+            for (name, link) in resolve(response)["links"].as_object().into_iter().flatten() {
+                found.push((format!("{method} {path} {status}"), name.as_str(), link));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn links_chain_a_turn_and_a_commit_through_real_operations_and_fields() {
+    let by_id: BTreeMap<&str, &Value> = operations()
+        .into_iter()
+        .filter_map(|(_, _, op)| Some((op["operationId"].as_str()?, op)))
+        .collect();
+    let links = links();
+    for (at, name, link) in &links {
+        let target = by_id
+            .get(link["operationId"].as_str().unwrap_or_default())
+            .unwrap_or_else(|| panic!("{at} link {name}: no operation {}", link["operationId"]));
+        let parameters: BTreeSet<&str> = target["parameters"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| resolve(p)["name"].as_str())
+            .collect();
+        let (method, path) = at.rsplit_once(' ').unwrap().0.split_once(' ').unwrap();
+        let status = at.rsplit(' ').next().unwrap();
+        let response = resolve(&operation(method, path)["responses"][status]);
+        let body = resolve(&response["content"]["application/json"]["schema"]);
+        for (parameter, expression) in link["parameters"].as_object().into_iter().flatten() {
+            assert!(
+                parameters.contains(parameter.as_str()),
+                "{at} link {name}: {} takes no parameter {parameter}",
+                link["operationId"]
+            );
+            let field = expression
+                .as_str()
+                .and_then(|e| e.strip_prefix("$response.body#/"))
+                .unwrap_or_else(|| panic!("{at} link {name}: {expression} is not a body field"));
+            assert!(
+                body["properties"].get(field).is_some(),
+                "{at} link {name}: the response has no field {field}"
+            );
+        }
+        if let Some(request_body) = link.get("requestBody") {
+            assert_eq!(request_body, "$response.body", "{at} link {name}");
+            assert!(target.get("requestBody").is_some(), "{at} link {name}");
+        }
+    }
+    let targets = |from: &str| -> BTreeSet<&str> {
+        links
+            .iter()
+            .filter(|(at, _, _)| at.starts_with(from))
+            .filter_map(|(_, _, link)| link["operationId"].as_str())
+            .collect()
+    };
+    assert_eq!(
+        targets("POST /v1/agent/chat 202"),
+        BTreeSet::from([
+            "getChatEvents",
+            "getSession",
+            "interruptTurn",
+            "resolveAction",
+            "streamChatEvents"
+        ])
+    );
+    assert_eq!(
+        targets("POST /v1/pipeline/evm/build 200"),
+        BTreeSet::from(["evmBuild"])
+    );
+    assert_eq!(
+        targets("POST /v1/pipeline/svm/stage 200"),
+        BTreeSet::from(["svmStage"])
+    );
+}

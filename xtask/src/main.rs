@@ -2,6 +2,7 @@
 
 #![forbid(unsafe_code)]
 
+mod breaking;
 mod codegen;
 mod conformance_doc;
 mod sync;
@@ -11,11 +12,21 @@ use std::process::ExitCode;
 
 use sync::Mode;
 
-const USAGE: &str = "usage: cargo xtask codegen [--check] | conformance-doc [--check]";
+const USAGE: &str = "usage: cargo xtask codegen [--check] | conformance-doc [--check] | breaking BASE [HEAD] [--json]";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    if let ["breaking", rest @ ..] = args.as_slice() {
+        return match breaking::run(&workspace_root(), rest) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::FAILURE,
+            Err(message) => {
+                eprintln!("error: {message}");
+                ExitCode::from(2)
+            }
+        };
+    }
     let result = match args.as_slice() {
         ["codegen"] => codegen::run(&workspace_root(), Mode::Write),
         ["codegen", "--check"] => codegen::run(&workspace_root(), Mode::Check),

@@ -1,0 +1,765 @@
+//! `cargo xtask breaking BASE [HEAD]`: classifies every change between two versions of
+//! openapi.json as breaking or compatible for the users of the interface and of the generated
+//! crates, after oasdiff's catalogue of breaking changes. Both documents are parsed with
+//! `openapiv3` first; the comparison then walks them with their `$ref`s resolved.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+/// How a change affects existing users.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Class {
+    /// Existing clients or generated code may stop working.
+    Breaking,
+    /// Existing clients keep working.
+    Compatible,
+}
+
+/// One change between the two documents.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Change {
+    /// Breaking or compatible.
+    pub class: Class,
+    /// Where: the operation, then the parameter, body or response and the field path.
+    pub location: String,
+    /// What changed, in one line.
+    pub reason: String,
+}
+
+impl fmt::Display for Change {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let class = match self.class {
+            Class::Breaking => "breaking  ",
+            Class::Compatible => "compatible",
+        };
+        write!(f, "{class} {}: {}", self.location, self.reason)
+    }
+}
+
+/// Runs the task: prints the report (text, or JSON with `--json`) and fails on a breaking
+/// change. `args` are `BASE [HEAD] [--json]`.
+pub fn run(root: &Path, args: &[&str]) -> Result<bool, String> {
+    let json_output = args.contains(&"--json");
+    let sources: Vec<&str> = args.iter().copied().filter(|a| *a != "--json").collect();
+    let (base, head) = match sources.as_slice() {
+        [base] => (*base, "openapi.json"),
+        [base, head] => (*base, *head),
+        _ => return Err("usage: cargo xtask breaking BASE [HEAD] [--json]".into()),
+    };
+    let base = load(root, base)?;
+    let head = load(root, head)?;
+    let changes = compare(&base, &head);
+    let version = crate_version(root)?;
+    let bump = bump(&version, &changes);
+    if json_output {
+        let report = json!({
+            "changes": changes.iter().map(|c| json!({
+                "class": match c.class { Class::Breaking => "breaking", Class::Compatible => "compatible" },
+                "location": c.location,
+                "reason": c.reason,
+            })).collect::<Vec<_>>(),
+            "breaking": changes.iter().filter(|c| c.class == Class::Breaking).count(),
+            "version": version,
+            "bump": bump,
+        });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).expect("a report serializes")
+        );
+    } else {
+        print!("{}", report(&changes, &version, bump.as_deref()));
+    }
+    Ok(!changes.iter().any(|c| c.class == Class::Breaking))
+}
+
+/// The text report: one line per change, then the verdict and the version the generated
+/// crates need.
+pub fn report(changes: &[Change], version: &str, bump: Option<&str>) -> String {
+    let mut out = String::new();
+    for change in changes {
+        out.push_str(&format!("{change}\n"));
+    }
+    let breaking = changes
+        .iter()
+        .filter(|c| c.class == Class::Breaking)
+        .count();
+    out.push_str(&format!("{} changes, {breaking} breaking\n", changes.len()));
+    out.push_str(&match bump {
+        Some(next) => format!("intent-models and intent-sdk: {version} -> {next}\n"),
+        None => format!("intent-models and intent-sdk: {version}, no release needed\n"),
+    });
+    out
+}
+
+/// The version the generated crates need after `changes`: a breaking change bumps the major
+/// (the minor before 1.0), any other change the minor (the patch before 1.0).
+pub fn bump(version: &str, changes: &[Change]) -> Option<String> {
+    let parts: Vec<u64> = version.split('.').filter_map(|p| p.parse().ok()).collect();
+    let [major, minor, patch] = parts[..] else {
+        return None;
+    };
+    let breaking = changes.iter().any(|c| c.class == Class::Breaking);
+    match (changes.is_empty(), breaking, major) {
+        (true, _, _) => None,
+        (_, true, 0) => Some(format!("0.{}.0", minor + 1)),
+        (_, true, _) => Some(format!("{}.0.0", major + 1)),
+        (_, false, 0) => Some(format!("0.{minor}.{}", patch + 1)),
+        (_, false, _) => Some(format!("{major}.{}.0", minor + 1)),
+    }
+}
+
+/// The workspace version, which intent-models and intent-sdk share.
+fn crate_version(root: &Path) -> Result<String, String> {
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).map_err(|e| e.to_string())?;
+    manifest
+        .lines()
+        .skip_while(|line| line.trim() != "[workspace.package]")
+        .find_map(|line| line.trim().strip_prefix("version = "))
+        .map(|v| v.trim_matches('"').to_owned())
+        .ok_or_else(|| "no workspace version in Cargo.toml".into())
+}
+
+/// A document from a file, or from `openapi.json` at a git revision; checked with `openapiv3`.
+fn load(root: &Path, source: &str) -> Result<Value, String> {
+    let path = root.join(source);
+    let text = if path.is_file() {
+        std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?
+    } else {
+        let output = Command::new("git")
+            .current_dir(root)
+            .args(["show", &format!("{source}:openapi.json")])
+            .output()
+            .map_err(|e| format!("running git: {e}"))?;
+        if !output.status.success() {
+            return Err(format!(
+                "{source} is neither a file nor a revision with openapi.json: {}",
+                String::from_utf8_lossy(&output.stderr).trim()
+            ));
+        }
+        String::from_utf8(output.stdout).map_err(|e| e.to_string())?
+    };
+    serde_json::from_str::<openapiv3::OpenAPI>(&text)
+        .map_err(|e| format!("{source}: not an OpenAPI 3.0 document: {e}"))?;
+    serde_json::from_str(&text).map_err(|e| format!("{source}: {e}"))
+}
+
+/// Which way a schema travels, which decides what breaks.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    Request,
+    Response,
+}
+
+/// Every change from `base` to `head`, breaking ones first.
+pub fn compare(base: &Value, head: &Value) -> Vec<Change> {
+    let mut diff = Diff {
+        base,
+        head,
+        changes: Vec::new(),
+    };
+    let (base_ops, head_ops) = (operations(base), operations(head));
+    for (key, base_op) in &base_ops {
+        let location = format!("{} {}", key.1, key.0);
+        match head_ops.get(key) {
+            None => diff.breaking(&location, "operation removed"),
+            Some(head_op) => diff.operation(&location, base_op, head_op),
+        }
+    }
+    for key in head_ops.keys().filter(|key| !base_ops.contains_key(*key)) {
+        diff.compatible(&format!("{} {}", key.1, key.0), "operation added");
+    }
+    let mut changes = diff.changes;
+    changes.sort();
+    changes.dedup();
+    changes
+}
+
+/// Operations by (path, upper-case method).
+fn operations(document: &Value) -> BTreeMap<(String, String), &Value> {
+    let mut found = BTreeMap::new();
+    for (path, item) in document["paths"].as_object().into_iter().flatten() {
+        for (method, op) in item.as_object().into_iter().flatten() {
+            if ["get", "put", "post", "delete", "patch", "head", "options"]
+                .contains(&method.as_str())
+            {
+                found.insert((path.clone(), method.to_uppercase()), op);
+            }
+        }
+    }
+    found
+}
+
+struct Diff<'a> {
+    base: &'a Value,
+    head: &'a Value,
+    changes: Vec<Change>,
+}
+
+impl<'a> Diff<'a> {
+    fn breaking(&mut self, location: &str, reason: impl Into<String>) {
+        self.push(Class::Breaking, location, reason.into());
+    }
+
+    fn compatible(&mut self, location: &str, reason: impl Into<String>) {
+        self.push(Class::Compatible, location, reason.into());
+    }
+
+    fn push(&mut self, class: Class, location: &str, reason: String) {
+        self.changes.push(Change {
+            class,
+            location: location.to_owned(),
+            reason,
+        });
+    }
+
+    fn operation(&mut self, at: &str, base: &'a Value, head: &'a Value) {
+        if base.get("security") != head.get("security") {
+            self.breaking(
+                at,
+                format!(
+                    "security changed from {} to {}",
+                    compact(base.get("security")),
+                    compact(head.get("security"))
+                ),
+            );
+        }
+        self.parameters(at, base, head);
+        self.request_body(at, base, head);
+        self.responses(at, base, head);
+    }
+
+    fn parameters(&mut self, at: &str, base: &'a Value, head: &'a Value) {
+        let by_name =
+            |document: &'a Value, op: &'a Value| -> BTreeMap<(String, String), &'a Value> {
+                op["parameters"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|p| resolve(document, p))
+                    .filter_map(|p| {
+                        let key = (p["in"].as_str()?.to_owned(), p["name"].as_str()?.to_owned());
+                        Some((key, p))
+                    })
+                    .collect()
+            };
+        let (base_params, head_params) = (by_name(self.base, base), by_name(self.head, head));
+        for ((place, name), b) in &base_params {
+            let location = format!("{at} {place} parameter {name}");
+            match head_params.get(&(place.clone(), name.clone())) {
+                None => self.breaking(&location, "parameter removed"),
+                Some(h) => {
+                    if is_required(b) != is_required(h) && is_required(h) {
+                        self.breaking(&location, "parameter became required");
+                    }
+                    self.schema(&location, &b["schema"], &h["schema"], Direction::Request, 0);
+                }
+            }
+        }
+        for ((place, name), h) in &head_params {
+            if base_params.contains_key(&(place.clone(), name.clone())) {
+                continue;
+            }
+            let location = format!("{at} {place} parameter {name}");
+            if is_required(h) {
+                self.breaking(&location, "new required parameter");
+            } else {
+                self.compatible(&location, "optional parameter added");
+            }
+        }
+    }
+
+    fn request_body(&mut self, at: &str, base: &'a Value, head: &'a Value) {
+        let location = format!("{at} request");
+        let base_body = base.get("requestBody").map(|b| resolve(self.base, b));
+        let head_body = head.get("requestBody").map(|b| resolve(self.head, b));
+        match (base_body, head_body) {
+            (None, Some(h)) if is_required(h) => {
+                self.breaking(&location, "request body now required")
+            }
+            (Some(b), Some(h)) => {
+                if !is_required(b) && is_required(h) {
+                    self.breaking(&location, "request body became required");
+                }
+                self.schema(
+                    &location,
+                    json_schema(b),
+                    json_schema(h),
+                    Direction::Request,
+                    0,
+                );
+            }
+            _ => {}
+        }
+    }
+
+    fn responses(&mut self, at: &str, base: &'a Value, head: &'a Value) {
+        let base_responses = &base["responses"];
+        let head_responses = &head["responses"];
+        for (status, b) in base_responses.as_object().into_iter().flatten() {
+            let location = format!("{at} {status}");
+            match head_responses.get(status) {
+                None if status.starts_with('2') => {
+                    self.breaking(&location, "success status removed")
+                }
+                None => self.compatible(&location, "error status removed"),
+                Some(h) => {
+                    let (b, h) = (resolve(self.base, b), resolve(self.head, h));
+                    self.schema(
+                        &location,
+                        json_schema(b),
+                        json_schema(h),
+                        Direction::Response,
+                        0,
+                    );
+                }
+            }
+        }
+        for status in head_responses
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(s, _)| s)
+        {
+            if base_responses.get(status).is_none() {
+                self.compatible(&format!("{at} {status}"), "response status added");
+            }
+        }
+    }
+
+    fn schema(&mut self, at: &str, base: &'a Value, head: &'a Value, way: Direction, depth: usize) {
+        if depth > 32 || base.is_null() || head.is_null() {
+            return;
+        }
+        let (base, head) = (resolve(self.base, base), resolve(self.head, head));
+        for key in ["type", "format"] {
+            let (b, h) = (base.get(key), head.get(key));
+            if b != h {
+                self.breaking(
+                    at,
+                    format!("{key} changed from {} to {}", compact(b), compact(h)),
+                );
+            }
+        }
+        self.nullable(at, base, head, way);
+        self.enumeration(at, base, head, way);
+        if way == Direction::Request {
+            self.limits(at, base, head);
+        }
+        self.properties(at, base, head, way, depth);
+        if let (Some(b), Some(h)) = (base.get("items"), head.get("items")) {
+            self.schema(&format!("{at}[]"), b, h, way, depth + 1);
+        }
+        for key in ["allOf", "oneOf", "anyOf"] {
+            match (base[key].as_array(), head[key].as_array()) {
+                (Some(b), Some(h)) if b.len() == h.len() => {
+                    for (i, (b, h)) in b.iter().zip(h).enumerate() {
+                        self.schema(&format!("{at}/{key}[{i}]"), b, h, way, depth + 1);
+                    }
+                }
+                (None, None) => {}
+                (b, h) => self.breaking(
+                    at,
+                    format!(
+                        "{key} changed from {} to {} alternatives",
+                        b.map_or(0, Vec::len),
+                        h.map_or(0, Vec::len)
+                    ),
+                ),
+            }
+        }
+    }
+
+    fn nullable(&mut self, at: &str, base: &Value, head: &Value, way: Direction) {
+        let (b, h) = (base["nullable"] == true, head["nullable"] == true);
+        match (b, h, way) {
+            (false, true, Direction::Response) => self.breaking(at, "may now be null"),
+            (true, false, Direction::Request) => self.breaking(at, "no longer accepts null"),
+            (false, true, Direction::Request) => self.compatible(at, "now accepts null"),
+            (true, false, Direction::Response) => self.compatible(at, "is never null now"),
+            _ => {}
+        }
+    }
+
+    fn enumeration(&mut self, at: &str, base: &Value, head: &Value, way: Direction) {
+        let (Some(b), Some(h)) = (base["enum"].as_array(), head["enum"].as_array()) else {
+            return;
+        };
+        for value in b.iter().filter(|v| !h.contains(v)) {
+            match way {
+                Direction::Request => {
+                    self.breaking(at, format!("enum value {value} no longer accepted"))
+                }
+                Direction::Response => {
+                    self.compatible(at, format!("enum value {value} no longer sent"))
+                }
+            }
+        }
+        for value in h.iter().filter(|v| !b.contains(v)) {
+            match way {
+                Direction::Response => {
+                    self.breaking(at, format!("may now send enum value {value}"))
+                }
+                Direction::Request => {
+                    self.compatible(at, format!("enum value {value} now accepted"))
+                }
+            }
+        }
+    }
+
+    /// Limits of a request value: a tighter one refuses what was accepted.
+    fn limits(&mut self, at: &str, base: &Value, head: &Value) {
+        for (key, upper) in [
+            ("maxLength", true),
+            ("maximum", true),
+            ("maxItems", true),
+            ("minLength", false),
+            ("minimum", false),
+            ("minItems", false),
+        ] {
+            let (b, h) = (base[key].as_f64(), head[key].as_f64());
+            let tighter = match (b, h) {
+                (None, Some(_)) => true,
+                (Some(b), Some(h)) => {
+                    if upper {
+                        h < b
+                    } else {
+                        h > b
+                    }
+                }
+                _ => false,
+            };
+            if tighter {
+                self.breaking(
+                    at,
+                    format!(
+                        "{key} tightened from {} to {}",
+                        compact(base.get(key)),
+                        compact(head.get(key))
+                    ),
+                );
+            } else if b != h {
+                self.compatible(
+                    at,
+                    format!(
+                        "{key} loosened from {} to {}",
+                        compact(base.get(key)),
+                        compact(head.get(key))
+                    ),
+                );
+            }
+        }
+        if head.get("pattern").is_some() && base.get("pattern") != head.get("pattern") {
+            self.breaking(
+                at,
+                format!(
+                    "pattern changed from {} to {}",
+                    compact(base.get("pattern")),
+                    compact(head.get("pattern"))
+                ),
+            );
+        }
+    }
+
+    fn properties(
+        &mut self,
+        at: &str,
+        base: &'a Value,
+        head: &'a Value,
+        way: Direction,
+        depth: usize,
+    ) {
+        let (Some(b), Some(h)) = (
+            base["properties"].as_object(),
+            head["properties"].as_object(),
+        ) else {
+            return;
+        };
+        let required = |schema: &Value| -> BTreeSet<String> {
+            schema["required"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|r| r.as_str().map(str::to_owned))
+                .collect()
+        };
+        let (base_required, head_required) = (required(base), required(head));
+        for (name, b_schema) in b {
+            let location = format!("{at}/{name}");
+            match (h.get(name), way) {
+                (None, Direction::Response) => {
+                    self.breaking(&location, "response property removed")
+                }
+                (None, Direction::Request) => {
+                    self.compatible(&location, "request property removed")
+                }
+                (Some(h_schema), _) => {
+                    let now = head_required.contains(name);
+                    let before = base_required.contains(name);
+                    match (before, now, way) {
+                        (false, true, Direction::Request) => {
+                            self.breaking(&location, "property became required")
+                        }
+                        (true, false, Direction::Response) => {
+                            self.breaking(&location, "property became optional")
+                        }
+                        (true, false, Direction::Request) | (false, true, Direction::Response) => {
+                            self.compatible(
+                                &location,
+                                if now {
+                                    "property became required"
+                                } else {
+                                    "property became optional"
+                                },
+                            )
+                        }
+                        _ => {}
+                    }
+                    self.schema(&location, b_schema, h_schema, way, depth + 1);
+                }
+            }
+        }
+        for name in h.keys().filter(|name| !b.contains_key(*name)) {
+            let location = format!("{at}/{name}");
+            if way == Direction::Request && head_required.contains(name) {
+                self.breaking(&location, "new required request property");
+            } else {
+                self.compatible(&location, "property added");
+            }
+        }
+    }
+}
+
+fn is_required(value: &Value) -> bool {
+    value["required"] == true
+}
+
+/// The JSON schema of a body or response, if it has one.
+fn json_schema(value: &Value) -> &Value {
+    &value["content"]["application/json"]["schema"]
+}
+
+/// `value` with its `$ref`s followed within `document`.
+fn resolve<'a>(document: &'a Value, mut value: &'a Value) -> &'a Value {
+    for _ in 0..16 {
+        match value.get("$ref").and_then(Value::as_str) {
+            Some(reference) => match document.pointer(reference.trim_start_matches('#')) {
+                Some(target) => value = target,
+                None => return value,
+            },
+            None => return value,
+        }
+    }
+    value
+}
+
+fn compact(value: Option<&Value>) -> String {
+    value.map_or_else(|| "none".to_owned(), Value::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A small document: one session read and one chat start, with a shared schema.
+    fn base() -> Value {
+        json!({
+            "openapi": "3.0.3",
+            "info": { "title": "t", "version": "1.0.0" },
+            "paths": {
+                "/v1/sessions/{id}": { "get": {
+                    "security": [{ "oauth2": ["agent:read"] }],
+                    "parameters": [
+                        { "name": "id", "in": "path", "required": true,
+                          "schema": { "type": "string", "maxLength": 160 } },
+                        { "name": "wait", "in": "query", "schema": { "type": "integer", "minimum": 0 } }
+                    ],
+                    "responses": {
+                        "200": { "description": "ok", "content": { "application/json": {
+                            "schema": { "$ref": "#/components/schemas/Session" } } } },
+                        "404": { "description": "no" }
+                    }
+                } },
+                "/v1/chat": { "post": {
+                    "security": [{ "oauth2": ["agent:write"] }],
+                    "requestBody": { "required": true, "content": { "application/json": { "schema": {
+                        "type": "object", "required": ["message"],
+                        "properties": {
+                            "message": { "type": "string", "maxLength": 1000 },
+                            "mode": { "type": "string", "enum": ["fast", "slow"], "nullable": true }
+                        }
+                    } } } },
+                    "responses": { "202": { "description": "started", "content": { "application/json": {
+                        "schema": { "$ref": "#/components/schemas/Session" } } } } }
+                } }
+            },
+            "components": { "schemas": { "Session": {
+                "type": "object", "required": ["id", "state"],
+                "properties": {
+                    "id": { "type": "string" },
+                    "state": { "type": "string", "enum": ["open", "closed"] },
+                    "title": { "type": "string" }
+                }
+            } } }
+        })
+    }
+
+    /// The report of `change` applied to the base document.
+    fn report_of(change: impl FnOnce(&mut Value)) -> String {
+        let mut head = base();
+        change(&mut head);
+        let changes = compare(&base(), &head);
+        report(&changes, "0.1.0", bump("0.1.0", &changes).as_deref())
+    }
+
+    fn session(document: &mut Value) -> &mut Value {
+        &mut document["components"]["schemas"]["Session"]
+    }
+
+    fn chat_body(document: &mut Value) -> &mut Value {
+        &mut document["paths"]["/v1/chat"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    }
+
+    #[test]
+    fn no_change_needs_no_release() {
+        insta::assert_snapshot!(report_of(|_| {}));
+    }
+
+    #[test]
+    fn a_removed_response_field_breaks() {
+        insta::assert_snapshot!(report_of(|d| {
+            session(d)["properties"]
+                .as_object_mut()
+                .unwrap()
+                .remove("title");
+        }));
+    }
+
+    #[test]
+    fn an_added_optional_response_field_is_compatible() {
+        insta::assert_snapshot!(report_of(|d| {
+            session(d)["properties"]["archived"] = json!({ "type": "boolean" });
+        }));
+    }
+
+    #[test]
+    fn a_removed_operation_and_success_status_break() {
+        insta::assert_snapshot!(report_of(|d| {
+            d["paths"].as_object_mut().unwrap().remove("/v1/chat");
+            let responses = &mut d["paths"]["/v1/sessions/{id}"]["get"]["responses"];
+            responses.as_object_mut().unwrap().remove("200");
+            responses["201"] = json!({ "description": "created" });
+        }));
+    }
+
+    #[test]
+    fn new_parameters_break_when_required() {
+        insta::assert_snapshot!(report_of(|d| {
+            let parameters = &mut d["paths"]["/v1/sessions/{id}"]["get"]["parameters"];
+            let parameters = parameters.as_array_mut().unwrap();
+            parameters.push(json!({ "name": "tenant", "in": "header", "required": true, "schema": { "type": "string" } }));
+            parameters
+                .push(json!({ "name": "limit", "in": "query", "schema": { "type": "integer" } }));
+            parameters[1]["required"] = json!(true);
+        }));
+    }
+
+    #[test]
+    fn types_formats_and_enums_break_by_direction() {
+        insta::assert_snapshot!(report_of(|d| {
+            session(d)["properties"]["id"] = json!({ "type": "integer", "format": "int64" });
+            session(d)["properties"]["state"]["enum"] = json!(["open", "closed", "archived"]);
+            chat_body(d)["properties"]["mode"]["enum"] = json!(["fast"]);
+        }));
+    }
+
+    #[test]
+    fn nullable_breaks_a_response_gaining_it_and_a_request_losing_it() {
+        insta::assert_snapshot!(report_of(|d| {
+            session(d)["properties"]["title"]["nullable"] = json!(true);
+            chat_body(d)["properties"]["mode"]
+                .as_object_mut()
+                .unwrap()
+                .remove("nullable");
+        }));
+    }
+
+    #[test]
+    fn tightened_request_limits_and_new_required_properties_break() {
+        insta::assert_snapshot!(report_of(|d| {
+            chat_body(d)["properties"]["message"]["maxLength"] = json!(500);
+            chat_body(d)["properties"]["message"]["pattern"] = json!("^[a-z ]*$");
+            chat_body(d)["properties"]["session"] = json!({ "type": "string" });
+            chat_body(d)["required"] = json!(["message", "session"]);
+            let wait = &mut d["paths"]["/v1/sessions/{id}"]["get"]["parameters"][1]["schema"];
+            wait["minimum"] = json!(10);
+            wait["maximum"] = json!(30000);
+        }));
+    }
+
+    #[test]
+    fn a_changed_scope_breaks() {
+        insta::assert_snapshot!(report_of(|d| {
+            d["paths"]["/v1/chat"]["post"]["security"] = json!([{ "oauth2": ["agent:admin"] }]);
+        }));
+    }
+
+    /// `run` on `base()` and a changed copy, both written as files: whether it passes.
+    fn run_on(name: &str, change: impl FnOnce(&mut Value)) -> bool {
+        let dir =
+            std::env::temp_dir().join(format!("xtask-breaking-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut head = base();
+        change(&mut head);
+        let (base_file, head_file) = (dir.join("base.json"), dir.join("head.json"));
+        std::fs::write(&base_file, base().to_string()).unwrap();
+        std::fs::write(&head_file, head.to_string()).unwrap();
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+        let args = [base_file.to_str().unwrap(), head_file.to_str().unwrap()];
+        let passed = run(root, &args).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        passed
+    }
+
+    #[test]
+    fn the_task_fails_on_a_removed_field_and_passes_an_added_optional_one() {
+        assert!(!run_on("removed", |d| {
+            session(d)["properties"]
+                .as_object_mut()
+                .unwrap()
+                .remove("title");
+        }));
+        assert!(run_on("added", |d| {
+            session(d)["properties"]["archived"] = json!({ "type": "boolean" });
+        }));
+    }
+
+    #[test]
+    fn versions_bump_by_the_worst_change() {
+        let change = |class| Change {
+            class,
+            location: "x".into(),
+            reason: "y".into(),
+        };
+        assert_eq!(bump("0.1.0", &[]), None);
+        assert_eq!(
+            bump("0.1.0", &[change(Class::Compatible)]).as_deref(),
+            Some("0.1.1")
+        );
+        assert_eq!(
+            bump("0.1.3", &[change(Class::Breaking)]).as_deref(),
+            Some("0.2.0")
+        );
+        assert_eq!(
+            bump("1.4.2", &[change(Class::Compatible)]).as_deref(),
+            Some("1.5.0")
+        );
+        assert_eq!(
+            bump("1.4.2", &[change(Class::Breaking)]).as_deref(),
+            Some("2.0.0")
+        );
+    }
+}

@@ -1054,3 +1054,204 @@ fn links_chain_a_turn_and_a_commit_through_real_operations_and_fields() {
         BTreeSet::from(["svmStage"])
     );
 }
+
+/// Keywords that narrow what a value may be.
+const LIMITS: [&str; 9] = [
+    "minLength",
+    "maxLength",
+    "minimum",
+    "maximum",
+    "pattern",
+    "minItems",
+    "maxItems",
+    "minProperties",
+    "maxProperties",
+];
+
+/// The limits the interface states (parts 2, 4 and 8), by the schema that carries them.
+const STATED_LIMITS: &[(&str, &str)] = &[
+    ("#/components/parameters/SessionId/schema", "maxLength"),
+    ("#/components/parameters/Wait/schema", "maximum"),
+    ("#/components/parameters/App/schema", "minLength"),
+    ("#/components/parameters/App/schema", "maxLength"),
+    ("#/components/parameters/Skill/schema", "minLength"),
+    ("#/components/parameters/Skill/schema", "maxLength"),
+    ("#/components/parameters/Operation/schema", "minLength"),
+    ("#/components/parameters/Operation/schema", "maxLength"),
+    ("#/components/parameters/ApplicationId/schema", "minimum"),
+    ("#/components/parameters/CredentialName/schema", "maxLength"),
+    ("#/components/parameters/CredentialName/schema", "pattern"),
+    (
+        "#/components/schemas/PipelineBuild/properties/digest",
+        "pattern",
+    ),
+    (
+        "#/components/schemas/PipelineBalanceChange/properties/step",
+        "minimum",
+    ),
+    (
+        "#/components/schemas/PipelineApprovalChange/properties/step",
+        "minimum",
+    ),
+    (
+        "#/components/schemas/PipelineLog/properties/step",
+        "minimum",
+    ),
+];
+
+/// Whether `node` marks `keyword` as ours: the node is `x-profile: reference` or lists the
+/// keyword in `x-profile-fills`.
+fn marks(node: &Value, keyword: &str) -> bool {
+    is_profile(node) || fills(node).contains(&keyword)
+}
+
+/// Every limit keyword under `node` (at `at`) that is neither stated by the interface nor
+/// marked on its schema or on a profile ancestor (`inherited`); `owner` is the object whose
+/// marks also cover `node` (a parameter for its schema).
+fn unmarked_limits(
+    at: &str,
+    node: &Value,
+    owner: Option<&Value>,
+    inherited: bool,
+    out: &mut Vec<String>,
+) {
+    let Some(object) = node.as_object() else {
+        return;
+    };
+    let inherited = inherited || is_profile(node) || owner.is_some_and(is_profile);
+    for keyword in LIMITS.iter().filter(|k| object.contains_key(**k)) {
+        let marked = inherited
+            || marks(node, keyword)
+            || owner.is_some_and(|o| marks(o, keyword))
+            || STATED_LIMITS.contains(&(at, keyword));
+        if !marked {
+            out.push(format!("{at} {keyword}"));
+        }
+    }
+    for (name, property) in object
+        .get("properties")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
+        unmarked_limits(
+            &format!("{at}/properties/{name}"),
+            property,
+            None,
+            inherited,
+            out,
+        );
+    }
+    for key in ["items", "additionalProperties"] {
+        if let Some(child) = object.get(key) {
+            unmarked_limits(&format!("{at}/{key}"), child, None, inherited, out);
+        }
+    }
+    for key in ["allOf", "oneOf", "anyOf"] {
+        for (i, child) in object
+            .get(key)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            unmarked_limits(&format!("{at}/{key}/{i}"), child, None, inherited, out);
+        }
+    }
+}
+
+/// The statuses an operation may declare as facts: its success status (part 4), 401 and 403
+/// (part 5), and 400 and 410 where a cursor is read (parts 7.3 and 7.4).
+fn stated_statuses(op: &Value) -> Vec<&'static str> {
+    let mut statuses = vec!["200", "201", "202", "204", "401", "403"];
+    let reads_cursor = op["parameters"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|p| p["$ref"] == "#/components/parameters/Cursor");
+    if reads_cursor {
+        statuses.extend(["400", "410"]);
+    }
+    statuses
+}
+
+#[test]
+fn every_gap_fill_is_marked() {
+    let mut unmarked = Vec::new();
+    let components = &openapi()["components"];
+    for kind in ["schemas", "parameters"] {
+        for (name, node) in components[kind].as_object().into_iter().flatten() {
+            let at = format!("#/components/{kind}/{name}");
+            match kind {
+                "parameters" => unmarked_limits(
+                    &format!("{at}/schema"),
+                    &node["schema"],
+                    Some(node),
+                    false,
+                    &mut unmarked,
+                ),
+                _ => unmarked_limits(&at, node, None, false, &mut unmarked),
+            }
+        }
+    }
+    for (name, response) in components["responses"].as_object().into_iter().flatten() {
+        if !is_profile(response) {
+            unmarked.push(format!(
+                "#/components/responses/{name}: the error codes and headers it lists"
+            ));
+        }
+    }
+    for (method, path, op) in operations() {
+        if is_profile(op) {
+            continue;
+        }
+        for (index, parameter) in op["parameters"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            if parameter.get("$ref").is_none() {
+                let at = format!("{method} {path} parameter {index}");
+                unmarked_limits(
+                    &at,
+                    &parameter["schema"],
+                    Some(parameter),
+                    false,
+                    &mut unmarked,
+                );
+            }
+        }
+        let stated = stated_statuses(op);
+        for status in op["responses"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(s, _)| s)
+        {
+            let marked = fills(op).contains(&"responses")
+                || fills(op).contains(&format!("responses.{status}").as_str());
+            if !stated.contains(&status.as_str()) && !marked {
+                unmarked.push(format!("{method} {path} responds {status}"));
+            }
+        }
+    }
+    for (name, schema) in components["schemas"].as_object().into_iter().flatten() {
+        if is_profile(schema) {
+            continue;
+        }
+        for key in schema.as_object().into_iter().flatten().map(|(k, _)| k) {
+            if key.starts_with("x-")
+                && !["x-profile", "x-profile-fills"].contains(&key.as_str())
+                && !fills(schema).contains(&key.as_str())
+            {
+                unmarked.push(format!("#/components/schemas/{name} {key}: an extension that is neither the convention nor listed in x-profile-fills"));
+            }
+        }
+    }
+    assert!(
+        unmarked.is_empty(),
+        "unmarked gap-fills:\n{}",
+        unmarked.join("\n")
+    );
+}

@@ -19,7 +19,7 @@ use crate::pipeline::{self, Pipeline};
 use crate::random;
 use crate::store::agent::{Appended, NewAction};
 
-/// Whether a turn in state `from` may enter `to`, as `TurnState.x-profile-transitions` in
+/// Whether a turn in state `from` may enter `to`, as `TurnState.x-transitions` in
 /// openapi.json says. Terminal states go nowhere. The event log checks every transition here.
 pub fn can_become(from: TurnState, to: TurnState) -> bool {
     use TurnState::*;
@@ -326,7 +326,7 @@ mod tests {
     #[test]
     fn transitions_follow_the_profile_in_openapi_json() {
         let document: Value = serde_json::from_str(include_str!("../../../openapi.json")).unwrap();
-        let table = &document["components"]["schemas"]["TurnState"]["x-profile-transitions"];
+        let table = &document["components"]["schemas"]["TurnState"]["x-transitions"];
         let states = [
             TurnState::Processing,
             TurnState::Complete,

@@ -1,5 +1,6 @@
 //! Server configuration.
 
+use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -59,6 +60,33 @@ pub struct Config {
     pub sse_keep_alive: Duration,
     /// Lifetime of a Build: its `expiresAt` is this long after it is made.
     pub build_ttl: Duration,
+    /// Requests each account may make per resource; `None` (the default) sets no limit.
+    pub rate_limit: Option<RateLimit>,
+}
+
+/// A token bucket: `per_second` requests a second on average, `burst` at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimit {
+    /// The sustained rate.
+    pub per_second: NonZeroU32,
+    /// The most requests admitted at once.
+    pub burst: NonZeroU32,
+}
+
+impl RateLimit {
+    /// Parses `RPS` or `RPS:BURST` (a burst of RPS by default), both at least 1.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let number = |part: &str| {
+            part.parse::<NonZeroU32>().map_err(|_| {
+                format!("{text:?} is not RPS[:BURST] with whole numbers of at least 1")
+            })
+        };
+        let (rate, burst) = text.split_once(':').unwrap_or((text, text));
+        Ok(Self {
+            per_second: number(rate)?,
+            burst: number(burst)?,
+        })
+    }
 }
 
 impl Config {
@@ -80,6 +108,7 @@ impl Config {
             cursor_ttl: Duration::from_secs(24 * 3600),
             sse_keep_alive: Duration::from_secs(15),
             build_ttl: Duration::from_secs(600),
+            rate_limit: None,
         }
     }
 
@@ -142,6 +171,12 @@ impl Config {
         self.build_ttl = ttl;
         self
     }
+
+    /// Sets [`Config::rate_limit`].
+    pub fn rate_limit(mut self, limit: Option<RateLimit>) -> Self {
+        self.rate_limit = limit;
+        self
+    }
 }
 
 /// The client registered by default for the device flow.
@@ -160,5 +195,16 @@ mod tests {
         assert_eq!(app.redirect_uris, ["http://127.0.0.1:9/cb", "https://x/cb"]);
         assert!(OAuthClient::parse("cli").unwrap().redirect_uris.is_empty());
         assert!(OAuthClient::parse("=http://x").is_err());
+    }
+
+    #[test]
+    fn rate_limits_parse_with_and_without_a_burst() {
+        let limit = RateLimit::parse("5:20").unwrap();
+        assert_eq!((limit.per_second.get(), limit.burst.get()), (5, 20));
+        let limit = RateLimit::parse("5").unwrap();
+        assert_eq!((limit.per_second.get(), limit.burst.get()), (5, 5));
+        for bad in ["", "0", "5:0", "x", "5:", "-1"] {
+            assert!(RateLimit::parse(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -19,6 +19,7 @@ pub struct ApiError {
     message: String,
     details: Map<String, Value>,
     challenge: Option<String>,
+    retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -29,6 +30,7 @@ impl ApiError {
             message: message.into(),
             details: Map::new(),
             challenge: None,
+            retry_after: None,
         }
     }
 
@@ -46,6 +48,12 @@ impl ApiError {
     /// Sends `challenge` as the `WWW-Authenticate` header.
     pub fn with_challenge(mut self, challenge: String) -> Self {
         self.challenge = Some(challenge);
+        self
+    }
+
+    /// Sends `seconds` as the `Retry-After` header.
+    pub fn with_retry_after(mut self, seconds: u64) -> Self {
+        self.retry_after = Some(seconds);
         self
     }
 
@@ -111,6 +119,11 @@ impl IntoResponse for ApiError {
             response
                 .headers_mut()
                 .insert(header::WWW_AUTHENTICATE, challenge);
+        }
+        if let Some(seconds) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         }
         response
     }

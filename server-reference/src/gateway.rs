@@ -142,6 +142,17 @@ pub async fn authorize(
         .with_challenge(challenge)
         .into_response();
     }
+    if let Some(limits) = state.rate_limits()
+        && let Err(wait) = limits.admit(&claims.sub, resource)
+    {
+        let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+        return ApiError::new(
+            ErrorCode::RateLimited,
+            format!("too many requests for this account and resource; retry after {seconds} s"),
+        )
+        .with_retry_after(seconds)
+        .into_response();
+    }
     let scopes = claims.scope.split(' ').map(str::to_owned).collect();
     request.extensions_mut().insert(Principal {
         account: claims.sub.clone(),

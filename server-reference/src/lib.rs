@@ -21,6 +21,7 @@ pub mod keys;
 pub mod oauth;
 pub mod pipeline;
 mod random;
+mod rate;
 pub mod resource;
 mod secrets;
 mod state;

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use intent_server::config::{Config, DEFAULT_TOKEN_TTL, OAuthClient};
+use intent_server::config::{Config, DEFAULT_TOKEN_TTL, OAuthClient, RateLimit};
 use intent_server::token::{self, Grant};
 use intent_server::{AppState, app};
 use tokio::net::TcpListener;
@@ -54,6 +54,10 @@ enum Command {
         /// `intent-cli` is always registered for the device flow.
         #[arg(long = "client", env = "INTENT_CLIENTS", value_delimiter = ' ', value_parser = OAuthClient::parse)]
         clients: Vec<OAuthClient>,
+        /// Requests per second each account may make on each resource, as RPS or RPS:BURST;
+        /// over it, 429 with Retry-After. No limit by default.
+        #[arg(long, env = "INTENT_RATE_LIMIT", value_parser = RateLimit::parse)]
+        rate_limit: Option<RateLimit>,
     },
     /// Print an access token signed with the data dir's key, for tests, CI and conformance runs.
     Token {
@@ -97,12 +101,14 @@ async fn main() -> ExitCode {
             event_retention,
             build_ttl,
             clients,
+            rate_limit,
         } => {
             let config = Config::new(data_dir)
                 .body_limit(body_limit)
                 .cursor_ttl(Duration::from_secs(cursor_ttl))
                 .event_retention(Duration::from_secs(event_retention))
-                .build_ttl(Duration::from_secs(build_ttl));
+                .build_ttl(Duration::from_secs(build_ttl))
+                .rate_limit(rate_limit);
             let mut config = clients.into_iter().fold(config, Config::client);
             if let Some(url) = public_url {
                 config = config.public_url(url);

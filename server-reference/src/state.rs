@@ -10,6 +10,7 @@ use crate::config::{Config, OAuthClient};
 use crate::gateway::Operations;
 use crate::keys::SigningKey;
 use crate::pipeline::Pipeline;
+use crate::rate::RateLimits;
 use crate::resource::Resource;
 use crate::secrets::Sealer;
 use crate::store::{self, SqliteStore, Store};
@@ -45,6 +46,7 @@ struct Inner {
     store: Arc<dyn Store>,
     operations: Operations,
     verified_tokens: VerifiedTokens,
+    rate_limits: Option<RateLimits>,
     log: EventLog,
     turns: Turns,
     sessions: Sessions,
@@ -94,6 +96,7 @@ impl AppState {
         turns.fail_orphans().await?;
         let sessions = Sessions::new(log.clone(), turns.clone());
         let account = Account::new(store.clone(), sealer);
+        let rate_limits = config.rate_limit.map(RateLimits::new);
         Ok(Self(Arc::new(Inner {
             config,
             issuer,
@@ -101,6 +104,7 @@ impl AppState {
             store,
             operations,
             verified_tokens: VerifiedTokens::default(),
+            rate_limits,
             log,
             turns,
             sessions,
@@ -177,6 +181,11 @@ impl AppState {
     /// Access tokens whose signature the gateway verified before.
     pub fn verified_tokens(&self) -> &VerifiedTokens {
         &self.0.verified_tokens
+    }
+
+    /// The rate limits, when the server sets any.
+    pub fn rate_limits(&self) -> Option<&RateLimits> {
+        self.0.rate_limits.as_ref()
     }
 
     /// The operations of openapi.json, as the gateway guards them.

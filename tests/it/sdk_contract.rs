@@ -244,6 +244,50 @@ async fn a_resolution_retried_after_in_flight_reuses_its_idempotency_key() {
 }
 
 #[tokio::test]
+async fn a_rate_limited_resolution_waits_its_retry_after_and_reuses_its_key() {
+    let server = MockServer::start().await;
+    let resolve = format!("/v1/agent/sessions/{SESSION}/actions/act_1/resolve");
+    Mock::given(method("POST"))
+        .and(path(&resolve))
+        .respond_with(
+            ResponseTemplate::new(429)
+                .insert_header("Retry-After", "1")
+                .set_body_json(json!({ "error": { "code": "rate_limited", "message": "slow" } })),
+        )
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path(&resolve))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_json(json!({ "actionId": "act_1", "revision": 2 })),
+        )
+        .mount(&server)
+        .await;
+    let action: intent_models::ActionRequest = serde_json::from_value(json!({
+        "actionId": "act_1", "revision": 1, "kind": "approve_build", "title": "t",
+        "build": example_build(),
+    }))
+    .unwrap();
+    let client = intent_sdk::Client::new(&server.uri());
+    let started = Instant::now();
+    let resolution = agent::resolve(&client, SESSION, &action, Decision::Approve)
+        .await
+        .unwrap();
+    assert_eq!(resolution.revision.get(), 2);
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "the retry waited Retry-After"
+    );
+    let requests = server.received_requests().await.unwrap();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(
+        requests[0].headers["idempotency-key"],
+        requests[1].headers["idempotency-key"]
+    );
+}
+
+#[tokio::test]
 async fn a_simulation_with_an_extra_field_is_refused_by_the_strict_types() {
     let server = MockServer::start().await;
     let mut build = example_build();

@@ -126,3 +126,30 @@ fn every_error_code_has_the_status_openapi_json_names() {
         assert_eq!(u64::from(served), status.as_u64().unwrap(), "{code}");
     }
 }
+
+#[tokio::test]
+async fn a_burst_over_the_rate_limit_gets_429_with_a_retry_after_that_honoured_succeeds() {
+    use intent_server::config::RateLimit;
+    use intent_server::resource::Resource;
+    let limit = RateLimit::parse("1:2").unwrap();
+    let server = TestServer::start_with(|config| config.rate_limit(Some(limit))).await;
+    let token = server.token("alice", Resource::Account, &["account:apps:read"]);
+    let other = server.token("bob", Resource::Account, &["account:apps:read"]);
+    for _ in 0..2 {
+        assert_eq!(server.get("/v1/account/apps", &token).await.status(), 200);
+    }
+    let limited = server.get("/v1/account/apps", &token).await;
+    assert_eq!(limited.status(), 429);
+    let retry_after: u64 = limited.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=2).contains(&retry_after), "{retry_after}");
+    let body: serde_json::Value = limited.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "rate_limited");
+    // Another account has its own bucket.
+    assert_eq!(server.get("/v1/account/apps", &other).await.status(), 200);
+    tokio::time::sleep(std::time::Duration::from_secs(retry_after)).await;
+    assert_eq!(server.get("/v1/account/apps", &token).await.status(), 200);
+}

@@ -239,8 +239,9 @@ pub enum Decision {
 }
 
 /// Resolves `action` at its revision with a result naming its Build's digest. One idempotency
-/// key is made for the resolution and reused by every retry (after a transport error or a 409
-/// `idempotency_in_flight`), so the server applies it at most once.
+/// key is made for the resolution and reused by every retry (after a transport error, a 409
+/// `idempotency_in_flight`, or a 429 once its `Retry-After` has passed), so the server applies it
+/// at most once.
 pub async fn resolve(
     client: &Client,
     session_id: &str,
@@ -272,14 +273,18 @@ pub async fn resolve(
             Ok(resolution) => return Ok(resolution.into_inner()),
             Err(error) => {
                 let error = Error::from(error);
-                let retry = matches!(error, Error::Transport(_))
-                    || error.code() == Some("idempotency_in_flight");
-                if !retry || attempt == RESOLVE_ATTEMPTS {
-                    return Err(error);
+                let wait = match &error {
+                    Error::RateLimited { retry_after, .. } => Some(retry_after.unwrap_or(backoff)),
+                    Error::Transport(_) => Some(backoff),
+                    _ if error.code() == Some("idempotency_in_flight") => Some(backoff),
+                    _ => None,
+                };
+                match wait {
+                    Some(wait) if attempt < RESOLVE_ATTEMPTS => tokio::time::sleep(wait).await,
+                    _ => return Err(error),
                 }
             }
         }
-        tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(BACKOFF_MAX);
         attempt += 1;
     }

@@ -32,6 +32,8 @@ pub struct Layer {
     pub cursor_ttl: Option<u64>,
     /// A chat message that makes the runtime raise an action.
     pub action_prompt: Option<String>,
+    /// How many requests in a burst pass the deployment's rate limit.
+    pub rate_limit_probe: Option<u32>,
 }
 
 /// Tokens of one source.
@@ -127,6 +129,7 @@ pub fn resolve(
             .iter()
             .find_map(|layer| layer.cursor_ttl)
             .map(Duration::from_secs),
+        rate_limit_probe: layers.iter().find_map(|layer| layer.rate_limit_probe),
         ..Settings::default()
     };
     if let Some(prompt) = first(|layer| layer.action_prompt.as_ref()) {

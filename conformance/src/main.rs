@@ -66,6 +66,9 @@ struct RunArgs {
     /// A chat message that makes the deployment's runtime raise an action.
     #[arg(long, env = "INTENT_CONFORMANCE_ACTION_PROMPT")]
     action_prompt: Option<String>,
+    /// How many requests in a burst pass the deployment's rate limit (enables the 429 check).
+    #[arg(long, env = "INTENT_CONFORMANCE_RATE_LIMIT_PROBE")]
+    rate_limit_probe: Option<u32>,
     /// Only these checks or categories (repeatable or comma-separated).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
@@ -201,6 +204,7 @@ fn resolve(args: &RunArgs) -> Result<config::Resolved, String> {
         },
         cursor_ttl: args.cursor_ttl,
         action_prompt: args.action_prompt.clone(),
+        rate_limit_probe: args.rate_limit_probe,
     };
     config::resolve(command_line, file.as_ref(), args.env.as_deref())
 }

@@ -50,6 +50,8 @@ pub struct Settings {
     pub cursor_ttl: Option<Duration>,
     /// A chat message that makes the deployment's runtime raise an action.
     pub action_prompt: String,
+    /// How many requests in a burst pass the deployment's rate limit, to probe its 429.
+    pub rate_limit_probe: Option<u32>,
 }
 
 /// The message that makes the reference runtime raise an action.
@@ -60,6 +62,7 @@ impl Default for Settings {
         Self {
             cursor_ttl: None,
             action_prompt: DEFAULT_ACTION_PROMPT.to_owned(),
+            rate_limit_probe: None,
         }
     }
 }

@@ -440,14 +440,58 @@ async fn suite(fault: Option<Fault>) -> Report {
     .expect("the embedded server starts");
     *injector.tokens.lock().unwrap() = server.tokens().clone();
     let target = server.target();
-    run(&target, &Selection::default(), |_, _, _| {}).await
+    // The embedded server sets no rate limit; `rate_limit_probe_*` below runs that check.
+    let selection = Selection {
+        skip: vec!["limits.rate-limit".into()],
+        ..Selection::default()
+    };
+    run(&target, &selection, |_, _, _| {}).await
+}
+
+/// The outcome of `limits.rate-limit` against a reference server whose limit is `limit`,
+/// probing with `probe` requests.
+async fn rate_limit_check(limit: Option<&str>, probe: u32) -> (Status, Option<String>) {
+    use intent_conformance::target::{Settings, Target};
+    use intent_server::config::RateLimit;
+    use intent_server::resource::Resource;
+    let limit = limit.map(|l| RateLimit::parse(l).unwrap());
+    let server = intent_tests::TestServer::start_with(|config| config.rate_limit(limit)).await;
+    let tokens = Tokens {
+        account: Some(server.token("probe", Resource::Account, &["account:apps:read"])),
+        ..Tokens::default()
+    };
+    let settings = Settings {
+        rate_limit_probe: Some(probe),
+        ..Settings::default()
+    };
+    let target = Target::new(&server.base, tokens, settings);
+    let selection = Selection {
+        only: vec!["limits.rate-limit".into()],
+        ..Selection::default()
+    };
+    let report = run(&target, &selection, |_, _, _| {}).await;
+    let outcome = report
+        .outcomes
+        .iter()
+        .find(|outcome| outcome.id == "limits.rate-limit")
+        .unwrap();
+    (outcome.status, outcome.message.clone())
+}
+
+#[tokio::test]
+async fn rate_limit_probe_passes_a_limited_server_and_fails_an_unlimited_one() {
+    let (status, message) = rate_limit_check(Some("2:3"), 10).await;
+    assert_eq!(status, Status::Pass, "{message:?}");
+    let (status, message) = rate_limit_check(None, 10).await;
+    assert_eq!(status, Status::Fail, "{message:?}");
+    assert!(message.unwrap().contains("got no 429"));
 }
 
 fn not_passed(report: &Report) -> BTreeSet<String> {
     report
         .outcomes
         .iter()
-        .filter(|outcome| outcome.status != Status::Pass)
+        .filter(|outcome| !matches!(outcome.status, Status::Pass | Status::Disabled))
         .map(|outcome| {
             format!(
                 "{} ({}: {})",
@@ -488,7 +532,8 @@ async fn each_fault_fails_exactly_its_checks_and_every_normative_check_has_a_fau
         };
         let failed = ids(|status| status == Status::Fail);
         let expected: BTreeSet<&str> = fault.breaks().iter().copied().collect();
-        if failed != expected || ids(|status| status != Status::Pass) != expected {
+        let unpassed = ids(|status| !matches!(status, Status::Pass | Status::Disabled));
+        if failed != expected || unpassed != expected {
             wrong.push(format!(
                 "{fault:?}: expected {expected:?} to fail, got {:#?}",
                 not_passed(report)

@@ -1,11 +1,13 @@
 //! The limits of part 8.
 
+use std::time::Duration;
+
 use reqwest::Method;
 use serde_json::Value;
 
 use super::{run, simulations, token};
 use crate::check::{Category, Check};
-use crate::finding::{Verdict, ensure, skip};
+use crate::finding::{Verdict, ensure, fail, skip};
 use crate::target::Target;
 
 pub(super) fn checks() -> Vec<Check> {
@@ -72,6 +74,17 @@ pub(super) fn checks() -> Vec<Check> {
             section: "2.3, 2.4, 2.8, 8",
             rests_on: &["#/components/schemas/PipelineSimulation"],
             run: run!(step),
+        },
+        Check {
+            id: "limits.rate-limit",
+            category: Category::Limits,
+            requirement: "A burst over the rate limit MUST be answered with 429, an error envelope and a `Retry-After` in seconds, and a request after that time MUST be admitted.",
+            section: "8",
+            rests_on: &[
+                "GET /v1/account/apps",
+                "#/components/responses/TooManyRequests",
+            ],
+            run: run!(rate_limit),
         },
     ]
 }
@@ -195,4 +208,50 @@ async fn step(target: &Target) -> Verdict {
     }
     let low: Vec<i64> = found.into_iter().filter(|step| *step < 1).collect();
     ensure(low.is_empty(), || format!("steps below 1: {low:?}"))
+}
+
+async fn rate_limit(target: &Target) -> Verdict {
+    let Some(probe) = target.settings.rate_limit_probe else {
+        return skip(
+            "needs --rate-limit-probe N: how many requests in a burst pass the deployment's limit",
+        );
+    };
+    let token = token(&target.tokens.account, "account")?;
+    for _ in 0..probe {
+        let reply = target
+            .request(Method::GET, "/v1/account/apps")
+            .bearer(token)
+            .send()
+            .await?;
+        if reply.status != 429 {
+            reply.expect(200, "a request within the rate limit")?;
+            continue;
+        }
+        reply.expect_envelope(429, "a request over the rate limit")?;
+        let header = reply
+            .headers
+            .get("retry-after")
+            .and_then(|value| value.to_str().ok())
+            .unwrap_or_default();
+        let Ok(seconds) = header.parse::<u64>() else {
+            return fail(format!(
+                "429 with Retry-After {header:?}, not whole seconds"
+            ));
+        };
+        ensure(seconds <= 60, || {
+            format!("Retry-After {seconds} s is over a minute")
+        })?;
+        tokio::time::sleep(Duration::from_secs(seconds)).await;
+        let after = target
+            .request(Method::GET, "/v1/account/apps")
+            .bearer(token)
+            .send()
+            .await?;
+        after.expect(
+            200,
+            &format!("a request {seconds} s after a 429 with that Retry-After"),
+        )?;
+        return Ok(());
+    }
+    fail(format!("{probe} requests in a burst got no 429"))
 }

@@ -1,18 +1,19 @@
 //! What every area's HTTP layer shares: extractors whose rejection is the error envelope, and the
-//! handlers of the paths outside the three resources.
+//! handlers of the paths outside the three resources (health, readiness, the document).
 
 use std::collections::HashMap;
 
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
-use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
-use axum::http::header;
+use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request, State};
 use axum::http::request::Parts;
-use axum::response::IntoResponse;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use intent_models::ErrorCode;
 use serde::de::DeserializeOwned;
 
 use crate::OPENAPI;
 use crate::error::ApiError;
+use crate::state::AppState;
 
 /// A JSON body; a missing content type is 415, an oversized body 413, anything else 400.
 pub struct ApiJson<T>(pub T);
@@ -107,6 +108,24 @@ fn invalid_parameter(message: impl Into<String>) -> ApiError {
 /// `GET /healthz`.
 pub async fn healthz() -> impl IntoResponse {
     axum::Json(serde_json::json!({ "status": "ok" }))
+}
+
+/// `GET /readyz`: 200 while the server takes requests and its store answers; 503 while it
+/// drains or when the store does not answer.
+pub async fn readyz(State(state): State<AppState>) -> Response {
+    let status = if state.log().is_draining() {
+        "draining"
+    } else if let Err(error) = state.store().ping().await {
+        tracing::error!(
+            error = &error as &dyn std::error::Error,
+            "the store does not answer"
+        );
+        "store unavailable"
+    } else {
+        return axum::Json(serde_json::json!({ "status": "ready" })).into_response();
+    };
+    let body = axum::Json(serde_json::json!({ "status": status }));
+    (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
 }
 
 /// `GET /openapi.json`: the document this server implements.

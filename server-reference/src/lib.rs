@@ -51,6 +51,7 @@ pub fn app(state: AppState) -> Router {
     let body_limit = state.config().body_limit;
     Router::new()
         .route("/healthz", get(http::healthz))
+        .route("/readyz", get(http::readyz))
         .route("/openapi.json", get(http::openapi))
         .merge(wellknown::router())
         .merge(oauth::router())

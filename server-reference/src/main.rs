@@ -58,6 +58,9 @@ enum Command {
         /// over it, 429 with Retry-After. No limit by default.
         #[arg(long, env = "INTENT_RATE_LIMIT", value_parser = RateLimit::parse)]
         rate_limit: Option<RateLimit>,
+        /// Seconds to wait for open connections after SIGTERM or Ctrl-C before exiting.
+        #[arg(long, env = "INTENT_SHUTDOWN_GRACE", default_value_t = 10)]
+        shutdown_grace: u64,
     },
     /// Print an access token signed with the data dir's key, for tests, CI and conformance runs.
     Token {
@@ -102,6 +105,7 @@ async fn main() -> ExitCode {
             build_ttl,
             clients,
             rate_limit,
+            shutdown_grace,
         } => {
             let config = Config::new(data_dir)
                 .body_limit(body_limit)
@@ -113,7 +117,7 @@ async fn main() -> ExitCode {
             if let Some(url) = public_url {
                 config = config.public_url(url);
             }
-            serve(addr, config).await
+            serve(addr, config, Duration::from_secs(shutdown_grace)).await
         }
         Command::Token {
             data_dir,
@@ -133,7 +137,9 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn serve(addr: SocketAddr, config: Config) -> Result<(), String> {
+/// Serves until SIGTERM or Ctrl-C, then drains: no new connections, waiting long-polls answer
+/// at once, streams end; exits when every connection closed, or after `grace`.
+async fn serve(addr: SocketAddr, config: Config, grace: Duration) -> Result<(), String> {
     let listener = TcpListener::bind(addr)
         .await
         .map_err(|e| format!("binding {addr}: {e}"))?;
@@ -146,10 +152,27 @@ async fn serve(addr: SocketAddr, config: Config) -> Result<(), String> {
     }
     println!("listening on http://{bound}");
     tracing::info!(%bound, issuer = state.issuer(), "serving");
-    axum::serve(listener, app(state))
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .map_err(|e| e.to_string())
+    let (signalled, on_signal) = tokio::sync::oneshot::channel();
+    let log = state.log().clone();
+    let shutdown = async move {
+        shutdown_signal().await;
+        log.drain();
+        let _ = signalled.send(());
+    };
+    let serving = axum::serve(listener, app(state)).with_graceful_shutdown(shutdown);
+    let deadline = async move {
+        match on_signal.await {
+            Ok(()) => tokio::time::sleep(grace).await,
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        served = serving => served.map_err(|e| e.to_string()),
+        () = deadline => {
+            tracing::warn!(?grace, "connections still open after the shutdown grace; exiting");
+            Ok(())
+        }
+    }
 }
 
 fn print_token(

@@ -1,7 +1,8 @@
-//! Durability of the Agent's event log across `kill -9`: the server binary runs as a child
-//! process, sessions take turns while readers record every event the server acknowledged, the
-//! process is killed with SIGKILL mid-append, and a restart on the same data dir must still hold
-//! every acknowledged event, with no gap, and accept every cursor handed out before.
+//! The server binary as a child process, stopped two ways. With `kill -9`: sessions take turns
+//! while readers record every event the server acknowledged, the process is killed mid-append,
+//! and a restart on the same data dir must still hold every acknowledged event, with no gap, and
+//! accept every cursor handed out before. With SIGTERM: the server drains, answering a waiting
+//! long-poll at once, and exits within its shutdown grace.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -195,4 +196,76 @@ async fn acknowledged_events_survive_sigkill_with_no_gap_and_valid_cursors() {
             assert_eq!(first, Some(after + 1).filter(|s| *s <= seqs.len() as u64));
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_answers_a_waiting_long_poll_and_the_server_exits_within_its_grace() {
+    let data_dir = tempfile::tempdir().unwrap();
+    let mut server = Server::start(data_dir.path(), "127.0.0.1:0");
+    let token = server.agent_token(data_dir.path(), "alice", "agent:read agent:write");
+    let http = reqwest::Client::new();
+    let started: Value = http
+        .post(format!("{}/v1/agent/chat", server.base))
+        .bearer_auth(&token)
+        .json(&json!({ "message": "hello" }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let session = started["sessionId"].as_str().unwrap().to_owned();
+    // Read the whole turn, then wait at its end.
+    let mut cursor = started["cursor"].as_str().unwrap().to_owned();
+    loop {
+        let page = page(&http, &server.base, &token, &session, Some(&cursor), 5_000)
+            .await
+            .unwrap();
+        cursor = page["cursor"].as_str().unwrap().to_owned();
+        let ended = page["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["type"] == "turn_state" && e["state"] == "complete");
+        if ended {
+            break;
+        }
+    }
+    let waiting = {
+        let (http, base, token, session, cursor) = (
+            http.clone(),
+            server.base.clone(),
+            token.clone(),
+            session.clone(),
+            cursor.clone(),
+        );
+        tokio::spawn(
+            async move { page(&http, &base, &token, &session, Some(&cursor), 30_000).await },
+        )
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let signalled = std::time::Instant::now();
+    let kill = std::process::Command::new("kill")
+        .args(["-TERM", &server.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let answered = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("the long-poll is answered at once")
+        .unwrap()
+        .expect("with a page, not an error");
+    assert_eq!(answered["events"], json!([]));
+    assert!(answered["cursor"].as_str().is_some_and(|c| !c.is_empty()));
+    let status = loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            signalled.elapsed() < Duration::from_secs(12),
+            "the server exits within its 10 s grace"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(status.success(), "{status:?}");
 }

@@ -260,3 +260,91 @@ async fn an_idle_stream_gets_keep_alive_comments() {
     let frame = stream.next().await;
     assert!(frame.comment, "{frame:?}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn draining_answers_waiting_long_polls_at_once_and_ends_streams_after_a_comment() {
+    let fixture = Fixture::new(TestServer::start().await).await;
+    let http = reqwest::Client::new();
+    let base = fixture.server.base.clone();
+    assert_eq!(
+        http.get(format!("{base}/readyz"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    let mut sessions = Vec::new();
+    for _ in 0..5 {
+        let session = fixture.chat("hello", None).await;
+        let mut stream = fixture.stream(&session, "", None).await;
+        let (_, cursor, _) = fixture.until_turn_ends(&mut stream).await;
+        sessions.push((session, cursor));
+    }
+    // 100 long-polls at the end of their logs, and 20 streams past their first page.
+    let polls: Vec<_> = (0..100)
+        .map(|i| {
+            let (session, cursor) = sessions[i % sessions.len()].clone();
+            let (http, base, token) = (http.clone(), base.clone(), fixture.token.clone());
+            tokio::spawn(async move {
+                let response = http
+                    .get(format!("{base}/v1/agent/chat/{session}"))
+                    .bearer_auth(token)
+                    .query(&[("cursor", cursor.as_str()), ("wait", "30000")])
+                    .send()
+                    .await
+                    .unwrap();
+                (
+                    response.status(),
+                    response.json::<EventPage>().await.unwrap(),
+                    session,
+                )
+            })
+        })
+        .collect();
+    let mut streams = Vec::new();
+    for i in 0..20 {
+        let (session, _) = &sessions[i % sessions.len()];
+        let mut stream = fixture.stream(session, "", None).await;
+        assert_eq!(stream.next_event().await.event, "page");
+        streams.push(stream);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let drained = std::time::Instant::now();
+    fixture.server.state.log().drain();
+    for poll in polls {
+        let (status, page, session) = tokio::time::timeout(Duration::from_secs(5), poll)
+            .await
+            .expect("a waiting long-poll answers at once")
+            .unwrap();
+        assert_eq!(status, 200);
+        assert!(page.events.is_empty() && !page.has_more, "{page:?}");
+        // The cursor still opens: nothing is lost.
+        let again = http
+            .get(format!("{base}/v1/agent/chat/{session}"))
+            .bearer_auth(&fixture.token)
+            .query(&[("cursor", page.cursor.as_str())])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(again.status(), 200);
+    }
+    for stream in &mut streams {
+        let mut rest = std::mem::take(&mut stream.buffer);
+        while let Some(chunk) =
+            tokio::time::timeout(Duration::from_secs(5), stream.response.chunk())
+                .await
+                .expect("a stream ends at once")
+                .unwrap()
+        {
+            rest.push_str(std::str::from_utf8(&chunk).unwrap());
+        }
+        assert!(rest.contains(": the server is draining"), "{rest:?}");
+    }
+    assert!(drained.elapsed() < Duration::from_secs(5));
+    let ready = http.get(format!("{base}/readyz")).send().await.unwrap();
+    assert_eq!(ready.status(), 503);
+    let body: Value = ready.json().await.unwrap();
+    assert_eq!(body["status"], "draining");
+}

@@ -46,6 +46,7 @@ async fn follow_until_settled(
             }
             Followed::Snapshot(_) => snapshots += 1,
             Followed::Resync(reason) => panic!("an unexpected resync: {reason:?}"),
+            Followed::Closing => panic!("the log drained"),
         }
     }
     (events, turn_state, snapshots)

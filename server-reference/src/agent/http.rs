@@ -136,6 +136,9 @@ fn frame(item: Followed) -> Option<Event> {
                 .data(page.to_json()),
         ),
         Followed::Snapshot(snapshot) => Event::default().event("message").json_data(&snapshot).ok(),
+        Followed::Closing => Some(
+            Event::default().comment("the server is draining; resume from the id of the last page"),
+        ),
         Followed::Resync(reason) => Event::default()
             .event("resync")
             .json_data(Resync { reason })

@@ -44,6 +44,7 @@ struct Inner {
     store: Arc<dyn Store>,
     heads: Heads,
     notifier: Arc<dyn Notifier>,
+    draining: tokio::sync::watch::Sender<bool>,
     cursors: CursorKey,
     retention: Duration,
     cursor_ttl: Duration,
@@ -91,6 +92,9 @@ pub enum Followed {
     Snapshot(MessageSnapshot),
     /// No safe delta exists; the pages that follow start over from the retained log.
     Resync(ResyncReason),
+    /// The server is draining: the stream ends here, and the reader resumes elsewhere from the
+    /// cursor of its last page.
+    Closing,
 }
 
 impl EventLog {
@@ -107,6 +111,7 @@ impl EventLog {
             store,
             heads: Heads::default(),
             notifier,
+            draining: tokio::sync::watch::Sender::new(false),
             cursors,
             retention,
             cursor_ttl,
@@ -195,6 +200,17 @@ impl EventLog {
         self.0.notifier.snapshot(session, snapshot);
     }
 
+    /// Starts draining: waiting long-polls answer at once with the page they have, and streams
+    /// end; new long-polls do not wait.
+    pub fn drain(&self) {
+        self.0.draining.send_replace(true);
+    }
+
+    /// Whether the log is draining.
+    pub fn is_draining(&self) -> bool {
+        *self.0.draining.borrow()
+    }
+
     /// A fresh cursor at `seq` of `session` for `account`.
     pub fn cursor(&self, account: &str, session: &str, seq: i64) -> String {
         let ttl = i64::try_from(self.0.cursor_ttl.as_secs()).unwrap_or(i64::MAX);
@@ -226,6 +242,7 @@ impl EventLog {
             None => None,
         };
         let deadline = Instant::now() + Duration::from_millis(wait.unsigned_abs());
+        let mut draining = self.0.draining.subscribe();
         loop {
             let read = self
                 .read(account, session, opened.unwrap_or(0), limit + 1)
@@ -241,13 +258,18 @@ impl EventLog {
             else {
                 return Ok(self.make_page(account, session, after, &read, limit));
             };
-            if Instant::now() >= deadline {
+            if Instant::now() >= deadline || *draining.borrow() {
                 return Ok(self.make_page(account, session, after, &read, limit));
             }
-            let woken = tokio::time::timeout_at(deadline, subscription.appended.changed()).await;
-            if matches!(woken, Ok(Err(_))) {
-                // The session was deleted while we waited.
-                return Err(Error::NoSession(session.to_owned()));
+            tokio::select! {
+                woken = tokio::time::timeout_at(deadline, subscription.appended.changed()) => {
+                    if matches!(woken, Ok(Err(_))) {
+                        // The session was deleted while we waited.
+                        return Err(Error::NoSession(session.to_owned()));
+                    }
+                }
+                // The next round answers with the page it reads.
+                _ = draining.wait_for(|draining| *draining) => {}
             }
         }
     }
@@ -290,6 +312,8 @@ impl EventLog {
             None => self.retained_start(account, session).await?,
         };
         let projection = Projection {
+            draining: self.0.draining.subscribe(),
+            closed: false,
             send_page: resume.is_none() || !pending.is_empty(),
             log: self.clone(),
             account: account.to_owned(),
@@ -528,6 +552,10 @@ fn draft(event: AgentEvent) -> Map<String, Value> {
 /// One follower's position in the log.
 struct Projection {
     log: EventLog,
+    /// Ends the stream when the server drains.
+    draining: tokio::sync::watch::Receiver<bool>,
+    /// `Closing` was sent: the stream is over.
+    closed: bool,
     account: String,
     session: String,
     /// The last event sent.
@@ -542,6 +570,9 @@ struct Projection {
 impl Projection {
     /// The next item; `None` ends the stream (the session was deleted, or the store failed).
     async fn next(&mut self) -> Option<Followed> {
+        if self.closed {
+            return None;
+        }
         loop {
             if let Some(item) = self.pending.pop_front() {
                 return Some(item);
@@ -578,6 +609,10 @@ impl Projection {
                 return Some(Followed::Page(page));
             }
             tokio::select! {
+                _ = self.draining.wait_for(|draining| *draining) => {
+                    self.closed = true;
+                    return Some(Followed::Closing);
+                }
                 changed = self.subscription.appended.changed() => {
                     if changed.is_err() {
                         return None;

@@ -155,6 +155,8 @@ pub enum RefreshUse {
 /// caller's principal, never from the data.
 #[async_trait]
 pub trait Store: AgentStore + 'static {
+    /// Answers when the database does: a readiness probe.
+    async fn ping(&self) -> Result<()>;
     /// Installed applications of `account` with their install time.
     async fn installations(&self, account: &str) -> Result<Vec<(i64, i64)>>;
     /// Installs `application` at `at` unless it already is; returns the install time.

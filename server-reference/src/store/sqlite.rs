@@ -56,6 +56,11 @@ macro_rules! select_device_grant {
 
 #[async_trait]
 impl Store for SqliteStore {
+    async fn ping(&self) -> Result<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
     async fn installations(&self, account: &str) -> Result<Vec<(i64, i64)>> {
         sqlx::query_as(
             "SELECT application_id, installed_at FROM installations WHERE account = ? ORDER BY application_id",

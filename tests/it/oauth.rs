@@ -638,3 +638,39 @@ async fn authorization_server_metadata_names_the_endpoints() {
     );
     assert_eq!(metadata["scopes_supported"].as_array().unwrap().len(), 16);
 }
+
+#[tokio::test]
+async fn the_consent_page_takes_a_loopback_redirect_on_any_port_and_cannot_be_framed() {
+    let server = TestServer::start().await;
+    let (challenge, _) = PkceCodeChallenge::new_random_sha256();
+    let resource = Resource::Agent.identifier(&server.base);
+    let page = |redirect_uri: &'static str| {
+        no_redirects()
+            .get(format!("{}/api/auth/oauth2/authorize", server.base))
+            .query(&[
+                ("response_type", "code"),
+                ("client_id", TEST_CLIENT),
+                ("redirect_uri", redirect_uri),
+                ("scope", "agent:read"),
+                ("state", "s"),
+                ("code_challenge", challenge.as_str()),
+                ("code_challenge_method", "S256"),
+                ("resource", &resource),
+            ])
+            .send()
+    };
+    // TEST_REDIRECT_URI is http://127.0.0.1:9/callback; a native client listens elsewhere.
+    let response = page("http://127.0.0.1:53117/callback").await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["x-frame-options"], "DENY");
+    let policy = response.headers()["content-security-policy"]
+        .to_str()
+        .unwrap();
+    assert!(policy.contains("frame-ancestors 'none'"), "{policy}");
+    let response = page("http://127.0.0.1:53117/elsewhere").await.unwrap();
+    assert_eq!(
+        response.status(),
+        400,
+        "another path is another redirect URI"
+    );
+}

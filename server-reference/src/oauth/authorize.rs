@@ -130,7 +130,7 @@ fn check(state: &AppState, params: &AuthorizeParams) -> Result<Checked, Refusal>
     if !client
         .redirect_uris
         .iter()
-        .any(|registered| registered == redirect_uri)
+        .any(|registered| redirect_matches(registered, redirect_uri))
     {
         return Err(Refusal::Page(format!(
             "The redirect URI {redirect_uri:?} is not registered for this client."
@@ -174,6 +174,33 @@ fn check(state: &AppState, params: &AuthorizeParams) -> Result<Checked, Refusal>
         resource,
         scopes,
     })
+}
+
+/// Whether `given` is the registered redirect URI: the same text, or for a loopback IP literal
+/// (`http://127.0.0.1` or `http://[::1]`) the same URI on any port, since a native client
+/// listens on a port the system picks (RFC 8252, section 7.3).
+fn redirect_matches(registered: &str, given: &str) -> bool {
+    registered == given
+        || matches!(
+            (loopback_without_port(registered), loopback_without_port(given)),
+            (Some(a), Some(b)) if a == b
+        )
+}
+
+/// A loopback `http` URI as (host, path and query), leaving out its port.
+fn loopback_without_port(uri: &str) -> Option<(&str, &str)> {
+    let rest = uri.strip_prefix("http://")?;
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let host = match authority.strip_prefix("[::1]") {
+        Some(port) => ("[::1]", port),
+        None => authority.split_at(authority.find(':').unwrap_or(authority.len())),
+    };
+    let (host, port) = host;
+    let port_ok = port.is_empty()
+        || port
+            .strip_prefix(':')
+            .is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    (["127.0.0.1", "[::1]"].contains(&host) && port_ok).then_some((host, path))
 }
 
 fn consent_page(params: &AuthorizeParams, checked: &Checked) -> Response {
@@ -232,4 +259,43 @@ fn redirect(uri: &str, query: &[(&str, Option<&str>)]) -> Response {
         [(header::LOCATION, format!("{uri}{separator}{encoded}"))],
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_redirects_match_on_any_port_and_others_exactly() {
+        let registered = "http://127.0.0.1:9/callback";
+        assert!(redirect_matches(registered, "http://127.0.0.1:9/callback"));
+        assert!(redirect_matches(
+            registered,
+            "http://127.0.0.1:51234/callback"
+        ));
+        assert!(redirect_matches(registered, "http://127.0.0.1/callback"));
+        assert!(!redirect_matches(
+            registered,
+            "http://127.0.0.1:51234/callback/x"
+        ));
+        assert!(!redirect_matches(
+            registered,
+            "http://127.0.0.1:51234/callback?x=1"
+        ));
+        assert!(!redirect_matches(registered, "http://127.0.0.1:x/callback"));
+        assert!(!redirect_matches(registered, "http://[::1]:9/callback"));
+        assert!(redirect_matches("http://[::1]:1/cb", "http://[::1]:2/cb"));
+        assert!(!redirect_matches(
+            "http://localhost:1/cb",
+            "http://localhost:2/cb"
+        ));
+        assert!(!redirect_matches(
+            "https://app.example/cb",
+            "https://app.example:8443/cb"
+        ));
+        assert!(!redirect_matches(
+            "http://127.0.0.1.evil/cb",
+            "http://127.0.0.1.evil:2/cb"
+        ));
+    }
 }

@@ -1,6 +1,7 @@
-//! The minimal HTML of the consent and verification pages.
+//! The minimal HTML of the consent and verification pages, which no other site may frame and
+//! which load nothing.
 
-use axum::http::StatusCode;
+use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 
 /// A page with `title` and already-escaped `body`.
@@ -10,7 +11,14 @@ pub fn render(status: StatusCode, title: &str, body: &str) -> Response {
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{title}</title></head>\n\
          <body><h1>{title}</h1>\n{body}\n</body></html>\n"
     );
-    (status, Html(html)).into_response()
+    let headers = [
+        (header::X_FRAME_OPTIONS, "DENY"),
+        (
+            header::CONTENT_SECURITY_POLICY,
+            "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'",
+        ),
+    ];
+    (status, headers, Html(html)).into_response()
 }
 
 /// A hidden form field.

@@ -62,6 +62,8 @@ pub struct Config {
     pub build_ttl: Duration,
     /// Requests each account may make per resource; `None` (the default) sets no limit.
     pub rate_limit: Option<RateLimit>,
+    /// Time between two clean-ups of expired codes, grants, keys and idle wake-up channels.
+    pub cleanup_interval: Duration,
 }
 
 /// A token bucket: `per_second` requests a second on average, `burst` at once.
@@ -109,6 +111,7 @@ impl Config {
             sse_keep_alive: Duration::from_secs(15),
             build_ttl: Duration::from_secs(600),
             rate_limit: None,
+            cleanup_interval: Duration::from_secs(60),
         }
     }
 
@@ -169,6 +172,12 @@ impl Config {
     /// Sets [`Config::build_ttl`].
     pub fn build_ttl(mut self, ttl: Duration) -> Self {
         self.build_ttl = ttl;
+        self
+    }
+
+    /// Sets [`Config::cleanup_interval`].
+    pub fn cleanup_interval(mut self, interval: Duration) -> Self {
+        self.cleanup_interval = interval;
         self
     }
 

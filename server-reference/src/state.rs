@@ -2,7 +2,8 @@
 //! from the data dir.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use crate::account::Account;
 use crate::agent::{self, EventLog, Hub, Sessions, Turns};
@@ -97,7 +98,8 @@ impl AppState {
         let sessions = Sessions::new(log.clone(), turns.clone());
         let account = Account::new(store.clone(), sealer);
         let rate_limits = config.rate_limit.map(RateLimits::new);
-        Ok(Self(Arc::new(Inner {
+        let cleanup_interval = config.cleanup_interval;
+        let state = Self(Arc::new(Inner {
             config,
             issuer,
             signing_key,
@@ -110,7 +112,9 @@ impl AppState {
             sessions,
             pipeline,
             account,
-        })))
+        }));
+        tokio::spawn(clean_up(Arc::downgrade(&state.0), cleanup_interval));
+        Ok(state)
     }
 
     /// The issuer: the public base address, without a trailing slash.
@@ -191,5 +195,33 @@ impl AppState {
     /// The operations of openapi.json, as the gateway guards them.
     pub fn operations(&self) -> &Operations {
         &self.0.operations
+    }
+}
+
+/// Expired codes and grants are kept this long after expiry, so that a late replay or poll is
+/// still told what it was.
+const KEPT_AFTER_EXPIRY: i64 = 3600;
+
+/// Every `interval` while the server lives: removes expired authorization codes and device
+/// grants, idempotency keys past their lifetime, refresh-token families past expiry, and the
+/// wake-up channels of sessions nobody follows.
+async fn clean_up(state: Weak<Inner>, interval: Duration) {
+    loop {
+        tokio::time::sleep(interval).await;
+        let Some(state) = state.upgrade() else {
+            return;
+        };
+        let now = clock::now();
+        match state
+            .store
+            .purge(now - KEPT_AFTER_EXPIRY, now - agent::KEY_LIFETIME)
+            .await
+        {
+            Ok(purged) => tracing::debug!(?purged, "cleaned up"),
+            Err(error) => {
+                tracing::error!(error = &error as &dyn std::error::Error, "cleaning up")
+            }
+        }
+        state.log.forget_idle_readers();
     }
 }

@@ -153,3 +153,111 @@ async fn a_burst_over_the_rate_limit_gets_429_with_a_retry_after_that_honoured_s
     tokio::time::sleep(std::time::Duration::from_secs(retry_after)).await;
     assert_eq!(server.get("/v1/account/apps", &token).await.status(), 200);
 }
+
+#[tokio::test]
+async fn the_periodic_clean_up_removes_what_expired_and_keeps_the_rest() {
+    use intent_server::store::{Authorization, AuthorizationCode, DeviceGrant, DeviceStatus};
+    let server = TestServer::start_with(|config| {
+        config.cleanup_interval(std::time::Duration::from_millis(200))
+    })
+    .await;
+    let store = server.state.store();
+    let now = intent_server::now();
+    let grant = Authorization {
+        client_id: "c".into(),
+        account: "alice".into(),
+        scopes: "agent:read".into(),
+        resource: "r".into(),
+    };
+    let code = |expires_at| AuthorizationCode {
+        grant: grant.clone(),
+        redirect_uri: "http://127.0.0.1:9/callback".into(),
+        code_challenge: "x".into(),
+        expires_at,
+    };
+    // Expired two hours ago, and still valid.
+    store
+        .save_code("old-code", &code(now - 7200))
+        .await
+        .unwrap();
+    store.save_code("new-code", &code(now + 600)).await.unwrap();
+    let device = |user_code: &str, expires_at| DeviceGrant {
+        user_code: user_code.into(),
+        client_id: "c".into(),
+        scopes: "agent:read".into(),
+        resource: "r".into(),
+        account: None,
+        status: DeviceStatus::Pending,
+        interval_secs: 5,
+        last_poll_ms: None,
+        expires_at,
+    };
+    store
+        .save_device_grant("old-device", &device("OLD-CODE", now - 7200))
+        .await
+        .unwrap();
+    store
+        .save_device_grant("new-device", &device("NEW-CODE", now + 600))
+        .await
+        .unwrap();
+    store
+        .save_refresh_token("old-refresh", "old-family", &grant, now - 7200)
+        .await
+        .unwrap();
+    store
+        .save_refresh_token("new-refresh", "new-family", &grant, now + 600)
+        .await
+        .unwrap();
+    store
+        .begin_idempotent("alice", "old-key", "h", now - 2 * 24 * 3600, 0)
+        .await
+        .unwrap();
+    store
+        .begin_idempotent("alice", "new-key", "h", now, 0)
+        .await
+        .unwrap();
+
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    assert!(store.take_code("old-code").await.unwrap().is_none());
+    assert!(store.take_code("new-code").await.unwrap().is_some());
+    assert!(
+        store
+            .device_grant_by_user_code("OLD-CODE")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        store
+            .device_grant_by_user_code("NEW-CODE")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    let accept = |_: &Authorization, _: i64| false;
+    assert!(matches!(
+        store
+            .use_refresh_token("old-refresh", &accept)
+            .await
+            .unwrap(),
+        intent_server::store::RefreshUse::Unknown
+    ));
+    assert!(matches!(
+        store
+            .use_refresh_token("new-refresh", &accept)
+            .await
+            .unwrap(),
+        intent_server::store::RefreshUse::Refused { .. }
+    ));
+    // The old key is free again; the new one is still in flight.
+    let old = store
+        .begin_idempotent("alice", "old-key", "other", now, 0)
+        .await
+        .unwrap();
+    assert_eq!(old, intent_server::store::agent::IdempotencyBegin::Started);
+    let new = store
+        .begin_idempotent("alice", "new-key", "h", now, 0)
+        .await
+        .unwrap();
+    assert_eq!(new, intent_server::store::agent::IdempotencyBegin::InFlight);
+}

@@ -206,6 +206,11 @@ impl EventLog {
         self.0.draining.send_replace(true);
     }
 
+    /// Forgets the wake-up channels of sessions nobody follows.
+    pub fn forget_idle_readers(&self) {
+        self.0.notifier.forget_idle();
+    }
+
     /// Whether the log is draining.
     pub fn is_draining(&self) -> bool {
         *self.0.draining.borrow()

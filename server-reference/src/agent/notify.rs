@@ -23,6 +23,8 @@ pub trait Notifier: Send + Sync + 'static {
     fn snapshot(&self, session: &str, snapshot: MessageSnapshot);
     /// Ends every subscription to `session` (it was deleted).
     fn close(&self, session: &str);
+    /// Forgets the channels of sessions nobody listens to.
+    fn forget_idle(&self);
 }
 
 /// The in-process notifier: channels per session, kept while someone listens.
@@ -84,6 +86,13 @@ impl Notifier for Hub {
             .expect("the hub lock is not poisoned")
             .remove(session);
     }
+
+    fn forget_idle(&self) {
+        self.sessions
+            .lock()
+            .expect("the hub lock is not poisoned")
+            .retain(|_, channels| !channels.unused());
+    }
 }
 
 impl Hub {
@@ -96,5 +105,22 @@ impl Hub {
                 f(channels);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idle_sessions_are_forgotten_and_listened_ones_kept() {
+        let hub = Hub::default();
+        let kept = hub.subscribe("listened");
+        drop(hub.subscribe("abandoned"));
+        hub.forget_idle();
+        let sessions = hub.sessions.lock().unwrap();
+        assert!(sessions.contains_key("listened"));
+        assert!(!sessions.contains_key("abandoned"));
+        drop(kept);
     }
 }

@@ -55,6 +55,19 @@ impl Meter {
     }
 }
 
+/// What a [`Store::purge`] removed, in rows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Purged {
+    /// Authorization codes.
+    pub codes: u64,
+    /// Device grants.
+    pub device_grants: u64,
+    /// Idempotency keys with their answers.
+    pub idempotency_keys: u64,
+    /// Refresh tokens.
+    pub refresh_tokens: u64,
+}
+
 /// A credential's presence, never its value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CredentialPresence {
@@ -157,6 +170,10 @@ pub enum RefreshUse {
 pub trait Store: AgentStore + 'static {
     /// Answers when the database does: a readiness probe.
     async fn ping(&self) -> Result<()>;
+    /// Removes what can no longer be used: authorization codes and device grants expired
+    /// before `expired_before`, idempotency keys created before `keys_before`, and refresh-token
+    /// families whose every token expired before `expired_before`.
+    async fn purge(&self, expired_before: i64, keys_before: i64) -> Result<Purged>;
     /// Installed applications of `account` with their install time.
     async fn installations(&self, account: &str) -> Result<Vec<(i64, i64)>>;
     /// Installs `application` at `at` unless it already is; returns the install time.

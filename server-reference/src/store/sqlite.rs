@@ -12,7 +12,7 @@ use sqlx::sqlite::{
 
 use super::{
     Authorization, AuthorizationCode, CredentialPresence, DeviceGrant, DeviceStatus, Error, Meter,
-    RefreshUse, Result, Store,
+    Purged, RefreshUse, Result, Store,
 };
 
 /// SQLite behind [`Store`].
@@ -59,6 +59,33 @@ impl Store for SqliteStore {
     async fn ping(&self) -> Result<()> {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())
+    }
+
+    async fn purge(&self, expired_before: i64, keys_before: i64) -> Result<Purged> {
+        let mut tx = self.pool.begin().await?;
+        let mut delete = async |sql: &'static str, before: i64| -> Result<u64> {
+            let done = sqlx::query(sql).bind(before).execute(&mut *tx).await?;
+            Ok(done.rows_affected())
+        };
+        let purged = Purged {
+            codes: delete("DELETE FROM authorization_codes WHERE expires_at < ?", expired_before)
+                .await?,
+            device_grants: delete("DELETE FROM device_grants WHERE expires_at < ?", expired_before)
+                .await?,
+            idempotency_keys: delete(
+                "DELETE FROM idempotency_keys WHERE created_at < ?",
+                keys_before,
+            )
+            .await?,
+            refresh_tokens: delete(
+                "DELETE FROM refresh_tokens WHERE family IN
+                     (SELECT family FROM refresh_tokens GROUP BY family HAVING MAX(expires_at) < ?)",
+                expired_before,
+            )
+            .await?,
+        };
+        tx.commit().await?;
+        Ok(purged)
     }
 
     async fn installations(&self, account: &str) -> Result<Vec<(i64, i64)>> {

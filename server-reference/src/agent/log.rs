@@ -171,7 +171,6 @@ impl EventLog {
         resolution: &Resolution,
         events: impl Fn(&str, i64) -> Vec<AgentEvent> + Send + Sync,
     ) -> Result<Resolved, store::Error> {
-        debug_assert!(can_become(TurnState::AwaitingAction, TurnState::Processing));
         let written = std::sync::Mutex::new(Vec::new());
         let drafts = |turn_id: &str, revision: i64| -> Vec<Map<String, Value>> {
             let drafts: Vec<_> = events(turn_id, revision).into_iter().map(draft).collect();
@@ -240,14 +239,19 @@ impl EventLog {
             )));
         }
         self.owned(account, session).await?;
-        // Subscribe before reading, so that an append after the read wakes the wait below.
-        let mut subscription = (wait > 0).then(|| self.0.notifier.subscribe(session));
+        // Subscribe before reading, so that an append after the read (or a drain) wakes the wait
+        // below. A page that will not wait subscribes to nothing.
+        let mut waiting = (wait > 0).then(|| {
+            (
+                self.0.notifier.subscribe(session),
+                self.0.draining.subscribe(),
+            )
+        });
         let opened = match &request.cursor {
             Some(cursor) => Some(self.open(account, session, cursor).map_err(cursor_error)?),
             None => None,
         };
         let deadline = Instant::now() + Duration::from_millis(wait.unsigned_abs());
-        let mut draining = self.0.draining.subscribe();
         loop {
             let read = self
                 .read(account, session, opened.unwrap_or(0), limit + 1)
@@ -259,7 +263,8 @@ impl EventLog {
                 Some(after) => position(&read, after).map_err(cursor_error)?,
                 None => read.pruned_through,
             };
-            let Some(subscription) = subscription.as_mut().filter(|_| read.events.is_empty())
+            let Some((subscription, draining)) =
+                waiting.as_mut().filter(|_| read.events.is_empty())
             else {
                 return Ok(self.make_page(account, session, after, &read, limit));
             };

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use intent_sdk::auth::http;
 use intent_server::resource::Resource;
-use intent_tests::{TEST_CLIENT, TEST_REDIRECT_URI, TestServer};
+use intent_tests::{TEST_CLIENT, TEST_REDIRECT_URI, TestServer, submit_page};
 use oauth2::basic::BasicClient;
 use oauth2::{
     AuthUrl, AuthorizationCode, ClientId, CsrfToken, DeviceAuthorizationUrl, PkceCodeChallenge,
@@ -81,12 +81,7 @@ async fn authorization_code_with_pkce_issues_a_token_for_the_chosen_account_and_
         .collect();
     form.push(("account".into(), "alice".into()));
     form.push(("decision".into(), "approve".into()));
-    let decided = no_redirects()
-        .post(authorize_url.as_str())
-        .form(&form)
-        .send()
-        .await
-        .unwrap();
+    let decided = submit_page(authorize_url.as_str(), authorize_url.as_str(), &form).await;
     let query = redirect_query(&decided);
     assert_eq!(param(&query, "state"), Some(csrf.secret().as_str()));
     assert_eq!(param(&query, "iss"), Some(server.base.as_str()));
@@ -219,14 +214,13 @@ async fn authorization_requests_are_refused_as_the_rfcs_say() {
             "RFC 9207 on errors too"
         );
     }
-    let mut denied = base.clone();
-    denied.push(("decision", "deny".to_owned()));
-    let response = no_redirects()
-        .post(&authorize)
-        .form(&denied)
-        .send()
-        .await
-        .unwrap();
+    let page = reqwest::Url::parse_with_params(&authorize, &base).unwrap();
+    let mut denied: Vec<(String, String)> = base
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect();
+    denied.push(("decision".into(), "deny".into()));
+    let response = submit_page(page.as_str(), page.as_str(), &denied).await;
     assert_eq!(
         param(&redirect_query(&response), "error"),
         Some("access_denied")
@@ -272,11 +266,16 @@ async fn approved_code(server: &TestServer, scope: &str) -> (String, oauth2::Pkc
         ("code_challenge", challenge.as_str()),
         ("code_challenge_method", "S256"),
         ("resource", &Resource::Account.identifier(&server.base)),
-        ("account", "alice"),
-        ("decision", "approve"),
     ];
     let url = format!("{}/api/auth/oauth2/authorize", server.base);
-    let response = no_redirects().post(url).form(&params).send().await.unwrap();
+    let page = reqwest::Url::parse_with_params(&url, &params).unwrap();
+    let mut form: Vec<(String, String)> = params
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    form.push(("account".into(), "alice".into()));
+    form.push(("decision".into(), "approve".into()));
+    let response = submit_page(page.as_str(), page.as_str(), &form).await;
     (
         param(&redirect_query(&response), "code")
             .unwrap()
@@ -416,14 +415,36 @@ pub(crate) async fn decide(base: &str, user_code: &str, decision: &str) -> u16 {
         ("user_code", user_code),
         ("account", "alice"),
         ("decision", decision),
-    ];
+    ]
+    .map(|(k, v)| (k.to_owned(), v.to_owned()));
+    let response = submit_page(
+        &format!("{base}/api/auth/device?user_code={user_code}"),
+        &format!("{base}/api/auth/device"),
+        &form,
+    )
+    .await;
+    response.status().as_u16()
+}
+
+#[tokio::test]
+async fn a_page_form_without_its_csrf_cookie_is_refused() {
+    let server = TestServer::start().await;
+    let (_, user_code) = start_device(&server).await;
+    // A form posted from another site carries no cookie of this one.
     let response = reqwest::Client::new()
-        .post(format!("{base}/api/auth/device"))
-        .form(&form)
+        .post(format!("{}/api/auth/device", server.base))
+        .form(&[
+            ("user_code", user_code.as_str()),
+            ("account", "mallory"),
+            ("decision", "approve"),
+            ("csrf", "csrf_guessed"),
+        ])
         .send()
         .await
         .unwrap();
-    response.status().as_u16()
+    assert_eq!(response.status(), 403);
+    // The same person on the page itself gets through.
+    assert_eq!(decide(&server.base, &user_code, "approve").await, 200);
 }
 
 #[tokio::test]

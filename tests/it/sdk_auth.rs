@@ -10,7 +10,7 @@ use intent_sdk::auth::{Authed, OAuth, StaticToken, TokenSource};
 use intent_server::resource::Resource;
 use intent_tests::{TEST_CLIENT, TEST_REDIRECT_URI, TestServer};
 
-use crate::oauth::{decide, no_redirects, param, redirect_query};
+use crate::oauth::{decide, param, redirect_query};
 
 fn hello() -> ChatStartRequest {
     ChatStartRequest {
@@ -59,12 +59,7 @@ async fn authorization_code_with_pkce_then_refresh_with_rotation() {
         .collect();
     form.push(("account".into(), "alice".into()));
     form.push(("decision".into(), "approve".into()));
-    let decided = no_redirects()
-        .post(url.as_str())
-        .form(&form)
-        .send()
-        .await
-        .unwrap();
+    let decided = intent_tests::submit_page(url.as_str(), url.as_str(), &form).await;
     let query = redirect_query(&decided);
     assert_eq!(param(&query, "state"), Some(start.state.secret().as_str()));
     let code = param(&query, "code").unwrap();

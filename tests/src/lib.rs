@@ -141,3 +141,37 @@ impl TestServer {
         intent_sdk::Client::new_with_client(&self.base, http)
     }
 }
+
+/// Fills in a consent or device page as a browser does: GETs `page` for its CSRF cookie and
+/// hidden token, then POSTs `fields` with both to `action`. Redirects are not followed.
+pub async fn submit_page(
+    page: &str,
+    action: &str,
+    fields: &[(String, String)],
+) -> reqwest::Response {
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("a reqwest client");
+    let shown = http.get(page).send().await.expect("the page answers");
+    assert_eq!(shown.status(), 200, "GET {page}");
+    let cookie = shown.headers()[reqwest::header::SET_COOKIE]
+        .to_str()
+        .expect("a cookie is text")
+        .split(';')
+        .next()
+        .expect("a cookie has a value")
+        .to_owned();
+    let html = shown.text().await.expect("the page reads");
+    let marker = "name=\"csrf\" value=\"";
+    let start = html.find(marker).expect("the form carries a CSRF token") + marker.len();
+    let token = &html[start..start + html[start..].find('"').expect("a closed attribute")];
+    let mut form = fields.to_vec();
+    form.push(("csrf".to_owned(), token.to_owned()));
+    http.post(action)
+        .header(reqwest::header::COOKIE, cookie)
+        .form(&form)
+        .send()
+        .await
+        .expect("the form is answered")
+}

@@ -3,7 +3,7 @@
 
 use axum::Form;
 use axum::extract::{Query, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
@@ -35,6 +35,7 @@ pub struct Consent {
     params: AuthorizeParams,
     account: Option<String>,
     decision: Option<String>,
+    csrf: Option<String>,
 }
 
 /// A request that passed every check.
@@ -68,7 +69,14 @@ pub async fn show(
     }
 }
 
-pub async fn decide(State(state): State<AppState>, Form(consent): Form<Consent>) -> Response {
+pub async fn decide(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Form(consent): Form<Consent>,
+) -> Response {
+    if !page::csrf_ok(&headers, consent.csrf.as_deref()) {
+        return page::csrf_refused();
+    }
     let checked = match check(&state, &consent.params) {
         Ok(checked) => checked,
         Err(refusal) => return refuse(refusal, state.issuer()),
@@ -210,17 +218,19 @@ fn consent_page(params: &AuthorizeParams, checked: &Checked) -> Response {
         .iter()
         .map(|(name, value)| page::hidden(name, value))
         .collect();
+    let csrf = page::csrf_token();
     let body = format!(
         "<p>Client <strong>{client}</strong> asks for <code>{scopes}</code> on <code>{resource}</code>.</p>\n\
-         <form method=\"post\">{hidden}\n\
+         <form method=\"post\">{hidden}{csrf_field}\n\
          <label>Act as account <input name=\"account\" required maxlength=\"128\"></label>\n\
          <button name=\"decision\" value=\"approve\">Approve</button>\n\
          <button name=\"decision\" value=\"deny\">Deny</button></form>",
         client = page::escape(&checked.client_id),
         scopes = page::escape(&checked.scopes),
         resource = page::escape(&checked.resource),
+        csrf_field = page::csrf_field(&csrf),
     );
-    page::render(StatusCode::OK, "Authorize", &body)
+    page::with_csrf_cookie(page::render(StatusCode::OK, "Authorize", &body), &csrf)
 }
 
 fn refuse(refusal: Refusal, issuer: &str) -> Response {

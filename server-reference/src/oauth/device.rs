@@ -3,7 +3,7 @@
 
 use axum::extract::rejection::FormRejection;
 use axum::extract::{Query, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Form, Json};
 use serde::Deserialize;
@@ -72,14 +72,19 @@ pub struct ShowQuery {
 
 pub async fn show(Query(query): Query<ShowQuery>) -> Response {
     let user_code = page::escape(&query.user_code.unwrap_or_default());
+    let csrf = page::csrf_token();
     let body = format!(
-        "<form method=\"post\">\n\
+        "<form method=\"post\">{csrf_field}\n\
          <label>Code <input name=\"user_code\" value=\"{user_code}\" required></label>\n\
          <label>Act as account <input name=\"account\" maxlength=\"128\"></label>\n\
          <button name=\"decision\" value=\"approve\">Approve</button>\n\
-         <button name=\"decision\" value=\"deny\">Deny</button></form>"
+         <button name=\"decision\" value=\"deny\">Deny</button></form>",
+        csrf_field = page::csrf_field(&csrf),
     );
-    page::render(StatusCode::OK, "Connect a device", &body)
+    page::with_csrf_cookie(
+        page::render(StatusCode::OK, "Connect a device", &body),
+        &csrf,
+    )
 }
 
 #[derive(Deserialize)]
@@ -87,9 +92,17 @@ pub struct Decision {
     user_code: Option<String>,
     account: Option<String>,
     decision: Option<String>,
+    csrf: Option<String>,
 }
 
-pub async fn decide(State(state): State<AppState>, Form(form): Form<Decision>) -> Response {
+pub async fn decide(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Form(form): Form<Decision>,
+) -> Response {
+    if !page::csrf_ok(&headers, form.csrf.as_deref()) {
+        return page::csrf_refused();
+    }
     let user_code = normalize(&form.user_code.unwrap_or_default());
     let account = match form.decision.as_deref() {
         Some("approve") => match form.account.filter(|a| valid_account(a)) {

@@ -24,15 +24,14 @@ pub struct Head {
     pub record: SessionRecord,
     /// Where the log stands.
     pub bounds: Bounds,
-    /// The newest events: consecutive, the last at `bounds.last_seq`.
-    events: VecDeque<(i64, Arc<str>)>,
+    /// The newest events as stored: consecutive, the last at `bounds.last_seq`.
+    events: VecDeque<Arc<str>>,
 }
 
 impl Head {
     /// The head of a session whose `events` (consecutive, as stored) end its log.
     pub fn new(record: SessionRecord, bounds: Bounds, events: Vec<String>) -> Self {
-        let first = bounds.last_seq - events.len() as i64 + 1;
-        let events = (first..).zip(events.into_iter().map(Arc::from)).collect();
+        let events = events.into_iter().map(Arc::from).collect();
         Self {
             record,
             bounds,
@@ -47,17 +46,13 @@ impl Head {
         if self.bounds.last_seq + events.len() as i64 != bounds.last_seq {
             return false;
         }
-        let first = self.bounds.last_seq + 1;
-        self.events
-            .extend((first..).zip(events.into_iter().map(Arc::from)));
+        self.events.extend(events.into_iter().map(Arc::from));
         self.bounds = bounds;
         self.record.updated_at = at_ms / 1000;
-        while self
-            .events
-            .front()
-            .is_some_and(|(seq, _)| *seq <= bounds.pruned_through)
-            || self.events.len() > HEAD_EVENTS
-        {
+        // Drop what left the retained log, then what exceeds the head.
+        let retained = bounds.last_seq - bounds.pruned_through;
+        let kept = usize::try_from(retained).unwrap_or(0).min(HEAD_EVENTS);
+        while self.events.len() > kept {
             self.events.pop_front();
         }
         true
@@ -79,7 +74,7 @@ impl Head {
                 .iter()
                 .skip(skip)
                 .take(take)
-                .map(|(_, body)| body.to_string())
+                .map(|body| body.to_string())
                 .collect(),
             last_seq: self.bounds.last_seq,
             pruned_through: self.bounds.pruned_through,

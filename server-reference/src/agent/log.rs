@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 use tokio::time::Instant;
 
 use super::cursor::{CursorError, CursorKey};
-use super::head::{HEAD_EVENTS, Head, Heads};
+use super::head::{HEAD_EVENTS, Head, Heads, Writing};
 use super::notify::{Notifier, Subscription};
 use super::page::{Page, seq_of};
 use super::turn::can_become;
@@ -130,10 +130,8 @@ impl EventLog {
         let append = self.draft(session, turn_id, events, None, None);
         let writing = self.0.heads.write(session).await;
         let started = self.0.store.start_turn(account, &append).await?;
-        if let TurnStarted::Started { before_seq, bounds } = started {
-            writing.update(|head| head.advance(bodies(&append, before_seq), bounds, append.at_ms));
-            drop(writing);
-            self.0.notifier.appended(session, bounds.last_seq);
+        if let TurnStarted::Started { bounds, .. } = started {
+            self.appended(writing, session, &append.events, bounds, append.at_ms);
         }
         Ok(started)
     }
@@ -155,10 +153,7 @@ impl EventLog {
         let writing = self.0.heads.write(session).await;
         let appended = self.0.store.append(&append, &accept).await?;
         if let Appended::Done(bounds) = appended {
-            let before = bounds.last_seq - append.events.len() as i64;
-            writing.update(|head| head.advance(bodies(&append, before), bounds, append.at_ms));
-            drop(writing);
-            self.0.notifier.appended(session, bounds.last_seq);
+            self.appended(writing, session, &append.events, bounds, append.at_ms);
         }
         Ok(appended)
     }
@@ -182,16 +177,29 @@ impl EventLog {
         let resolved = self.0.store.resolve_action(resolution, &drafts).await?;
         if let Resolved::Done { bounds, .. } = &resolved {
             let written = std::mem::take(&mut *written.lock().expect("a drafts lock"));
-            let before = bounds.last_seq - written.len() as i64;
-            let bodies = (before + 1..)
-                .zip(&written)
-                .map(|(seq, e)| event_body(e, seq));
-            let bodies = bodies.collect();
-            writing.update(|head| head.advance(bodies, *bounds, resolution.at_ms));
-            drop(writing);
-            self.0.notifier.appended(session, bounds.last_seq);
+            self.appended(writing, session, &written, *bounds, resolution.at_ms);
         }
         Ok(resolved)
+    }
+
+    /// After the store wrote `drafts` to `session` at `at_ms`, leaving its log at `bounds`: adds
+    /// them to the head (as the store keeps them), releases the write lock and wakes readers.
+    fn appended(
+        &self,
+        writing: Writing,
+        session: &str,
+        drafts: &[Map<String, Value>],
+        bounds: Bounds,
+        at_ms: i64,
+    ) {
+        let first = bounds.last_seq - drafts.len() as i64 + 1;
+        let bodies = (first..)
+            .zip(drafts)
+            .map(|(seq, draft)| event_body(draft, seq))
+            .collect();
+        writing.update(|head| head.advance(bodies, bounds, at_ms));
+        drop(writing);
+        self.0.notifier.appended(session, bounds.last_seq);
     }
 
     /// Hands a transient snapshot to the streams of `session`; it is never stored.
@@ -541,14 +549,6 @@ fn cursor_error(error: CursorError) -> Error {
         CursorError::Invalid => Error::InvalidCursor,
         CursorError::Expired => Error::CursorExpired,
     }
-}
-
-/// The bodies `append`'s events are stored with, after `before`.
-fn bodies(append: &Append, before: i64) -> Vec<String> {
-    (before + 1..)
-        .zip(&append.events)
-        .map(|(seq, event)| event_body(event, seq))
-        .collect()
 }
 
 /// An event as the store takes it: `seq` is replaced inside the write transaction.

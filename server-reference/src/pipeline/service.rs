@@ -192,16 +192,14 @@ impl Pipeline {
             ));
         }
         self.store.record_usage(caller, Meter::Commit, at).await?;
-        let simulation = prepared.simulation.clone();
-        let transactions = prepared
-            .transactions
-            .iter()
+        let (simulation, transactions) = prepared.apply();
+        let transactions = transactions
+            .into_iter()
             .map(|(step, id)| PipelineCommittedTransaction {
-                id: id.clone(),
-                step: NonZeroU64::new(*step).expect("steps start at 1"),
+                id,
+                step: NonZeroU64::new(step).expect("steps start at 1"),
             })
             .collect();
-        prepared.apply();
         Ok(PipelineCommitResult {
             chain,
             committed_at: at,

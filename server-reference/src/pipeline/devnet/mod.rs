@@ -106,12 +106,14 @@ enum Pending<'a> {
 }
 
 impl Prepared<'_> {
-    /// Makes the re-simulated state the chain's state and releases the lock.
-    pub fn apply(self) {
+    /// Makes the re-simulated state the chain's state and releases the lock; gives back the
+    /// simulation and the transaction id of each step.
+    pub fn apply(self) -> (PipelineSimulation, Vec<(u64, String)>) {
         match self.pending {
             Pending::Evm(mut state, next) => *state = *next,
             Pending::Svm(mut state, next) => *state = *next,
         }
+        (self.simulation, self.transactions)
     }
 }
 

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use support::Server;
+use support::{Server, page, post, read_until};
 
 const ROUNDS: usize = 300;
 const LONG_POLLS: usize = 1_000;
@@ -48,36 +48,6 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap()
 }
 
-async fn post(http: &reqwest::Client, bench: &Bench, path: &str, body: Value) -> Value {
-    http.post(format!("{}{path}", bench.server.base))
-        .bearer_auth(&bench.token)
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
-}
-
-async fn page(
-    http: &reqwest::Client,
-    bench: &Bench,
-    session: &str,
-    cursor: &str,
-    wait: u64,
-) -> Value {
-    http.get(format!("{}/v1/agent/chat/{session}", bench.server.base))
-        .bearer_auth(&bench.token)
-        .query(&[("cursor", cursor), ("wait", &wait.to_string())])
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
-}
-
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1]
 }
@@ -91,22 +61,12 @@ async fn wake_up_latency(bench: &Bench) {
         if let Some(id) = &session {
             body["sessionId"] = id.clone().into();
         }
-        let started = post(&http, bench, "/v1/agent/chat", body).await;
+        let (base, token) = (&bench.server.base, &bench.token);
+        let started = post(&http, base, token, "/v1/agent/chat", &body).await;
         let id = started["sessionId"].as_str().unwrap().to_owned();
         // Catch up to the turn's tool call: the log then stays quiet until the interrupt.
-        let mut cursor = started["cursor"].as_str().unwrap().to_owned();
-        loop {
-            let page = page(&http, bench, &id, &cursor, 5_000).await;
-            cursor = page["cursor"].as_str().unwrap().to_owned();
-            if page["events"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|e| e["type"] == "tool_call")
-            {
-                break;
-            }
-        }
+        let start = started["cursor"].as_str().unwrap();
+        let cursor = read_until(&http, base, token, &id, start, |e| e["type"] == "tool_call").await;
         let poller = {
             let (http, id, cursor) = (http.clone(), id.clone(), cursor.clone());
             let (base, token) = (bench.server.base.clone(), bench.token.clone());
@@ -126,13 +86,8 @@ async fn wake_up_latency(bench: &Bench) {
         };
         tokio::time::sleep(Duration::from_millis(20)).await;
         let sent = Instant::now();
-        post(
-            &http,
-            bench,
-            &format!("/v1/agent/sessions/{id}/interrupt"),
-            json!({}),
-        )
-        .await;
+        let interrupt_path = format!("/v1/agent/sessions/{id}/interrupt");
+        post(&http, base, token, &interrupt_path, &json!({})).await;
         interrupt.push(sent.elapsed());
         let (returned, page) = poller.await.unwrap();
         assert_eq!(page["events"][0]["state"], "interrupted");
@@ -162,11 +117,13 @@ async fn memory(bench: &Bench) {
         .unwrap();
     let mut sessions = Vec::new();
     for _ in 0..SESSIONS {
+        let body = json!({ "message": "hello" });
         let started = post(
             &http,
-            bench,
+            &bench.server.base,
+            &bench.token,
             "/v1/agent/chat",
-            json!({ "message": "hello" }),
+            &body,
         )
         .await;
         sessions.push((
@@ -177,7 +134,9 @@ async fn memory(bench: &Bench) {
     // Let the turns finish, then move each cursor to the end of its log.
     tokio::time::sleep(Duration::from_secs(2)).await;
     for (id, cursor) in &mut sessions {
-        *cursor = page(&http, bench, id, cursor, 0).await["cursor"]
+        *cursor = page(&http, &bench.server.base, &bench.token, id, Some(cursor), 0)
+            .await
+            .unwrap()["cursor"]
             .as_str()
             .unwrap()
             .to_owned();

@@ -140,39 +140,13 @@ async fn seeded(data_dir: &std::path::Path) -> (support::Server, String, String)
         if let Some(id) = &session {
             body["sessionId"] = id.clone().into();
         }
-        let started: Value = http
-            .post(format!("{}/v1/agent/chat", server.base))
-            .bearer_auth(&token)
-            .json(&body)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let started = support::post(&http, &server.base, &token, "/v1/agent/chat", &body).await;
         let id = started["sessionId"].as_str().unwrap().to_owned();
-        let mut cursor = started["cursor"].as_str().unwrap().to_owned();
-        loop {
-            let page: Value = http
-                .get(format!("{}/v1/agent/chat/{id}", server.base))
-                .bearer_auth(&token)
-                .query(&[("cursor", cursor.as_str()), ("wait", "5000")])
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            cursor = page["cursor"].as_str().unwrap().to_owned();
-            let done = page["events"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|e| e["type"] == "turn_state" && e["state"] == "complete");
-            if done {
-                break;
-            }
-        }
+        let cursor = started["cursor"].as_str().unwrap();
+        support::read_until(&http, &server.base, &token, &id, cursor, |e| {
+            e["type"] == "turn_state" && e["state"] == "complete"
+        })
+        .await;
         session = Some(id);
     }
     (server, token, session.unwrap())

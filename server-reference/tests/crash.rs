@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 mod support;
 
-use support::Server;
+use support::{Server, page, post, read_until};
 
 /// What readers saw acknowledged: events by sequence number, and each cursor with the
 /// sequence number it stands after.
@@ -19,28 +19,6 @@ use support::Server;
 struct Seen {
     events: BTreeMap<u64, Value>,
     cursors: Vec<(String, u64)>,
-}
-
-async fn page(
-    http: &reqwest::Client,
-    base: &str,
-    token: &str,
-    session: &str,
-    cursor: Option<&str>,
-    wait: u64,
-) -> reqwest::Result<Value> {
-    let mut query = vec![("wait", wait.to_string()), ("limit", "500".to_owned())];
-    if let Some(cursor) = cursor {
-        query.push(("cursor", cursor.to_owned()));
-    }
-    http.get(format!("{base}/v1/agent/chat/{session}"))
-        .bearer_auth(token)
-        .query(&query)
-        .send()
-        .await?
-        .error_for_status()?
-        .json()
-        .await
 }
 
 /// Starts turns in `session` one after another, as fast as they end, until the server dies.
@@ -101,16 +79,14 @@ async fn acknowledged_events_survive_sigkill_with_no_gap_and_valid_cursors() {
     // Three sessions, each taking turns back to back, each followed by a reader.
     let mut sessions = Vec::new();
     for _ in 0..3 {
-        let response: Value = http
-            .post(format!("{}/v1/agent/chat", server.base))
-            .bearer_auth(&token)
-            .json(&json!({ "message": "hello" }))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let response = post(
+            &http,
+            &server.base,
+            &token,
+            "/v1/agent/chat",
+            &json!({ "message": "hello" }),
+        )
+        .await;
         sessions.push(response["sessionId"].as_str().unwrap().to_owned());
     }
     let mut writers = Vec::new();
@@ -204,33 +180,25 @@ async fn sigterm_answers_a_waiting_long_poll_and_the_server_exits_within_its_gra
     let mut server = Server::start(data_dir.path(), "127.0.0.1:0");
     let token = server.agent_token(data_dir.path(), "alice", "agent:read agent:write");
     let http = reqwest::Client::new();
-    let started: Value = http
-        .post(format!("{}/v1/agent/chat", server.base))
-        .bearer_auth(&token)
-        .json(&json!({ "message": "hello" }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let started = post(
+        &http,
+        &server.base,
+        &token,
+        "/v1/agent/chat",
+        &json!({ "message": "hello" }),
+    )
+    .await;
     let session = started["sessionId"].as_str().unwrap().to_owned();
     // Read the whole turn, then wait at its end.
-    let mut cursor = started["cursor"].as_str().unwrap().to_owned();
-    loop {
-        let page = page(&http, &server.base, &token, &session, Some(&cursor), 5_000)
-            .await
-            .unwrap();
-        cursor = page["cursor"].as_str().unwrap().to_owned();
-        let ended = page["events"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|e| e["type"] == "turn_state" && e["state"] == "complete");
-        if ended {
-            break;
-        }
-    }
+    let cursor = read_until(
+        &http,
+        &server.base,
+        &token,
+        &session,
+        started["cursor"].as_str().unwrap(),
+        |e| e["type"] == "turn_state" && e["state"] == "complete",
+    )
+    .await;
     let waiting = {
         let (http, base, token, session, cursor) = (
             http.clone(),

@@ -1,9 +1,11 @@
 //! The server binary as a child process, for tests and benchmarks that need a real process
-//! (to kill it, or to measure its memory).
+//! (to kill it, or to measure its memory), and the few requests they all make.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+
+use serde_json::Value;
 
 /// The server binary serving a data dir; killed when dropped.
 pub struct Server {
@@ -58,5 +60,74 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// `POST base+path` with `body`, as `token`; the JSON answer.
+pub async fn post(
+    http: &reqwest::Client,
+    base: &str,
+    token: &str,
+    path: &str,
+    body: &Value,
+) -> Value {
+    http.post(format!("{base}{path}"))
+        .bearer_auth(token)
+        .json(body)
+        .send()
+        .await
+        .expect("the server answers")
+        .json()
+        .await
+        .expect("a JSON answer")
+}
+
+/// A page of up to 500 events of `session` after `cursor` (from the start without one),
+/// waiting up to `wait` ms; an error when the server does not answer it.
+pub async fn page(
+    http: &reqwest::Client,
+    base: &str,
+    token: &str,
+    session: &str,
+    cursor: Option<&str>,
+    wait: u64,
+) -> reqwest::Result<Value> {
+    let mut query = vec![("wait", wait.to_string()), ("limit", "500".to_owned())];
+    if let Some(cursor) = cursor {
+        query.push(("cursor", cursor.to_owned()));
+    }
+    http.get(format!("{base}/v1/agent/chat/{session}"))
+        .bearer_auth(token)
+        .query(&query)
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await
+}
+
+/// Reads `session` from `cursor` page by page until an event is `found`; the cursor after it.
+pub async fn read_until(
+    http: &reqwest::Client,
+    base: &str,
+    token: &str,
+    session: &str,
+    cursor: &str,
+    found: impl Fn(&Value) -> bool,
+) -> String {
+    let mut cursor = cursor.to_owned();
+    loop {
+        let page = page(http, base, token, session, Some(&cursor), 5_000)
+            .await
+            .expect("a page");
+        cursor = page["cursor"].as_str().expect("a cursor").to_owned();
+        if page["events"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .any(&found)
+        {
+            return cursor;
+        }
     }
 }

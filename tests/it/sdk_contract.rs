@@ -203,57 +203,14 @@ fn example_build() -> Value {
         .clone()
 }
 
-#[tokio::test]
-async fn a_resolution_retried_after_in_flight_reuses_its_idempotency_key() {
+/// Resolves an action against a server that answers `first`, then 200: the revision, the
+/// idempotency key of each request, and how long the resolution took.
+async fn resolve_after(first: ResponseTemplate) -> (u64, Vec<String>, Duration) {
     let server = MockServer::start().await;
     let resolve = format!("/v1/agent/sessions/{SESSION}/actions/act_1/resolve");
     Mock::given(method("POST"))
         .and(path(&resolve))
-        .respond_with(ResponseTemplate::new(409).set_body_json(json!({
-            "error": { "code": "idempotency_in_flight", "message": "in flight" }
-        })))
-        .up_to_n_times(1)
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .and(path(&resolve))
-        .respond_with(
-            ResponseTemplate::new(200).set_body_json(json!({ "actionId": "act_1", "revision": 2 })),
-        )
-        .mount(&server)
-        .await;
-    let action: intent_models::ActionRequest = serde_json::from_value(json!({
-        "actionId": "act_1", "revision": 1, "kind": "approve_build", "title": "t",
-        "build": example_build(),
-    }))
-    .unwrap();
-    let client = intent_sdk::Client::new(&server.uri());
-    let resolution = agent::resolve(&client, SESSION, &action, Decision::Approve)
-        .await
-        .unwrap();
-    assert_eq!(resolution.revision.get(), 2);
-    let keys: Vec<String> = server
-        .received_requests()
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.headers["idempotency-key"].to_str().unwrap().to_owned())
-        .collect();
-    assert_eq!(keys.len(), 2);
-    assert_eq!(keys[0], keys[1], "the retry reuses the key");
-}
-
-#[tokio::test]
-async fn a_rate_limited_resolution_waits_its_retry_after_and_reuses_its_key() {
-    let server = MockServer::start().await;
-    let resolve = format!("/v1/agent/sessions/{SESSION}/actions/act_1/resolve");
-    Mock::given(method("POST"))
-        .and(path(&resolve))
-        .respond_with(
-            ResponseTemplate::new(429)
-                .insert_header("Retry-After", "1")
-                .set_body_json(json!({ "error": { "code": "rate_limited", "message": "slow" } })),
-        )
+        .respond_with(first)
         .up_to_n_times(1)
         .mount(&server)
         .await;
@@ -274,17 +231,43 @@ async fn a_rate_limited_resolution_waits_its_retry_after_and_reuses_its_key() {
     let resolution = agent::resolve(&client, SESSION, &action, Decision::Approve)
         .await
         .unwrap();
-    assert_eq!(resolution.revision.get(), 2);
+    let elapsed = started.elapsed();
+    let keys = server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.headers["idempotency-key"].to_str().unwrap().to_owned())
+        .collect();
+    (resolution.revision.get(), keys, elapsed)
+}
+
+#[tokio::test]
+async fn a_resolution_retried_after_in_flight_reuses_its_idempotency_key() {
+    let (revision, keys, _) = resolve_after(ResponseTemplate::new(409).set_body_json(json!({
+        "error": { "code": "idempotency_in_flight", "message": "in flight" }
+    })))
+    .await;
+    assert_eq!(revision, 2);
+    assert_eq!(keys.len(), 2);
+    assert_eq!(keys[0], keys[1], "the retry reuses the key");
+}
+
+#[tokio::test]
+async fn a_rate_limited_resolution_waits_its_retry_after_and_reuses_its_key() {
+    let (revision, keys, elapsed) = resolve_after(
+        ResponseTemplate::new(429)
+            .insert_header("Retry-After", "1")
+            .set_body_json(json!({ "error": { "code": "rate_limited", "message": "slow" } })),
+    )
+    .await;
+    assert_eq!(revision, 2);
     assert!(
-        started.elapsed() >= Duration::from_secs(1),
+        elapsed >= Duration::from_secs(1),
         "the retry waited Retry-After"
     );
-    let requests = server.received_requests().await.unwrap();
-    assert_eq!(requests.len(), 2);
-    assert_eq!(
-        requests[0].headers["idempotency-key"],
-        requests[1].headers["idempotency-key"]
-    );
+    assert_eq!(keys.len(), 2);
+    assert_eq!(keys[0], keys[1], "the retry reuses the key");
 }
 
 #[tokio::test]

@@ -17,6 +17,7 @@ pub mod config;
 pub mod error;
 pub mod gateway;
 mod http;
+mod keyring;
 pub mod keys;
 pub mod oauth;
 pub mod pipeline;

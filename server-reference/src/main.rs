@@ -1,4 +1,5 @@
-//! `intent-server`: runs the reference server, or mints an access token of its data dir.
+//! `intent-server`: runs the reference server, mints an access token of its data dir, or
+//! rotates its keys.
 
 #![forbid(unsafe_code)]
 
@@ -84,6 +85,21 @@ enum Command {
         #[arg(long, default_value = "intent-server-cli")]
         client_id: String,
     },
+    /// Manage the data dir's keys.
+    #[command(subcommand)]
+    Keys(Keys),
+}
+
+#[derive(Subcommand)]
+enum Keys {
+    /// Make new signing and cursor keys current. The previous ones keep verifying tokens, Build
+    /// attestations and cursors until those can have expired; servers take the new keys when
+    /// they start.
+    Rotate {
+        /// Directory of the server's keys.
+        #[arg(long, env = "INTENT_DATA_DIR", default_value = "intent-data")]
+        data_dir: PathBuf,
+    },
 }
 
 #[tokio::main]
@@ -127,6 +143,7 @@ async fn main() -> ExitCode {
             ttl,
             client_id,
         } => print_token(data_dir, sub, &scope, resource, ttl, client_id),
+        Command::Keys(Keys::Rotate { data_dir }) => rotate_keys(&data_dir),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -194,6 +211,16 @@ fn print_token(
     let token =
         token::mint_with_data_dir(&data_dir, &grant, intent_server::now()).map_err(report)?;
     println!("{token}");
+    Ok(())
+}
+
+fn rotate_keys(data_dir: &std::path::Path) -> Result<(), String> {
+    if !data_dir.is_dir() {
+        return Err(format!("{} is not a data dir", data_dir.display()));
+    }
+    let kid = intent_server::keys::rotate(data_dir, intent_server::now())
+        .map_err(|e| format!("rotating the keys in {}: {e}", data_dir.display()))?;
+    println!("signing key {kid} is current; restart the servers of this data dir");
     Ok(())
 }
 

@@ -9,7 +9,7 @@ use crate::account::Account;
 use crate::agent::{self, EventLog, Hub, Sessions, Turns};
 use crate::config::{Config, OAuthClient};
 use crate::gateway::Operations;
-use crate::keys::SigningKey;
+use crate::keys::SigningKeys;
 use crate::pipeline::Pipeline;
 use crate::rate::RateLimits;
 use crate::resource::Resource;
@@ -43,7 +43,7 @@ pub struct AppState(Arc<Inner>);
 struct Inner {
     config: Config,
     issuer: String,
-    signing_key: Arc<SigningKey>,
+    signing_key: Arc<SigningKeys>,
     store: Arc<dyn Store>,
     operations: Operations,
     verified_tokens: VerifiedTokens,
@@ -74,9 +74,12 @@ impl AppState {
             source,
         };
         std::fs::create_dir_all(&data_dir).map_err(io)?;
-        let signing_key = Arc::new(SigningKey::load_or_create(&data_dir).map_err(io)?);
+        let signing_lifetime = config.access_token_ttl.max(config.build_ttl);
+        let signing_key =
+            Arc::new(SigningKeys::load_or_create(&data_dir, signing_lifetime).map_err(io)?);
         let sealer = Sealer::load_or_create(&data_dir).map_err(io)?;
-        let cursors = agent::cursor::CursorKey::load_or_create(&data_dir).map_err(io)?;
+        let cursors =
+            agent::cursor::CursorKey::load_or_create(&data_dir, config.cursor_ttl).map_err(io)?;
         let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&data_dir).await?);
         let issuer = config
             .public_url
@@ -122,8 +125,8 @@ impl AppState {
         &self.0.issuer
     }
 
-    /// The key that signs tokens and attests Builds.
-    pub fn signing_key(&self) -> &SigningKey {
+    /// The keys that sign tokens and attest Builds.
+    pub fn signing_key(&self) -> &SigningKeys {
         &self.0.signing_key
     }
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 use jsonwebtoken::{Algorithm, Validation};
 use serde::{Deserialize, Serialize};
 
-use crate::keys::SigningKey;
+use crate::keys::SigningKeys;
 use crate::resource::Resource;
 
 /// The `typ` header of an access token (RFC 9068).
@@ -119,12 +119,12 @@ pub fn mint_with_data_dir(
         source,
     };
     std::fs::create_dir_all(data_dir).map_err(key_error)?;
-    let key = SigningKey::load_or_create(data_dir).map_err(key_error)?;
+    let key = SigningKeys::load_or_create(data_dir, Duration::ZERO).map_err(key_error)?;
     Ok(mint(&key, issuer, grant, now))
 }
 
 /// Mints an access token of `issuer` for `grant`, issued at `now` (Unix seconds).
-pub fn mint(key: &SigningKey, issuer: &str, grant: &Grant, now: i64) -> String {
+pub fn mint(key: &SigningKeys, issuer: &str, grant: &Grant, now: i64) -> String {
     let claims = AccessClaims {
         iss: issuer.to_owned(),
         sub: grant.account.clone(),
@@ -138,20 +138,22 @@ pub fn mint(key: &SigningKey, issuer: &str, grant: &Grant, now: i64) -> String {
     key.sign(ACCESS_TOKEN_TYPE, &claims)
 }
 
-/// Verifies `token`: signature, `typ`, expiry, issuer, and an audience equal to `resource`.
+/// Verifies `token` at `now`: signature by a key still honoured, `typ`, expiry, issuer, and an
+/// audience equal to `resource`. Returns its claims and when its key stops verifying.
 pub fn verify(
-    key: &SigningKey,
+    key: &SigningKeys,
     token: &str,
     issuer: &str,
     resource: &str,
-) -> Result<AccessClaims, TokenError> {
+    now: i64,
+) -> Result<(AccessClaims, i64), TokenError> {
     let mut validation = Validation::new(Algorithm::EdDSA);
     validation.leeway = 0;
     validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
     validation.set_issuer(&[issuer]);
     validation.set_audience(&[resource]);
-    let data = key
-        .verify::<AccessClaims>(token, &validation)
+    let (data, key_until) = key
+        .verify::<AccessClaims>(token, &validation, now)
         .map_err(|e| {
             use jsonwebtoken::errors::ErrorKind;
             match e.kind() {
@@ -163,7 +165,7 @@ pub fn verify(
     if data.header.typ.as_deref() != Some(ACCESS_TOKEN_TYPE) {
         return Err(TokenError::Invalid);
     }
-    Ok(data.claims)
+    Ok((data.claims, key_until))
 }
 
 #[cfg(test)]
@@ -174,8 +176,8 @@ mod tests {
     const ISSUER: &str = "http://127.0.0.1:1";
     const AGENT: &str = "http://127.0.0.1:1/v1/agent";
 
-    fn key() -> SigningKey {
-        SigningKey::load_or_create(tempfile::tempdir().unwrap().path()).unwrap()
+    fn key() -> SigningKeys {
+        SigningKeys::load_or_create(tempfile::tempdir().unwrap().path(), Duration::ZERO).unwrap()
     }
 
     fn grant(ttl: u64) -> Grant {
@@ -192,16 +194,16 @@ mod tests {
     fn a_minted_token_verifies_for_its_resource_only() {
         let key = key();
         let token = mint(&key, ISSUER, &grant(60), now());
-        let claims = verify(&key, &token, ISSUER, AGENT).unwrap();
+        let (claims, _) = verify(&key, &token, ISSUER, AGENT, now()).unwrap();
         assert_eq!(claims.sub, "alice");
         assert!(claims.has_scope("agent:write") && !claims.has_scope("agent"));
         let pipeline = "http://127.0.0.1:1/v1/pipeline";
         assert!(matches!(
-            verify(&key, &token, ISSUER, pipeline),
+            verify(&key, &token, ISSUER, pipeline, now()),
             Err(TokenError::WrongAudience)
         ));
         assert!(matches!(
-            verify(&key, &token, "http://other", AGENT),
+            verify(&key, &token, "http://other", AGENT, now()),
             Err(TokenError::WrongAudience)
         ));
     }
@@ -211,11 +213,11 @@ mod tests {
         let key = key();
         let expired = mint(&key, ISSUER, &grant(10), now() - 100);
         assert!(matches!(
-            verify(&key, &expired, ISSUER, AGENT),
+            verify(&key, &expired, ISSUER, AGENT, now()),
             Err(TokenError::Expired)
         ));
         assert!(matches!(
-            verify(&key, "not.a.token", ISSUER, AGENT),
+            verify(&key, "not.a.token", ISSUER, AGENT, now()),
             Err(TokenError::Invalid)
         ));
     }
@@ -227,7 +229,7 @@ mod tests {
             "client_id": "x", "exp": now() + 60, "iat": now(), "jti": "j" });
         let other_type = key.sign("build+jws", &claims);
         assert!(matches!(
-            verify(&key, &other_type, ISSUER, AGENT),
+            verify(&key, &other_type, ISSUER, AGENT, now()),
             Err(TokenError::Invalid)
         ));
     }

@@ -1,14 +1,14 @@
 //! A bounded cache of verified access tokens, so that a token's signature is checked once and
-//! not on every request. An entry is keyed by the SHA-256 of the token and holds its claims;
-//! expiry, issuer and audience are checked on every use, and an entry goes once its `exp` has
-//! passed.
+//! not on every request. An entry is keyed by the SHA-256 of the token and holds its claims and
+//! when its signing key stops verifying; expiry, key retirement, issuer and audience are checked
+//! on every use, and an entry goes once its `exp` or its key's time has passed.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use sha2::{Digest, Sha256};
 
-use crate::keys::SigningKey;
+use crate::keys::SigningKeys;
 use crate::token::{self, AccessClaims, TokenError};
 
 /// Tokens kept at most; past it, expired entries go first, then all of them.
@@ -17,15 +17,23 @@ const CAPACITY: usize = 10_000;
 /// Verified access tokens by the SHA-256 of their text.
 #[derive(Default)]
 pub struct VerifiedTokens {
-    entries: Mutex<HashMap<[u8; 32], Arc<AccessClaims>>>,
+    entries: Mutex<HashMap<[u8; 32], Entry>>,
+}
+
+/// A token's claims and when the key that signed it stops verifying.
+#[derive(Clone)]
+struct Entry {
+    claims: Arc<AccessClaims>,
+    key_until: i64,
 }
 
 impl VerifiedTokens {
     /// Verifies `token` as [`token::verify`] does, from the cache when its signature was checked
-    /// before: expired, another issuer's or another resource's tokens are refused alike.
+    /// before: expired tokens, tokens of a retired key past its time, and another issuer's or
+    /// another resource's tokens are refused alike.
     pub fn verify(
         &self,
-        key: &SigningKey,
+        key: &SigningKeys,
         token: &str,
         issuer: &str,
         resource: &str,
@@ -33,29 +41,38 @@ impl VerifiedTokens {
     ) -> Result<Arc<AccessClaims>, TokenError> {
         let hash: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         let cached = self.lock().get(&hash).cloned();
-        if let Some(claims) = cached {
-            if claims.exp < now {
+        if let Some(Entry { claims, key_until }) = cached {
+            if claims.exp < now || key_until < now {
                 self.lock().remove(&hash);
-                return Err(TokenError::Expired);
+                return Err(if claims.exp < now {
+                    TokenError::Expired
+                } else {
+                    TokenError::Invalid
+                });
             }
             if claims.iss != issuer || claims.aud != resource {
                 return Err(TokenError::WrongAudience);
             }
             return Ok(claims);
         }
-        let claims = Arc::new(token::verify(key, token, issuer, resource)?);
+        let (claims, key_until) = token::verify(key, token, issuer, resource, now)?;
+        let claims = Arc::new(claims);
         let mut entries = self.lock();
         if entries.len() >= CAPACITY {
-            entries.retain(|_, claims| claims.exp >= now);
+            entries.retain(|_, entry| entry.claims.exp >= now && entry.key_until >= now);
             if entries.len() >= CAPACITY {
                 entries.clear();
             }
         }
-        entries.insert(hash, claims.clone());
+        let entry = Entry {
+            claims: claims.clone(),
+            key_until,
+        };
+        entries.insert(hash, entry);
         Ok(claims)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 32], Arc<AccessClaims>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 32], Entry>> {
         self.entries
             .lock()
             .expect("the token cache lock is not poisoned")
@@ -73,11 +90,11 @@ mod tests {
     const AGENT: &str = "http://127.0.0.1:1/v1/agent";
     const PIPELINE: &str = "http://127.0.0.1:1/v1/pipeline";
 
-    fn new_key() -> SigningKey {
-        SigningKey::load_or_create(tempfile::tempdir().unwrap().path()).unwrap()
+    fn new_key() -> SigningKeys {
+        SigningKeys::load_or_create(tempfile::tempdir().unwrap().path(), Duration::ZERO).unwrap()
     }
 
-    fn mint(key: &SigningKey, ttl: u64, now: i64) -> String {
+    fn mint(key: &SigningKeys, ttl: u64, now: i64) -> String {
         let grant = Grant {
             account: "alice".into(),
             scopes: vec!["agent:read".into()],
@@ -125,5 +142,30 @@ mod tests {
         let now = crate::clock::now();
         assert!(cache.verify(&key, &token, ISSUER, AGENT, now).is_err());
         assert!(cache.lock().is_empty());
+    }
+
+    #[test]
+    fn a_cached_token_goes_when_its_retired_key_stops_verifying() {
+        let dir = tempfile::tempdir().unwrap();
+        let keep = Duration::from_secs(60);
+        let now = crate::clock::now();
+        let before = SigningKeys::load_or_create(dir.path(), keep).unwrap();
+        let token = mint(&before, 3_600, now);
+        crate::keys::rotate(dir.path(), now).unwrap();
+        let after = SigningKeys::load_or_create(dir.path(), keep).unwrap();
+        let cache = VerifiedTokens::default();
+        assert!(
+            cache
+                .verify(&after, &token, ISSUER, AGENT, now + 60)
+                .is_ok()
+        );
+        assert!(matches!(
+            cache.verify(&after, &token, ISSUER, AGENT, now + 61),
+            Err(TokenError::Invalid)
+        ));
+        assert!(
+            cache.lock().is_empty(),
+            "the retired key's token leaves the cache"
+        );
     }
 }

@@ -34,7 +34,7 @@ pub fn router() -> Router<AppState> {
 }
 
 async fn jwks(State(state): State<AppState>) -> Json<Value> {
-    Json(serde_json::to_value(state.signing_key().jwks()).expect("a JWKS serializes"))
+    Json(serde_json::to_value(state.signing_key().jwks(crate::now())).expect("a JWKS serializes"))
 }
 
 async fn authorization_server(State(state): State<AppState>) -> Json<Value> {

@@ -5,6 +5,7 @@ mod agent;
 mod agent_sse;
 mod auth_matrix;
 mod conformance;
+mod key_rotation;
 mod model_strictness;
 mod oauth;
 mod openapi_examples;

@@ -653,7 +653,7 @@ mod tests {
 
     /// A log over the store of `dir`, with a fresh set of heads, as after a restart.
     fn open(store: &Arc<SqliteStore>, dir: &std::path::Path, retention: Duration) -> EventLog {
-        let cursors = CursorKey::load_or_create(dir).unwrap();
+        let cursors = CursorKey::load_or_create(dir, Duration::from_secs(60)).unwrap();
         let store: Arc<dyn Store> = store.clone();
         let hour = Duration::from_secs(3600);
         EventLog::new(store, Arc::new(Hub::default()), cursors, hour, retention)

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::{Error, Result};
-use crate::keys::SigningKey;
+use crate::keys::SigningKeys;
 
 /// JWS `typ` of an attestation.
 pub const ATTESTATION_TYP: &str = "build+jws";
@@ -48,7 +48,7 @@ pub struct Content {
 }
 
 /// Seals `content` for `owner`: the digest of the content and an attestation over it.
-pub fn seal(key: &SigningKey, content: Content, owner: &str) -> PipelineBuild {
+pub fn seal(key: &SigningKeys, content: Content, owner: &str) -> PipelineBuild {
     let mut build = PipelineBuild {
         actions: content.actions,
         attestation: String::new(),
@@ -87,7 +87,7 @@ const UNSEALED: &str = "sha256:0000000000000000000000000000000000000000000000000
 /// Checks a Build presented by `caller` at `now`, in this order: shape, digest, attestation,
 /// owner, app scope, expiry. Returns the typed Build.
 pub fn verify(
-    key: &SigningKey,
+    key: &SigningKeys,
     build: &Map<String, Value>,
     caller: &str,
     now: i64,
@@ -101,10 +101,10 @@ pub fn verify(
     let mut validation = Validation::new(Algorithm::EdDSA);
     validation.validate_exp = false;
     validation.required_spec_claims.clear();
-    let claims: Attestation = key
-        .verify(&typed.attestation, &validation)
-        .map_err(|_| invalid("the attestation is not this server's signature"))?
-        .claims;
+    let (attested, _) = key
+        .verify::<Attestation>(&typed.attestation, &validation, now)
+        .map_err(|_| invalid("the attestation is not this server's signature"))?;
+    let claims = attested.claims;
     if claims.digest != *typed.digest {
         return Err(invalid("the attestation is for another Build"));
     }

@@ -17,7 +17,7 @@ use super::devnet::{self, Devnet};
 use super::envelope::{self, Content};
 use super::{Error, Result, catalog};
 use crate::clock::now;
-use crate::keys::SigningKey;
+use crate::keys::SigningKeys;
 use crate::store::{Meter, Store};
 
 /// The body of a lifecycle endpoint, parsed once: a build request, an explicit stage input, or
@@ -70,7 +70,7 @@ fn not(what: &'static str, reason: impl ToString) -> Error {
 /// in the store. Builds themselves are never stored: they travel by value.
 pub struct Pipeline {
     devnets: Devnet,
-    key: Arc<SigningKey>,
+    key: Arc<SigningKeys>,
     store: Arc<dyn Store>,
     ttl: Duration,
 }
@@ -80,7 +80,7 @@ impl Pipeline {
     /// every commit recorded in `store`.
     pub async fn open(
         store: Arc<dyn Store>,
-        key: Arc<SigningKey>,
+        key: Arc<SigningKeys>,
         ttl: Duration,
     ) -> Result<Self, crate::store::Error> {
         let devnets = Devnet::replay(&store.committed_actions().await?);

@@ -64,10 +64,12 @@ enum Fault {
     DescriptorKind,
     /// Builds answer version 1.
     BuildVersion1,
+    /// The JWKS leaves out the key that signs attestations.
+    UnpublishedKey,
 }
 
 impl Fault {
-    const ALL: [Fault; 21] = [
+    const ALL: [Fault; 22] = [
         Fault::ExtraSimulationField,
         Fault::BadCursorIs500,
         Fault::AcceptsExpiredBuild,
@@ -89,6 +91,7 @@ impl Fault {
         Fault::StatementDown,
         Fault::DescriptorKind,
         Fault::BuildVersion1,
+        Fault::UnpublishedKey,
     ];
 
     /// The checks this fault must fail; every other check must pass.
@@ -107,7 +110,12 @@ impl Fault {
             Fault::RenamesPageEvents => &["agent.sse.events", "agent.sse.ids", "agent.sse.resume"],
             Fault::IgnoresWait => &["agent.events.wait", "agent.events.wake", "limits.wait"],
             Fault::AcceptsTamperedBuild => &["pipeline.commit-tampered"],
-            Fault::WrongDigest => &["pipeline.digest", "pipeline.commit", "pipeline.svm"],
+            Fault::WrongDigest => &[
+                "pipeline.digest",
+                "pipeline.attestation",
+                "pipeline.commit",
+                "pipeline.svm",
+            ],
             Fault::LimitsAre404 => &[
                 "limits.session-id",
                 "limits.names",
@@ -131,6 +139,7 @@ impl Fault {
                 "pipeline.svm",
                 "schema.responses",
             ],
+            Fault::UnpublishedKey => &["pipeline.attestation"],
         }
     }
 }
@@ -274,6 +283,9 @@ async fn inject(
             let (mut parts, body) = response.into_parts();
             parts.status = StatusCode::FORBIDDEN;
             return Response::from_parts(parts, body);
+        }
+        Fault::UnpublishedKey if path == "/.well-known/jwks.json" => {
+            return json_response(StatusCode::OK, &json!({ "keys": [] }));
         }
         Fault::PlainTextNotFound if status == StatusCode::NOT_FOUND => {
             return Response::builder()

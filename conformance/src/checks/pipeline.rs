@@ -2,8 +2,10 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use jsonwebtoken::jwk::JwkSet;
+use jsonwebtoken::{DecodingKey, Validation};
 use reqwest::Method;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::{alter_signature, run, text, token};
 use crate::check::{Category, Check};
@@ -34,6 +36,17 @@ pub(super) fn checks() -> Vec<Check> {
                 "#/components/schemas/PipelineBuild/properties/digest/description",
             ],
             run: run!(digest),
+        },
+        Check {
+            id: "pipeline.attestation",
+            category: Category::Pipeline,
+            requirement: "A Build's attestation MUST be a compact JWS, signed by the key its `kid` names in the issuer's JWKS (`jwks_uri` of its authorization-server metadata), over the Build's digest, app and expiry.",
+            section: "2.1",
+            rests_on: &[
+                "POST /v1/pipeline/evm/build",
+                "#/components/schemas/PipelineBuild/properties/attestation/description",
+            ],
+            run: run!(attestation),
         },
         Check {
             id: "pipeline.commit",
@@ -188,6 +201,55 @@ async fn digest(target: &Target) -> Verdict {
             format!(
                 "{path}: digest {} but the content hashes to {expected}",
                 build["digest"]
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// What an attestation asserts, as far as the check compares it with the Build.
+#[derive(serde::Deserialize)]
+struct Attested {
+    digest: String,
+    app: String,
+    exp: i64,
+}
+
+async fn attestation(target: &Target) -> Verdict {
+    let token = token(&target.tokens.pipeline, "pipeline")?;
+    let metadata = "/.well-known/oauth-authorization-server";
+    let reply = target.request(Method::GET, metadata).send().await?;
+    let jwks_uri = text(&reply.expect(200, metadata)?.body, "/jwks_uri")?;
+    let response = target.http().get(jwks_uri).send().await;
+    let jwks: JwkSet = match response {
+        Ok(response) => response.json().await,
+        Err(error) => Err(error),
+    }
+    .map_err(|e| Finding::Fail(format!("GET {jwks_uri}: {e}")))?;
+    for path in [EVM, SVM] {
+        let build = fresh_build(target, token, path).await?;
+        let jws = text(&build, "/attestation")?;
+        let header = jsonwebtoken::decode_header(jws)
+            .map_err(|e| Finding::Fail(format!("{path}: the attestation is not a JWS: {e}")))?;
+        let kid = header.kid.unwrap_or_default();
+        let jwk = jwks.find(&kid).ok_or_else(|| {
+            Finding::Fail(format!(
+                "{path}: the JWKS has no key {kid:?}, which signed the attestation"
+            ))
+        })?;
+        let key = DecodingKey::from_jwk(jwk)
+            .map_err(|e| Finding::Fail(format!("the JWKS key {kid:?}: {e}")))?;
+        let mut validation = Validation::new(header.alg);
+        validation.validate_exp = false;
+        validation.required_spec_claims.clear();
+        let attested: Attested = jsonwebtoken::decode(jws, &key, &validation)
+            .map_err(|e| Finding::Fail(format!("{path}: the attestation does not verify: {e}")))?
+            .claims;
+        let asserted = json!([attested.digest, attested.app, attested.exp]);
+        let content = json!([build["digest"], build["origin"]["app"], build["expiresAt"]]);
+        ensure(asserted == content, || {
+            format!(
+                "{path}: the attestation asserts digest, app and expiry {asserted}; the Build has {content}"
             )
         })?;
     }

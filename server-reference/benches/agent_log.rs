@@ -30,7 +30,7 @@ struct Bench {
 
 fn start() -> Bench {
     let data_dir = tempfile::tempdir().unwrap();
-    let server = Server::start(data_dir.path(), "127.0.0.1:0");
+    let server = Server::start(data_dir.path(), "127.0.0.1:0", &[]);
     let token = server.agent_token(data_dir.path(), "bench", "agent:read agent:write");
     Bench {
         server,

@@ -131,7 +131,7 @@ async fn drive(base: &str, path: &str, token: Option<&str>) -> Load {
 
 /// The release server with one session of `TURNS` finished turns; its base, token and session.
 async fn seeded(data_dir: &std::path::Path) -> (support::Server, String, String) {
-    let server = support::Server::start(data_dir, "127.0.0.1:0");
+    let server = support::Server::start(data_dir, "127.0.0.1:0", &[]);
     let token = server.agent_token(data_dir, "bench", "agent:read agent:write");
     let http = reqwest::Client::new();
     let mut session: Option<String> = None;

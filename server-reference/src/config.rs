@@ -64,6 +64,11 @@ pub struct Config {
     pub rate_limit: Option<RateLimit>,
     /// Time between two clean-ups of expired codes, grants, keys and idle wake-up channels.
     pub cleanup_interval: Duration,
+    /// How long an idempotency key and its answer are kept.
+    pub idempotency_key_ttl: Duration,
+    /// How long expired authorization codes, device grants and refresh-token families are
+    /// kept, so that a late replay or poll is still told what it was.
+    pub expired_kept: Duration,
 }
 
 /// A token bucket: `per_second` requests a second on average, `burst` at once.
@@ -112,6 +117,8 @@ impl Config {
             build_ttl: Duration::from_secs(600),
             rate_limit: None,
             cleanup_interval: Duration::from_secs(60),
+            idempotency_key_ttl: Duration::from_secs(24 * 3600),
+            expired_kept: Duration::from_secs(3600),
         }
     }
 
@@ -178,6 +185,18 @@ impl Config {
     /// Sets [`Config::cleanup_interval`].
     pub fn cleanup_interval(mut self, interval: Duration) -> Self {
         self.cleanup_interval = interval;
+        self
+    }
+
+    /// Sets [`Config::idempotency_key_ttl`].
+    pub fn idempotency_key_ttl(mut self, ttl: Duration) -> Self {
+        self.idempotency_key_ttl = ttl;
+        self
+    }
+
+    /// Sets [`Config::expired_kept`].
+    pub fn expired_kept(mut self, kept: Duration) -> Self {
+        self.expired_kept = kept;
         self
     }
 

@@ -59,6 +59,20 @@ enum Command {
         /// over it, 429 with Retry-After. No limit by default.
         #[arg(long, env = "INTENT_RATE_LIMIT", value_parser = RateLimit::parse)]
         rate_limit: Option<RateLimit>,
+        /// Seconds between two clean-ups of expired codes, grants, idempotency keys and idle
+        /// wake-up channels.
+        #[arg(long, env = "INTENT_CLEANUP_INTERVAL", default_value_t = Config::new("").cleanup_interval.as_secs())]
+        cleanup_interval: u64,
+        /// Seconds a device code stays valid.
+        #[arg(long, env = "INTENT_DEVICE_CODE_TTL", default_value_t = Config::new("").device_code_ttl.as_secs())]
+        device_code_ttl: u64,
+        /// Seconds an idempotency key and its answer are kept.
+        #[arg(long, env = "INTENT_IDEMPOTENCY_KEY_TTL", default_value_t = Config::new("").idempotency_key_ttl.as_secs())]
+        idempotency_key_ttl: u64,
+        /// Seconds expired codes, grants and refresh-token families are kept to tell a late
+        /// replay or poll what it was.
+        #[arg(long, env = "INTENT_KEEP_EXPIRED", default_value_t = Config::new("").expired_kept.as_secs())]
+        keep_expired: u64,
         /// Seconds to wait for open connections after SIGTERM or Ctrl-C before exiting.
         #[arg(long, env = "INTENT_SHUTDOWN_GRACE", default_value_t = 10)]
         shutdown_grace: u64,
@@ -121,6 +135,10 @@ async fn main() -> ExitCode {
             build_ttl,
             clients,
             rate_limit,
+            cleanup_interval,
+            device_code_ttl,
+            idempotency_key_ttl,
+            keep_expired,
             shutdown_grace,
         } => {
             let config = Config::new(data_dir)
@@ -128,7 +146,11 @@ async fn main() -> ExitCode {
                 .cursor_ttl(Duration::from_secs(cursor_ttl))
                 .event_retention(Duration::from_secs(event_retention))
                 .build_ttl(Duration::from_secs(build_ttl))
-                .rate_limit(rate_limit);
+                .rate_limit(rate_limit)
+                .cleanup_interval(Duration::from_secs(cleanup_interval.max(1)))
+                .device_code_ttl(Duration::from_secs(device_code_ttl))
+                .idempotency_key_ttl(Duration::from_secs(idempotency_key_ttl))
+                .expired_kept(Duration::from_secs(keep_expired));
             let mut config = clients.into_iter().fold(config, Config::client);
             if let Some(url) = public_url {
                 config = config.public_url(url);

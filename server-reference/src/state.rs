@@ -96,7 +96,13 @@ impl AppState {
             config.cursor_ttl,
             config.event_retention,
         );
-        let turns = Turns::new(log.clone(), store.clone(), pipeline.clone(), runtime);
+        let turns = Turns::new(
+            log.clone(),
+            store.clone(),
+            pipeline.clone(),
+            runtime,
+            config.idempotency_key_ttl,
+        );
         turns.fail_orphans().await?;
         let sessions = Sessions::new(log.clone(), turns.clone());
         let account = Account::new(store.clone(), sealer);
@@ -201,10 +207,6 @@ impl AppState {
     }
 }
 
-/// Expired codes and grants are kept this long after expiry, so that a late replay or poll is
-/// still told what it was.
-const KEPT_AFTER_EXPIRY: i64 = 3600;
-
 /// Every `interval` while the server lives: removes expired authorization codes and device
 /// grants, idempotency keys past their lifetime, refresh-token families past expiry, and the
 /// wake-up channels of sessions nobody follows.
@@ -215,9 +217,14 @@ async fn clean_up(state: Weak<Inner>, interval: Duration) {
             return;
         };
         let now = clock::now();
+        let before = |age: Duration| now.saturating_sub(age.as_secs().try_into().unwrap_or(now));
+        let config = &state.config;
         match state
             .store
-            .purge(now - KEPT_AFTER_EXPIRY, now - agent::KEY_LIFETIME)
+            .purge(
+                before(config.expired_kept),
+                before(config.idempotency_key_ttl),
+            )
             .await
         {
             Ok(purged) => tracing::debug!(?purged, "cleaned up"),

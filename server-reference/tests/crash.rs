@@ -72,7 +72,7 @@ async fn follow(http: reqwest::Client, base: String, token: String, session: Str
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_events_survive_sigkill_with_no_gap_and_valid_cursors() {
     let data_dir = tempfile::tempdir().unwrap();
-    let mut server = Server::start(data_dir.path(), "127.0.0.1:0");
+    let mut server = Server::start(data_dir.path(), "127.0.0.1:0", &[]);
     let token = server.agent_token(data_dir.path(), "alice", "agent:read agent:write");
     let http = reqwest::Client::new();
 
@@ -124,7 +124,7 @@ async fn acknowledged_events_survive_sigkill_with_no_gap_and_valid_cursors() {
     eprintln!("{acknowledged} events acknowledged before SIGKILL");
 
     let addr = server.base.trim_start_matches("http://").to_owned();
-    let restarted = Server::start(data_dir.path(), &addr);
+    let restarted = Server::start(data_dir.path(), &addr, &[]);
     for (session, seen) in sessions.iter().zip(&seen) {
         // The whole retained log, page by page from no cursor.
         let mut log = Vec::new();
@@ -177,7 +177,7 @@ async fn acknowledged_events_survive_sigkill_with_no_gap_and_valid_cursors() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_answers_a_waiting_long_poll_and_the_server_exits_within_its_grace() {
     let data_dir = tempfile::tempdir().unwrap();
-    let mut server = Server::start(data_dir.path(), "127.0.0.1:0");
+    let mut server = Server::start(data_dir.path(), "127.0.0.1:0", &[]);
     let token = server.agent_token(data_dir.path(), "alice", "agent:read agent:write");
     let http = reqwest::Client::new();
     let started = post(

@@ -23,7 +23,7 @@ pub use reference::ReferenceRuntime;
 pub use runtime::Runtime;
 pub use sessions::Sessions;
 pub use turn::{Step, Turn, TurnError, can_become};
-pub use turns::{KEY_LIFETIME, Turns, resolution_hash};
+pub use turns::{Turns, resolution_hash};
 
 /// Longest session id (part 8).
 const MAX_SESSION_ID: usize = 160;

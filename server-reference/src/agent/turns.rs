@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::num::NonZeroU64;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use intent_models::{
     ActionRequest, ActionResolution, ActionResolutionRequest, ActionResult, AgentEvent,
@@ -24,9 +25,6 @@ use crate::store::agent::{
 };
 use crate::store::{Meter, Store};
 
-/// How long an idempotency key and its answer are kept, in seconds (24 hours).
-pub const KEY_LIFETIME: i64 = 24 * 3600;
-
 /// Longest title given to a new session, in characters, taken from its first message.
 const TITLE_CHARS: usize = 80;
 
@@ -41,6 +39,8 @@ struct Inner {
     pipeline: Arc<Pipeline>,
     runtime: Arc<dyn Runtime>,
     running: Running,
+    /// Seconds an idempotency key is kept.
+    key_lifetime: i64,
 }
 
 /// What starts or resumes a turn's runtime.
@@ -63,12 +63,14 @@ enum Answer {
 }
 
 impl Turns {
-    /// Turns written to `log`, run by `runtime`, which calls `pipeline`.
+    /// Turns written to `log`, run by `runtime`, which calls `pipeline`; idempotency keys of
+    /// resolutions are kept for `key_lifetime`.
     pub fn new(
         log: EventLog,
         store: Arc<dyn Store>,
         pipeline: Arc<Pipeline>,
         runtime: Arc<dyn Runtime>,
+        key_lifetime: Duration,
     ) -> Self {
         Self(Arc::new(Inner {
             log,
@@ -76,6 +78,7 @@ impl Turns {
             pipeline,
             runtime,
             running: Running::default(),
+            key_lifetime: key_lifetime.as_secs().try_into().unwrap_or(i64::MAX / 2),
         }))
     }
 
@@ -185,7 +188,7 @@ impl Turns {
 
     /// Resolves `action` of `account`'s `session` once per idempotency `key`: the same key and
     /// request replay the first answer without a second effect, another request is refused, and
-    /// a duplicate in flight is told so. Keys are kept for [`KEY_LIFETIME`].
+    /// a duplicate in flight is told so.
     pub async fn resolve(
         &self,
         account: &str,
@@ -198,7 +201,7 @@ impl Turns {
         let request_hash = resolution_hash(session, action, &request);
         let at = now();
         match store
-            .begin_idempotent(account, key, &request_hash, at, at - KEY_LIFETIME)
+            .begin_idempotent(account, key, &request_hash, at, at - self.0.key_lifetime)
             .await?
         {
             IdempotencyBegin::Started => {}

@@ -16,11 +16,13 @@ pub struct Server {
 }
 
 impl Server {
-    /// Starts the server on `addr` (port 0 for a free one) and waits until it listens.
-    pub fn start(data_dir: &Path, addr: &str) -> Self {
+    /// Starts the server on `addr` (port 0 for a free one) with more `serve` options `args`, and
+    /// waits until it listens.
+    pub fn start(data_dir: &Path, addr: &str, args: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_intent-server"))
             .args(["serve", "--addr", addr, "--data-dir"])
             .arg(data_dir)
+            .args(args)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

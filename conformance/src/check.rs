@@ -26,6 +26,9 @@ pub enum Category {
     /// Turns and their states (part 3).
     #[serde(rename = "agent.turns")]
     AgentTurns,
+    /// Sessions read, updated and deleted (part 4.2).
+    #[serde(rename = "agent.sessions")]
+    AgentSessions,
     /// Durable actions and their resolution (part 4.2).
     #[serde(rename = "agent.actions")]
     AgentActions,
@@ -49,6 +52,7 @@ impl Category {
             Self::AgentEvents => "agent.events",
             Self::AgentSse => "agent.sse",
             Self::AgentTurns => "agent.turns",
+            Self::AgentSessions => "agent.sessions",
             Self::AgentActions => "agent.actions",
             Self::Pipeline => "pipeline",
             Self::Account => "account",

@@ -121,6 +121,20 @@ async fn run_command(args: RunArgs) -> Result<ExitCode, String> {
         skip: args.skip.clone(),
         normative_only: args.level == Levels::Normative,
     };
+    let unknown = selection.unknown(&checks::all());
+    if !unknown.is_empty() {
+        let mut categories: Vec<&str> = checks::all()
+            .iter()
+            .map(|check| check.category.as_str())
+            .collect();
+        categories.dedup();
+        return Err(format!(
+            "--only or --skip names no check or category: {}; the categories are {}; `--list` shows \
+             the checks",
+            unknown.join(", "),
+            categories.join(", ")
+        ));
+    }
     if args.list {
         for check in checks::all() {
             let mark = if selection.takes(&check) { " " } else { "-" };

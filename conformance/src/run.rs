@@ -11,7 +11,7 @@ use crate::checks;
 use crate::finding::Finding;
 use crate::spec::Level;
 use crate::spec::spec;
-use crate::target::Target;
+use crate::target::{Coverage, Target};
 
 /// The longest a single check may take before it counts as the suite's error.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(90);
@@ -34,6 +34,21 @@ impl Selection {
                 || check.category.as_str() == pattern
                 || check.id.starts_with(&format!("{pattern}."))
         })
+    }
+
+    /// The `--only` and `--skip` entries that name no check, no category and no id prefix of
+    /// `checks`: a typo that would otherwise quietly select nothing.
+    pub fn unknown<'a>(&'a self, checks: &[Check]) -> Vec<&'a str> {
+        self.only
+            .iter()
+            .chain(&self.skip)
+            .filter(|pattern| {
+                !checks
+                    .iter()
+                    .any(|check| Self::covers(std::slice::from_ref(pattern), check))
+            })
+            .map(String::as_str)
+            .collect()
     }
 
     /// Whether the run takes `check`.
@@ -77,6 +92,8 @@ pub struct Report {
     pub millis: u64,
     /// One outcome per check, in run order.
     pub outcomes: Vec<Outcome>,
+    /// Every operation of openapi.json with the statuses it was answered with.
+    pub coverage: Vec<Coverage>,
     /// Warnings about the run as a whole.
     pub warnings: Vec<String>,
 }
@@ -100,6 +117,26 @@ impl Report {
             self.count(Status::Skip),
             self.count(Status::Disabled),
         )
+    }
+
+    /// One line: how many operations were answered with a success status, so that their success
+    /// schema was validated, and which were not.
+    pub fn coverage_summary(&self) -> String {
+        let missed: Vec<String> = self
+            .coverage
+            .iter()
+            .filter(|operation| !operation.succeeded())
+            .map(|operation| format!("{} {}", operation.method, operation.path))
+            .collect();
+        let mut line = format!(
+            "coverage: {} of {} operations answered with a success status",
+            self.coverage.len() - missed.len(),
+            self.coverage.len()
+        );
+        if !missed.is_empty() {
+            line.push_str(&format!("; never: {}", missed.join(", ")));
+        }
+        line
     }
 
     /// Whether any check failed or broke.
@@ -136,6 +173,7 @@ pub async fn run(
             .saturating_sub(started.elapsed().as_secs()),
         millis: started.elapsed().as_millis() as u64,
         outcomes,
+        coverage: target.coverage(),
         warnings: Vec::new(),
     };
     report.warnings = warnings(&report);
@@ -191,5 +229,27 @@ fn warnings(report: &Report) -> Vec<String> {
         )]
     } else {
         Vec::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_selection_entry_that_names_no_check_or_category_is_unknown() {
+        let selection = Selection {
+            only: vec![
+                "agent.sse".into(),
+                "pipeline.digest".into(),
+                "nonexistent".into(),
+            ],
+            skip: vec!["agent.sse.resum".into(), "limits".into()],
+            normative_only: false,
+        };
+        assert_eq!(
+            selection.unknown(&checks::all()),
+            ["nonexistent", "agent.sse.resum"]
+        );
     }
 }

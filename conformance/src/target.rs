@@ -1,10 +1,12 @@
 //! The deployment under test: its address, the tokens the run holds, and every response seen.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::time::Duration;
 
 use reqwest::Method;
 use reqwest::header::HeaderMap;
+use serde::Serialize;
 use serde_json::Value;
 
 use crate::finding::Finding;
@@ -105,6 +107,29 @@ pub struct Target {
     secrets: Mutex<Vec<String>>,
     seen: Mutex<Vec<Seen>>,
     violations: Mutex<Vec<Violation>>,
+    /// The statuses answered per operation, keyed by `METHOD template`.
+    answered: Mutex<BTreeMap<String, BTreeSet<u16>>>,
+}
+
+/// How a run exercised one operation of openapi.json.
+#[derive(Debug, Clone, Serialize)]
+pub struct Coverage {
+    /// Upper-case HTTP method.
+    pub method: String,
+    /// The path template.
+    pub path: String,
+    /// Every status the deployment answered it with, ascending.
+    pub statuses: Vec<u16>,
+}
+
+impl Coverage {
+    /// Whether the operation was answered with a success status, so that its success schema
+    /// was validated.
+    pub fn succeeded(&self) -> bool {
+        self.statuses
+            .iter()
+            .any(|status| (200..300).contains(status))
+    }
 }
 
 /// A response, read whole.
@@ -194,6 +219,7 @@ impl Target {
             secrets: Mutex::default(),
             seen: Mutex::default(),
             violations: Mutex::default(),
+            answered: Mutex::default(),
         }
     }
 
@@ -244,8 +270,36 @@ impl Target {
         self.violations.lock().expect("violations").clone()
     }
 
+    /// Every operation of openapi.json, in its order, with the statuses answered so far.
+    pub fn coverage(&self) -> Vec<Coverage> {
+        let answered = self.answered.lock().expect("answered statuses");
+        spec()
+            .operations()
+            .iter()
+            .map(|operation| Coverage {
+                method: operation.method.clone(),
+                path: operation.template.clone(),
+                statuses: answered
+                    .get(&format!("{} {}", operation.method, operation.template))
+                    .map(|statuses| statuses.iter().copied().collect())
+                    .unwrap_or_default(),
+            })
+            .collect()
+    }
+
+    /// Notes that the operation of `method` and `path` (with its query) answered `status`.
+    fn answered(&self, method: &Method, path: &str, status: u16) {
+        let route = path.split('?').next().unwrap_or(path);
+        if let Some(operation) = spec().operation(method.as_str(), route) {
+            let key = format!("{} {}", operation.method, operation.template);
+            let mut answered = self.answered.lock().expect("answered statuses");
+            answered.entry(key).or_default().insert(status);
+        }
+    }
+
     /// Validates a response against openapi.json and keeps it.
     pub fn record(&self, method: &Method, path: &str, status: u16, body: &Value, text: &str) {
+        self.answered(method, path, status);
         let check = *self.current.lock().expect("current check");
         let request = format!("{method} {path}");
         let route = path.split('?').next().unwrap_or(path);
@@ -303,13 +357,18 @@ impl Call<'_> {
         self
     }
 
-    /// Sends the request and returns the response unread, for streams; it is not recorded.
+    /// Sends the request and returns the response unread, for streams; only its status is
+    /// recorded, for the coverage.
     pub async fn open(self) -> Result<reqwest::Response, Finding> {
         let what = format!("{} {}", self.method, self.path);
-        self.builder
+        let response = self
+            .builder
             .send()
             .await
-            .map_err(|e| Finding::Error(format!("{what}: {e}")))
+            .map_err(|e| Finding::Error(format!("{what}: {e}")))?;
+        let status = response.status().as_u16();
+        self.target.answered(&self.method, &self.path, status);
+        Ok(response)
     }
 
     /// Sends the request and reads the whole response; a transport failure is the suite's error.

@@ -10,7 +10,7 @@ use axum::body::{Body, Bytes, to_bytes};
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{Next, from_fn_with_state};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use intent_conformance::check::Status;
 use intent_conformance::embedded::Embedded;
@@ -66,10 +66,20 @@ enum Fault {
     BuildVersion1,
     /// The JWKS leaves out the key that signs attestations.
     UnpublishedKey,
+    /// A session PATCH changes nothing.
+    IgnoresPatch,
+    /// A session DELETE answers 204 and keeps the session.
+    DeleteKeepsSession,
+    /// Every skill call is refused with 400.
+    RefusesSkillCalls,
+    /// The app catalog is empty.
+    EmptyAppCatalog,
+    /// The credential list shows every credential absent.
+    CredentialsNeverPresent,
 }
 
 impl Fault {
-    const ALL: [Fault; 22] = [
+    const ALL: [Fault; 27] = [
         Fault::ExtraSimulationField,
         Fault::BadCursorIs500,
         Fault::AcceptsExpiredBuild,
@@ -92,6 +102,11 @@ impl Fault {
         Fault::DescriptorKind,
         Fault::BuildVersion1,
         Fault::UnpublishedKey,
+        Fault::IgnoresPatch,
+        Fault::DeleteKeepsSession,
+        Fault::RefusesSkillCalls,
+        Fault::EmptyAppCatalog,
+        Fault::CredentialsNeverPresent,
     ];
 
     /// The checks this fault must fail; every other check must pass.
@@ -128,7 +143,11 @@ impl Fault {
             ],
             Fault::ForgetsIdempotencyKeys => &["agent.actions.idempotency"],
             Fault::ReopensTurns => &["agent.turns.terminal", "agent.events.wait"],
-            Fault::PlainTextNotFound => &["schema.error-envelope", "schema.responses"],
+            Fault::PlainTextNotFound => &[
+                "agent.sessions.delete",
+                "schema.error-envelope",
+                "schema.responses",
+            ],
             Fault::StepZero => &["limits.step", "schema.simulation", "schema.responses"],
             Fault::StatementDown => &["account.statement"],
             Fault::DescriptorKind => &["pipeline.operation-descriptor", "schema.responses"],
@@ -140,6 +159,11 @@ impl Fault {
                 "schema.responses",
             ],
             Fault::UnpublishedKey => &["pipeline.attestation"],
+            Fault::IgnoresPatch => &["agent.sessions.update"],
+            Fault::DeleteKeepsSession => &["agent.sessions.delete"],
+            Fault::RefusesSkillCalls => &["pipeline.skill-call"],
+            Fault::EmptyAppCatalog => &["pipeline.apps"],
+            Fault::CredentialsNeverPresent => &["account.install"],
         }
     }
 }
@@ -203,8 +227,26 @@ async fn inject(
         method == "POST" && (path.ends_with("/evm/build") || path.ends_with("/svm/stage"));
     let is_resolve = method == "POST" && path.ends_with("/resolve");
 
+    let is_session = path.starts_with("/v1/agent/sessions/") && !path.contains("/actions/");
+
     // Faults on the way in.
     match fault {
+        Fault::IgnoresPatch if method == "PATCH" && is_session => {
+            let (parts, _) = request.into_parts();
+            request = Request::from_parts(parts, Body::from("{}"));
+            request.headers_mut().remove(header::CONTENT_LENGTH);
+        }
+        Fault::DeleteKeepsSession if method == "DELETE" && is_session => {
+            return StatusCode::NO_CONTENT.into_response();
+        }
+        Fault::RefusesSkillCalls
+            if method == "POST"
+                && path.starts_with("/v1/pipeline/skills/")
+                && authorization == Some(bearer(&tokens.pipeline)) =>
+        {
+            let error = json!({ "error": { "code": "invalid_request", "message": "refused" } });
+            return json_response(StatusCode::BAD_REQUEST, &error);
+        }
         Fault::LeaksSessions if authorization == Some(bearer(&tokens.second)) => {
             request
                 .headers_mut()
@@ -283,6 +325,20 @@ async fn inject(
             let (mut parts, body) = response.into_parts();
             parts.status = StatusCode::FORBIDDEN;
             return Response::from_parts(parts, body);
+        }
+        Fault::EmptyAppCatalog if path == "/v1/pipeline/apps" && status == StatusCode::OK => {
+            return json_response(StatusCode::OK, &json!({ "apps": [] }));
+        }
+        Fault::CredentialsNeverPresent
+            if path.ends_with("/secrets") && status == StatusCode::OK =>
+        {
+            let (parts, body) = response.into_parts();
+            let (bytes, mut list) = read_json(body).await;
+            for credential in list["credentials"].as_array_mut().into_iter().flatten() {
+                credential["present"] = json!(false);
+                credential["updatedAt"] = Value::Null;
+            }
+            return rebuilt(parts, bytes, Some(list));
         }
         Fault::UnpublishedKey if path == "/.well-known/jwks.json" => {
             return json_response(StatusCode::OK, &json!({ "keys": [] }));
@@ -520,6 +576,8 @@ async fn the_reference_server_passes_every_check() {
     let report = suite(None).await;
     assert!(not_passed(&report).is_empty(), "{:#?}", not_passed(&report));
     assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    let missed: Vec<_> = report.coverage.iter().filter(|o| !o.succeeded()).collect();
+    assert!(missed.is_empty(), "{}", report.coverage_summary());
     println!(
         "full suite against the embedded server: {} checks in {} ms",
         report.outcomes.len(),

@@ -21,13 +21,14 @@ pub(super) fn checks() -> Vec<Check> {
         Check {
             id: "account.install",
             category: Category::Account,
-            requirement: "Installing an app MUST be refused with 422 while a required credential is missing, MUST succeed once it is saved, and removing the credential MUST answer its absence, never its value.",
+            requirement: "Installing an app MUST be refused with 422 while a required credential is missing, MUST succeed once it is saved, the credential list MUST show it present, and removing it MUST answer and list its absence, never its value.",
             section: "4.3",
             rests_on: &[
                 "POST /v1/account/apps/{applicationId}",
                 "DELETE /v1/account/apps/{applicationId}/secrets/{name}",
                 "PUT /v1/account/apps/{applicationId}/secrets/{name}",
                 "GET /v1/account/apps",
+                "GET /v1/account/apps/{applicationId}/secrets",
             ],
             run: run!(install),
         },
@@ -99,6 +100,7 @@ async fn install(target: &Target) -> Verdict {
         .send()
         .await?
         .expect(200, &format!("PUT {secret_path}"))?;
+    present(target, token, id, name, true).await?;
     let installed = target
         .request(Method::POST, &app_path)
         .bearer(token)
@@ -114,6 +116,7 @@ async fn install(target: &Target) -> Verdict {
         removed.body.is_object() && removed.body["present"] != Value::Bool(true),
         || format!("after removal: {}", removed.text),
     )?;
+    present(target, token, id, name, false).await?;
     let leaked = target
         .seen()
         .iter()
@@ -128,4 +131,24 @@ async fn install(target: &Target) -> Verdict {
         .await?
         .expect(200, &format!("DELETE {app_path} after the check"))?;
     Ok(())
+}
+
+/// Fails unless the credential list of app `id` shows `name` with presence `expected`.
+async fn present(target: &Target, token: &str, id: i64, name: &str, expected: bool) -> Verdict {
+    let path = format!("/v1/account/apps/{id}/secrets");
+    let list = target
+        .request(Method::GET, &path)
+        .bearer(token)
+        .send()
+        .await?;
+    list.expect(200, &format!("GET {path}"))?;
+    let presence = list.body["credentials"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|credential| credential["name"] == name)
+        .map(|credential| credential["present"].clone());
+    ensure(presence == Some(Value::Bool(expected)), || {
+        format!("GET {path} lists {name} with presence {presence:?}; expected {expected}")
+    })
 }

@@ -3,6 +3,7 @@
 mod account;
 mod agent_actions;
 mod agent_events;
+mod agent_sessions;
 mod agent_sse;
 mod agent_turns;
 mod auth;
@@ -42,6 +43,7 @@ pub fn all() -> Vec<Check> {
         agent_events::checks(),
         agent_sse::checks(),
         agent_turns::checks(),
+        agent_sessions::checks(),
         agent_actions::checks(),
         pipeline::checks(),
         account::checks(),

@@ -49,6 +49,22 @@ pub(super) fn checks() -> Vec<Check> {
             run: run!(attestation),
         },
         Check {
+            id: "pipeline.apps",
+            category: Category::Pipeline,
+            requirement: "The app catalog MUST list the app and operation that assemble a Build.",
+            section: "4.1",
+            rests_on: &["GET /v1/pipeline/apps"],
+            run: run!(apps),
+        },
+        Check {
+            id: "pipeline.skill-call",
+            category: Category::Pipeline,
+            requirement: "A skill operation called with input valid against its `inputSchema` MUST answer 200 with a JSON object.",
+            section: "4.1",
+            rests_on: &["POST /v1/pipeline/skills/{skill}/operations/{operation}"],
+            run: run!(skill_call),
+        },
+        Check {
             id: "pipeline.commit",
             category: Category::Pipeline,
             requirement: "A fresh Build presented back to its lifecycle endpoint MUST be revalidated, re-simulated and committed.",
@@ -398,6 +414,86 @@ async fn operation_descriptor(target: &Target) -> Verdict {
     )?;
     ensure(descriptor["inputSchema"].is_object(), || {
         format!("inputSchema {}", descriptor["inputSchema"])
+    })
+}
+
+async fn apps(target: &Target) -> Verdict {
+    let token = token(&target.tokens.pipeline, "pipeline")?;
+    let request = build_request(EVM)?;
+    let (app, operation) = (
+        text(&request, "/app")?,
+        text(&request, "/operations/0/operation")?,
+    );
+    let reply = target
+        .request(Method::GET, "/v1/pipeline/apps")
+        .bearer(token)
+        .send()
+        .await?;
+    reply.expect(200, "GET /v1/pipeline/apps")?;
+    let listed = reply.body["apps"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|listed| listed["name"] == app)
+        .flat_map(|listed| listed["operations"].as_array().into_iter().flatten())
+        .any(|listed| listed["name"] == operation);
+    ensure(listed, || {
+        format!("GET /v1/pipeline/apps does not list {app}'s {operation}, which builds use")
+    })
+}
+
+/// A value for a property of `schema`: its example, default or first enum value, or the
+/// smallest value of its type.
+fn sample(schema: &Value) -> Value {
+    let given = [&schema["example"], &schema["default"], &schema["enum"][0]];
+    if let Some(value) = given.into_iter().find(|value| !value.is_null()) {
+        return value.clone();
+    }
+    let minimum = schema["minimum"].as_i64().unwrap_or(1);
+    match schema["type"].as_str() {
+        Some("integer" | "number") => json!(minimum),
+        Some("boolean") => json!(true),
+        Some("array") => json!([]),
+        Some("object") => json!({}),
+        _ => json!("x".repeat(schema["minLength"].as_u64().unwrap_or(1).max(1) as usize)),
+    }
+}
+
+async fn skill_call(target: &Target) -> Verdict {
+    let token = token(&target.tokens.pipeline, "pipeline")?;
+    let list = target
+        .request(Method::GET, "/v1/pipeline/skills")
+        .bearer(token)
+        .send()
+        .await?;
+    list.expect(200, "GET /v1/pipeline/skills")?;
+    let skill = &list.body["skills"][0];
+    let operation = &skill["operations"][0];
+    let (Some(skill), Some(name)) = (skill["name"].as_str(), operation["name"].as_str()) else {
+        return skip("the deployment lists no skill operation");
+    };
+    let schema = &operation["inputSchema"];
+    let input: serde_json::Map<String, Value> = schema["required"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(|field| (field.to_owned(), sample(&schema["properties"][field])))
+        .collect();
+    let path = format!("/v1/pipeline/skills/{skill}/operations/{name}");
+    let input = Value::Object(input);
+    let reply = target
+        .request(Method::POST, &path)
+        .bearer(token)
+        .json(&input)
+        .send()
+        .await?;
+    reply.expect(200, &format!("POST {path} {input}"))?;
+    ensure(reply.body.is_object(), || {
+        format!(
+            "POST {path} answered {}",
+            crate::target::excerpt(&reply.text)
+        )
     })
 }
 

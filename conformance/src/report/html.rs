@@ -38,6 +38,31 @@ pub fn html(report: &Report) -> String {
             escape(outcome.message.as_deref().unwrap_or_default()),
         );
     }
+    out.push_str("</table>\n");
+    let _ = writeln!(
+        out,
+        "<h2>Coverage</h2>\n<p>{}.</p>\n<table><tr><th>Operation</th><th>Statuses answered</th></tr>",
+        escape(&report.coverage_summary())
+    );
+    for operation in &report.coverage {
+        let statuses: Vec<String> = operation.statuses.iter().map(u16::to_string).collect();
+        let class = if operation.succeeded() {
+            "pass"
+        } else {
+            "fail"
+        };
+        let _ = writeln!(
+            out,
+            "<tr><td><code>{} {}</code></td><td class=\"{class}\">{}</td></tr>",
+            operation.method,
+            escape(&operation.path),
+            if statuses.is_empty() {
+                "none".to_owned()
+            } else {
+                statuses.join(", ")
+            },
+        );
+    }
     out.push_str("</table>\n</body></html>\n");
     out
 }

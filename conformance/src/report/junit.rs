@@ -65,6 +65,30 @@ pub fn junit(report: &Report) -> String {
         }
         out.push_str("  </testsuite>\n");
     }
+    coverage(&mut out, report);
     out.push_str("</testsuites>\n");
     out
+}
+
+/// A `coverage` suite without test cases, whose properties give the statuses answered per
+/// operation and the share of operations answered with a success.
+fn coverage(out: &mut String, report: &Report) {
+    let succeeded = report.coverage.iter().filter(|o| o.succeeded()).count();
+    out.push_str("  <testsuite name=\"coverage\" tests=\"0\" failures=\"0\" errors=\"0\" skipped=\"0\">\n    <properties>\n");
+    let _ = writeln!(
+        out,
+        "      <property name=\"operations succeeded\" value=\"{succeeded}/{}\"/>",
+        report.coverage.len()
+    );
+    for operation in &report.coverage {
+        let statuses: Vec<String> = operation.statuses.iter().map(u16::to_string).collect();
+        let _ = writeln!(
+            out,
+            "      <property name=\"{} {}\" value=\"{}\"/>",
+            operation.method,
+            escape(&operation.path),
+            statuses.join(" ")
+        );
+    }
+    out.push_str("    </properties>\n  </testsuite>\n");
 }

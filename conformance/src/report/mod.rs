@@ -73,7 +73,7 @@ pub fn console(report: &Report) -> String {
             outcome.message.as_deref().unwrap_or_default()
         );
     }
-    let _ = writeln!(out, "\n{}", report.summary());
+    let _ = writeln!(out, "\n{}\n{}", report.summary(), report.coverage_summary());
     for warning in &report.warnings {
         let _ = writeln!(out, "\nWARNING: {warning}");
     }

@@ -1,0 +1,124 @@
+//! Sessions read, updated and deleted (part 4.2).
+
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use super::{fresh_key, run, settle, start_turn, token};
+use crate::check::{Category, Check};
+use crate::finding::{Finding, Verdict, ensure};
+use crate::target::Target;
+
+pub(super) fn checks() -> Vec<Check> {
+    vec![
+        Check {
+            id: "agent.sessions.update",
+            category: Category::AgentSessions,
+            requirement: "A session MUST read as a Session, and a PATCH of its `title` or `archived` MUST answer the Session with that change and no other, which later reads show, with `updatedAt` moving forward.",
+            section: "4.2",
+            rests_on: &[
+                "GET /v1/agent/sessions/{sessionId}",
+                "PATCH /v1/agent/sessions/{sessionId}",
+            ],
+            run: run!(update),
+        },
+        Check {
+            id: "agent.sessions.delete",
+            category: Category::AgentSessions,
+            requirement: "A deleted session MUST be gone: reading it and its log MUST answer 404.",
+            section: "4.2",
+            rests_on: &["DELETE /v1/agent/sessions/{sessionId}"],
+            run: run!(delete),
+        },
+    ]
+}
+
+/// `GET /v1/agent/sessions/{session}`, expected 200.
+async fn read(target: &Target, token: &str, path: &str) -> Result<Value, Finding> {
+    let reply = target
+        .request(Method::GET, path)
+        .bearer(token)
+        .send()
+        .await?;
+    reply.expect(200, &format!("GET {path}"))?;
+    Ok(reply.body)
+}
+
+/// `PATCH path` with `body`, expected 200; the Session answered.
+async fn patch(target: &Target, token: &str, path: &str, body: Value) -> Result<Value, Finding> {
+    let reply = target
+        .request(Method::PATCH, path)
+        .bearer(token)
+        .json(&body)
+        .send()
+        .await?;
+    reply.expect(200, &format!("PATCH {path} {body}"))?;
+    Ok(reply.body)
+}
+
+async fn update(target: &Target) -> Verdict {
+    let token = token(&target.tokens.agent, "agent")?;
+    let (session, turn) = start_turn(target, token, None, "hello").await?;
+    settle(target, token, &session, &turn).await?;
+    let path = format!("/v1/agent/sessions/{session}");
+    let before = read(target, token, &path).await?;
+    ensure(before["id"] == json!(session), || {
+        format!("GET {path} answered the session {}", before["id"])
+    })?;
+    // `updatedAt` counts seconds: a change must come in a later second to move it.
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let title = fresh_key("title");
+    let renamed = patch(target, token, &path, json!({ "title": title })).await?;
+    let expected = json!([session, title, before["archived"]]);
+    let fields = |s: &Value| json!([s["id"], s["title"], s["archived"]]);
+    ensure(fields(&renamed) == expected, || {
+        format!(
+            "after renaming to {title:?}, id, title and archived are {}; expected {expected}",
+            fields(&renamed)
+        )
+    })?;
+    let (was, now) = (&before["updatedAt"], &renamed["updatedAt"]);
+    ensure(now.as_i64() > was.as_i64(), || {
+        format!("a rename a second later moved `updatedAt` from {was} to {now}")
+    })?;
+    let archived = patch(target, token, &path, json!({ "archived": true })).await?;
+    let expected = json!([session, title, true]);
+    ensure(fields(&archived) == expected, || {
+        format!(
+            "after archiving, id, title and archived are {}; expected {expected}",
+            fields(&archived)
+        )
+    })?;
+    let reread = read(target, token, &path).await?;
+    ensure(fields(&reread) == expected, || {
+        format!(
+            "a read after the changes shows id, title and archived {}; expected {expected}",
+            fields(&reread)
+        )
+    })?;
+    Ok(())
+}
+
+async fn delete(target: &Target) -> Verdict {
+    let token = token(&target.tokens.agent, "agent")?;
+    let (session, _) = start_turn(target, token, None, "hello").await?;
+    let path = format!("/v1/agent/sessions/{session}");
+    let deleted = target
+        .request(Method::DELETE, &path)
+        .bearer(token)
+        .send()
+        .await?;
+    ensure((200..300).contains(&deleted.status), || {
+        format!("DELETE {path} answered {} {}", deleted.status, deleted.text)
+    })?;
+    for gone in [path.clone(), format!("/v1/agent/chat/{session}")] {
+        target
+            .request(Method::GET, &gone)
+            .bearer(token)
+            .send()
+            .await?
+            .expect_envelope(404, &format!("GET {gone} after DELETE {path}"))?;
+    }
+    Ok(())
+}

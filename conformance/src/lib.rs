@@ -5,7 +5,7 @@
 //! and its level: normative, or profile when it rests on an element of openapi.json marked
 //! `x-profile: reference`. [`run::run`] takes them against a [`target::Target`] (any base URL,
 //! or the [`embedded`] reference server), validating every response body it sees against its
-//! schema ([`schema`]); [`report`] renders the outcome for people and for CI.
+//! schema (`intent_models::schema`); [`report`] renders the outcome for people and for CI.
 
 #![forbid(unsafe_code)]
 
@@ -17,6 +17,5 @@ pub mod embedded;
 pub mod finding;
 pub mod report;
 pub mod run;
-pub mod schema;
 pub mod spec;
 pub mod target;

@@ -7,7 +7,7 @@ use std::sync::{Arc, LazyLock, Mutex};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::schema::{SchemaValidator, Schemas};
+use intent_models::schema::{SchemaValidator, Schemas};
 
 /// Whether every deployment must pass a check, or only one that follows our reference profile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -74,7 +74,7 @@ pub fn spec() -> &'static Spec {
 
 impl Spec {
     /// Reads `document`'s operations and converts its schemas.
-    pub fn new(document: Value) -> Result<Self, crate::schema::Error> {
+    pub fn new(document: Value) -> Result<Self, intent_models::schema::Error> {
         let schemas = Schemas::from_openapi(&document)?;
         let mut operations = Vec::new();
         for (template, item) in document["paths"].as_object().into_iter().flatten() {

@@ -1,6 +1,9 @@
 //! The gateway in front of every `/v1` request. It finds the operation in openapi.json, verifies
 //! the bearer token (signature, expiry, issuer, and an audience equal to the operation's
-//! resource), checks the operation's scope, and hands handlers a [`Principal`], never the token.
+//! resource), checks the operation's scope, and hands handlers a [`Principal`], never the token,
+//! and the operation's [`BodySchema`], against which [`crate::http::ApiJson`] checks the body.
+
+use std::sync::Arc;
 
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::request::Parts;
@@ -8,6 +11,7 @@ use axum::http::{HeaderMap, Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use intent_models::ErrorCode;
+use intent_models::schema::{SchemaValidator, Schemas};
 use serde_json::Value;
 
 use crate::auth::Principal;
@@ -28,8 +32,13 @@ impl<S: Send + Sync> FromRequestParts<S> for Principal {
     }
 }
 
-/// One operation of openapi.json: where it is, and what a token needs to reach it.
-#[derive(Debug, Clone)]
+/// The schema of an operation's JSON request body in openapi.json.
+#[derive(Clone)]
+pub struct BodySchema(pub Arc<SchemaValidator>);
+
+/// One operation of openapi.json: where it is, what a token needs to reach it, and the schema
+/// of its body.
+#[derive(Clone)]
 pub struct Operation {
     method: Method,
     /// Path segments; `None` stands for a `{parameter}`.
@@ -38,16 +47,19 @@ pub struct Operation {
     pub scope: String,
     /// The resource whose token the operation takes.
     pub resource: Resource,
+    /// The schema of its JSON body, when it takes one.
+    pub body: Option<BodySchema>,
 }
 
 /// Every operation of openapi.json.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Operations(Vec<Operation>);
 
 impl Operations {
-    /// Reads the operations of `document`: path, method, the one scope of `security` and the
-    /// resource of `x-resource`.
+    /// Reads the operations of `document`: path, method, the one scope of `security`, the
+    /// resource of `x-resource` and the schema of the JSON request body.
     pub fn from_openapi(document: &Value) -> Self {
+        let schemas = Schemas::from_openapi(document).expect("openapi.json has component schemas");
         let mut operations = Vec::new();
         for (path, item) in document["paths"].as_object().into_iter().flatten() {
             for (method, op) in item.as_object().into_iter().flatten() {
@@ -63,11 +75,20 @@ impl Operations {
                     .split('/')
                     .map(|s| (!(s.starts_with('{') && s.ends_with('}'))).then(|| s.to_owned()))
                     .collect();
+                let body = op
+                    .pointer("/requestBody/content/application~1json/schema")
+                    .map(|schema| {
+                        let validator = schemas.inline(schema).unwrap_or_else(|error| {
+                            panic!("openapi.json: the body schema of {method} {path}: {error}")
+                        });
+                        BodySchema(Arc::new(validator))
+                    });
                 operations.push(Operation {
                     method: method.clone(),
                     segments,
                     scope: scope.to_owned(),
                     resource,
+                    body,
                 });
             }
         }
@@ -158,6 +179,9 @@ pub async fn authorize(
         account: claims.sub.clone(),
         scopes,
     });
+    if let Some(body) = &operation.body {
+        request.extensions_mut().insert(body.clone());
+    }
     next.run(request).await
 }
 

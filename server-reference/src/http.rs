@@ -10,22 +10,34 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use intent_models::ErrorCode;
 use serde::de::DeserializeOwned;
+use serde_json::Value;
 
 use crate::OPENAPI;
 use crate::error::ApiError;
+use crate::gateway::BodySchema;
 use crate::state::AppState;
 
-/// A JSON body; a missing content type is 415, an oversized body 413, anything else 400.
+/// A JSON body that holds against its operation's schema in openapi.json (the gateway's
+/// [`BodySchema`]); a missing content type is 415, an oversized body 413, anything else 400.
 pub struct ApiJson<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
-        let axum::Json(value) = axum::Json::<T>::from_request(request, state)
+        let schema = request.extensions().get::<BodySchema>().cloned();
+        let axum::Json(body) = axum::Json::<Value>::from_request(request, state)
             .await
             .map_err(|e: JsonRejection| ApiError::from(e))?;
-        Ok(Self(value))
+        if let Some(violation) = schema.and_then(|schema| schema.0.first_violation(&body)) {
+            return Err(ApiError::new(
+                ErrorCode::InvalidRequest,
+                format!("the body does not match openapi.json: {violation}"),
+            ));
+        }
+        serde_json::from_value(body)
+            .map(Self)
+            .map_err(|e| ApiError::new(ErrorCode::InvalidRequest, e.to_string()))
     }
 }
 

@@ -2,7 +2,7 @@
 //! credentials and the statement, per account, with every body valid against openapi.json and
 //! no credential value ever echoed or stored in clear.
 
-use intent_conformance::schema::Schemas;
+use intent_models::schema::Schemas;
 use intent_server::resource::Resource;
 use intent_tests::{TestServer, openapi};
 use serde_json::{Value, json};

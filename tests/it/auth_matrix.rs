@@ -4,7 +4,7 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use intent_conformance::schema::Schemas;
+use intent_models::schema::Schemas;
 use intent_server::resource::Resource;
 use intent_server::token::{self, Grant};
 use intent_tests::{TestServer, openapi, operations};

@@ -1,7 +1,7 @@
 //! Every request body and success response in openapi.json carries an example; every example
 //! validates against its schema and round-trips unchanged through the `intent-models` types.
 
-use intent_conformance::schema::Schemas;
+use intent_models::schema::Schemas;
 use intent_tests::{openapi, operations, resolve};
 use serde::Serialize;
 use serde::de::DeserializeOwned;

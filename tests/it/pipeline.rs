@@ -140,10 +140,21 @@ async fn bad_inputs_are_refused_with_the_schema_errors() {
             .is_empty()
     );
 
+    // A name in the body that names nothing refuses the body; 404 is for paths.
     let mut unknown = transfer("1");
     unknown["app"] = "nowhere".into();
-    let (status, _) = post(&server, &alice, &unknown).await;
-    assert_eq!(status, 404);
+    let (status, error) = post(&server, &alice, &unknown).await;
+    assert_eq!(
+        (status, &error["error"]["code"]),
+        (400, &json!("validation_failed"))
+    );
+    let mut unknown = transfer("1");
+    unknown["operations"][0]["operation"] = "0".into();
+    let (status, error) = post(&server, &alice, &unknown).await;
+    assert_eq!(
+        (status, &error["error"]["code"]),
+        (400, &json!("validation_failed"))
+    );
 
     // Too much: the simulation fails and says why.
     let (status, build) = post(&server, &alice, &transfer("20000")).await;
@@ -217,8 +228,7 @@ fn catalog(server: &TestServer) -> String {
 async fn the_catalog_lists_apps_and_skills_and_describes_operations() {
     let server = TestServer::start().await;
     let token = catalog(&server);
-    let schemas =
-        intent_conformance::schema::Schemas::from_openapi(intent_tests::openapi()).unwrap();
+    let schemas = intent_models::schema::Schemas::from_openapi(intent_tests::openapi()).unwrap();
     let apps: Value = server
         .get("/v1/pipeline/apps", &token)
         .await

@@ -1,8 +1,8 @@
 //! The reference server on a real loopback socket: health, the document it serves, and the
 //! error envelope for everything it does not route.
 
-use intent_conformance::schema::Schemas;
 use intent_models::ErrorCode;
+use intent_models::schema::Schemas;
 use intent_tests::{TestServer, openapi};
 use serde_json::Value;
 
@@ -260,4 +260,118 @@ async fn the_periodic_clean_up_removes_what_expired_and_keeps_the_rest() {
         .await
         .unwrap();
     assert_eq!(new, intent_server::store::agent::IdempotencyBegin::InFlight);
+}
+
+/// Bodies that break openapi.json's request schemas, with the token each operation takes: every
+/// one is 400 `invalid_request` naming where it breaks, never echoing a value, and changes
+/// nothing.
+#[tokio::test]
+async fn bodies_that_break_the_request_schemas_are_refused_with_400() {
+    use intent_server::resource::Resource;
+    let server = TestServer::start().await;
+    let pipeline = server.token("alice", Resource::Pipeline, &["pipeline:execute"]);
+    let agent = server.token("alice", Resource::Agent, &["agent:read", "agent:write"]);
+    let account = server.token("alice", Resource::Account, &["account:credentials:write"]);
+    let secret = "s".repeat(4097);
+    let build = serde_json::json!({
+        "app": "evm-assets",
+        "operations": [{ "operation": "native-transfer", "input": {} }],
+    });
+    let cases = [
+        (
+            "POST",
+            "/v1/pipeline/evm/build",
+            &pipeline,
+            {
+                let mut b = build.clone();
+                b["simulate"] = Value::Null;
+                b
+            },
+            "`/simulate` breaks `type`",
+        ),
+        (
+            "POST",
+            "/v1/pipeline/evm/build",
+            &pipeline,
+            {
+                let mut b = build.clone();
+                b["skills"] = 1.into();
+                b
+            },
+            "`/skills` breaks `type`",
+        ),
+        (
+            "POST",
+            "/v1/agent/chat",
+            &agent,
+            serde_json::json!({ "message": "hi", "sessionId": 7 }),
+            "`/sessionId` breaks `type`",
+        ),
+        (
+            "POST",
+            "/v1/agent/chat",
+            &agent,
+            serde_json::json!({}),
+            "lacks the required property \"message\"",
+        ),
+        (
+            "PATCH",
+            "/v1/agent/sessions/ses_x",
+            &agent,
+            serde_json::json!({ "title": null }),
+            "`/title` breaks `type`",
+        ),
+        (
+            "PUT",
+            "/v1/account/apps/1/secrets/API_KEY",
+            &account,
+            serde_json::json!({ "value": secret }),
+            "`/value` breaks `maxLength`",
+        ),
+    ];
+    let http = reqwest::Client::new();
+    for (method, path, token, body, says) in cases {
+        let response = http
+            .request(method.parse().unwrap(), format!("{}{path}", server.base))
+            .bearer_auth(token)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        let text = response.text().await.unwrap();
+        assert_eq!(status, 400, "{method} {path} {body}: {text}");
+        let error: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(error["error"]["code"], "invalid_request", "{text}");
+        let message = error["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{method} {path}: {message}");
+        assert!(
+            !text.contains(&secret[..64]),
+            "the answer echoes the secret"
+        );
+    }
+    // Nothing was written: no turn, build or simulation is billed, no credential saved.
+    let usage = server.token("alice", Resource::Account, &["account:usage:read"]);
+    let statement: Value = server
+        .get("/v1/account/statement", &usage)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(statement["total"], "0.000", "{statement}");
+    let read = server.token("alice", Resource::Account, &["account:credentials:read"]);
+    let list: Value = server
+        .get("/v1/account/apps/1/secrets", &read)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        list["credentials"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["present"] == false),
+        "{list}"
+    );
 }

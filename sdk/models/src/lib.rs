@@ -3,7 +3,8 @@
 //!
 //! The types keep the document's strictness: the simulation objects (`PipelineSimulation` and
 //! the entries it holds) refuse unknown fields, and JSON `null` is accepted exactly where the
-//! document marks a field nullable. [`digest`] computes a Build's digest.
+//! document marks a field nullable. [`digest`] computes a Build's digest. With the `schema`
+//! feature, `schema` validates JSON bodies against the document's schemas.
 //!
 //! ```
 //! let simulation: Result<intent_models::PipelineSimulation, _> = serde_json::from_value(
@@ -19,6 +20,8 @@
 
 pub mod digest;
 mod event;
+#[cfg(feature = "schema")]
+pub mod schema;
 
 #[allow(clippy::all, clippy::pedantic, missing_docs)]
 mod generated;

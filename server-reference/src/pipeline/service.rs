@@ -32,9 +32,18 @@ pub enum Lifecycle {
     Commit(Map<String, Value>),
 }
 
+/// A name in a request body that names nothing refuses the body (422); only a name in the path
+/// is a missing resource (404).
+fn in_body(error: Error) -> Error {
+    match error {
+        Error::NotFound(what) => Error::Invalid(what),
+        other => other,
+    }
+}
+
 impl Lifecycle {
     /// Parses the body of `chain`'s lifecycle endpoint. A Build carries `version`, a stage input
-    /// `actions`; anything else is a build request. The app a request names must exist (404)
+    /// `actions`; anything else is a build request. The app a request names must exist (422)
     /// and run on `chain` (422 `chain_mismatch`) before the rest of the body is read.
     pub fn parse(chain: PipelineChain, body: Value) -> Result<Self> {
         let Value::Object(fields) = body else {
@@ -44,7 +53,7 @@ impl Lifecycle {
             return Ok(Self::Commit(fields));
         }
         if let Some(name) = fields.get("app").and_then(Value::as_str) {
-            on_chain(catalog::app(name)?, chain)?;
+            on_chain(catalog::app(name).map_err(in_body)?, chain)?;
         }
         let body = Value::Object(fields);
         if body.get("actions").is_some() {
@@ -112,10 +121,10 @@ impl Pipeline {
         owner: &str,
         request: &PipelineBuildRequest,
     ) -> Result<PipelineBuild> {
-        let app = catalog::app(&request.app)?;
+        let app = catalog::app(&request.app).map_err(in_body)?;
         let mut draft = Draft::new(app, request.simulate, &request.skills);
         for call in &request.operations {
-            let operation = app.operation(&call.operation)?;
+            let operation = app.operation(&call.operation).map_err(in_body)?;
             let first = draft.actions.len() as u64 + 1;
             let assembled = operation.assemble(&call.input, first)?;
             let steps = (first..first + assembled.actions.len() as u64)
@@ -137,7 +146,7 @@ impl Pipeline {
 
     /// Seals the actions given directly in a stage input, simulated unless `simulate` is false.
     pub async fn stage(&self, owner: &str, input: &PipelineStageInput) -> Result<PipelineBuild> {
-        let app = catalog::app(&input.app)?;
+        let app = catalog::app(&input.app).map_err(in_body)?;
         let mut draft = Draft::new(app, input.simulate, &input.skills);
         for (index, action) in input.actions.iter().enumerate() {
             let (step, chain) = match action {
@@ -176,7 +185,7 @@ impl Pipeline {
     ) -> Result<PipelineCommitResult> {
         let at = now();
         let typed = envelope::verify(&self.key, build, caller, at)?;
-        on_chain(catalog::app(&typed.origin.app)?, chain)?;
+        on_chain(catalog::app(&typed.origin.app).map_err(in_body)?, chain)?;
         let prepared = self.devnets.prepare(chain, &typed, at).await;
         if prepared.simulation.status != PipelineSimulationStatus::Passed {
             return Err(Error::SimulationFailed(Box::new(prepared.simulation)));

@@ -5,6 +5,8 @@
 //! converts each schema to JSON Schema 2020-12 (component schemas become `$defs`) and compiles
 //! validators with the `jsonschema` crate.
 
+use jsonschema::ValidationError;
+use jsonschema::error::ValidationErrorKind;
 use serde_json::{Map, Value, json};
 
 /// Why a document or a schema could not be turned into a validator.
@@ -107,9 +109,45 @@ impl SchemaValidator {
             .collect()
     }
 
+    /// Where `instance` first fails the schema, told without echoing any value, which may be a
+    /// secret: the JSON pointer of the failing member and the keyword it breaks, with the names
+    /// of missing or unexpected properties. Of the branches of a `oneOf` or `anyOf`, the one
+    /// with the fewest errors is taken as the one meant. `None` when it holds.
+    pub fn first_violation(&self, instance: &Value) -> Option<String> {
+        self.inner
+            .iter_errors(instance)
+            .next()
+            .map(|e| describe(&e))
+    }
+
     /// Whether `instance` holds against the schema.
     pub fn is_valid(&self, instance: &Value) -> bool {
         self.inner.is_valid(instance)
+    }
+}
+
+/// One validation error, told as [`SchemaValidator::first_violation`] says.
+fn describe(error: &ValidationError) -> String {
+    let path = error.instance_path().as_str();
+    let path = if path.is_empty() { "/" } else { path };
+    match error.kind() {
+        ValidationErrorKind::OneOfNotValid { context } | ValidationErrorKind::AnyOf { context } => {
+            match context
+                .iter()
+                .filter_map(|branch| branch.first().map(|first| (branch.len(), first)))
+                .min_by_key(|(count, _)| *count)
+            {
+                Some((_, first)) => describe(first),
+                None => format!("`{path}` breaks `{}`", error.kind().keyword()),
+            }
+        }
+        ValidationErrorKind::Required { property } => {
+            format!("`{path}` lacks the required property {property}")
+        }
+        ValidationErrorKind::AdditionalProperties { unexpected } => {
+            format!("`{path}` has properties the schema does not allow: {unexpected:?}")
+        }
+        kind => format!("`{path}` breaks `{}`", kind.keyword()),
     }
 }
 

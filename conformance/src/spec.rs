@@ -157,6 +157,21 @@ impl Spec {
         }))
     }
 
+    /// A validator for the JSON request body of `operation`, when it takes one.
+    pub fn request_body(&self, operation: &Operation) -> Option<Arc<SchemaValidator>> {
+        let key = format!("{} {} body", operation.method, operation.template);
+        self.cached(key, || {
+            let object = self.operation_object(&operation.method, &operation.template)?;
+            let schema = object.pointer("/requestBody/content/application~1json/schema")?;
+            self.schemas.inline(schema).ok()
+        })
+    }
+
+    /// A validator for an inline schema of the document, such as a parameter's.
+    pub fn inline(&self, schema: &Value) -> Option<SchemaValidator> {
+        self.schemas.inline(schema).ok()
+    }
+
     fn cached(
         &self,
         key: String,

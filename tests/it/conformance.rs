@@ -76,10 +76,13 @@ enum Fault {
     EmptyAppCatalog,
     /// The credential list shows every credential absent.
     CredentialsNeverPresent,
+    /// Bodies lose their `null` members before the server reads them, so a `null` where the
+    /// schema allows none is taken as an absent member.
+    DropsNulls,
 }
 
 impl Fault {
-    const ALL: [Fault; 27] = [
+    const ALL: [Fault; 28] = [
         Fault::ExtraSimulationField,
         Fault::BadCursorIs500,
         Fault::AcceptsExpiredBuild,
@@ -107,15 +110,18 @@ impl Fault {
         Fault::RefusesSkillCalls,
         Fault::EmptyAppCatalog,
         Fault::CredentialsNeverPresent,
+        Fault::DropsNulls,
     ];
 
     /// The checks this fault must fail; every other check must pass.
     fn breaks(self) -> &'static [&'static str] {
         match self {
             Fault::ExtraSimulationField => &["schema.simulation", "schema.responses"],
-            Fault::BadCursorIs500 => {
-                &["agent.events.invalid-cursor", "agent.events.foreign-cursor"]
-            }
+            Fault::BadCursorIs500 => &[
+                "agent.events.invalid-cursor",
+                "agent.events.foreign-cursor",
+                "schema.negative.profile",
+            ],
             Fault::AcceptsExpiredBuild => &["pipeline.commit-expired"],
             Fault::SkipsSequence => &["agent.events.round-trip", "agent.sse.resume"],
             Fault::LeaksSessions => &["auth.session-ownership"],
@@ -123,7 +129,13 @@ impl Fault {
             Fault::UnauthorizedIs403 => &["auth.no-token", "auth.bad-token", "auth.other-resource"],
             Fault::IgnoresScopes => &["auth.missing-scope"],
             Fault::RenamesPageEvents => &["agent.sse.events", "agent.sse.ids", "agent.sse.resume"],
-            Fault::IgnoresWait => &["agent.events.wait", "agent.events.wake", "limits.wait"],
+            Fault::IgnoresWait => &[
+                "agent.events.wait",
+                "agent.events.wake",
+                "limits.wait",
+                "schema.negative.normative",
+                "schema.negative.profile",
+            ],
             Fault::AcceptsTamperedBuild => &["pipeline.commit-tampered"],
             Fault::WrongDigest => &[
                 "pipeline.digest",
@@ -149,7 +161,7 @@ impl Fault {
                 "schema.responses",
             ],
             Fault::StepZero => &["limits.step", "schema.simulation", "schema.responses"],
-            Fault::StatementDown => &["account.statement"],
+            Fault::StatementDown => &["account.statement", "schema.negative.profile"],
             Fault::DescriptorKind => &["pipeline.operation-descriptor", "schema.responses"],
             Fault::BuildVersion1 => &[
                 "pipeline.build",
@@ -164,6 +176,7 @@ impl Fault {
             Fault::RefusesSkillCalls => &["pipeline.skill-call"],
             Fault::EmptyAppCatalog => &["pipeline.apps"],
             Fault::CredentialsNeverPresent => &["account.install"],
+            Fault::DropsNulls => &["schema.negative.normative", "schema.negative.profile"],
         }
     }
 }
@@ -231,6 +244,19 @@ async fn inject(
 
     // Faults on the way in.
     match fault {
+        Fault::DropsNulls if ["POST", "PUT", "PATCH"].contains(&method.as_str()) => {
+            let (parts, body) = request.into_parts();
+            let (bytes, mut value) = read_json(body).await;
+            let bytes = match value.as_object_mut() {
+                Some(members) => {
+                    members.retain(|_, member| !member.is_null());
+                    Bytes::from(value.to_string())
+                }
+                None => bytes,
+            };
+            request = Request::from_parts(parts, Body::from(bytes));
+            request.headers_mut().remove(header::CONTENT_LENGTH);
+        }
         Fault::IgnoresPatch if method == "PATCH" && is_session => {
             let (parts, _) = request.into_parts();
             request = Request::from_parts(parts, Body::from("{}"));

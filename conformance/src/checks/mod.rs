@@ -8,6 +8,7 @@ mod agent_sse;
 mod agent_turns;
 mod auth;
 mod limits;
+mod negative;
 mod pipeline;
 mod schema;
 pub(crate) mod sse;
@@ -48,6 +49,7 @@ pub fn all() -> Vec<Check> {
         pipeline::checks(),
         account::checks(),
         limits::checks(),
+        negative::checks(),
         schema::checks(),
     ]
     .into_iter()

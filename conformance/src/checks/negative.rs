@@ -1,0 +1,419 @@
+//! Negative checks derived from openapi.json, like a schema fuzzer's negative phase but
+//! deterministic: from each operation's request example and schema, and from its query
+//! parameters, requests that break exactly one rule. Each must be refused with a 4xx in the error
+//! envelope and change nothing. A case is normative when the rule it breaks is.
+
+use std::fmt::Write as _;
+
+use reqwest::Method;
+use serde_json::{Map, Value, json};
+
+use super::{encode, run, start_turn, token};
+use crate::check::{Category, Check};
+use crate::finding::{Finding, Verdict, ensure, skip};
+use crate::spec::{Operation, spec};
+use crate::target::{Target, excerpt};
+
+pub(super) fn checks() -> Vec<Check> {
+    vec![
+        Check {
+            id: "schema.negative.normative",
+            category: Category::Schema,
+            requirement: "A request that breaks a normative rule of openapi.json (a member's type, `null` where it is not nullable, a body that is not an object, a parameter's type or bound) MUST be refused with a 4xx in the error envelope, never 2xx or 5xx, and MUST change nothing.",
+            section: "4, 7",
+            rests_on: &[
+                "#/components/schemas/SessionUpdate",
+                "#/components/schemas/ActionResolutionRequest",
+                "#/components/parameters/Wait",
+            ],
+            run: run!(normative),
+        },
+        Check {
+            id: "schema.negative.profile",
+            category: Category::Schema,
+            requirement: "A request that breaks a rule of the reference profile in openapi.json (types, nullability, required and unexpected members, lengths, enums, bounds and patterns of its request schemas and parameters) MUST be refused with a 4xx in the error envelope and MUST change nothing.",
+            section: "4, 7",
+            rests_on: &[
+                "#/components/schemas/PipelineBuildRequest",
+                "#/components/schemas/ChatStartRequest",
+                "#/components/schemas/CredentialValue",
+            ],
+            run: run!(profile),
+        },
+    ]
+}
+
+/// One request derived from the document that breaks one rule.
+struct Case {
+    method: Method,
+    /// The path with its query.
+    path: String,
+    body: Option<Value>,
+    /// The resource whose token the operation takes.
+    resource: String,
+    /// The rule it breaks, for the report.
+    breaks: String,
+    /// Whether that rule is a choice of the reference profile.
+    profile: bool,
+}
+
+/// Values for path parameters: a session of the run, and names that exist in any deployment's
+/// document examples.
+fn fill(template: &str, session: &str) -> String {
+    template
+        .split('/')
+        .map(|segment| match segment {
+            "{sessionId}" => session,
+            "{applicationId}" => "1",
+            "{name}" => "API_KEY",
+            "{actionId}" => "act_conformance",
+            "{skill}" => "address",
+            "{operation}" => "validate",
+            "{app}" => "evm-assets",
+            literal => literal,
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// Whether the rule `keyword` of the element at `pointer` (or the element as a whole) is a
+/// choice of the profile: the element is marked, or it or its `schema` lists the keyword in
+/// `x-profile-fills`.
+fn marked(pointer: &str, keyword: &str) -> bool {
+    let fills = |pointer: &str| {
+        spec()
+            .element(pointer)
+            .and_then(|element| element.get("x-profile-fills"))
+            .and_then(Value::as_array)
+            .is_some_and(|fills| fills.iter().any(|fill| fill == keyword))
+    };
+    spec().is_profile(pointer) || fills(pointer) || fills(&format!("{pointer}/schema"))
+}
+
+/// The schema at `pointer` with a `$ref` followed, and the pointer it was found at.
+fn resolved(pointer: String) -> (String, Value) {
+    let element = spec().element(&pointer).cloned().unwrap_or(Value::Null);
+    match element.get("$ref").and_then(Value::as_str) {
+        Some(reference) => resolved(reference.to_owned()),
+        None => (pointer, element),
+    }
+}
+
+/// A value of another JSON type than `schema`'s.
+fn wrong_type(schema: &Value) -> Value {
+    match schema["type"].as_str() {
+        Some("string") => json!(12345),
+        _ => json!("conformance"),
+    }
+}
+
+/// Values that break one rule of `schema`, each with the rule's keyword and a description.
+fn breaking_values(schema: &Value) -> Vec<(&'static str, String, Value)> {
+    let mut values = Vec::new();
+    if schema["type"].is_string() {
+        values.push(("type", "a value of another type".into(), wrong_type(schema)));
+    }
+    if schema["nullable"] != json!(true) {
+        values.push((
+            "nullable",
+            "null, which is not nullable".into(),
+            Value::Null,
+        ));
+    }
+    if let Some(max) = schema["maxLength"].as_u64().filter(|max| *max < 100_000) {
+        let long = "x".repeat(max as usize + 1);
+        values.push(("maxLength", format!("{} characters", max + 1), json!(long)));
+    }
+    if schema["enum"].is_array() {
+        let off = json!("conformance-not-in-enum");
+        values.push(("enum", "a value off its enum".into(), off));
+    }
+    if let Some(min) = schema["minimum"].as_i64() {
+        values.push((
+            "minimum",
+            format!("{}, under its minimum", min - 1),
+            json!(min - 1),
+        ));
+    }
+    if let Some(max) = schema["maximum"].as_i64() {
+        values.push((
+            "maximum",
+            format!("{}, over its maximum", max + 1),
+            json!(max + 1),
+        ));
+    }
+    if schema["pattern"].is_string() {
+        let off = json!("conformance pattern");
+        values.push(("pattern", "a value off its pattern".into(), off));
+    }
+    values
+}
+
+/// The request example of `operation`: its `example`, or the first of its `examples` that is
+/// not a Build.
+fn example(object: &Value) -> Option<Value> {
+    let content = object.pointer("/requestBody/content/application~1json")?;
+    if let Some(example) = content.get("example") {
+        return Some(example.clone());
+    }
+    content["examples"]
+        .as_object()?
+        .values()
+        .map(|example| spec().resolve(example))
+        .filter_map(|example| example.get("value"))
+        .find(|value| value.get("digest").is_none())
+        .cloned()
+}
+
+/// The cases of `operation`'s body: each member of the schema branch its example takes, broken
+/// one rule at a time, a required member left out, an unexpected member, and a body of another
+/// type. Only bodies the schema refuses are kept.
+fn body_cases(operation: &Operation, session: &str) -> Vec<Case> {
+    let (method, template) = (&operation.method, &operation.template);
+    let Some(object) = spec().operation_object(method, template) else {
+        return Vec::new();
+    };
+    let (Some(base), Some(validator)) = (example(object), spec().request_body(operation)) else {
+        return Vec::new();
+    };
+    let escaped = template.replace('~', "~0").replace('/', "~1");
+    let body_pointer = format!(
+        "#/paths/{escaped}/{}/requestBody/content/application~1json/schema",
+        method.to_lowercase()
+    );
+    let (mut pointer, mut schema) = resolved(body_pointer);
+    // A `oneOf` or `anyOf`: the branch whose required members the example has.
+    for combinator in ["oneOf", "anyOf"] {
+        let branches = schema[combinator].as_array().cloned().unwrap_or_default();
+        let taken = (0..branches.len())
+            .map(|index| resolved(format!("{pointer}/{combinator}/{index}")))
+            .find(|(_, branch)| {
+                branch["required"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .all(|member| base.get(member).is_some())
+            });
+        if let Some(branch) = taken {
+            (pointer, schema) = branch;
+        }
+    }
+    // The operation or the schema as a whole may be the profile's, which makes every rule in it so.
+    let operation_profile =
+        spec().is_profile(&format!("{method} {template}")) || spec().is_profile(&pointer);
+    let mut cases = Vec::new();
+    let mut push = |body: Value, breaks: String, profile: bool| {
+        if !validator.is_valid(&body) {
+            cases.push(Case {
+                method: method.parse().expect("the document's methods parse"),
+                path: fill(template, session),
+                body: Some(body),
+                resource: object["x-resource"].as_str().unwrap_or_default().to_owned(),
+                breaks,
+                profile: operation_profile || profile,
+            });
+        }
+    };
+    push(
+        json!("conformance"),
+        "the body is not an object".into(),
+        marked(&pointer, "type"),
+    );
+    let Value::Object(base) = base else {
+        return cases;
+    };
+    for member in schema["properties"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(name, _)| name)
+    {
+        let (member_pointer, member_schema) = resolved(format!("{pointer}/properties/{member}"));
+        for (keyword, what, value) in breaking_values(&member_schema) {
+            let mut body = base.clone();
+            body.insert(member.clone(), value);
+            let profile = marked(&member_pointer, keyword);
+            push(
+                Value::Object(body),
+                format!("`{member}` is {what}"),
+                profile,
+            );
+        }
+    }
+    for member in schema["required"].as_array().into_iter().flatten() {
+        let member = member.as_str().unwrap_or_default();
+        let mut body = base.clone();
+        body.remove(member);
+        let what = format!("the required `{member}` is missing");
+        push(Value::Object(body), what, marked(&pointer, "required"));
+    }
+    if schema["additionalProperties"] == json!(false) {
+        let mut body: Map<String, Value> = base.clone();
+        body.insert("conformanceUnexpected".into(), json!(1));
+        let what = "an unexpected member `conformanceUnexpected`".into();
+        push(
+            Value::Object(body),
+            what,
+            marked(&pointer, "additionalProperties"),
+        );
+    }
+    cases
+}
+
+/// The cases of `operation`'s query parameters: each broken one rule at a time. Operations that
+/// answer a stream are left out, since a wrongly accepted request would not end.
+fn query_cases(operation: &Operation, session: &str) -> Vec<Case> {
+    let (method, template) = (&operation.method, &operation.template);
+    let Some(object) = spec().operation_object(method, template) else {
+        return Vec::new();
+    };
+    if object
+        .pointer("/responses/200/content/text~1event-stream")
+        .is_some()
+    {
+        return Vec::new();
+    }
+    let operation_profile = spec().is_profile(&format!("{method} {template}"));
+    let mut cases = Vec::new();
+    for (index, parameter) in object["parameters"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let escaped = template.replace('~', "~0").replace('/', "~1");
+        let (pointer, parameter) = match parameter.get("$ref").and_then(Value::as_str) {
+            Some(reference) => resolved(reference.to_owned()),
+            None => resolved(format!(
+                "#/paths/{escaped}/{}/parameters/{index}",
+                method.to_lowercase()
+            )),
+        };
+        if parameter["in"] != "query" {
+            continue;
+        }
+        let name = parameter["name"].as_str().unwrap_or_default();
+        let Some(validator) = spec().inline(&parameter["schema"]) else {
+            continue;
+        };
+        for (keyword, what, value) in breaking_values(&parameter["schema"]) {
+            // A query value is text: a string parameter has no other type to send.
+            let textual = keyword == "type" && parameter["schema"]["type"] == "string";
+            if keyword == "nullable" || textual || validator.is_valid(&value) {
+                continue;
+            }
+            let text = value
+                .as_str()
+                .map_or_else(|| value.to_string(), str::to_owned);
+            cases.push(Case {
+                method: method.parse().expect("the document's methods parse"),
+                path: format!("{}?{name}={}", fill(template, session), encode(&text)),
+                body: None,
+                resource: object["x-resource"].as_str().unwrap_or_default().to_owned(),
+                breaks: format!("query `{name}` is {what}"),
+                profile: operation_profile || marked(&pointer, keyword),
+            });
+        }
+    }
+    cases
+}
+
+async fn normative(target: &Target) -> Verdict {
+    refused(target, false).await
+}
+
+async fn profile(target: &Target) -> Verdict {
+    refused(target, true).await
+}
+
+/// What the refused requests could have changed: the session they name and the statement.
+async fn state(target: &Target, agent: &str, session: &str) -> Result<Value, Finding> {
+    let path = format!("/v1/agent/sessions/{session}");
+    let read = target
+        .request(Method::GET, &path)
+        .bearer(agent)
+        .send()
+        .await?;
+    let read = read.expect(200, &format!("GET {path}"))?;
+    let mut state = json!({ "session": [read.body["title"], read.body["archived"]] });
+    // The statement is compared when the deployment answers it; its own check judges it.
+    if let Some(account) = &target.tokens.account {
+        let path = "/v1/account/statement";
+        let statement = target
+            .request(Method::GET, path)
+            .bearer(account)
+            .send()
+            .await?;
+        if statement.status == 200 {
+            state["statement"] = statement.body["lines"].clone();
+        }
+    }
+    Ok(state)
+}
+
+/// Sends every case of the level (`profile` or normative); each must get a 4xx envelope, and
+/// the session and statement must read the same afterwards.
+async fn refused(target: &Target, profile: bool) -> Verdict {
+    let agent = token(&target.tokens.agent, "agent")?;
+    let (session, _) = start_turn(target, agent, None, "hello").await?;
+    let cases: Vec<Case> = spec()
+        .operations()
+        .iter()
+        .flat_map(|operation| {
+            let mut cases = body_cases(operation, &session);
+            cases.extend(query_cases(operation, &session));
+            cases
+        })
+        .filter(|case| case.profile == profile)
+        .collect();
+    if cases.is_empty() {
+        return skip("openapi.json yields no case of this level");
+    }
+    let before = state(target, agent, &session).await?;
+    let mut wrong = Vec::new();
+    let mut sent = 0;
+    for case in &cases {
+        let held = match case.resource.as_str() {
+            "agent" => &target.tokens.agent,
+            "pipeline" => &target.tokens.pipeline,
+            "account" => &target.tokens.account,
+            _ => &None,
+        };
+        let Some(token) = held else { continue };
+        let mut request = target
+            .request(case.method.clone(), &case.path)
+            .bearer(token)
+            .header("Idempotency-Key", &super::fresh_key("negative"));
+        if let Some(body) = &case.body {
+            request = request.json(body);
+        }
+        let reply = request.send().await?;
+        sent += 1;
+        if !((400..500).contains(&reply.status) && reply.body.get("error").is_some()) {
+            let path = excerpt(&case.path);
+            let mut line = format!("{} {path} ({})", case.method, case.breaks);
+            if let Some(body) = &case.body {
+                let _ = write!(line, " {}", excerpt(&body.to_string()));
+            }
+            let _ = write!(line, " -> {} {}", reply.status, excerpt(&reply.text));
+            wrong.push(line);
+        }
+    }
+    ensure(wrong.is_empty(), || {
+        format!(
+            "{} of {sent} invalid requests were not refused with a 4xx envelope: {}",
+            wrong.len(),
+            wrong
+                .iter()
+                .take(10)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("; ")
+        )
+    })?;
+    let after = state(target, agent, &session).await?;
+    ensure(before == after, || {
+        format!("the refused requests changed the session or statement: {before} became {after}")
+    })
+}

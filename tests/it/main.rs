@@ -5,6 +5,7 @@ mod agent;
 mod agent_sse;
 mod auth_matrix;
 mod conformance;
+mod conformance_mock;
 mod key_rotation;
 mod model_strictness;
 mod oauth;

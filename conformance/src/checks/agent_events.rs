@@ -9,7 +9,7 @@ use super::{
 };
 use crate::check::{Category, Check};
 use crate::finding::{Finding, Verdict, ensure, skip};
-use crate::target::Target;
+use crate::target::{Target, excerpt};
 
 const ON: &[&str] = &[
     "GET /v1/agent/chat/{sessionId}",
@@ -70,7 +70,7 @@ pub(super) fn checks() -> Vec<Check> {
         Check {
             id: "agent.events.wake",
             category: Category::AgentEvents,
-            requirement: "A held poll MUST be answered as soon as a new event is appended, before `wait` ends.",
+            requirement: "A held poll MUST NOT be answered before an event is appended, and MUST be answered with the appended events as soon as one is, before `wait` ends.",
             section: "4.2",
             rests_on: ON,
             run: run!(wake),
@@ -204,31 +204,44 @@ async fn wake(target: &Target) -> Verdict {
     let token = token(&target.tokens.agent, "agent")?;
     let (session, cursor) = settled_session(target, token, "conformance: wake").await?;
     let started = Instant::now();
-    let (reply, turn) = tokio::join!(
-        poll(target, token, &session, Some(&cursor), "wait=20000"),
+    let ((reply, answered), (turn, appended)) = tokio::join!(
+        async {
+            let reply = poll(target, token, &session, Some(&cursor), "wait=20000").await;
+            (reply, started.elapsed())
+        },
         async {
             tokio::time::sleep(Duration::from_millis(300)).await;
-            start_turn(target, token, Some(&session), "conformance: wake up").await
+            let appended = started.elapsed();
+            let turn = start_turn(target, token, Some(&session), "conformance: wake up").await;
+            (turn, appended)
         }
     );
-    let held = started.elapsed();
-    let (reply, _) = (reply?, turn?);
+    let (reply, (_, turn)) = (reply?, turn?);
     reply.expect(200, "a held poll")?;
+    ensure(answered >= appended, || {
+        format!(
+            "the held poll was answered after {} ms, before the turn was started at {} ms",
+            answered.as_millis(),
+            appended.as_millis()
+        )
+    })?;
+    let events = reply.body["events"].as_array().cloned().unwrap_or_default();
     ensure(
-        reply.body["events"]
-            .as_array()
-            .is_some_and(|events| !events.is_empty()),
+        events.iter().any(|event| event["turnId"] == turn.as_str()),
         || {
             format!(
-                "the held poll was answered after {} ms without events",
-                held.as_millis()
+                "the held poll was answered after {} ms without an event of the turn {turn} started \
+             at {} ms: {}",
+                answered.as_millis(),
+                appended.as_millis(),
+                excerpt(&reply.text)
             )
         },
     )?;
-    ensure(held < Duration::from_secs(10), || {
+    ensure(answered < Duration::from_secs(10), || {
         format!(
             "the held poll was answered {} ms after it was sent",
-            held.as_millis()
+            answered.as_millis()
         )
     })
 }

@@ -17,7 +17,7 @@ pub(super) fn checks() -> Vec<Check> {
         Check {
             id: "agent.sse.events",
             category: Category::AgentSse,
-            requirement: "The stream MUST send only the events `page`, `message` and `resync`, and every `page` MUST carry an EventPage.",
+            requirement: "The stream MUST carry the events appended while it is open, MUST send only the events `page`, `message` and `resync`, and every `page` MUST carry an EventPage.",
             section: "6",
             rests_on: &[
                 "GET /v1/agent/chat/{sessionId}/stream",
@@ -83,12 +83,14 @@ async fn open(
 }
 
 /// The frames a stream sends while a new turn runs in a settled session, until the stream has
-/// been quiet for 1.5 s (at most 10 s).
+/// been quiet for 1.5 s (at most 10 s). The stream must carry that turn's events in its pages:
+/// what is appended while a stream is open reaches it.
 async fn frames_of_a_turn(target: &Target, token: &str) -> Result<Vec<Frame>, Finding> {
-    let (session, turn) = start_turn(target, token, None, "conformance: stream me").await?;
-    settle(target, token, &session, &turn).await?;
+    let (session, first) = start_turn(target, token, None, "conformance: stream me").await?;
+    let (logged, _) = settle(target, token, &session, &first).await?;
+    let last = seqs(&logged).into_iter().max().unwrap_or(0);
     let mut reader = open(target, token, &session, None).await?;
-    start_turn(
+    let (_, turn) = start_turn(
         target,
         token,
         Some(&session),
@@ -103,6 +105,26 @@ async fn frames_of_a_turn(target: &Target, token: &str) -> Result<Vec<Frame>, Fi
             None => break,
         }
     }
+    let new_event =
+        |event: &Value| event["turnId"] == turn.as_str() && event["seq"].as_i64() > Some(last);
+    let streamed = frames
+        .iter()
+        .filter(|frame| frame.event == "page")
+        .any(|frame| {
+            let data: Value = serde_json::from_str(&frame.data).unwrap_or_default();
+            data["events"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(new_event)
+        });
+    ensure(turn != first && streamed, || {
+        format!(
+            "no page of the {} frames carries a new event (after seq {last}) of the turn {turn}, \
+             started after the turn {first} while the stream was open",
+            frames.len()
+        )
+    })?;
     Ok(frames)
 }
 

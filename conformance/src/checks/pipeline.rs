@@ -67,7 +67,7 @@ pub(super) fn checks() -> Vec<Check> {
         Check {
             id: "pipeline.commit",
             category: Category::Pipeline,
-            requirement: "A fresh Build presented back to its lifecycle endpoint MUST be revalidated, re-simulated and committed.",
+            requirement: "A fresh Build presented back to its lifecycle endpoint MUST be revalidated, re-simulated and committed once: the commit result MUST name the Build's digest, and a second commit of it MUST be refused.",
             section: "1, 3",
             rests_on: &["POST /v1/pipeline/evm/build"],
             run: run!(commit),
@@ -75,7 +75,7 @@ pub(super) fn checks() -> Vec<Check> {
         Check {
             id: "pipeline.svm",
             category: Category::Pipeline,
-            requirement: "The SVM lifecycle endpoint MUST answer a build request with an SVM Build and commit it when presented back.",
+            requirement: "The SVM lifecycle endpoint MUST answer a build request with an SVM Build and commit it once when presented back.",
             section: "1, 4.1",
             rests_on: &["POST /v1/pipeline/svm/stage"],
             run: run!(svm),
@@ -275,10 +275,21 @@ async fn attestation(target: &Target) -> Verdict {
 async fn commit(target: &Target) -> Verdict {
     let token = token(&target.tokens.pipeline, "pipeline")?;
     let build = fresh_build(target, token, EVM).await?;
-    lifecycle(target, token, EVM, &build)
-        .await?
-        .expect(200, "committing a fresh Build")?;
-    Ok(())
+    commit_once(target, token, EVM, &build).await
+}
+
+/// Commits `build` at `path`: the result must be committed and name its digest, and the same
+/// Build presented again must be refused.
+async fn commit_once(target: &Target, token: &str, path: &str, build: &Value) -> Verdict {
+    let reply = lifecycle(target, token, path, build).await?;
+    reply.expect(200, &format!("committing a fresh Build at {path}"))?;
+    let result = json!([reply.body["status"], reply.body["digest"]]);
+    let expected = json!(["committed", build["digest"]]);
+    ensure(result == expected, || {
+        format!("the commit result's status and digest are {result}; expected {expected}")
+    })?;
+    let again = lifecycle(target, token, path, build).await?;
+    refused(&again, &format!("the same Build committed again at {path}"))
 }
 
 async fn svm(target: &Target) -> Verdict {
@@ -293,10 +304,7 @@ async fn svm(target: &Target) -> Verdict {
     ensure(chains.iter().all(|chain| *chain == "svm"), || {
         format!("actions on chains {chains:?}")
     })?;
-    lifecycle(target, token, SVM, &build)
-        .await?
-        .expect(200, "committing a fresh SVM Build")?;
-    Ok(())
+    commit_once(target, token, SVM, &build).await
 }
 
 /// Changes an action of `build`: its `value` (ten times the amount) when it has one, else the

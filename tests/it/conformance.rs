@@ -79,10 +79,14 @@ enum Fault {
     /// Bodies lose their `null` members before the server reads them, so a `null` where the
     /// schema allows none is taken as an absent member.
     DropsNulls,
+    /// Sessions answer `archived` as a string.
+    ArchivedAsString,
+    /// Event pages grow a top-level member beside `events`.
+    PageExtraMember,
 }
 
 impl Fault {
-    const ALL: [Fault; 28] = [
+    const ALL: [Fault; 30] = [
         Fault::ExtraSimulationField,
         Fault::BadCursorIs500,
         Fault::AcceptsExpiredBuild,
@@ -111,6 +115,8 @@ impl Fault {
         Fault::EmptyAppCatalog,
         Fault::CredentialsNeverPresent,
         Fault::DropsNulls,
+        Fault::ArchivedAsString,
+        Fault::PageExtraMember,
     ];
 
     /// The checks this fault must fail; every other check must pass.
@@ -177,6 +183,8 @@ impl Fault {
             Fault::EmptyAppCatalog => &["pipeline.apps"],
             Fault::CredentialsNeverPresent => &["account.install"],
             Fault::DropsNulls => &["schema.negative.normative", "schema.negative.profile"],
+            Fault::ArchivedAsString => &["agent.sessions.update", "schema.responses"],
+            Fault::PageExtraMember => &["schema.event-page"],
         }
     }
 }
@@ -417,7 +425,8 @@ async fn inject(
         | Fault::AcceptsTamperedBuild
         | Fault::WrongDigest
         | Fault::BuildVersion1 => is_lifecycle,
-        Fault::SkipsSequence | Fault::ReopensTurns => is_events,
+        Fault::SkipsSequence | Fault::ReopensTurns | Fault::PageExtraMember => is_events,
+        Fault::ArchivedAsString => is_session,
         Fault::DescriptorKind => path.starts_with("/v1/pipeline/apps/"),
         _ => false,
     };
@@ -478,6 +487,14 @@ async fn inject(
         Fault::ReopensTurns => reopen(&injector, &path, &query, &mut value),
         Fault::DescriptorKind => {
             value["kind"] = json!("action");
+            true
+        }
+        Fault::ArchivedAsString => {
+            value["archived"] = json!(value["archived"].to_string());
+            true
+        }
+        Fault::PageExtraMember => {
+            value["toolActivity"] = json!([]);
             true
         }
         _ => false,

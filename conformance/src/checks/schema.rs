@@ -25,6 +25,14 @@ pub(super) fn checks() -> Vec<Check> {
             run: run!(simulation),
         },
         Check {
+            id: "schema.event-page",
+            category: Category::Schema,
+            requirement: "An EventPage MUST hold only its own fields: messages, tool activity, actions, errors and lifecycle changes are entries of `events`, never separate top-level fields.",
+            section: "2.11",
+            rests_on: &["#/components/schemas/EventPage"],
+            run: run!(event_page),
+        },
+        Check {
             id: "schema.responses",
             category: Category::Schema,
             requirement: "Every response MUST have a status the operation declares and a body that holds against its schema in openapi.json.",
@@ -90,6 +98,39 @@ async fn simulation(target: &Target) -> Verdict {
             "{} of {count} simulations break the schema: {}",
             wrong.len(),
             wrong.join("; ")
+        )
+    })
+}
+
+async fn event_page(target: &Target) -> Verdict {
+    let fields = spec()
+        .element("#/components/schemas/EventPage/properties")
+        .and_then(|properties| properties.as_object())
+        .ok_or_else(|| Finding::Error("openapi.json has no EventPage properties".into()))?;
+    let pages: Vec<_> = target
+        .seen()
+        .into_iter()
+        .filter(|seen| seen.status == 200 && seen.request.starts_with("GET /v1/agent/chat/"))
+        .collect();
+    if pages.is_empty() {
+        return skip("no event page was seen in this run (run the agent checks too)");
+    }
+    let extra: Vec<String> = pages
+        .iter()
+        .flat_map(|seen| {
+            let members = seen.body.as_object().into_iter().flatten();
+            members
+                .filter(|(name, _)| !fields.contains_key(*name))
+                .map(|(name, _)| format!("`{name}` in {} (from {})", seen.request, seen.check))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    ensure(extra.is_empty(), || {
+        format!(
+            "{} members of {} pages are not EventPage fields: {}",
+            extra.len(),
+            pages.len(),
+            extra.iter().take(5).cloned().collect::<Vec<_>>().join("; ")
         )
     })
 }

@@ -83,10 +83,12 @@ enum Fault {
     ArchivedAsString,
     /// Event pages grow a top-level member beside `events`.
     PageExtraMember,
+    /// An app DELETE answers 200 and leaves the app installed.
+    UninstallKeepsApp,
 }
 
 impl Fault {
-    const ALL: [Fault; 30] = [
+    const ALL: [Fault; 31] = [
         Fault::ExtraSimulationField,
         Fault::BadCursorIs500,
         Fault::AcceptsExpiredBuild,
@@ -117,6 +119,7 @@ impl Fault {
         Fault::DropsNulls,
         Fault::ArchivedAsString,
         Fault::PageExtraMember,
+        Fault::UninstallKeepsApp,
     ];
 
     /// The checks this fault must fail; every other check must pass.
@@ -185,6 +188,7 @@ impl Fault {
             Fault::DropsNulls => &["schema.negative.normative", "schema.negative.profile"],
             Fault::ArchivedAsString => &["agent.sessions.update", "schema.responses"],
             Fault::PageExtraMember => &["schema.event-page"],
+            Fault::UninstallKeepsApp => &["account.install"],
         }
     }
 }
@@ -264,6 +268,20 @@ async fn inject(
             };
             request = Request::from_parts(parts, Body::from(bytes));
             request.headers_mut().remove(header::CONTENT_LENGTH);
+        }
+        Fault::UninstallKeepsApp
+            if method == "DELETE"
+                && path.starts_with("/v1/account/apps/")
+                && !path.contains("/secrets") =>
+        {
+            let id: i64 = path
+                .rsplit('/')
+                .next()
+                .unwrap_or_default()
+                .parse()
+                .unwrap_or(0);
+            let answer = json!({ "applicationId": id, "installed": false, "installedAt": null });
+            return json_response(StatusCode::OK, &answer);
         }
         Fault::IgnoresPatch if method == "PATCH" && is_session => {
             let (parts, _) = request.into_parts();

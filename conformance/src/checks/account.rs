@@ -21,7 +21,7 @@ pub(super) fn checks() -> Vec<Check> {
         Check {
             id: "account.install",
             category: Category::Account,
-            requirement: "Installing an app MUST be refused with 422 while a required credential is missing, MUST succeed once it is saved, the credential list MUST show it present, and removing it MUST answer and list its absence, never its value.",
+            requirement: "Installing an app MUST be refused with 422 while a required credential is missing, MUST succeed once it is saved, the credential list MUST show it present, removing it MUST answer and list its absence, never its value, and the app list MUST show the app installed until it is uninstalled.",
             section: "4.3",
             rests_on: &[
                 "POST /v1/account/apps/{applicationId}",
@@ -110,6 +110,7 @@ async fn install(target: &Target) -> Verdict {
     ensure(installed.body.is_object(), || {
         "the installation is not a JSON object".into()
     })?;
+    listed(target, token, id, true).await?;
     let removed = remove().await?;
     removed.expect(200, &format!("DELETE {secret_path}"))?;
     ensure(
@@ -130,7 +131,28 @@ async fn install(target: &Target) -> Verdict {
         .send()
         .await?
         .expect(200, &format!("DELETE {app_path} after the check"))?;
-    Ok(())
+    listed(target, token, id, false).await
+}
+
+/// Fails unless the app list shows app `id` with `installed` as `expected`.
+async fn listed(target: &Target, token: &str, id: i64, expected: bool) -> Verdict {
+    let apps = target
+        .request(Method::GET, "/v1/account/apps")
+        .bearer(token)
+        .send()
+        .await?;
+    apps.expect(200, "GET /v1/account/apps")?;
+    let installed = apps.body["apps"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|app| app["id"] == id)
+        .map(|app| app["installed"].clone());
+    ensure(installed == Some(Value::Bool(expected)), || {
+        format!(
+            "GET /v1/account/apps lists app {id} with installed {installed:?}; expected {expected}"
+        )
+    })
 }
 
 /// Fails unless the credential list of app `id` shows `name` with presence `expected`.

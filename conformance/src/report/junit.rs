@@ -1,94 +1,142 @@
-//! JUnit XML, one test case per check, grouped by category.
+//! JUnit XML through `quick-junit` (what nextest writes): one test case per check, grouped by
+//! category, and a `coverage` suite whose properties give the statuses answered per operation.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
+use std::time::Duration;
 
-use super::escape;
+use quick_junit::{NonSuccessKind, Property, TestCase, TestCaseStatus, TestSuite};
+
 use crate::check::Status;
 use crate::run::{Outcome, Report};
 
 /// The report as JUnit XML, for CI systems.
 pub fn junit(report: &Report) -> String {
+    let mut junit = quick_junit::Report::new("intent-conformance");
+    junit.set_time(Duration::from_millis(report.millis));
     let mut suites: BTreeMap<&str, Vec<&Outcome>> = BTreeMap::new();
     for outcome in &report.outcomes {
-        suites
-            .entry(outcome.category.as_str())
-            .or_default()
-            .push(outcome);
+        let category = outcome.category.as_str();
+        suites.entry(category).or_default().push(outcome);
     }
-    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    let _ = writeln!(
-        out,
-        "<testsuites name=\"intent-conformance\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{:.3}\">",
-        report.outcomes.len(),
-        report.count(Status::Fail),
-        report.count(Status::Error),
-        report.count(Status::Skip) + report.count(Status::Disabled),
-        report.millis as f64 / 1000.0
-    );
     for (category, outcomes) in suites {
-        let count = |status| outcomes.iter().filter(|o| o.status == status).count();
-        let _ = writeln!(
-            out,
-            "  <testsuite name=\"{category}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\">",
-            outcomes.len(),
-            count(Status::Fail),
-            count(Status::Error),
-            count(Status::Skip) + count(Status::Disabled)
-        );
-        for outcome in outcomes {
-            let _ = write!(
-                out,
-                "    <testcase classname=\"{category}\" name=\"{}\" time=\"{:.3}\">",
-                outcome.id,
-                outcome.millis as f64 / 1000.0
-            );
-            let message = escape(outcome.message.as_deref().unwrap_or_default());
-            match outcome.status {
-                Status::Pass => {}
-                Status::Fail => {
-                    let _ = write!(
-                        out,
-                        "<failure message=\"{message}\">{}</failure>",
-                        escape(outcome.requirement)
-                    );
-                }
-                Status::Error => {
-                    let _ = write!(out, "<error message=\"{message}\"/>");
-                }
-                Status::Skip => {
-                    let _ = write!(out, "<skipped message=\"{message}\"/>");
-                }
-                Status::Disabled => out.push_str("<skipped message=\"disabled\"/>"),
-            }
-            out.push_str("</testcase>\n");
-        }
-        out.push_str("  </testsuite>\n");
+        let mut suite = TestSuite::new(category);
+        suite.add_test_cases(outcomes.into_iter().map(|outcome| case(category, outcome)));
+        junit.add_test_suite(suite);
     }
-    coverage(&mut out, report);
-    out.push_str("</testsuites>\n");
-    out
-}
-
-/// A `coverage` suite without test cases, whose properties give the statuses answered per
-/// operation and the share of operations answered with a success.
-fn coverage(out: &mut String, report: &Report) {
+    let mut coverage = TestSuite::new("coverage");
     let succeeded = report.coverage.iter().filter(|o| o.succeeded()).count();
-    out.push_str("  <testsuite name=\"coverage\" tests=\"0\" failures=\"0\" errors=\"0\" skipped=\"0\">\n    <properties>\n");
-    let _ = writeln!(
-        out,
-        "      <property name=\"operations succeeded\" value=\"{succeeded}/{}\"/>",
-        report.coverage.len()
-    );
+    let share = format!("{succeeded}/{}", report.coverage.len());
+    coverage.add_property(Property::new("operations succeeded", share));
     for operation in &report.coverage {
         let statuses: Vec<String> = operation.statuses.iter().map(u16::to_string).collect();
-        let _ = writeln!(
-            out,
-            "      <property name=\"{} {}\" value=\"{}\"/>",
-            operation.method,
-            escape(&operation.path),
-            statuses.join(" ")
+        let name = format!("{} {}", operation.method, operation.path);
+        coverage.add_property(Property::new(name, statuses.join(" ")));
+    }
+    junit.add_test_suite(coverage);
+    junit.to_string().expect("a JUnit report serializes")
+}
+
+/// The test case of one check: a failure carries its requirement, an error or a skip its message.
+fn case(category: &str, outcome: &Outcome) -> TestCase {
+    let message = outcome.message.as_deref().unwrap_or_default();
+    let status = match outcome.status {
+        Status::Pass => TestCaseStatus::success(),
+        Status::Fail => {
+            let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
+            status
+                .set_message(message)
+                .set_description(outcome.requirement);
+            status
+        }
+        Status::Error => {
+            let mut status = TestCaseStatus::non_success(NonSuccessKind::Error);
+            status.set_message(message);
+            status
+        }
+        Status::Skip => {
+            let mut status = TestCaseStatus::skipped();
+            status.set_message(message);
+            status
+        }
+        Status::Disabled => {
+            let mut status = TestCaseStatus::skipped();
+            status.set_message("disabled");
+            status
+        }
+    };
+    let mut case = TestCase::new(outcome.id, status);
+    case.set_classname(category)
+        .set_time(Duration::from_millis(outcome.millis));
+    case
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::Category;
+    use crate::spec::Level;
+    use crate::target::Coverage;
+
+    #[test]
+    fn checks_become_cases_by_category_and_coverage_becomes_properties() {
+        let outcome = |id, status, message: Option<&str>| Outcome {
+            id,
+            category: Category::Pipeline,
+            level: Level::Normative,
+            requirement: "A Build MUST verify.",
+            section: "2.1",
+            status,
+            message: message.map(str::to_owned),
+            millis: 12,
+        };
+        let report = Report {
+            target: "http://127.0.0.1:1".into(),
+            started: 0,
+            millis: 100,
+            outcomes: vec![
+                outcome("pipeline.build", Status::Pass, None),
+                outcome("pipeline.commit", Status::Fail, Some("got 500 <boom>")),
+            ],
+            coverage: vec![
+                Coverage {
+                    method: "GET".into(),
+                    path: "/v1/x".into(),
+                    statuses: vec![200, 401],
+                },
+                Coverage {
+                    method: "POST".into(),
+                    path: "/v1/y".into(),
+                    statuses: vec![],
+                },
+            ],
+            warnings: Vec::new(),
+        };
+        let xml = junit(&report);
+        let parsed = quick_junit::Report::deserialize_from_str(&xml).expect("valid JUnit XML");
+        let suites: Vec<(&str, usize, usize)> = parsed
+            .test_suites
+            .iter()
+            .map(|s| (s.name.as_str(), s.test_cases.len(), s.failures))
+            .collect();
+        assert_eq!(suites, [("pipeline", 2, 1), ("coverage", 0, 0)]);
+        let failed = &parsed.test_suites[0].test_cases[1];
+        assert_eq!(failed.name.as_str(), "pipeline.commit");
+        assert!(matches!(
+            &failed.status,
+            TestCaseStatus::NonSuccess { message: Some(m), .. } if m.as_str() == "got 500 <boom>"
+        ));
+        let properties: Vec<(&str, &str)> = parsed.test_suites[1]
+            .properties
+            .iter()
+            .map(|p| (p.name.as_str(), p.value.as_str()))
+            .collect();
+        assert_eq!(
+            properties,
+            [
+                ("operations succeeded", "1/2"),
+                ("GET /v1/x", "200 401"),
+                ("POST /v1/y", "")
+            ]
         );
     }
-    out.push_str("    </properties>\n  </testsuite>\n");
 }

@@ -80,7 +80,7 @@ pub fn console(report: &Report) -> String {
     out
 }
 
-/// Escapes text for XML and HTML.
+/// Escapes text for HTML.
 fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {

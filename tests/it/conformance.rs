@@ -639,6 +639,16 @@ async fn the_reference_server_passes_every_check() {
     assert!(report.warnings.is_empty(), "{:?}", report.warnings);
     let missed: Vec<_> = report.coverage.iter().filter(|o| !o.succeeded()).collect();
     assert!(missed.is_empty(), "{}", report.coverage_summary());
+    // The JSON report holds against the schema published for other tools.
+    let path = intent_tests::workspace_root().join("conformance/report.schema.json");
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let validator = jsonschema::draft202012::new(&schema).expect("the report schema compiles");
+    let json = serde_json::to_value(&report).unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(&json)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(errors.is_empty(), "{errors:?}");
     println!(
         "full suite against the embedded server: {} checks in {} ms",
         report.outcomes.len(),

@@ -1,8 +1,10 @@
-//! One self-contained HTML page for people.
+//! One self-contained HTML page for people: the summary, the checks with failures first, and
+//! the coverage per operation.
 
 use std::fmt::Write as _;
 
 use super::escape;
+use crate::check::Status;
 use crate::run::Report;
 
 /// The report as an HTML page.
@@ -26,7 +28,16 @@ pub fn html(report: &Report) -> String {
         let _ = writeln!(out, "<p class=\"warning\">{}</p>", escape(warning));
     }
     out.push_str("<table><tr><th>Status</th><th>Check</th><th>Level</th><th>Section</th><th>Requirement</th><th>Detail</th></tr>\n");
-    for outcome in &report.outcomes {
+    // Failures first, then errors, skips, passes and what the run left out; run order within.
+    let mut outcomes: Vec<_> = report.outcomes.iter().collect();
+    outcomes.sort_by_key(|outcome| match outcome.status {
+        Status::Fail => 0,
+        Status::Error => 1,
+        Status::Skip => 2,
+        Status::Pass => 3,
+        Status::Disabled => 4,
+    });
+    for outcome in outcomes {
         let status = outcome.status.as_str();
         let _ = writeln!(
             out,

@@ -73,44 +73,10 @@ fn case(category: &str, outcome: &Outcome) -> TestCase {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::check::Category;
-    use crate::spec::Level;
-    use crate::target::Coverage;
 
     #[test]
     fn checks_become_cases_by_category_and_coverage_becomes_properties() {
-        let outcome = |id, status, message: Option<&str>| Outcome {
-            id,
-            category: Category::Pipeline,
-            level: Level::Normative,
-            requirement: "A Build MUST verify.",
-            section: "2.1",
-            status,
-            message: message.map(str::to_owned),
-            millis: 12,
-        };
-        let report = Report {
-            target: "http://127.0.0.1:1".into(),
-            started: 0,
-            millis: 100,
-            outcomes: vec![
-                outcome("pipeline.build", Status::Pass, None),
-                outcome("pipeline.commit", Status::Fail, Some("got 500 <boom>")),
-            ],
-            coverage: vec![
-                Coverage {
-                    method: "GET".into(),
-                    path: "/v1/x".into(),
-                    statuses: vec![200, 401],
-                },
-                Coverage {
-                    method: "POST".into(),
-                    path: "/v1/y".into(),
-                    statuses: vec![],
-                },
-            ],
-            warnings: Vec::new(),
-        };
+        let report = crate::report::fixture();
         let xml = junit(&report);
         let parsed = quick_junit::Report::deserialize_from_str(&xml).expect("valid JUnit XML");
         let suites: Vec<(&str, usize, usize)> = parsed
@@ -118,12 +84,12 @@ mod tests {
             .iter()
             .map(|s| (s.name.as_str(), s.test_cases.len(), s.failures))
             .collect();
-        assert_eq!(suites, [("pipeline", 2, 1), ("coverage", 0, 0)]);
+        assert_eq!(suites, [("pipeline", 3, 1), ("coverage", 0, 0)]);
         let failed = &parsed.test_suites[0].test_cases[1];
         assert_eq!(failed.name.as_str(), "pipeline.commit");
         assert!(matches!(
             &failed.status,
-            TestCaseStatus::NonSuccess { message: Some(m), .. } if m.as_str() == "got 500 <boom>"
+            TestCaseStatus::NonSuccess { message: Some(m), .. } if m.as_str() == "got 500 <boom> & \"more\""
         ));
         let properties: Vec<(&str, &str)> = parsed.test_suites[1]
             .properties
@@ -135,7 +101,7 @@ mod tests {
             [
                 ("operations succeeded", "1/2"),
                 ("GET /v1/x", "200 401"),
-                ("POST /v1/y", "")
+                ("POST /v1/y/{id}", "")
             ]
         );
     }

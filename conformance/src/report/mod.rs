@@ -97,9 +97,66 @@ fn escape(text: &str) -> String {
     out
 }
 
+/// A fixed run result for the report tests: a pass, a failure whose message needs escaping, a
+/// skip, two operations of which one was answered with a success, and a warning.
+#[cfg(test)]
+pub(crate) fn fixture() -> Report {
+    use crate::check::Category;
+    use crate::run::Outcome;
+    use crate::spec::Level;
+    use crate::target::Coverage;
+    let outcome = |id, status, message: Option<&str>| Outcome {
+        id,
+        category: Category::Pipeline,
+        level: Level::Normative,
+        requirement: "A Build MUST verify.",
+        section: "2.1",
+        status,
+        message: message.map(str::to_owned),
+        millis: 12,
+    };
+    Report {
+        target: "http://127.0.0.1:1".into(),
+        started: 1_795_000_000,
+        millis: 100,
+        outcomes: vec![
+            outcome("pipeline.build", Status::Pass, None),
+            outcome(
+                "pipeline.commit",
+                Status::Fail,
+                Some("got 500 <boom> & \"more\""),
+            ),
+            outcome("pipeline.svm", Status::Skip, Some("needs a pipeline token")),
+        ],
+        coverage: vec![
+            Coverage {
+                method: "GET".into(),
+                path: "/v1/x".into(),
+                statuses: vec![200, 401],
+            },
+            Coverage {
+                method: "POST".into(),
+                path: "/v1/y/{id}".into(),
+                statuses: vec![],
+            },
+        ],
+        warnings: vec!["only 1 of 3 checks passed".into()],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_report_of_a_fixed_run_is_as_snapshotted() {
+        let report = fixture();
+        insta::assert_snapshot!("console", console(&report));
+        let json = serde_json::to_string_pretty(&report).unwrap();
+        insta::assert_snapshot!("json", json);
+        insta::assert_snapshot!("junit", junit(&report));
+        insta::assert_snapshot!("html", html(&report));
+    }
 
     #[test]
     fn redact_replaces_secrets_bearer_credentials_and_jwts() {

@@ -2,11 +2,12 @@
 
 #![forbid(unsafe_code)]
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
 use intent_conformance::check::Status;
 use intent_conformance::config::{self, Layer, TokenLayer};
 use intent_conformance::run::{Outcome, Selection};
@@ -165,11 +166,19 @@ async fn run_command(args: RunArgs) -> Result<ExitCode, String> {
         #[cfg(not(feature = "embedded"))]
         None => return Err("--base-url is required (built without the embedded server)".into()),
     };
-    let bar = !args.no_progress && std::io::stderr().is_terminal();
+    let bar = (!args.no_progress && std::io::stderr().is_terminal()).then(|| {
+        let style = ProgressStyle::with_template("[{bar:30}] {pos}/{len} {msg}")
+            .expect("a valid progress template")
+            .progress_chars("#>-");
+        ProgressBar::new(0).with_style(style)
+    });
     let report = run::run(&target, &selection, |done, total, outcome| {
-        progress(bar, done, total, outcome)
+        progress(bar.as_ref(), done, total, outcome)
     })
     .await;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
     let report = report::redacted(&report, &target.secrets());
     print!("{}", report::console(&report));
     let write = |path: &Option<PathBuf>, text: String| -> Result<(), String> {
@@ -223,29 +232,20 @@ fn resolve(args: &RunArgs) -> Result<config::Resolved, String> {
     config::resolve(command_line, file.as_ref(), args.env.as_deref())
 }
 
-/// A bar that redraws itself on a terminal, a line per check elsewhere.
-fn progress(bar: bool, done: usize, total: usize, outcome: &Outcome) {
-    let mut err = std::io::stderr().lock();
-    if bar {
-        let width = 30;
-        let filled = done * width / total.max(1);
-        let _ = write!(
-            err,
-            "\r\x1b[2K[{}{}] {done}/{total} {}",
-            "#".repeat(filled),
-            "-".repeat(width - filled),
-            outcome.id
-        );
-        if done == total {
-            let _ = writeln!(err);
+/// Advances the progress bar, or without one prints a line per check that ran.
+fn progress(bar: Option<&ProgressBar>, done: usize, total: usize, outcome: &Outcome) {
+    match bar {
+        Some(bar) => {
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
+            bar.set_message(outcome.id);
         }
-    } else if outcome.status != Status::Disabled {
-        let _ = writeln!(
-            err,
+        None if outcome.status != Status::Disabled => eprintln!(
             "{:<5} {} ({} ms)",
             outcome.status.as_str(),
             outcome.id,
             outcome.millis
-        );
+        ),
+        None => {}
     }
 }

@@ -85,10 +85,16 @@ enum Fault {
     PageExtraMember,
     /// An app DELETE answers 200 and leaves the app installed.
     UninstallKeepsApp,
+    /// The app catalog answers app names as numbers.
+    AppNameAsNumber,
+    /// A skill call answers its skill's name as a number.
+    SkillAsNumber,
+    /// The credential list answers `present` as a string.
+    PresentAsString,
 }
 
 impl Fault {
-    const ALL: [Fault; 31] = [
+    const ALL: [Fault; 34] = [
         Fault::ExtraSimulationField,
         Fault::BadCursorIs500,
         Fault::AcceptsExpiredBuild,
@@ -120,6 +126,9 @@ impl Fault {
         Fault::ArchivedAsString,
         Fault::PageExtraMember,
         Fault::UninstallKeepsApp,
+        Fault::AppNameAsNumber,
+        Fault::SkillAsNumber,
+        Fault::PresentAsString,
     ];
 
     /// The checks this fault must fail; every other check must pass.
@@ -189,6 +198,9 @@ impl Fault {
             Fault::ArchivedAsString => &["agent.sessions.update", "schema.responses"],
             Fault::PageExtraMember => &["schema.event-page"],
             Fault::UninstallKeepsApp => &["account.install"],
+            Fault::AppNameAsNumber => &["pipeline.apps", "schema.responses"],
+            Fault::SkillAsNumber => &["schema.responses"],
+            Fault::PresentAsString => &["account.install", "schema.responses"],
         }
     }
 }
@@ -445,6 +457,9 @@ async fn inject(
         | Fault::BuildVersion1 => is_lifecycle,
         Fault::SkipsSequence | Fault::ReopensTurns | Fault::PageExtraMember => is_events,
         Fault::ArchivedAsString => is_session,
+        Fault::AppNameAsNumber => path == "/v1/pipeline/apps",
+        Fault::SkillAsNumber => path.starts_with("/v1/pipeline/skills/"),
+        Fault::PresentAsString => path.ends_with("/secrets"),
         Fault::DescriptorKind => path.starts_with("/v1/pipeline/apps/"),
         _ => false,
     };
@@ -513,6 +528,22 @@ async fn inject(
         }
         Fault::PageExtraMember => {
             value["toolActivity"] = json!([]);
+            true
+        }
+        Fault::AppNameAsNumber => {
+            for app in value["apps"].as_array_mut().into_iter().flatten() {
+                app["name"] = json!(1);
+            }
+            true
+        }
+        Fault::SkillAsNumber => {
+            value["skill"] = json!(1);
+            true
+        }
+        Fault::PresentAsString => {
+            for credential in value["credentials"].as_array_mut().into_iter().flatten() {
+                credential["present"] = json!(credential["present"].to_string());
+            }
             true
         }
         _ => false,

@@ -136,41 +136,40 @@ async fn install(target: &Target) -> Verdict {
 
 /// Fails unless the app list shows app `id` with `installed` as `expected`.
 async fn listed(target: &Target, token: &str, id: i64, expected: bool) -> Verdict {
-    let apps = target
-        .request(Method::GET, "/v1/account/apps")
-        .bearer(token)
-        .send()
-        .await?;
-    apps.expect(200, "GET /v1/account/apps")?;
-    let installed = apps.body["apps"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|app| app["id"] == id)
-        .map(|app| app["installed"].clone());
-    ensure(installed == Some(Value::Bool(expected)), || {
-        format!(
-            "GET /v1/account/apps lists app {id} with installed {installed:?}; expected {expected}"
-        )
-    })
+    let entry = ("id", json!(id), "installed");
+    shows(target, token, "/v1/account/apps", "apps", entry, expected).await
 }
 
 /// Fails unless the credential list of app `id` shows `name` with presence `expected`.
 async fn present(target: &Target, token: &str, id: i64, name: &str, expected: bool) -> Verdict {
     let path = format!("/v1/account/apps/{id}/secrets");
-    let list = target
-        .request(Method::GET, &path)
+    let entry = ("name", json!(name), "present");
+    shows(target, token, &path, "credentials", entry, expected).await
+}
+
+/// Fails unless `GET path` lists under `list` the entry whose `key` is `value`, with `member`
+/// equal to `expected`.
+async fn shows(
+    target: &Target,
+    token: &str,
+    path: &str,
+    list: &str,
+    (key, value, member): (&str, Value, &str),
+    expected: bool,
+) -> Verdict {
+    let reply = target
+        .request(Method::GET, path)
         .bearer(token)
         .send()
         .await?;
-    list.expect(200, &format!("GET {path}"))?;
-    let presence = list.body["credentials"]
+    reply.expect(200, &format!("GET {path}"))?;
+    let shown = reply.body[list]
         .as_array()
         .into_iter()
         .flatten()
-        .find(|credential| credential["name"] == name)
-        .map(|credential| credential["present"].clone());
-    ensure(presence == Some(Value::Bool(expected)), || {
-        format!("GET {path} lists {name} with presence {presence:?}; expected {expected}")
+        .find(|entry| entry[key] == value)
+        .map(|entry| entry[member].clone());
+    ensure(shown == Some(Value::Bool(expected)), || {
+        format!("GET {path} lists {key} {value} with {member} {shown:?}; expected {expected}")
     })
 }

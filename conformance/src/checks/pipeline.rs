@@ -467,15 +467,21 @@ fn sample(schema: &Value) -> Value {
     }
 }
 
-async fn skill_call(target: &Target) -> Verdict {
-    let token = token(&target.tokens.pipeline, "pipeline")?;
+/// The skill catalog: `GET /v1/pipeline/skills`, expected 200.
+async fn skills(target: &Target, token: &str) -> Result<Value, Finding> {
     let list = target
         .request(Method::GET, "/v1/pipeline/skills")
         .bearer(token)
         .send()
         .await?;
     list.expect(200, "GET /v1/pipeline/skills")?;
-    let skill = &list.body["skills"][0];
+    Ok(list.body)
+}
+
+async fn skill_call(target: &Target) -> Verdict {
+    let token = token(&target.tokens.pipeline, "pipeline")?;
+    let list = skills(target, token).await?;
+    let skill = &list["skills"][0];
     let operation = &skill["operations"][0];
     let (Some(skill), Some(name)) = (skill["name"].as_str(), operation["name"].as_str()) else {
         return skip("the deployment lists no skill operation");
@@ -507,27 +513,23 @@ async fn skill_call(target: &Target) -> Verdict {
 
 async fn skill_input(target: &Target) -> Verdict {
     let token = token(&target.tokens.pipeline, "pipeline")?;
-    let list = target
-        .request(Method::GET, "/v1/pipeline/skills")
-        .bearer(token)
-        .send()
-        .await?;
-    list.expect(200, "GET /v1/pipeline/skills")?;
-    let Some((skill, operation)) = list.body["skills"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find_map(|skill| {
-            let operation = skill["operations"].as_array()?.iter().find(|op| {
-                op["inputSchema"]["required"]
-                    .as_array()
-                    .is_some_and(|required| !required.is_empty())
-            })?;
-            Some((
-                skill["name"].as_str()?.to_owned(),
-                operation["name"].as_str()?.to_owned(),
-            ))
-        })
+    let list = skills(target, token).await?;
+    let Some((skill, operation)) =
+        list["skills"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find_map(|skill| {
+                let operation = skill["operations"].as_array()?.iter().find(|op| {
+                    op["inputSchema"]["required"]
+                        .as_array()
+                        .is_some_and(|required| !required.is_empty())
+                })?;
+                Some((
+                    skill["name"].as_str()?.to_owned(),
+                    operation["name"].as_str()?.to_owned(),
+                ))
+            })
     else {
         return skip("no skill operation has a required input");
     };

@@ -3,7 +3,7 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use super::{fresh_key, run, token};
+use super::{fresh_key, read, run, token};
 use crate::check::{Category, Check};
 use crate::finding::{Verdict, ensure, skip};
 use crate::target::Target;
@@ -157,13 +157,7 @@ async fn shows(
     (key, value, member): (&str, Value, &str),
     expected: bool,
 ) -> Verdict {
-    let reply = target
-        .request(Method::GET, path)
-        .bearer(token)
-        .send()
-        .await?;
-    reply.expect(200, &format!("GET {path}"))?;
-    let shown = reply.body[list]
+    let shown = read(target, token, path).await?[list]
         .as_array()
         .into_iter()
         .flatten()

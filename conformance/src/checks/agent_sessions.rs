@@ -5,7 +5,7 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use super::{fresh_key, run, settle, start_turn, token};
+use super::{fresh_key, read, run, settle, start_turn, token};
 use crate::check::{Category, Check};
 use crate::finding::{Finding, Verdict, ensure};
 use crate::target::Target;
@@ -32,17 +32,6 @@ pub(super) fn checks() -> Vec<Check> {
             run: run!(delete),
         },
     ]
-}
-
-/// `GET /v1/agent/sessions/{session}`, expected 200.
-async fn read(target: &Target, token: &str, path: &str) -> Result<Value, Finding> {
-    let reply = target
-        .request(Method::GET, path)
-        .bearer(token)
-        .send()
-        .await?;
-    reply.expect(200, &format!("GET {path}"))?;
-    Ok(reply.body)
 }
 
 /// `PATCH path` with `body`, expected 200; the Session answered.

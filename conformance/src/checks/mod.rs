@@ -110,6 +110,17 @@ pub(crate) async fn start_turn(
     ))
 }
 
+/// `GET path` as `token`, expected 200; the body.
+pub(crate) async fn read(target: &Target, token: &str, path: &str) -> Result<Value, Finding> {
+    let reply = target
+        .request(Method::GET, path)
+        .bearer(token)
+        .send()
+        .await?;
+    reply.expect(200, &format!("GET {path}"))?;
+    Ok(reply.body)
+}
+
 /// `GET /v1/agent/chat/{session}` with an optional cursor and wait.
 pub(crate) async fn poll(
     target: &Target,

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use reqwest::Method;
 use serde_json::{Map, Value, json};
 
-use super::{encode, run, start_turn, token};
+use super::{encode, read, run, start_turn, token};
 use crate::check::{Category, Check};
 use crate::finding::{Finding, Verdict, ensure, skip};
 use crate::spec::{Operation, spec};
@@ -329,14 +329,8 @@ async fn profile(target: &Target) -> Verdict {
 
 /// What the refused requests could have changed: the session they name and the statement.
 async fn state(target: &Target, agent: &str, session: &str) -> Result<Value, Finding> {
-    let path = format!("/v1/agent/sessions/{session}");
-    let read = target
-        .request(Method::GET, &path)
-        .bearer(agent)
-        .send()
-        .await?;
-    let read = read.expect(200, &format!("GET {path}"))?;
-    let mut state = json!({ "session": [read.body["title"], read.body["archived"]] });
+    let session = read(target, agent, &format!("/v1/agent/sessions/{session}")).await?;
+    let mut state = json!({ "session": [session["title"], session["archived"]] });
     // The statement is compared when the deployment answers it; its own check judges it.
     if let Some(account) = &target.tokens.account {
         let path = "/v1/account/statement";

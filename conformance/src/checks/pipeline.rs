@@ -7,7 +7,7 @@ use jsonwebtoken::{DecodingKey, Validation};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use super::{alter_signature, run, text, token};
+use super::{alter_signature, read, run, text, token};
 use crate::check::{Category, Check};
 use crate::finding::{Finding, Verdict, ensure, fail, skip};
 use crate::spec::spec;
@@ -467,20 +467,9 @@ fn sample(schema: &Value) -> Value {
     }
 }
 
-/// The skill catalog: `GET /v1/pipeline/skills`, expected 200.
-async fn skills(target: &Target, token: &str) -> Result<Value, Finding> {
-    let list = target
-        .request(Method::GET, "/v1/pipeline/skills")
-        .bearer(token)
-        .send()
-        .await?;
-    list.expect(200, "GET /v1/pipeline/skills")?;
-    Ok(list.body)
-}
-
 async fn skill_call(target: &Target) -> Verdict {
     let token = token(&target.tokens.pipeline, "pipeline")?;
-    let list = skills(target, token).await?;
+    let list = read(target, token, "/v1/pipeline/skills").await?;
     let skill = &list["skills"][0];
     let operation = &skill["operations"][0];
     let (Some(skill), Some(name)) = (skill["name"].as_str(), operation["name"].as_str()) else {
@@ -513,7 +502,7 @@ async fn skill_call(target: &Target) -> Verdict {
 
 async fn skill_input(target: &Target) -> Verdict {
     let token = token(&target.tokens.pipeline, "pipeline")?;
-    let list = skills(target, token).await?;
+    let list = read(target, token, "/v1/pipeline/skills").await?;
     let Some((skill, operation)) =
         list["skills"]
             .as_array()

@@ -91,10 +91,13 @@ enum Fault {
     SkillAsNumber,
     /// The credential list answers `present` as a string.
     PresentAsString,
+    /// A Build it issued is answered as committed once, and refused after, without anything
+    /// reaching the chain.
+    CommitsNothing,
 }
 
 impl Fault {
-    const ALL: [Fault; 34] = [
+    const ALL: [Fault; 35] = [
         Fault::ExtraSimulationField,
         Fault::BadCursorIs500,
         Fault::AcceptsExpiredBuild,
@@ -129,6 +132,7 @@ impl Fault {
         Fault::AppNameAsNumber,
         Fault::SkillAsNumber,
         Fault::PresentAsString,
+        Fault::CommitsNothing,
     ];
 
     /// The checks this fault must fail; every other check must pass.
@@ -201,6 +205,7 @@ impl Fault {
             Fault::AppNameAsNumber => &["pipeline.apps", "schema.responses"],
             Fault::SkillAsNumber => &["schema.responses"],
             Fault::PresentAsString => &["account.install", "schema.responses"],
+            Fault::CommitsNothing => &["pipeline.commit"],
         }
     }
 }
@@ -342,6 +347,30 @@ async fn inject(
                 request.headers_mut().remove("idempotency-key");
             }
         }
+        Fault::CommitsNothing if is_lifecycle => {
+            let (parts, body) = request.into_parts();
+            let (bytes, build) = read_json(body).await;
+            let digest = build["digest"].as_str().unwrap_or_default().to_owned();
+            let fresh = build["expiresAt"].as_i64().is_some_and(|at| at >= now());
+            let issued = fresh && injector.builds.lock().unwrap().get(&digest) == Some(&build);
+            if issued && injector.keys.lock().unwrap().insert(digest.clone()) {
+                let result = json!({
+                    "status": "committed",
+                    "chain": build["actions"][0]["chain"],
+                    "digest": digest,
+                    "transactions": [{ "step": 1, "id": "0x00" }],
+                    "simulation": build["simulation"],
+                    "committedAt": now(),
+                });
+                return json_response(StatusCode::OK, &result);
+            }
+            if issued {
+                let error = json!({ "error": { "code": "build_invalid", "message": "committed" } });
+                return json_response(StatusCode::UNPROCESSABLE_ENTITY, &error);
+            }
+            request = Request::from_parts(parts, Body::from(bytes));
+            request.headers_mut().remove(header::CONTENT_LENGTH);
+        }
         Fault::AcceptsExpiredBuild | Fault::AcceptsTamperedBuild if is_lifecycle => {
             let (parts, body) = request.into_parts();
             let (bytes, build) = read_json(body).await;
@@ -454,7 +483,8 @@ async fn inject(
         | Fault::StepZero
         | Fault::AcceptsTamperedBuild
         | Fault::WrongDigest
-        | Fault::BuildVersion1 => is_lifecycle,
+        | Fault::BuildVersion1
+        | Fault::CommitsNothing => is_lifecycle,
         Fault::SkipsSequence | Fault::ReopensTurns | Fault::PageExtraMember => is_events,
         Fault::ArchivedAsString => is_session,
         Fault::AppNameAsNumber => path == "/v1/pipeline/apps",
@@ -490,6 +520,15 @@ async fn inject(
                 change["step"] = json!(0);
             }
             true
+        }
+        Fault::CommitsNothing if !committed => {
+            let digest = value["digest"].as_str().unwrap_or_default().to_owned();
+            injector
+                .builds
+                .lock()
+                .unwrap()
+                .insert(digest, value.clone());
+            false
         }
         Fault::AcceptsTamperedBuild if !committed => {
             let digest = value["digest"].as_str().unwrap_or_default().to_owned();

@@ -67,7 +67,7 @@ pub(super) fn checks() -> Vec<Check> {
         Check {
             id: "pipeline.commit",
             category: Category::Pipeline,
-            requirement: "A fresh Build presented back to its lifecycle endpoint MUST be revalidated, re-simulated and committed once: the commit result MUST name the Build's digest, and a second commit of it MUST be refused.",
+            requirement: "A fresh Build presented back to its lifecycle endpoint MUST be revalidated, re-simulated and committed once: the commit result MUST name the Build's digest, a second commit of it MUST be refused, and what it committed MUST change what the chain simulates next.",
             section: "1, 3",
             rests_on: &["POST /v1/pipeline/evm/build"],
             run: run!(commit),
@@ -274,8 +274,30 @@ async fn attestation(target: &Target) -> Verdict {
 
 async fn commit(target: &Target) -> Verdict {
     let token = token(&target.tokens.pipeline, "pipeline")?;
-    let build = fresh_build(target, token, EVM).await?;
-    commit_once(target, token, EVM, &build).await
+    // The example's token transfer, to a recipient no run used: its first transfer writes the
+    // recipient's zero balance, so once it is committed the same transfer needs less gas.
+    let mut request = build_request(EVM)?;
+    if let Some(to) = request.pointer_mut("/operations/0/input/to") {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        *to = json!(format!("0x{nanos:040x}"));
+    }
+    let build = build_from(target, token, EVM, request.clone()).await?;
+    commit_once(target, token, EVM, &build).await?;
+    let again = build_from(target, token, EVM, request).await?;
+    let gas = |build: &Value| build["simulation"]["gas"]["units"].clone();
+    let (before, after) = (gas(&build), gas(&again));
+    ensure(
+        before.is_null() || after.is_null() || before != after,
+        || {
+            format!(
+                "the same transfer to a fresh recipient simulated with {before} gas units before its \
+             commit and {after} after: the commit did not change the chain"
+            )
+        },
+    )
 }
 
 /// Commits `build` at `path`: the result must be committed and name its digest, and the same

@@ -26,7 +26,7 @@ pub(super) fn checks() -> Vec<Check> {
         Check {
             id: "agent.sessions.delete",
             category: Category::AgentSessions,
-            requirement: "A deleted session MUST be gone: reading it and its log MUST answer 404.",
+            requirement: "A deleted session MUST be gone: reading it and its log MUST answer 404, and it MUST take no new turn (404).",
             section: "4.2",
             rests_on: &["DELETE /v1/agent/sessions/{sessionId}"],
             run: run!(delete),
@@ -109,5 +109,12 @@ async fn delete(target: &Target) -> Verdict {
             .await?
             .expect_envelope(404, &format!("GET {gone} after DELETE {path}"))?;
     }
+    target
+        .request(Method::POST, "/v1/agent/chat")
+        .bearer(token)
+        .json(&json!({ "message": "hello again", "sessionId": session }))
+        .send()
+        .await?
+        .expect_envelope(404, &format!("a turn in the session after DELETE {path}"))?;
     Ok(())
 }

@@ -3,7 +3,7 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use super::{fresh_key, run, settle, start_turn, text, token};
+use super::{fresh_key, read_log, run, settle, start_turn, text, token};
 use crate::check::{Category, Check};
 use crate::finding::{Finding, Verdict, ensure, skip};
 use crate::target::{Reply, Target};
@@ -37,7 +37,7 @@ pub(super) fn checks() -> Vec<Check> {
         Check {
             id: "agent.actions.reviewed-result",
             category: Category::AgentActions,
-            requirement: "A result MUST be the one produced by the reviewed request: one naming another Build's digest, or carrying transaction fields, MUST be refused with 400.",
+            requirement: "A result MUST be the one produced by the reviewed request: one naming another Build's digest, or carrying transaction fields, MUST be refused with 400, and the accepted one MUST enter the log as the action's result.",
             section: "4.2",
             rests_on: ON,
             run: run!(reviewed_result),
@@ -192,5 +192,17 @@ async fn reviewed_result(target: &Target) -> Verdict {
         .resolve(target, token, Some(&fresh_key("reviewed")), &reviewed)
         .await?
         .expect(200, "the reviewed result, after the refusals")?;
-    Ok(())
+    // The durable effect: the log records the result, and only the accepted one.
+    let (events, _) = read_log(target, token, &pending.session).await?;
+    let results: Vec<&Value> = events
+        .iter()
+        .filter(|event| event["type"] == "action_result" && event["actionId"] == pending.action)
+        .map(|event| &event["result"]["outcome"])
+        .collect();
+    ensure(results == [&json!("rejected")], || {
+        format!(
+            "the log records the outcomes {results:?} for action {}; expected the one accepted, rejected",
+            pending.action
+        )
+    })
 }

@@ -20,7 +20,7 @@
 
 pub mod digest;
 mod event;
-#[cfg(feature = "schema")]
+#[cfg(any(test, feature = "schema"))]
 pub mod schema;
 
 #[allow(clippy::all, clippy::pedantic, missing_docs)]

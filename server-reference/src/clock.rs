@@ -5,6 +5,12 @@ pub fn now() -> i64 {
     now_ms() / 1000
 }
 
+/// `duration` in whole seconds, as the interface's timestamps count them; a duration too long
+/// for them saturates at half the range, so that adding it to a timestamp cannot overflow.
+pub fn seconds(duration: std::time::Duration) -> i64 {
+    i64::try_from(duration.as_secs()).unwrap_or(i64::MAX / 2)
+}
+
 /// Unix milliseconds now.
 pub fn now_ms() -> i64 {
     let since_epoch = std::time::SystemTime::now()

@@ -60,7 +60,7 @@ enum Command {
         #[arg(long, env = "INTENT_RATE_LIMIT", value_parser = RateLimit::parse)]
         rate_limit: Option<RateLimit>,
         /// Seconds between two clean-ups of expired codes, grants, idempotency keys and idle
-        /// wake-up channels.
+        /// wake-up channels; at least 1.
         #[arg(long, env = "INTENT_CLEANUP_INTERVAL", default_value_t = Config::new("").cleanup_interval.as_secs())]
         cleanup_interval: u64,
         /// Seconds a device code stays valid.

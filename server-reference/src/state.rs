@@ -217,7 +217,7 @@ async fn clean_up(state: Weak<Inner>, interval: Duration) {
             return;
         };
         let now = clock::now();
-        let before = |age: Duration| now.saturating_sub(age.as_secs().try_into().unwrap_or(now));
+        let before = |age: Duration| now - clock::seconds(age);
         let config = &state.config;
         match state
             .store

@@ -5,6 +5,7 @@ use std::time::Duration;
 use jsonwebtoken::{Algorithm, Validation};
 use serde::{Deserialize, Serialize};
 
+use crate::clock::seconds;
 use crate::keys::SigningKeys;
 use crate::resource::Resource;
 
@@ -131,7 +132,7 @@ pub fn mint(key: &SigningKeys, issuer: &str, grant: &Grant, now: i64) -> String 
         aud: grant.resource.clone(),
         scope: grant.scopes.join(" "),
         client_id: grant.client_id.clone(),
-        exp: now + i64::try_from(grant.ttl.as_secs()).unwrap_or(i64::MAX / 2),
+        exp: now + seconds(grant.ttl),
         iat: now,
         jti: crate::random::id("at"),
     };

@@ -17,7 +17,7 @@ use super::log::{Entry, EventLog, Writer};
 use super::runtime::Runtime;
 use super::turn::{self, DRAFT_SEQ, Turn, TurnError};
 use super::{Error, Refusal, Result};
-use crate::clock::{now, now_ms};
+use crate::clock::{now, now_ms, seconds};
 use crate::pipeline::Pipeline;
 use crate::random;
 use crate::store::agent::{
@@ -78,7 +78,7 @@ impl Turns {
             pipeline,
             runtime,
             running: Running::default(),
-            key_lifetime: key_lifetime.as_secs().try_into().unwrap_or(i64::MAX / 2),
+            key_lifetime: seconds(key_lifetime),
         }))
     }
 

@@ -1,8 +1,6 @@
 //! The token endpoint: the authorization-code, refresh-token and device-code grants. Refresh
 //! tokens rotate on every use; a replayed one revokes its whole family.
 
-use std::time::Duration;
-
 use axum::extract::State;
 use axum::extract::rejection::FormRejection;
 use axum::http::header;
@@ -15,7 +13,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use super::{OAuthError, hash};
-use crate::clock::{now, now_ms};
+use crate::clock::{now, now_ms, seconds};
 use crate::state::AppState;
 use crate::store::{Authorization, DeviceStatus, RefreshUse};
 use crate::token::Grant;
@@ -296,8 +294,4 @@ fn narrowed(granted: &str, requested: Option<&str>) -> Result<String, OAuthError
         ));
     }
     Ok(requested.split_whitespace().collect::<Vec<_>>().join(" "))
-}
-
-fn seconds(duration: Duration) -> i64 {
-    i64::try_from(duration.as_secs()).unwrap_or(i64::MAX / 2)
 }

@@ -32,8 +32,8 @@ pub enum Lifecycle {
     Commit(Map<String, Value>),
 }
 
-/// A name in a request body that names nothing refuses the body (422); only a name in the path
-/// is a missing resource (404).
+/// A name in a request body that names nothing refuses the body (400 `validation_failed`); only
+/// a name in the path is a missing resource (404).
 fn in_body(error: Error) -> Error {
     match error {
         Error::NotFound(what) => Error::Invalid(what),
@@ -43,7 +43,7 @@ fn in_body(error: Error) -> Error {
 
 impl Lifecycle {
     /// Parses the body of `chain`'s lifecycle endpoint. A Build carries `version`, a stage input
-    /// `actions`; anything else is a build request. The app a request names must exist (422)
+    /// `actions`; anything else is a build request. The app a request names must exist (400)
     /// and run on `chain` (422 `chain_mismatch`) before the rest of the body is read.
     pub fn parse(chain: PipelineChain, body: Value) -> Result<Self> {
         let Value::Object(fields) = body else {

@@ -101,11 +101,7 @@ impl SchemaValidator {
     pub fn errors(&self, instance: &Value) -> Vec<String> {
         self.inner
             .iter_errors(instance)
-            .map(|error| {
-                let path = error.instance_path().as_str();
-                let path = if path.is_empty() { "/" } else { path };
-                format!("{path}: {error}")
-            })
+            .map(|error| format!("{}: {error}", pointer(&error)))
             .collect()
     }
 
@@ -126,10 +122,17 @@ impl SchemaValidator {
     }
 }
 
+/// The JSON pointer of the failing value, `/` for the whole instance.
+fn pointer<'a>(error: &'a ValidationError) -> &'a str {
+    match error.instance_path().as_str() {
+        "" => "/",
+        path => path,
+    }
+}
+
 /// One validation error, told as [`SchemaValidator::first_violation`] says.
 fn describe(error: &ValidationError) -> String {
-    let path = error.instance_path().as_str();
-    let path = if path.is_empty() { "/" } else { path };
+    let path = pointer(error);
     match error.kind() {
         ValidationErrorKind::OneOfNotValid { context } | ValidationErrorKind::AnyOf { context } => {
             match context

@@ -122,12 +122,10 @@ async fn run_command(args: RunArgs) -> Result<ExitCode, String> {
         skip: args.skip.clone(),
         normative_only: args.level == Levels::Normative,
     };
-    let unknown = selection.unknown(&checks::all());
+    let all = checks::all();
+    let unknown = selection.unknown(&all);
     if !unknown.is_empty() {
-        let mut categories: Vec<&str> = checks::all()
-            .iter()
-            .map(|check| check.category.as_str())
-            .collect();
+        let mut categories: Vec<&str> = all.iter().map(|check| check.category.as_str()).collect();
         categories.dedup();
         return Err(format!(
             "--only or --skip names no check or category: {}; the categories are {}; `--list` shows \
@@ -137,8 +135,8 @@ async fn run_command(args: RunArgs) -> Result<ExitCode, String> {
         ));
     }
     if args.list {
-        for check in checks::all() {
-            let mark = if selection.takes(&check) { " " } else { "-" };
+        for check in &all {
+            let mark = if selection.takes(check) { " " } else { "-" };
             println!(
                 "{mark} {:<34} {:<9} {:<10} {}",
                 check.id,

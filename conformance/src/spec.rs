@@ -238,18 +238,36 @@ impl Spec {
         }
     }
 
-    /// The first request example of an operation whose value has the member `member` and is
-    /// not a Build (has no `digest`).
-    pub fn request_example(&self, method: &str, template: &str, member: &str) -> Option<Value> {
-        let examples = self
-            .operation_object(method, template)?
-            .pointer("/requestBody/content/application~1json/examples")?;
+    /// The request examples of an operation that are not Builds (have no `digest`): its
+    /// `example`, or the values of its `examples`.
+    pub fn request_examples(&self, method: &str, template: &str) -> Vec<&Value> {
+        let Some(content) = self
+            .operation_object(method, template)
+            .and_then(|object| object.pointer("/requestBody/content/application~1json"))
+        else {
+            return Vec::new();
+        };
+        let examples: Vec<&Value> = match content.get("example") {
+            Some(example) => vec![example],
+            None => content["examples"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter_map(|(_, example)| self.resolve(example).get("value"))
+                .collect(),
+        };
         examples
-            .as_object()?
-            .values()
-            .map(|example| self.resolve(example))
-            .filter_map(|example| example.get("value"))
-            .find(|value| value.get(member).is_some() && value.get("digest").is_none())
+            .into_iter()
+            .filter(|value| value.get("digest").is_none())
+            .collect()
+    }
+
+    /// The first request example of an operation that has the member `member` and is not a
+    /// Build.
+    pub fn request_example(&self, method: &str, template: &str, member: &str) -> Option<Value> {
+        self.request_examples(method, template)
+            .into_iter()
+            .find(|value| value.get(member).is_some())
             .cloned()
     }
 }

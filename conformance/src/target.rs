@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::finding::Finding;
-use crate::spec::spec;
+use crate::spec::{Operation, spec};
 
 /// The tokens a run holds. Checks that need one the run lacks are skipped.
 #[derive(Debug, Clone, Default)]
@@ -287,23 +287,23 @@ impl Target {
             .collect()
     }
 
-    /// Notes that the operation of `method` and `path` (with its query) answered `status`.
-    fn answered(&self, method: &Method, path: &str, status: u16) {
+    /// The operation of openapi.json a request for `method` and `path` (with its query) is an
+    /// instance of, after noting that it answered `status`.
+    fn answered(&self, method: &Method, path: &str, status: u16) -> Option<&'static Operation> {
         let route = path.split('?').next().unwrap_or(path);
-        if let Some(operation) = spec().operation(method.as_str(), route) {
-            let key = format!("{} {}", operation.method, operation.template);
-            let mut answered = self.answered.lock().expect("answered statuses");
-            answered.entry(key).or_default().insert(status);
-        }
+        let operation = spec().operation(method.as_str(), route)?;
+        let key = format!("{} {}", operation.method, operation.template);
+        let mut answered = self.answered.lock().expect("answered statuses");
+        answered.entry(key).or_default().insert(status);
+        Some(operation)
     }
 
     /// Validates a response against openapi.json and keeps it.
     pub fn record(&self, method: &Method, path: &str, status: u16, body: &Value, text: &str) {
-        self.answered(method, path, status);
+        let operation = self.answered(method, path, status);
         let check = *self.current.lock().expect("current check");
         let request = format!("{method} {path}");
-        let route = path.split('?').next().unwrap_or(path);
-        if let Some(operation) = spec().operation(method.as_str(), route) {
+        if let Some(operation) = operation {
             let errors = match spec().response(operation, status) {
                 Err(undeclared) => vec![undeclared],
                 Ok(Some(_)) if body.is_null() => {

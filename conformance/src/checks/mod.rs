@@ -203,11 +203,15 @@ pub(crate) fn turn_state<'a>(events: &'a [Value], turn: &'a str) -> Option<&'a s
 
 /// A value no earlier run used, such as an Idempotency-Key: `conformance-{label}-{nanos}`.
 pub(crate) fn fresh_key(label: &str) -> String {
-    let nanos = std::time::SystemTime::now()
+    format!("conformance-{label}-{}", nanos())
+}
+
+/// Nanoseconds since 1970: a number no earlier run used.
+pub(crate) fn nanos() -> u128 {
+    std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default()
-        .as_nanos();
-    format!("conformance-{label}-{nanos}")
+        .as_nanos()
 }
 
 /// Polls the log until `turn` reaches a terminal state (at most 20 s); returns the log.

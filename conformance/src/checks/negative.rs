@@ -45,12 +45,10 @@ pub(super) fn checks() -> Vec<Check> {
 
 /// One request derived from the document that breaks one rule.
 struct Case {
-    method: Method,
+    operation: &'static Operation,
     /// The path with its query.
     path: String,
     body: Option<Value>,
-    /// The resource whose token the operation takes.
-    resource: String,
     /// The rule it breaks, for the report.
     breaks: String,
     /// Whether that rule is a choice of the reference profile.
@@ -74,6 +72,18 @@ fn fill(template: &str, session: &str) -> String {
         })
         .collect::<Vec<_>>()
         .join("/")
+}
+
+/// The JSON pointer of `operation`'s object in the document, such as
+/// `#/paths/~1v1~1agent~1chat/post`.
+fn operation_pointer(operation: &Operation) -> String {
+    let escaped = operation.template.replace('~', "~0").replace('/', "~1");
+    format!("#/paths/{escaped}/{}", operation.method.to_lowercase())
+}
+
+/// Whether the operation or its object as a whole is a choice of the profile.
+fn operation_profile(operation: &Operation) -> bool {
+    spec().is_profile(&format!("{} {}", operation.method, operation.template))
 }
 
 /// Whether the rule `keyword` of the element at `pointer` (or the element as a whole) is a
@@ -149,37 +159,22 @@ fn breaking_values(schema: &Value) -> Vec<(&'static str, String, Value)> {
     values
 }
 
-/// The request example of `operation`: its `example`, or the first of its `examples` that is
-/// not a Build.
-fn example(object: &Value) -> Option<Value> {
-    let content = object.pointer("/requestBody/content/application~1json")?;
-    if let Some(example) = content.get("example") {
-        return Some(example.clone());
-    }
-    content["examples"]
-        .as_object()?
-        .values()
-        .map(|example| spec().resolve(example))
-        .filter_map(|example| example.get("value"))
-        .find(|value| value.get("digest").is_none())
-        .cloned()
-}
-
 /// The cases of `operation`'s body: each member of the schema branch its example takes, broken
 /// one rule at a time, a required member left out, an unexpected member, and a body of another
 /// type. Only bodies the schema refuses are kept.
-fn body_cases(operation: &Operation, session: &str) -> Vec<Case> {
+fn body_cases(operation: &'static Operation, session: &str) -> Vec<Case> {
     let (method, template) = (&operation.method, &operation.template);
-    let Some(object) = spec().operation_object(method, template) else {
+    let base = spec()
+        .request_examples(method, template)
+        .into_iter()
+        .next()
+        .cloned();
+    let (Some(base), Some(validator)) = (base, spec().request_body(operation)) else {
         return Vec::new();
     };
-    let (Some(base), Some(validator)) = (example(object), spec().request_body(operation)) else {
-        return Vec::new();
-    };
-    let escaped = template.replace('~', "~0").replace('/', "~1");
     let body_pointer = format!(
-        "#/paths/{escaped}/{}/requestBody/content/application~1json/schema",
-        method.to_lowercase()
+        "{}/requestBody/content/application~1json/schema",
+        operation_pointer(operation)
     );
     let (mut pointer, mut schema) = resolved(body_pointer);
     // A `oneOf` or `anyOf`: the branch whose required members the example has.
@@ -200,18 +195,16 @@ fn body_cases(operation: &Operation, session: &str) -> Vec<Case> {
         }
     }
     // The operation or the schema as a whole may be the profile's, which makes every rule in it so.
-    let operation_profile =
-        spec().is_profile(&format!("{method} {template}")) || spec().is_profile(&pointer);
+    let whole = operation_profile(operation) || spec().is_profile(&pointer);
     let mut cases = Vec::new();
     let mut push = |body: Value, breaks: String, profile: bool| {
         if !validator.is_valid(&body) {
             cases.push(Case {
-                method: method.parse().expect("the document's methods parse"),
+                operation,
                 path: fill(template, session),
                 body: Some(body),
-                resource: object["x-resource"].as_str().unwrap_or_default().to_owned(),
                 breaks,
-                profile: operation_profile || profile,
+                profile: whole || profile,
             });
         }
     };
@@ -263,7 +256,7 @@ fn body_cases(operation: &Operation, session: &str) -> Vec<Case> {
 
 /// The cases of `operation`'s query parameters: each broken one rule at a time. Operations that
 /// answer a stream are left out, since a wrongly accepted request would not end.
-fn query_cases(operation: &Operation, session: &str) -> Vec<Case> {
+fn query_cases(operation: &'static Operation, session: &str) -> Vec<Case> {
     let (method, template) = (&operation.method, &operation.template);
     let Some(object) = spec().operation_object(method, template) else {
         return Vec::new();
@@ -274,7 +267,7 @@ fn query_cases(operation: &Operation, session: &str) -> Vec<Case> {
     {
         return Vec::new();
     }
-    let operation_profile = spec().is_profile(&format!("{method} {template}"));
+    let whole = operation_profile(operation);
     let mut cases = Vec::new();
     for (index, parameter) in object["parameters"]
         .as_array()
@@ -282,12 +275,11 @@ fn query_cases(operation: &Operation, session: &str) -> Vec<Case> {
         .flatten()
         .enumerate()
     {
-        let escaped = template.replace('~', "~0").replace('/', "~1");
         let (pointer, parameter) = match parameter.get("$ref").and_then(Value::as_str) {
             Some(reference) => resolved(reference.to_owned()),
             None => resolved(format!(
-                "#/paths/{escaped}/{}/parameters/{index}",
-                method.to_lowercase()
+                "{}/parameters/{index}",
+                operation_pointer(operation)
             )),
         };
         if parameter["in"] != "query" {
@@ -307,12 +299,11 @@ fn query_cases(operation: &Operation, session: &str) -> Vec<Case> {
                 .as_str()
                 .map_or_else(|| value.to_string(), str::to_owned);
             cases.push(Case {
-                method: method.parse().expect("the document's methods parse"),
+                operation,
                 path: format!("{}?{name}={}", fill(template, session), encode(&text)),
                 body: None,
-                resource: object["x-resource"].as_str().unwrap_or_default().to_owned(),
                 breaks: format!("query `{name}` is {what}"),
-                profile: operation_profile || marked(&pointer, keyword),
+                profile: whole || marked(&pointer, keyword),
             });
         }
     }
@@ -368,7 +359,10 @@ async fn refused(target: &Target, profile: bool) -> Verdict {
     let mut wrong = Vec::new();
     let mut sent = 0;
     for case in &cases {
-        let held = match case.resource.as_str() {
+        let (method, template) = (&case.operation.method, &case.operation.template);
+        let object = spec().operation_object(method, template);
+        let resource = object.and_then(|object| object["x-resource"].as_str());
+        let held = match resource.unwrap_or_default() {
             "agent" => &target.tokens.agent,
             "pipeline" => &target.tokens.pipeline,
             "account" => &target.tokens.account,
@@ -376,7 +370,10 @@ async fn refused(target: &Target, profile: bool) -> Verdict {
         };
         let Some(token) = held else { continue };
         let mut request = target
-            .request(case.method.clone(), &case.path)
+            .request(
+                method.parse().expect("the document's methods parse"),
+                &case.path,
+            )
             .bearer(token)
             .header("Idempotency-Key", &super::fresh_key("negative"));
         if let Some(body) = &case.body {
@@ -386,7 +383,7 @@ async fn refused(target: &Target, profile: bool) -> Verdict {
         sent += 1;
         if !((400..500).contains(&reply.status) && reply.body.get("error").is_some()) {
             let path = excerpt(&case.path);
-            let mut line = format!("{} {path} ({})", case.method, case.breaks);
+            let mut line = format!("{method} {path} ({})", case.breaks);
             if let Some(body) = &case.body {
                 let _ = write!(line, " {}", excerpt(&body.to_string()));
             }

@@ -7,7 +7,7 @@ use jsonwebtoken::{DecodingKey, Validation};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use super::{alter_signature, read, run, text, token};
+use super::{alter_signature, nanos, read, run, text, token};
 use crate::check::{Category, Check};
 use crate::finding::{Finding, Verdict, ensure, fail, skip};
 use crate::spec::spec;
@@ -278,11 +278,7 @@ async fn commit(target: &Target) -> Verdict {
     // recipient's zero balance, so once it is committed the same transfer needs less gas.
     let mut request = build_request(EVM)?;
     if let Some(to) = request.pointer_mut("/operations/0/input/to") {
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos();
-        *to = json!(format!("0x{nanos:040x}"));
+        *to = json!(format!("0x{:040x}", nanos()));
     }
     let build = build_from(target, token, EVM, request.clone()).await?;
     commit_once(target, token, EVM, &build).await?;

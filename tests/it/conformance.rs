@@ -245,6 +245,26 @@ fn json_response(status: StatusCode, body: &Value) -> Response {
         .unwrap()
 }
 
+/// A request of `parts` with `body` in place of the one it had.
+fn with_body(parts: axum::http::request::Parts, body: impl Into<Body>) -> Request {
+    let mut request = Request::from_parts(parts, body.into());
+    request.headers_mut().remove(header::CONTENT_LENGTH);
+    request
+}
+
+/// What a commit of `build` answers, made up without the server.
+fn made_up_commit(build: &Value) -> Response {
+    let result = json!({
+        "status": "committed",
+        "chain": build["actions"][0]["chain"],
+        "digest": build["digest"],
+        "transactions": [{ "step": 1, "id": "0x00" }],
+        "simulation": build["simulation"],
+        "committedAt": now(),
+    });
+    json_response(StatusCode::OK, &result)
+}
+
 /// Rebuilds `response` with `body`, or the original bytes when `body` is `None`.
 fn rebuilt(mut parts: axum::http::response::Parts, bytes: Bytes, body: Option<Value>) -> Response {
     parts.headers.remove(header::CONTENT_LENGTH);
@@ -283,8 +303,7 @@ async fn inject(
                 }
                 None => bytes,
             };
-            request = Request::from_parts(parts, Body::from(bytes));
-            request.headers_mut().remove(header::CONTENT_LENGTH);
+            request = with_body(parts, bytes);
         }
         Fault::UninstallKeepsApp
             if method == "DELETE"
@@ -302,8 +321,7 @@ async fn inject(
         }
         Fault::IgnoresPatch if method == "PATCH" && is_session => {
             let (parts, _) = request.into_parts();
-            request = Request::from_parts(parts, Body::from("{}"));
-            request.headers_mut().remove(header::CONTENT_LENGTH);
+            request = with_body(parts, "{}");
         }
         Fault::DeleteKeepsSession if method == "DELETE" && is_session => {
             return StatusCode::NO_CONTENT.into_response();
@@ -353,23 +371,14 @@ async fn inject(
             let digest = build["digest"].as_str().unwrap_or_default().to_owned();
             let fresh = build["expiresAt"].as_i64().is_some_and(|at| at >= now());
             let issued = fresh && injector.builds.lock().unwrap().get(&digest) == Some(&build);
-            if issued && injector.keys.lock().unwrap().insert(digest.clone()) {
-                let result = json!({
-                    "status": "committed",
-                    "chain": build["actions"][0]["chain"],
-                    "digest": digest,
-                    "transactions": [{ "step": 1, "id": "0x00" }],
-                    "simulation": build["simulation"],
-                    "committedAt": now(),
-                });
-                return json_response(StatusCode::OK, &result);
+            if issued && injector.keys.lock().unwrap().insert(digest) {
+                return made_up_commit(&build);
             }
             if issued {
                 let error = json!({ "error": { "code": "build_invalid", "message": "committed" } });
                 return json_response(StatusCode::UNPROCESSABLE_ENTITY, &error);
             }
-            request = Request::from_parts(parts, Body::from(bytes));
-            request.headers_mut().remove(header::CONTENT_LENGTH);
+            request = with_body(parts, bytes);
         }
         Fault::AcceptsExpiredBuild | Fault::AcceptsTamperedBuild if is_lifecycle => {
             let (parts, body) = request.into_parts();
@@ -377,23 +386,14 @@ async fn inject(
             let digest = build["digest"].as_str().unwrap_or_default().to_owned();
             let expired = build["expiresAt"].as_i64().is_some_and(|at| at < now());
             if fault == Fault::AcceptsExpiredBuild && expired {
-                let result = json!({
-                    "status": "committed",
-                    "chain": build["actions"][0]["chain"],
-                    "digest": digest,
-                    "transactions": [{ "step": 1, "id": "0x00" }],
-                    "simulation": build["simulation"],
-                    "committedAt": now(),
-                });
-                return json_response(StatusCode::OK, &result);
+                return made_up_commit(&build);
             }
             let original = injector.builds.lock().unwrap().get(&digest).cloned();
             let bytes = match original {
                 Some(original) if original != build => Bytes::from(original.to_string()),
                 _ => bytes,
             };
-            request = Request::from_parts(parts, Body::from(bytes));
-            request.headers_mut().remove(header::CONTENT_LENGTH);
+            request = with_body(parts, bytes);
         }
         _ => {}
     }

@@ -1,6 +1,8 @@
 //! Who is calling: the principal the gateway derives from a verified bearer token. Services take
 //! it (or its account) and never see a token.
 
+use std::time::Duration;
+
 /// The authenticated caller.
 #[derive(Debug, Clone)]
 pub struct Principal {
@@ -8,4 +10,16 @@ pub struct Principal {
     pub account: String,
     /// Granted scopes.
     pub scopes: Vec<String>,
+    /// The token's `exp` (Unix seconds): it is refused from the next second on.
+    pub expires_at: i64,
+}
+
+impl Principal {
+    /// How long the token stays valid from now: what a response that lasts (an SSE stream)
+    /// may outlive of it.
+    pub fn remaining(&self) -> Duration {
+        let end_ms = self.expires_at.saturating_add(1).saturating_mul(1000);
+        let left = end_ms.saturating_sub(crate::clock::now_ms());
+        Duration::from_millis(u64::try_from(left).unwrap_or(0))
+    }
 }

@@ -178,6 +178,7 @@ pub async fn authorize(
     request.extensions_mut().insert(Principal {
         account: claims.sub.clone(),
         scopes,
+        expires_at: claims.exp,
     });
     if let Some(body) = &operation.body {
         request.extensions_mut().insert(body.clone());

@@ -26,7 +26,7 @@ async fn raw(
     body: Option<(&str, &str)>,
 ) -> (u16, Value) {
     let mut request = reqwest::Client::new()
-        .request(method, format!("{}{path}", server.base))
+        .request(method, format!("{}{path}", server.base_url()))
         .bearer_auth(token);
     if let Some((content_type, body)) = body {
         request = request
@@ -252,7 +252,7 @@ type BadInput<'a> = (
 async fn the_statement_prices_what_was_metered_for_the_caller_in_the_month() {
     use intent_server::store::Meter;
     let server = TestServer::start().await;
-    let store = server.state.store();
+    let store = server.state().store();
     let november = 1_795_000_000; // 2026-11-19
     for meter in [
         Meter::Turn,
@@ -423,7 +423,7 @@ async fn credential_values_are_not_stored_in_clear() {
         .await
         .unwrap();
     let mut found = Vec::new();
-    for entry in std::fs::read_dir(server.data_dir.path()).unwrap() {
+    for entry in std::fs::read_dir(server.data_dir()).unwrap() {
         let path = entry.unwrap().path();
         let bytes = std::fs::read(&path).unwrap();
         if bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()) {

@@ -290,7 +290,7 @@ async fn a_failing_simulation_fails_the_turn_with_an_error_event() {
 async fn interrupt_ends_a_processing_turn_for_good() {
     let agent = Agent::start().await;
     let started = agent.chat("wait 10000", None).await;
-    let session: intent_sdk::types::InterruptTurnSessionId = started.session_id.parse().unwrap();
+    let session: intent_models::SessionId = started.session_id.parse().unwrap();
     // Let the runtime begin: its tool call shows up in the log.
     let page = agent
         .page(&started.session_id, Some(&started.cursor), 5_000)
@@ -502,7 +502,7 @@ async fn wait_and_limit_are_bounded() {
 async fn sessions_are_read_updated_and_deleted_by_their_owner_only() {
     let agent = Agent::start().await;
     let started = agent.chat("hello", None).await;
-    let id: intent_sdk::types::GetSessionSessionId = started.session_id.parse().unwrap();
+    let id: intent_models::SessionId = started.session_id.parse().unwrap();
     let session = agent.client.get_session(&id).await.unwrap().into_inner();
     assert_eq!(session.title, "hello");
     assert!(!session.archived);
@@ -652,7 +652,7 @@ async fn idempotency_conflicts_and_stale_revisions_are_refused() {
     let hash = intent_server::agent::resolution_hash(&session, &action.action_id, &body);
     agent
         .server
-        .state
+        .state()
         .store()
         .begin_idempotent("alice", "k-flight", &hash, intent_server::now(), 0)
         .await
@@ -676,7 +676,8 @@ async fn caller_written_transaction_fields_and_missing_keys_are_refused() {
     let token = agent.server.token("alice", Resource::Agent, SCOPES);
     let url = format!(
         "{}/v1/agent/sessions/{session}/actions/{}/resolve",
-        agent.server.base, *action.action_id
+        agent.server.base_url(),
+        *action.action_id
     );
     let http = reqwest::Client::new();
     let digest = action.build.digest.to_string();
@@ -727,7 +728,7 @@ async fn empty_path_parameters_are_guarded_and_refused() {
         ("/v1/agent/sessions/", 404),
         ("/v1/agent/chat/", 404),
     ] {
-        let anonymous = reqwest::get(format!("{}{path}", server.base))
+        let anonymous = reqwest::get(format!("{}{path}", server.base_url()))
             .await
             .unwrap();
         assert_eq!(anonymous.status(), 401, "{path}");

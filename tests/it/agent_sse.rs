@@ -86,7 +86,7 @@ impl Fixture {
         let mut request = reqwest::Client::new()
             .get(format!(
                 "{}/v1/agent/chat/{session}/stream{query}",
-                self.server.base
+                self.server.base_url()
             ))
             .bearer_auth(&self.token);
         if let Some(id) = last_event_id {
@@ -112,7 +112,7 @@ impl Fixture {
             body["sessionId"] = session.into();
         }
         let response = reqwest::Client::new()
-            .post(format!("{}/v1/agent/chat", self.server.base))
+            .post(format!("{}/v1/agent/chat", self.server.base_url()))
             .bearer_auth(&self.token)
             .json(&body)
             .send()
@@ -265,7 +265,7 @@ async fn an_idle_stream_gets_keep_alive_comments() {
 async fn draining_answers_waiting_long_polls_at_once_and_ends_streams_after_a_comment() {
     let fixture = Fixture::new(TestServer::start().await).await;
     let http = reqwest::Client::new();
-    let base = fixture.server.base.clone();
+    let base = fixture.server.base_url().to_owned();
     assert_eq!(
         http.get(format!("{base}/readyz"))
             .send()
@@ -312,7 +312,7 @@ async fn draining_answers_waiting_long_polls_at_once_and_ends_streams_after_a_co
     tokio::time::sleep(Duration::from_millis(300)).await;
 
     let drained = std::time::Instant::now();
-    fixture.server.state.log().drain();
+    fixture.server.state().log().drain();
     for poll in polls {
         let (status, page, session) = tokio::time::timeout(Duration::from_secs(5), poll)
             .await

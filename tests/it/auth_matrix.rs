@@ -45,7 +45,10 @@ fn cases() -> Vec<Case> {
 
 async fn send(server: &TestServer, case: &Case, token: Option<&str>) -> reqwest::Response {
     let mut request = reqwest::Client::new()
-        .request(case.method.clone(), format!("{}{}", server.base, case.path))
+        .request(
+            case.method.clone(),
+            format!("{}{}", server.base_url(), case.path),
+        )
         .header("Idempotency-Key", "matrix");
     if matches!(
         case.method,
@@ -93,7 +96,7 @@ fn grant(server: &TestServer, resource: Resource, scopes: Vec<String>) -> Grant 
     Grant {
         account: "alice".into(),
         scopes,
-        resource: resource.identifier(&server.base),
+        resource: resource.identifier(server.base_url()),
         client_id: "matrix".into(),
         ttl: std::time::Duration::from_secs(3600),
     }
@@ -111,7 +114,7 @@ async fn every_operation_refuses_missing_bad_expired_foreign_and_misdirected_tok
         let what = |kind: &str| format!("{} {} with {kind}", case.method, case.path);
         let metadata = format!(
             "resource_metadata=\"{}\"",
-            server.state.resource_metadata_url(case.resource)
+            server.state().resource_metadata_url(case.resource)
         );
 
         let challenge = refused(
@@ -144,8 +147,8 @@ async fn every_operation_refuses_missing_bad_expired_foreign_and_misdirected_tok
 
         let right = grant(&server, case.resource, all_scopes(case.resource));
         let expired = token::mint(
-            server.state.signing_key(),
-            server.state.issuer(),
+            server.state().signing_key(),
+            server.state().issuer(),
             &right,
             intent_server::now() - 7200,
         );
@@ -171,9 +174,10 @@ async fn every_operation_refuses_missing_bad_expired_foreign_and_misdirected_tok
             .into_iter()
             .find(|r| *r != case.resource)
             .unwrap();
-        let misdirected = server
-            .state
-            .mint_access_token(&grant(&server, other, all_scopes(other)));
+        let misdirected =
+            server
+                .state()
+                .mint_access_token(&grant(&server, other, all_scopes(other)));
         refused(
             send(&server, &case, Some(&misdirected)).await,
             401,
@@ -187,7 +191,7 @@ async fn every_operation_refuses_missing_bad_expired_foreign_and_misdirected_tok
             .filter(|s| *s != case.scope)
             .collect();
         let narrow = server
-            .state
+            .state()
             .mint_access_token(&grant(&server, case.resource, narrow));
         let response = send(&server, &case, Some(&narrow)).await;
         let challenge = refused(response, 403, "insufficient_scope", &what("no scope")).await;
@@ -196,7 +200,7 @@ async fn every_operation_refuses_missing_bad_expired_foreign_and_misdirected_tok
             "{challenge}"
         );
 
-        let allowed = server.state.mint_access_token(&right);
+        let allowed = server.state().mint_access_token(&right);
         let status = send(&server, &case, Some(&allowed)).await.status();
         assert!(
             status != 401 && status != 403,
@@ -227,22 +231,22 @@ async fn the_scope_is_named_in_the_message_of_a_403() {
 async fn resource_metadata_and_jwks_are_published() {
     let server = TestServer::start().await;
     for resource in Resource::ALL {
-        let url = server.state.resource_metadata_url(resource);
+        let url = server.state().resource_metadata_url(resource);
         let metadata: Value = reqwest::get(&url).await.unwrap().json().await.unwrap();
         assert_eq!(
             metadata["resource"],
-            resource.identifier(&server.base),
+            resource.identifier(server.base_url()),
             "{url}"
         );
         assert_eq!(
             metadata["authorization_servers"],
-            serde_json::json!([server.base]),
+            serde_json::json!([server.base_url()]),
             "{url}"
         );
         let scopes = metadata["scopes_supported"].as_array().unwrap();
         assert_eq!(scopes.len(), resource.scopes().len(), "{url}");
     }
-    let jwks: Value = reqwest::get(format!("{}/.well-known/jwks.json", server.base))
+    let jwks: Value = reqwest::get(format!("{}/.well-known/jwks.json", server.base_url()))
         .await
         .unwrap()
         .json()
@@ -264,20 +268,19 @@ async fn resource_metadata_and_jwks_are_published() {
 async fn the_token_command_mints_what_the_running_server_accepts() {
     let server = TestServer::start().await;
     let grant = grant(&server, Resource::Account, vec!["account:apps:read".into()]);
-    let token =
-        token::mint_with_data_dir(server.data_dir.path(), &grant, intent_server::now()).unwrap();
+    let token = token::mint_with_data_dir(server.data_dir(), &grant, intent_server::now()).unwrap();
     let response = server.get("/v1/account/apps", &token).await;
     assert_eq!(response.status(), 200);
 
     let unknown = Grant {
-        resource: format!("{}/v1/elsewhere", server.base),
+        resource: format!("{}/v1/elsewhere", server.base_url()),
         ..grant.clone()
     };
-    let error = token::mint_with_data_dir(server.data_dir.path(), &unknown, 0).unwrap_err();
+    let error = token::mint_with_data_dir(server.data_dir(), &unknown, 0).unwrap_err();
     assert!(error.to_string().starts_with("invalid_target"), "{error}");
     let bad_scope = Grant {
         scopes: vec!["root".into()],
         ..grant
     };
-    assert!(token::mint_with_data_dir(server.data_dir.path(), &bad_scope, 0).is_err());
+    assert!(token::mint_with_data_dir(server.data_dir(), &bad_scope, 0).is_err());
 }

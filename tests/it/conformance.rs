@@ -663,7 +663,7 @@ async fn rate_limit_check(limit: Option<&str>, probe: u32) -> (Status, Option<St
         rate_limit_probe: Some(probe),
         ..Settings::default()
     };
-    let target = Target::new(&server.base, tokens, settings);
+    let target = Target::new(server.base_url(), tokens, settings);
     let selection = Selection {
         only: vec!["limits.rate-limit".into()],
         ..Selection::default()

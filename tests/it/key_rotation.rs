@@ -18,7 +18,7 @@ const RECIPIENT: &str = "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC";
 async fn restart(first: &TestServer, configure: impl FnOnce(Config) -> Config) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
-    let config = configure(Config::new(first.data_dir.path()).public_url(&first.base));
+    let config = configure(Config::new(first.data_dir()).public_url(first.base_url()));
     let state = intent_server::AppState::open(config, &base).await.unwrap();
     tokio::spawn(intent_server::serve(listener, state));
     base
@@ -66,12 +66,12 @@ fn current_tokens(server: &TestServer) -> (String, String) {
         let grant = intent_server::token::Grant {
             account: "alice".to_owned(),
             scopes: scopes.iter().map(|s| s.to_string()).collect(),
-            resource: resource.identifier(&server.base),
+            resource: resource.identifier(server.base_url()),
             client_id: "intent-tests".to_owned(),
             ttl: Duration::from_secs(3600),
         };
         let now = intent_server::now();
-        intent_server::token::mint_with_data_dir(server.data_dir.path(), &grant, now).unwrap()
+        intent_server::token::mint_with_data_dir(server.data_dir(), &grant, now).unwrap()
     };
     let agent = mint(Resource::Agent, &["agent:read", "agent:write"]);
     (agent, mint(Resource::Pipeline, &["pipeline:execute"]))
@@ -117,12 +117,11 @@ async fn commit(base: &str, made: &Made) -> (u16, Value) {
 #[tokio::test]
 async fn what_the_previous_keys_made_keeps_working_across_a_rotation_and_a_restart() {
     let server = TestServer::start().await;
-    let made = make(&server.base, tokens_of(&server), "1").await;
+    let made = make(server.base_url(), tokens_of(&server), "1").await;
     let old_kid = kid(&made.agent);
     assert_eq!(kid(made.build["attestation"].as_str().unwrap()), old_kid);
 
-    let new_kid =
-        intent_server::keys::rotate(server.data_dir.path(), intent_server::now()).unwrap();
+    let new_kid = intent_server::keys::rotate(server.data_dir(), intent_server::now()).unwrap();
     assert_ne!(new_kid, old_kid);
     let base = restart(&server, |config| config).await;
 
@@ -156,8 +155,8 @@ async fn what_the_previous_keys_made_keeps_working_across_a_rotation_and_a_resta
 #[tokio::test]
 async fn the_previous_keys_are_refused_once_what_they_made_can_have_expired() {
     let server = TestServer::start().await;
-    let made = make(&server.base, tokens_of(&server), "1").await;
-    intent_server::keys::rotate(server.data_dir.path(), intent_server::now()).unwrap();
+    let made = make(server.base_url(), tokens_of(&server), "1").await;
+    intent_server::keys::rotate(server.data_dir(), intent_server::now()).unwrap();
     // Tokens, Builds and cursors of the restarted server live one second, so it honours the
     // retired keys for one second after the rotation, although the old token (an hour), Build
     // (ten minutes) and cursor (a day) have not expired.

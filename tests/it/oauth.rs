@@ -50,10 +50,14 @@ async fn account_apps_status(server: &TestServer, token: &str) -> u16 {
 #[tokio::test]
 async fn authorization_code_with_pkce_issues_a_token_for_the_chosen_account_and_resource() {
     let server = TestServer::start().await;
-    let resource = Resource::Account.identifier(&server.base);
+    let resource = Resource::Account.identifier(server.base_url());
     let client = BasicClient::new(ClientId::new(TEST_CLIENT.into()))
-        .set_auth_uri(AuthUrl::new(format!("{}/api/auth/oauth2/authorize", server.base)).unwrap())
-        .set_token_uri(TokenUrl::new(format!("{}/api/auth/oauth2/token", server.base)).unwrap())
+        .set_auth_uri(
+            AuthUrl::new(format!("{}/api/auth/oauth2/authorize", server.base_url())).unwrap(),
+        )
+        .set_token_uri(
+            TokenUrl::new(format!("{}/api/auth/oauth2/token", server.base_url())).unwrap(),
+        )
         .set_redirect_uri(RedirectUrl::new(TEST_REDIRECT_URI.into()).unwrap());
     let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
     let (authorize_url, csrf) = client
@@ -84,7 +88,7 @@ async fn authorization_code_with_pkce_issues_a_token_for_the_chosen_account_and_
     let decided = submit_page(authorize_url.as_str(), authorize_url.as_str(), &form).await;
     let query = redirect_query(&decided);
     assert_eq!(param(&query, "state"), Some(csrf.secret().as_str()));
-    assert_eq!(param(&query, "iss"), Some(server.base.as_str()));
+    assert_eq!(param(&query, "iss"), Some(server.base_url()));
     let code = param(&query, "code").expect("a code").to_owned();
 
     let tokens = client
@@ -107,7 +111,7 @@ async fn authorization_code_with_pkce_issues_a_token_for_the_chosen_account_and_
     let first = tokens.refresh_token().expect("a refresh token").clone();
     let elsewhere = client
         .exchange_refresh_token(&first)
-        .add_extra_param("resource", Resource::Agent.identifier(&server.base))
+        .add_extra_param("resource", Resource::Agent.identifier(server.base_url()))
         .request_async(&http)
         .await;
     assert_oauth_error(elsewhere, "invalid_target");
@@ -156,7 +160,7 @@ fn assert_oauth_error<T: std::fmt::Debug>(
 #[tokio::test]
 async fn authorization_requests_are_refused_as_the_rfcs_say() {
     let server = TestServer::start().await;
-    let resource = Resource::Agent.identifier(&server.base);
+    let resource = Resource::Agent.identifier(server.base_url());
     let (challenge, _) = PkceCodeChallenge::new_random_sha256();
     let base = vec![
         ("response_type", "code".to_owned()),
@@ -177,7 +181,7 @@ async fn authorization_requests_are_refused_as_the_rfcs_say() {
         ));
         params
     };
-    let authorize = format!("{}/api/auth/oauth2/authorize", server.base);
+    let authorize = format!("{}/api/auth/oauth2/authorize", server.base_url());
     // Before the redirect URI is trusted: a page, never a redirect.
     for (name, value) in [
         ("redirect_uri", "http://127.0.0.1:9/callback/other"),
@@ -210,7 +214,7 @@ async fn authorization_requests_are_refused_as_the_rfcs_say() {
         assert_eq!(param(&query, "state"), Some("s1"));
         assert_eq!(
             param(&query, "iss"),
-            Some(server.base.as_str()),
+            Some(server.base_url()),
             "RFC 9207 on errors too"
         );
     }
@@ -265,9 +269,9 @@ async fn approved_code(server: &TestServer, scope: &str) -> (String, oauth2::Pkc
         ("scope", scope),
         ("code_challenge", challenge.as_str()),
         ("code_challenge_method", "S256"),
-        ("resource", &Resource::Account.identifier(&server.base)),
+        ("resource", &Resource::Account.identifier(server.base_url())),
     ];
-    let url = format!("{}/api/auth/oauth2/authorize", server.base);
+    let url = format!("{}/api/auth/oauth2/authorize", server.base_url());
     let page = reqwest::Url::parse_with_params(&url, &params).unwrap();
     let mut form: Vec<(String, String)> = params
         .iter()
@@ -328,7 +332,7 @@ async fn a_replayed_code_fails_and_revokes_the_refresh_tokens_it_produced() {
 async fn a_code_exchanged_for_another_resource_gets_invalid_target() {
     let server = TestServer::start().await;
     let (code, verifier) = approved_code(&server, "account:apps:read").await;
-    let agent = Resource::Agent.identifier(&server.base);
+    let agent = Resource::Agent.identifier(server.base_url());
     let form = [
         ("grant_type", "authorization_code"),
         ("client_id", TEST_CLIENT),
@@ -379,7 +383,7 @@ async fn a_refresh_may_narrow_the_scope_but_not_widen_it() {
 
 async fn token_request(server: &TestServer, form: &[(&str, &str)]) -> (u16, Value) {
     let response = reqwest::Client::new()
-        .post(format!("{}/api/auth/oauth2/token", server.base))
+        .post(format!("{}/api/auth/oauth2/token", server.base_url()))
         .form(form)
         .send()
         .await
@@ -397,10 +401,15 @@ fn device_client(
     oauth2::EndpointSet,
 > {
     BasicClient::new(ClientId::new("intent-cli".into()))
-        .set_auth_uri(AuthUrl::new(format!("{}/api/auth/oauth2/authorize", server.base)).unwrap())
-        .set_token_uri(TokenUrl::new(format!("{}/api/auth/oauth2/token", server.base)).unwrap())
+        .set_auth_uri(
+            AuthUrl::new(format!("{}/api/auth/oauth2/authorize", server.base_url())).unwrap(),
+        )
+        .set_token_uri(
+            TokenUrl::new(format!("{}/api/auth/oauth2/token", server.base_url())).unwrap(),
+        )
         .set_device_authorization_url(
-            DeviceAuthorizationUrl::new(format!("{}/api/auth/device/code", server.base)).unwrap(),
+            DeviceAuthorizationUrl::new(format!("{}/api/auth/device/code", server.base_url()))
+                .unwrap(),
         )
 }
 
@@ -432,7 +441,7 @@ async fn a_page_form_without_its_csrf_cookie_is_refused() {
     let (_, user_code) = start_device(&server).await;
     // A form posted from another site carries no cookie of this one.
     let response = reqwest::Client::new()
-        .post(format!("{}/api/auth/device", server.base))
+        .post(format!("{}/api/auth/device", server.base_url()))
         .form(&[
             ("user_code", user_code.as_str()),
             ("account", "mallory"),
@@ -444,7 +453,7 @@ async fn a_page_form_without_its_csrf_cookie_is_refused() {
         .unwrap();
     assert_eq!(response.status(), 403);
     // The same person on the page itself gets through.
-    assert_eq!(decide(&server.base, &user_code, "approve").await, 200);
+    assert_eq!(decide(server.base_url(), &user_code, "approve").await, 200);
 }
 
 #[tokio::test]
@@ -454,7 +463,7 @@ async fn the_device_flow_polls_until_the_user_approves() {
     let details: StandardDeviceAuthorizationResponse = client
         .exchange_device_code()
         .add_scope(Scope::new("account:apps:read".into()))
-        .add_extra_param("resource", Resource::Account.identifier(&server.base))
+        .add_extra_param("resource", Resource::Account.identifier(server.base_url()))
         .request_async(&http)
         .await
         .expect("device authorization");
@@ -467,7 +476,7 @@ async fn the_device_flow_polls_until_the_user_approves() {
     );
     let user_code = details.user_code().secret().clone();
     let approver = {
-        let (base, user_code) = (server.base.clone(), user_code.clone());
+        let (base, user_code) = (server.base_url().to_owned(), user_code.clone());
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(1500)).await;
             decide(&base, &user_code, "approve").await
@@ -495,10 +504,10 @@ async fn start_device(server: &TestServer) -> (String, String) {
     let form = [
         ("client_id", "intent-cli"),
         ("scope", "agent:read"),
-        ("resource", &Resource::Agent.identifier(&server.base)),
+        ("resource", &Resource::Agent.identifier(server.base_url())),
     ];
     let response = reqwest::Client::new()
-        .post(format!("{}/api/auth/device/code", server.base))
+        .post(format!("{}/api/auth/device/code", server.base_url()))
         .form(&form)
         .send()
         .await
@@ -533,14 +542,14 @@ async fn device_polls_answer_pending_slow_down_denied_and_expired() {
         "slow_down",
         "polled again at once"
     );
-    assert_eq!(decide(&server.base, &user_code, "deny").await, 200);
+    assert_eq!(decide(server.base_url(), &user_code, "deny").await, 200);
     tokio::time::sleep(Duration::from_secs(6)).await;
     assert_eq!(
         poll(&server, &device_code).await.1["error"],
         "access_denied"
     );
     assert_eq!(
-        decide(&server.base, &user_code, "approve").await,
+        decide(server.base_url(), &user_code, "approve").await,
         400,
         "a decided code cannot be decided again"
     );
@@ -551,7 +560,7 @@ async fn device_polls_answer_pending_slow_down_denied_and_expired() {
     tokio::time::sleep(Duration::from_millis(1100)).await;
     assert_eq!(poll(&short, &device_code).await.1["error"], "expired_token");
     assert_eq!(
-        decide(&short.base, &user_code, "approve").await,
+        decide(short.base_url(), &user_code, "approve").await,
         400,
         "an expired code cannot be approved"
     );
@@ -560,7 +569,7 @@ async fn device_polls_answer_pending_slow_down_denied_and_expired() {
 #[tokio::test]
 async fn device_authorization_refuses_unknown_clients_resources_and_scopes() {
     let server = TestServer::start().await;
-    let agent = Resource::Agent.identifier(&server.base);
+    let agent = Resource::Agent.identifier(server.base_url());
     for (client, scope, resource, status, error) in [
         (
             "stranger",
@@ -591,7 +600,7 @@ async fn device_authorization_refuses_unknown_clients_resources_and_scopes() {
             ("resource", resource),
         ];
         let response = reqwest::Client::new()
-            .post(format!("{}/api/auth/device/code", server.base))
+            .post(format!("{}/api/auth/device/code", server.base_url()))
             .form(&form)
             .send()
             .await
@@ -624,7 +633,7 @@ async fn the_token_endpoint_answers_oauth_errors_in_json() {
         (401, Some("invalid_client"))
     );
     let response = reqwest::Client::new()
-        .post(format!("{}/api/auth/oauth2/token", server.base))
+        .post(format!("{}/api/auth/oauth2/token", server.base_url()))
         .header("content-type", "application/json")
         .body("{}")
         .send()
@@ -642,16 +651,19 @@ async fn the_token_endpoint_answers_oauth_errors_in_json() {
 #[tokio::test]
 async fn authorization_server_metadata_names_the_endpoints() {
     let server = TestServer::start().await;
-    let url = format!("{}/.well-known/oauth-authorization-server", server.base);
+    let url = format!(
+        "{}/.well-known/oauth-authorization-server",
+        server.base_url()
+    );
     let metadata: Value = reqwest::get(url).await.unwrap().json().await.unwrap();
-    assert_eq!(metadata["issuer"], server.base);
+    assert_eq!(metadata["issuer"], server.base_url());
     assert_eq!(
         metadata["token_endpoint"],
-        format!("{}/api/auth/oauth2/token", server.base)
+        format!("{}/api/auth/oauth2/token", server.base_url())
     );
     assert_eq!(
         metadata["device_authorization_endpoint"],
-        format!("{}/api/auth/device/code", server.base)
+        format!("{}/api/auth/device/code", server.base_url())
     );
     assert_eq!(
         metadata["code_challenge_methods_supported"],
@@ -664,10 +676,10 @@ async fn authorization_server_metadata_names_the_endpoints() {
 async fn the_consent_page_takes_a_loopback_redirect_on_any_port_and_cannot_be_framed() {
     let server = TestServer::start().await;
     let (challenge, _) = PkceCodeChallenge::new_random_sha256();
-    let resource = Resource::Agent.identifier(&server.base);
+    let resource = Resource::Agent.identifier(server.base_url());
     let page = |redirect_uri: &'static str| {
         no_redirects()
-            .get(format!("{}/api/auth/oauth2/authorize", server.base))
+            .get(format!("{}/api/auth/oauth2/authorize", server.base_url()))
             .query(&[
                 ("response_type", "code"),
                 ("client_id", TEST_CLIENT),

@@ -39,7 +39,14 @@ fn kind(property: &Value) -> String {
         return kind(schema);
     }
     if let Some(reference) = property.get("$ref").and_then(Value::as_str) {
-        return format!("ref:{}", reference.rsplit('/').next().unwrap());
+        // A named primitive (such as SessionId) is its type; other references keep their name.
+        let name = reference.rsplit('/').next().unwrap();
+        let target = schema(name);
+        let primitive = ["string", "integer", "number", "boolean"];
+        if primitive.contains(&target["type"].as_str().unwrap_or_default()) {
+            return kind(target);
+        }
+        return format!("ref:{name}");
     }
     if let Some([only]) = property
         .get("allOf")
@@ -777,7 +784,7 @@ fn limits_of_part_8_on_every_operation_that_takes_the_parameter() {
                 continue;
             }
             seen.insert(name);
-            let schema = &parameter(&method, path, name)["schema"];
+            let schema = resolve(&parameter(&method, path, name)["schema"]);
             match name {
                 "sessionId" => assert_eq!(schema["maxLength"], 160, "{method} {path}"),
                 "skill" | "operation" | "app" => {
@@ -888,6 +895,8 @@ const NORMATIVE_SCHEMAS: &[&str] = &[
     "PipelineLifecycleRequest",
     "OperationDescriptor",
     "Session",
+    // Part 8's limit of a session id, shared by every session path and by `Session.id`.
+    "SessionId",
     "SessionUpdate",
     "TurnState",
     "EventPage",
@@ -1070,7 +1079,7 @@ const LIMITS: [&str; 9] = [
 
 /// The limits the interface states (parts 2, 4 and 8), by the schema that carries them.
 const STATED_LIMITS: &[(&str, &str)] = &[
-    ("#/components/parameters/SessionId/schema", "maxLength"),
+    ("#/components/schemas/SessionId", "maxLength"),
     ("#/components/parameters/Wait/schema", "maximum"),
     ("#/components/parameters/App/schema", "minLength"),
     ("#/components/parameters/App/schema", "maxLength"),

@@ -23,7 +23,7 @@ fn transfer(amount: &str) -> Value {
 
 async fn post(server: &TestServer, token: &str, body: &Value) -> (u16, Value) {
     let response = reqwest::Client::new()
-        .post(format!("{}/v1/pipeline/evm/build", server.base))
+        .post(format!("{}/v1/pipeline/evm/build", server.base_url()))
         .bearer_auth(token)
         .json(body)
         .send()
@@ -177,7 +177,7 @@ async fn the_sdk_verifies_builds_offline_and_commits_them_byte_for_byte() {
     let alice = execute(&server, "alice");
     let (_, sealed) = post(&server, &alice, &transfer("1")).await;
     let jwks: jsonwebtoken::jwk::JwkSet =
-        reqwest::get(format!("{}/.well-known/jwks.json", server.base))
+        reqwest::get(format!("{}/.well-known/jwks.json", server.base_url()))
             .await
             .unwrap()
             .json()
@@ -215,7 +215,10 @@ async fn the_sdk_verifies_builds_offline_and_commits_them_byte_for_byte() {
         .await
         .unwrap_err();
     assert!(
-        matches!(error, intent_sdk::Error::InvalidInput(_)),
+        matches!(
+            error,
+            intent_sdk::Error::Build(build::BuildError::Expired(at)) if at == expires_at
+        ),
         "{error:?}"
     );
 }
@@ -299,7 +302,7 @@ async fn skill_operations_check_their_input_against_its_schema() {
     let token = catalog(&server);
     let call = async |path: &str, body: Value| {
         let response = reqwest::Client::new()
-            .post(format!("{}/v1/pipeline/skills/{path}", server.base))
+            .post(format!("{}/v1/pipeline/skills/{path}", server.base_url()))
             .bearer_auth(&token)
             .json(&body)
             .send()
@@ -379,7 +382,7 @@ async fn commit_refuses_a_build_with_any_byte_flipped() {
     let (_, build) = post(&server, &alice, &transfer("1")).await;
     let text = serde_json::to_string(&build).unwrap();
     let http = reqwest::Client::new();
-    let url = format!("{}/v1/pipeline/evm/build", server.base);
+    let url = format!("{}/v1/pipeline/evm/build", server.base_url());
     let mut refused = 0;
     for i in 0..text.len() {
         let mut bytes = text.clone().into_bytes();

@@ -39,7 +39,7 @@ fn spl(mint: &str, to: &str, amount: &str) -> Value {
 
 async fn post(server: &TestServer, path: &str, token: &str, body: &Value) -> (u16, Value) {
     let response = reqwest::Client::new()
-        .post(format!("{}/v1/pipeline/{path}", server.base))
+        .post(format!("{}/v1/pipeline/{path}", server.base_url()))
         .bearer_auth(token)
         .json(body)
         .send()
@@ -202,8 +202,8 @@ async fn spl_transfers_move_tokens_create_the_recipient_account_and_survive_a_re
     assert_eq!(status, 200);
 
     // A second process on the same data dir replays the commits: 12.5 USDC are gone.
-    let config = intent_server::config::Config::new(server.data_dir.path());
-    let reopened = intent_server::AppState::open(config, &server.base)
+    let config = intent_server::config::Config::new(server.data_dir());
+    let reopened = intent_server::AppState::open(config, server.base_url())
         .await
         .unwrap();
     let all: intent_models::PipelineBuildRequest =

@@ -1,46 +1,42 @@
-//! The SDK's Agent helpers against the reference server: a turn through an action, and a log
+//! The SDK's Agent handle against the reference server: a turn through an action, and a log
 //! followed as a stream across cursor errors.
 
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use intent_models::{AgentEvent, TurnState};
-use intent_sdk::agent::{self, Decision, LogItem, StreamItem};
-use intent_server::resource::Resource;
+use intent_sdk::agent::{Decision, LogItem};
 use intent_tests::TestServer;
-
-const SCOPES: &[&str] = &["agent:read", "agent:write", "agent:actions:resolve"];
 
 #[tokio::test]
 async fn a_turn_runs_through_its_action_to_completion() {
     let server = TestServer::start().await;
-    let client = server.client(&server.token("alice", Resource::Agent, SCOPES));
-    let (started, outcome) = agent::run_turn(
-        &client,
-        "send 0.25 ETH to 0x70997970C51812dc3A010C7d01b50e0d17dc79C8",
-        None,
-    )
-    .await
-    .unwrap();
+    let intent = server.intent("alice");
+    let agent = intent.agent();
+    let outcome = agent
+        .run_turn(
+            "send 0.25 ETH to 0x70997970C51812dc3A010C7d01b50e0d17dc79C8",
+            None,
+        )
+        .await
+        .unwrap();
     assert_eq!(outcome.state, TurnState::AwaitingAction);
-    let action = outcome.action.expect("the pending action");
-    let resolution = agent::resolve(&client, &started.session_id, &action, Decision::Approve)
+    let action = outcome.action.clone().expect("the pending action");
+    let resolution = agent
+        .resolve(&outcome.session_id, &action, Decision::Approve)
         .await
         .unwrap();
     assert_eq!(resolution.revision.get(), 2);
-    let done = agent::wait_turn(
-        &client,
-        &started.session_id,
-        &started.turn_id,
-        &outcome.cursor,
-    )
-    .await
-    .unwrap();
+    let done = agent
+        .wait_turn(&outcome.session_id, &outcome.turn_id, &outcome.cursor)
+        .await
+        .unwrap();
     assert_eq!(done.state, TurnState::Complete);
     assert!(done.action.is_none());
 
     // A plain turn in the same session.
-    let (_, plain) = agent::run_turn(&client, "hello", Some(&started.session_id))
+    let plain = agent
+        .run_turn("hello", Some(&outcome.session_id))
         .await
         .unwrap();
     assert_eq!(plain.state, TurnState::Complete);
@@ -67,6 +63,7 @@ fn seqs(items: &[LogItem]) -> Vec<Option<u64>> {
         .map(|item| match item {
             LogItem::Event(event) => Some(event.seq()),
             LogItem::Restart => None,
+            LogItem::Snapshot(_) => panic!("long-poll pages carry no snapshot"),
         })
         .collect()
 }
@@ -74,16 +71,15 @@ fn seqs(items: &[LogItem]) -> Vec<Option<u64>> {
 #[tokio::test]
 async fn the_log_stream_delivers_each_event_once_and_restarts_on_cursor_errors() {
     let server = TestServer::start_with(|config| config.cursor_ttl(Duration::from_secs(1))).await;
-    let client = server.client(&server.token("alice", Resource::Agent, SCOPES));
-    let (started, first) = agent::run_turn(&client, "hello", None).await.unwrap();
-    let session = started.session_id.clone();
+    let intent = server.intent("alice");
+    let agent = intent.agent();
+    let first = agent.run_turn("hello", None).await.unwrap();
+    let session = first.session_id.clone();
 
-    let mut stream = Box::pin(agent::follow(&client, &session, None).unwrap());
+    let mut stream = Box::pin(agent.follow(&session, None));
     let items = take(&mut stream, 4).await;
     assert_eq!(seqs(&items), [Some(1), Some(2), Some(3), Some(4)]);
-    agent::run_turn(&client, "hello", Some(&session))
-        .await
-        .unwrap();
+    agent.run_turn("hello", Some(&session)).await.unwrap();
     let items = take(&mut stream, 4).await;
     assert_eq!(seqs(&items), [Some(5), Some(6), Some(7), Some(8)]);
     let LogItem::Event(last) = &items[3] else {
@@ -98,14 +94,14 @@ async fn the_log_stream_delivers_each_event_once_and_restarts_on_cursor_errors()
     ));
 
     // A cursor that does not open: restart, then the whole retained log.
-    let mut garbage = Box::pin(agent::follow(&client, &session, Some("garbage".into())).unwrap());
+    let mut garbage = Box::pin(agent.follow(&session, Some("garbage".into())));
     let items = take(&mut garbage, 9).await;
     assert_eq!(seqs(&items)[..2], [None, Some(1)]);
     assert_eq!(seqs(&items)[8], Some(8));
 
     // An expired one: the same.
     tokio::time::sleep(Duration::from_millis(2_100)).await;
-    let mut expired = Box::pin(agent::follow(&client, &session, Some(first.cursor)).unwrap());
+    let mut expired = Box::pin(agent.follow(&session, Some(first.cursor)));
     let items = take(&mut expired, 2).await;
     assert_eq!(seqs(&items), [None, Some(1)]);
 }
@@ -113,14 +109,13 @@ async fn the_log_stream_delivers_each_event_once_and_restarts_on_cursor_errors()
 #[tokio::test]
 async fn the_sse_follower_delivers_events_in_order_and_restarts() {
     let server = TestServer::start_with(|config| config.cursor_ttl(Duration::from_secs(1))).await;
-    let client = server.client(&server.token("alice", Resource::Agent, SCOPES));
-    let (started, first) = agent::run_turn(&client, "hello", None).await.unwrap();
-    let session = started.session_id.clone();
+    let intent = server.intent("alice");
+    let agent = intent.agent();
+    let first = agent.run_turn("hello", None).await.unwrap();
+    let session = first.session_id.clone();
 
-    let mut stream = Box::pin(agent::follow_sse(&client, &session, None).unwrap());
-    agent::run_turn(&client, "hello", Some(&session))
-        .await
-        .unwrap();
+    let mut stream = Box::pin(agent.follow_sse(&session, None));
+    agent.run_turn("hello", Some(&session)).await.unwrap();
     let mut seqs = Vec::new();
     while seqs.len() < 8 {
         let item = tokio::time::timeout(Duration::from_secs(10), stream.next())
@@ -129,10 +124,10 @@ async fn the_sse_follower_delivers_events_in_order_and_restarts() {
             .expect("the stream goes on")
             .unwrap();
         match item {
-            StreamItem::Event(event) => seqs.push(event.seq()),
+            LogItem::Event(event) => seqs.push(event.seq()),
             // Transient: whether one arrives depends on timing.
-            StreamItem::Snapshot(_) => {}
-            StreamItem::Restart => panic!("no restart on a fresh stream"),
+            LogItem::Snapshot(_) => {}
+            LogItem::Restart => panic!("no restart on a fresh stream"),
         }
     }
     assert_eq!(seqs, (1..=8).collect::<Vec<_>>());
@@ -141,7 +136,7 @@ async fn the_sse_follower_delivers_events_in_order_and_restarts() {
         if cursor != "garbage" {
             tokio::time::sleep(Duration::from_millis(2_100)).await;
         }
-        let mut stream = Box::pin(agent::follow_sse(&client, &session, Some(cursor)).unwrap());
+        let mut stream = Box::pin(agent.follow_sse(&session, Some(cursor)));
         let mut items = Vec::new();
         while items.len() < 2 {
             let item = tokio::time::timeout(Duration::from_secs(10), stream.next())
@@ -149,11 +144,11 @@ async fn the_sse_follower_delivers_events_in_order_and_restarts() {
                 .expect("an item within 10 s")
                 .expect("the stream goes on")
                 .unwrap();
-            if !matches!(item, StreamItem::Snapshot(_)) {
+            if !matches!(item, LogItem::Snapshot(_)) {
                 items.push(item);
             }
         }
-        assert_eq!(items[0], StreamItem::Restart);
-        assert!(matches!(&items[1], StreamItem::Event(e) if e.seq() == 1));
+        assert_eq!(items[0], LogItem::Restart);
+        assert!(matches!(&items[1], LogItem::Event(e) if e.seq() == 1));
     }
 }

@@ -1,13 +1,14 @@
 //! The SDK's token sources against the reference server's authorization server: the device
-//! flow, authorization code with PKCE, refresh with rotation, and one refresh and retry on 401.
+//! flow (one code per resource), authorization code with PKCE, refresh with rotation, and one
+//! renewal and retry on 401, all through one `Intent`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use intent_models::ChatStartRequest;
-use intent_sdk::auth::{Authed, OAuth, StaticToken, TokenSource};
-use intent_server::resource::Resource;
+use intent_sdk::Intent;
+use intent_sdk::auth::{OAuth, Resource, StaticToken, TokenSource};
 use intent_tests::{TEST_CLIENT, TEST_REDIRECT_URI, TestServer};
 
 use crate::oauth::{decide, param, redirect_query};
@@ -19,36 +20,49 @@ fn hello() -> ChatStartRequest {
     }
 }
 
-async fn start_chat<S: TokenSource>(agent: &Authed<S>) -> Result<String, intent_sdk::Error> {
-    agent
-        .call(|client| async move { client.start_chat(&hello()).await })
-        .await
-        .map(|started| started.session_id)
+async fn start_chat(intent: &Intent) -> Result<String, intent_sdk::Error> {
+    let started = intent.agent().start(&hello()).await?;
+    Ok(started.session_id)
+}
+
+/// An `Intent` of `server` with `source` for the Agent.
+fn with_agent(server: &TestServer, source: impl TokenSource) -> Intent {
+    Intent::builder(server.base_url())
+        .token(Resource::Agent, source)
+        .build()
+        .unwrap()
 }
 
 #[tokio::test]
-async fn the_device_flow_logs_in_and_the_token_reaches_the_agent() {
+async fn the_device_login_asks_one_code_per_resource_and_each_token_reaches_its_resource() {
     let server = TestServer::start().await;
-    let resource = Resource::Agent.identifier(&server.base);
-    let base = server.base.clone();
-    let tokens = OAuth::new(&server.base, "intent-cli")
-        .device(&resource, &["agent:write"], move |code| {
-            assert!(code.verification_uri.ends_with("/api/auth/device"));
-            let user_code = code.user_code.clone();
+    let base = server.base_url().to_owned();
+    let mut shown = Vec::new();
+    let intent = Intent::login_device(
+        server.base_url(),
+        "intent-cli",
+        &[Resource::Agent, Resource::Account],
+        &["agent:write", "account:usage:read"],
+        |login| {
+            assert!(login.code.verification_uri.ends_with("/api/auth/device"));
+            shown.push((login.resource, login.step, login.of));
+            let (base, user_code) = (base.clone(), login.code.user_code.clone());
             tokio::spawn(async move { decide(&base, &user_code, "approve").await });
-        })
-        .await
-        .unwrap();
-    let agent = Authed::new(&server.base, Arc::new(tokens));
-    assert!(start_chat(&agent).await.unwrap().starts_with("ses_"));
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(shown, [(Resource::Agent, 1, 2), (Resource::Account, 2, 2)]);
+    assert!(start_chat(&intent).await.unwrap().starts_with("ses_"));
+    intent.account().statement(None).await.unwrap();
 }
 
 #[tokio::test]
 async fn authorization_code_with_pkce_then_refresh_with_rotation() {
     let server =
         TestServer::start_with(|config| config.access_token_ttl(Duration::from_secs(1))).await;
-    let resource = Resource::Agent.identifier(&server.base);
-    let oauth = OAuth::new(&server.base, TEST_CLIENT);
+    let resource = Resource::Agent.identifier(server.base_url());
+    let oauth = OAuth::new(server.base_url(), TEST_CLIENT);
     let start = oauth
         .authorize_url(&resource, &["agent:write"], TEST_REDIRECT_URI)
         .unwrap();
@@ -70,7 +84,7 @@ async fn authorization_code_with_pkce_then_refresh_with_rotation() {
             .unwrap(),
     );
     let first_refresh = tokens.refresh_token().unwrap();
-    let agent = Authed::new(&server.base, tokens.clone());
+    let agent = with_agent(&server, tokens.clone());
     start_chat(&agent).await.unwrap();
     // The access token lives a second: the next call refreshes, and the refresh token rotates.
     tokio::time::sleep(Duration::from_millis(1_100)).await;
@@ -97,7 +111,7 @@ impl TokenSource for Stale {
         })
     }
 
-    async fn refresh(&self) -> Result<Option<String>, intent_sdk::Error> {
+    async fn refresh(&self, _rejected: &str) -> Result<Option<String>, intent_sdk::Error> {
         self.refreshes.fetch_add(1, Ordering::SeqCst);
         Ok(Some(self.good.clone()))
     }
@@ -111,7 +125,7 @@ async fn a_401_refreshes_once_and_retries_once() {
         good,
         refreshes: AtomicUsize::new(0),
     });
-    let agent = Authed::new(&server.base, source.clone());
+    let agent = with_agent(&server, source.clone());
     start_chat(&agent).await.unwrap();
     assert_eq!(source.refreshes.load(Ordering::SeqCst), 1);
     start_chat(&agent).await.unwrap();
@@ -122,7 +136,7 @@ async fn a_401_refreshes_once_and_retries_once() {
     );
 
     // A static token cannot refresh: the 401 comes back typed.
-    let fixed = Authed::new(&server.base, Arc::new(StaticToken("stale".into())));
+    let fixed = with_agent(&server, StaticToken::new("stale"));
     let error = start_chat(&fixed).await.unwrap_err();
     assert!(
         matches!(error, intent_sdk::Error::Unauthorized(_)),
@@ -131,47 +145,28 @@ async fn a_401_refreshes_once_and_retries_once() {
 }
 
 #[tokio::test]
-async fn account_calls_go_through_the_same_typed_layer() {
+async fn account_calls_go_through_the_account_handle_with_typed_errors() {
     let server = TestServer::start().await;
-    let token = server.token(
-        "alice",
-        Resource::Account,
-        &[
-            "account:apps:write",
-            "account:credentials:write",
-            "account:usage:read",
-        ],
-    );
-    let account = Authed::new(&server.base, Arc::new(StaticToken(token)));
+    let account = server.intent("alice");
+    let account = account.account();
     let app = std::num::NonZeroU64::new(1).unwrap();
     // The price-feeds app needs its API key first: the error comes back typed.
-    let missing = account
-        .call(|client| async move { client.install_app(app).await })
-        .await
-        .unwrap_err();
+    let missing = account.install(app).await.unwrap_err();
     assert_eq!(missing.code(), Some("credentials_missing"));
-    let name: intent_sdk::types::SaveCredentialName = "API_KEY".parse().unwrap();
+    let value = intent_models::CredentialValue {
+        value: "secret".parse().unwrap(),
+    };
     let saved = account
-        .call(|client| {
-            let name = name.clone();
-            async move {
-                let value = intent_models::CredentialValue {
-                    value: "secret".parse().unwrap(),
-                };
-                client.save_credential(app, &name, &value).await
-            }
-        })
+        .save_credential(app, "API_KEY", &value)
         .await
         .unwrap();
     assert!(saved.present);
-    let installed = account
-        .call(|client| async move { client.install_app(app).await })
-        .await
-        .unwrap();
-    assert!(installed.installed);
-    let statement = account
-        .call(|client| async move { client.get_statement(None).await })
-        .await
-        .unwrap();
+    assert!(account.install(app).await.unwrap().installed);
+    let statement = account.statement(None).await.unwrap();
     assert_eq!(statement.lines.len(), 4);
+    let error = account.statement(Some("2026-13")).await.unwrap_err();
+    assert!(
+        matches!(error, intent_sdk::Error::InvalidInput(_)),
+        "{error:?}"
+    );
 }

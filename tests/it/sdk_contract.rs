@@ -5,7 +5,8 @@
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use intent_sdk::agent::{self, Decision, LogItem, StreamItem};
+use intent_sdk::Intent;
+use intent_sdk::agent::{Decision, LogItem};
 use intent_sdk::auth::OAuth;
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path, query_param, query_param_is_missing};
@@ -31,6 +32,11 @@ fn sse_page(cursor: &str, seqs: &[u64]) -> String {
         "event: page\nid: {cursor}\ndata: {}\n\n",
         page(cursor, seqs)
     )
+}
+
+/// A client of the mock server, sending no token.
+fn intent(server: &MockServer) -> Intent {
+    Intent::builder(server.uri()).build().unwrap()
 }
 
 async fn items<T>(stream: &mut (impl futures_util::Stream<Item = T> + Unpin), n: usize) -> Vec<T> {
@@ -71,14 +77,15 @@ async fn a_cursor_expiring_mid_stream_restarts_the_page_follower() {
         .mount(&server)
         .await;
 
-    let client = intent_sdk::Client::new(&server.uri());
-    let mut stream = Box::pin(agent::follow(&client, SESSION, None).unwrap());
+    let intent = intent(&server);
+    let mut stream = Box::pin(intent.agent().follow(SESSION, None));
     let got: Vec<Option<u64>> = items(&mut stream, 5)
         .await
         .into_iter()
         .map(|item| match item.unwrap() {
             LogItem::Event(event) => Some(event.seq()),
             LogItem::Restart => None,
+            LogItem::Snapshot(_) => panic!("long-poll pages carry no snapshot"),
         })
         .collect();
     assert_eq!(got, [Some(1), Some(2), None, Some(1), Some(2)]);
@@ -109,19 +116,20 @@ async fn sse_resync_restarts_and_a_dropped_connection_resumes_from_the_last_page
         .mount(&server)
         .await;
 
-    let client = intent_sdk::Client::new(&server.uri());
-    let mut stream = Box::pin(agent::follow_sse(&client, SESSION, None).unwrap());
-    let got: Vec<String> = items(&mut stream, 6)
+    let intent = intent(&server);
+    let mut stream = Box::pin(intent.agent().follow_sse(SESSION, None));
+    let got: Vec<String> = items(&mut stream, 5)
         .await
         .into_iter()
         .map(|item| match item {
-            Ok(StreamItem::Event(event)) => event.seq().to_string(),
-            Ok(StreamItem::Restart) => "restart".to_owned(),
-            Ok(StreamItem::Snapshot(_)) => "snapshot".to_owned(),
-            Err(_) => "dropped".to_owned(),
+            Ok(LogItem::Event(event)) => event.seq().to_string(),
+            Ok(LogItem::Restart) => "restart".to_owned(),
+            Ok(LogItem::Snapshot(_)) => "snapshot".to_owned(),
+            Err(error) => format!("error {error}"),
         })
         .collect();
-    assert_eq!(got, ["1", "restart", "1", "2", "dropped", "3"]);
+    // The ended connection is reconnected from the last page's cursor without an error.
+    assert_eq!(got, ["1", "restart", "1", "2", "3"]);
 }
 
 #[tokio::test]
@@ -183,12 +191,7 @@ async fn a_429_is_rate_limited_with_its_retry_after() {
         )
         .mount(&server)
         .await;
-    let client = intent_sdk::Client::new(&server.uri());
-    let error = client
-        .get_session(&SESSION.parse().unwrap())
-        .await
-        .map_err(intent_sdk::Error::from)
-        .unwrap_err();
+    let error = intent(&server).agent().session(SESSION).await.unwrap_err();
     assert!(
         matches!(error, intent_sdk::Error::RateLimited { retry_after: Some(d), .. } if d == Duration::from_secs(3)),
         "{error:?}"
@@ -226,9 +229,11 @@ async fn resolve_after(first: ResponseTemplate) -> (u64, Vec<String>, Duration) 
         "build": example_build(),
     }))
     .unwrap();
-    let client = intent_sdk::Client::new(&server.uri());
+    let intent = intent(&server);
     let started = Instant::now();
-    let resolution = agent::resolve(&client, SESSION, &action, Decision::Approve)
+    let resolution = intent
+        .agent()
+        .resolve(SESSION, &action, Decision::Approve)
         .await
         .unwrap();
     let elapsed = started.elapsed();
@@ -280,7 +285,7 @@ async fn a_simulation_with_an_extra_field_is_refused_by_the_strict_types() {
         .respond_with(ResponseTemplate::new(200).set_body_json(build))
         .mount(&server)
         .await;
-    let client = intent_sdk::Client::new(&server.uri());
+    let client = intent_sdk::Client::new(&server.uri(), Default::default());
     let request: intent_models::PipelineLifecycleRequest = serde_json::from_value(json!({
         "app": "evm-assets",
         "operations": [{ "operation": "native-transfer", "input": {} }],

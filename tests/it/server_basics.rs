@@ -9,7 +9,7 @@ use serde_json::Value;
 #[tokio::test]
 async fn healthz_answers_ok() {
     let server = TestServer::start().await;
-    let response = reqwest::get(format!("{}/healthz", server.base))
+    let response = reqwest::get(format!("{}/healthz", server.base_url()))
         .await
         .unwrap();
     assert_eq!(response.status(), 200);
@@ -20,7 +20,7 @@ async fn healthz_answers_ok() {
 #[tokio::test]
 async fn serves_the_openapi_document_it_implements() {
     let server = TestServer::start().await;
-    let response = reqwest::get(format!("{}/openapi.json", server.base))
+    let response = reqwest::get(format!("{}/openapi.json", server.base_url()))
         .await
         .unwrap();
     assert_eq!(response.status(), 200);
@@ -48,7 +48,7 @@ async fn unrouted_paths_and_methods_answer_in_the_error_envelope() {
         ),
     ] {
         let response = client
-            .request(method.clone(), format!("{}{path}", server.base))
+            .request(method.clone(), format!("{}{path}", server.base_url()))
             .send()
             .await
             .unwrap();
@@ -74,7 +74,7 @@ async fn sdk_errors_classify_what_the_server_answers() {
     use intent_server::resource::Resource;
     let server = TestServer::start().await;
 
-    let anonymous = intent_sdk::Client::new(&server.base);
+    let anonymous = intent_sdk::Client::new(server.base_url(), Default::default());
     let session_id = "ses_missing".parse().unwrap();
     let error = Error::from(anonymous.get_session(&session_id).await.unwrap_err());
     assert!(matches!(error, Error::Unauthorized(_)), "{error:?}");
@@ -106,7 +106,7 @@ async fn sdk_errors_classify_what_the_server_answers() {
     );
 
     let refused = Error::from(
-        intent_sdk::Client::new("http://127.0.0.1:9")
+        intent_sdk::Client::new("http://127.0.0.1:9", Default::default())
             .list_account_apps()
             .await
             .unwrap_err(),
@@ -161,7 +161,7 @@ async fn the_periodic_clean_up_removes_what_expired_and_keeps_the_rest() {
         config.cleanup_interval(std::time::Duration::from_millis(200))
     })
     .await;
-    let store = server.state.store();
+    let store = server.state().store();
     let now = intent_server::now();
     let grant = Authorization {
         client_id: "c".into(),
@@ -332,7 +332,10 @@ async fn bodies_that_break_the_request_schemas_are_refused_with_400() {
     let http = reqwest::Client::new();
     for (method, path, token, body, says) in cases {
         let response = http
-            .request(method.parse().unwrap(), format!("{}{path}", server.base))
+            .request(
+                method.parse().unwrap(),
+                format!("{}{path}", server.base_url()),
+            )
             .bearer_auth(token)
             .json(&body)
             .send()

@@ -85,7 +85,7 @@ async fn start_transfer(state: &AppState) -> (String, ActionRequest) {
 #[tokio::test]
 async fn a_turn_runs_through_the_services_alone() {
     let server = TestServer::start().await;
-    let state = &server.state;
+    let state = &server.state();
     let (session, action) = start_transfer(state).await;
     let first_page = state
         .log()
@@ -157,7 +157,7 @@ async fn a_turn_runs_through_the_services_alone() {
 #[tokio::test]
 async fn a_refused_resolution_is_replayed_under_its_key() {
     let server = TestServer::start().await;
-    let state = &server.state;
+    let state = &server.state();
     let (session, action) = start_transfer(state).await;
     let resolve = async |key: &str, revision: u64| {
         state

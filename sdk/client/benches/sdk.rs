@@ -1,16 +1,17 @@
 //! SDK benchmark on loopback, against a wiremock server answering canned bodies:
 //!
-//! 1. decoding: events per second through `agent::follow_sse` (SSE frames, `page` JSON, strict
-//!    models) and through `agent::follow` (long-poll pages);
-//! 2. overhead: time per call of the generated client with typed errors, against a bare reqwest
-//!    GET of the same address.
+//! 1. decoding: events per second through `Agent::follow_sse` (SSE frames, `page` JSON, strict
+//!    models) and through `Agent::follow` (long-poll pages);
+//! 2. overhead: time per call of `Intent` (the token put on by the hooks, typed errors), against
+//!    a bare reqwest GET of the same address with the same header.
 //!
 //! Run: `cargo bench -p intent-sdk --bench sdk`
 
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use intent_sdk::agent;
+use intent_sdk::Intent;
+use intent_sdk::auth::{Resource, StaticToken};
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path, query_param_is_missing};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -19,6 +20,7 @@ const SESSION: &str = "ses_bench";
 const PAGES: u64 = 200;
 const PER_PAGE: u64 = 100;
 const CALLS: u32 = 3_000;
+const TOKEN: &str = "bench-token";
 
 fn page(cursor: &str, seqs: std::ops::RangeInclusive<u64>) -> Value {
     let events: Vec<Value> = seqs
@@ -47,12 +49,12 @@ async fn sse(server: &MockServer) {
         .respond_with(ResponseTemplate::new(200).set_body_raw(body, "text/event-stream"))
         .mount(server)
         .await;
-    let client = intent_sdk::Client::new(&server.uri());
+    let intent = intent(server, reqwest::Client::new());
     let total = PAGES * PER_PAGE;
     let mut best = Duration::MAX;
     for _ in 0..5 {
         let began = Instant::now();
-        let mut stream = Box::pin(agent::follow_sse(&client, SESSION, None).unwrap());
+        let mut stream = Box::pin(intent.agent().follow_sse(SESSION, None));
         for _ in 0..total {
             stream.next().await.unwrap().unwrap();
         }
@@ -72,11 +74,11 @@ async fn pages(server: &MockServer) {
         .respond_with(ResponseTemplate::new(200).set_body_json(page("c", 1..=events)))
         .mount(server)
         .await;
-    let client = intent_sdk::Client::new(&server.uri());
+    let intent = intent(server, reqwest::Client::new());
     let rounds = 40;
     let began = Instant::now();
     for _ in 0..rounds {
-        let mut stream = Box::pin(agent::follow(&client, SESSION, None).unwrap());
+        let mut stream = Box::pin(intent.agent().follow(SESSION, None));
         for _ in 0..events {
             stream.next().await.unwrap().unwrap();
         }
@@ -99,23 +101,19 @@ async fn overhead(server: &MockServer) {
         .mount(server)
         .await;
     let http = reqwest::Client::new();
-    let client = intent_sdk::Client::new_with_client(&server.uri(), http.clone());
+    let intent = intent(server, http.clone());
     let url = format!("{}/v1/agent/sessions/{SESSION}", server.uri());
-    let id = SESSION.parse().unwrap();
     let mut bare = Vec::new();
     let mut sdk = Vec::new();
     // Interleaved, so that both see the same server and the same warm connection pool.
     for _ in 0..CALLS {
         let began = Instant::now();
-        let body = http.get(&url).send().await.unwrap().bytes().await.unwrap();
+        let request = http.get(&url).bearer_auth(TOKEN);
+        let body = request.send().await.unwrap().bytes().await.unwrap();
         bare.push(began.elapsed());
         assert!(!body.is_empty());
         let began = Instant::now();
-        let session = client
-            .get_session(&id)
-            .await
-            .map_err(intent_sdk::Error::from)
-            .unwrap();
+        let session = intent.agent().session(SESSION).await.unwrap();
         sdk.push(began.elapsed());
         assert_eq!(session.title, "bench");
     }
@@ -128,6 +126,15 @@ async fn overhead(server: &MockServer) {
         median(&sdk),
         median(&sdk) - median(&bare)
     );
+}
+
+/// An Agent client of the mock server through `http`.
+fn intent(server: &MockServer, http: reqwest::Client) -> Intent {
+    Intent::builder(server.uri())
+        .token(Resource::Agent, StaticToken::new(TOKEN))
+        .http_client(http)
+        .build()
+        .unwrap()
 }
 
 #[tokio::main]

@@ -1,23 +1,24 @@
-//! Builds a native transfer, checks the Build's digest and attestation offline against the
-//! server's JWKS, and commits it as received.
+//! Builds a native transfer, checks the Build's digest and attestation against the server's
+//! published keys, and commits it as received.
 //!
 //! `INTENT_BASE_URL=... INTENT_PIPELINE_TOKEN=... cargo run -p intent-sdk --example build_and_commit`
 
-use std::sync::Arc;
-
-use intent_sdk::auth::{Authed, StaticToken};
-use intent_sdk::build;
-use intent_sdk::models::PipelineChain;
+use intent_sdk::Intent;
+use intent_sdk::auth::{Resource, StaticToken};
+use intent_sdk::models::{PipelineBuildRequest, PipelineChain};
 use serde_json::json;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let base = std::env::var("INTENT_BASE_URL")?;
-    let token = std::env::var("INTENT_PIPELINE_TOKEN")?;
-    let pipeline = Authed::new(&base, Arc::new(StaticToken(token)));
-    let client = pipeline.client().await?;
+    let intent = Intent::builder(std::env::var("INTENT_BASE_URL")?)
+        .token(
+            Resource::Pipeline,
+            StaticToken::new(std::env::var("INTENT_PIPELINE_TOKEN")?),
+        )
+        .build()?;
+    let pipeline = intent.pipeline();
 
-    let request = json!({
+    let request: PipelineBuildRequest = serde_json::from_value(json!({
         "app": "evm-assets",
         "operations": [{
             "operation": "native-transfer",
@@ -28,21 +29,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 "amount": "0.5",
             },
         }],
-    });
-    let sealed = build::request(&client, PipelineChain::Evm, &request).await?;
-    let jwks = reqwest::get(format!("{base}/.well-known/jwks.json"))
-        .await?
-        .json()
-        .await?;
-    let attestation = build::verify(&sealed, &jwks)?;
+    }))?;
+    let sealed = pipeline.build(PipelineChain::Evm, &request).await?;
+    let attestation = pipeline.verify(&sealed).await?;
     println!(
         "Build {} for {} verifies, expires at {}",
         attestation.digest, attestation.owner, attestation.exp
     );
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)?
-        .as_secs() as i64;
-    let committed = build::commit(&client, &sealed, now).await?;
+    let committed = pipeline.commit(&sealed).await?;
     println!("committed: {}", committed["transactions"][0]["id"]);
     Ok(())
 }

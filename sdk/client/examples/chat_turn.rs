@@ -3,21 +3,23 @@
 //!
 //! `INTENT_BASE_URL=http://127.0.0.1:8080 INTENT_AGENT_TOKEN=... cargo run -p intent-sdk --example chat_turn`
 
-use std::sync::Arc;
-
-use intent_sdk::agent::{self, Decision};
-use intent_sdk::auth::{Authed, StaticToken};
+use intent_sdk::Intent;
+use intent_sdk::agent::Decision;
+use intent_sdk::auth::{Resource, StaticToken};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let base = std::env::var("INTENT_BASE_URL")?;
-    let token = std::env::var("INTENT_AGENT_TOKEN")?;
-    let agent = Authed::new(&base, Arc::new(StaticToken(token)));
-    let client = agent.client().await?;
+    let intent = Intent::builder(std::env::var("INTENT_BASE_URL")?)
+        .token(
+            Resource::Agent,
+            StaticToken::new(std::env::var("INTENT_AGENT_TOKEN")?),
+        )
+        .build()?;
+    let agent = intent.agent();
 
-    let intent = "send 0.1 ETH to 0x70997970C51812dc3A010C7d01b50e0d17dc79C8";
-    let (started, outcome) = agent::run_turn(&client, intent, None).await?;
-    println!("turn {} is {}", started.turn_id, outcome.state);
+    let ask = "send 0.1 ETH to 0x70997970C51812dc3A010C7d01b50e0d17dc79C8";
+    let outcome = agent.run_turn(ask, None).await?;
+    println!("turn {} is {}", outcome.turn_id, outcome.state);
     let action = outcome.action.ok_or("the turn asked for no action")?;
     let simulation = action
         .build
@@ -33,15 +35,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             change.symbol.as_deref().unwrap_or("")
         );
     }
-    agent::resolve(&client, &started.session_id, &action, Decision::Approve).await?;
-    let done = agent::wait_turn(
-        &client,
-        &started.session_id,
-        &started.turn_id,
-        &outcome.cursor,
-    )
-    .await?;
-    println!("turn {} is {}", started.turn_id, done.state);
+    agent
+        .resolve(&outcome.session_id, &action, Decision::Approve)
+        .await?;
+    let done = agent
+        .wait_turn(&outcome.session_id, &outcome.turn_id, &outcome.cursor)
+        .await?;
+    println!("turn {} is {}", done.turn_id, done.state);
     if done.state != intent_sdk::models::TurnState::Complete {
         return Err(format!("the turn ended {}", done.state).into());
     }

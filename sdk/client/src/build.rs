@@ -107,12 +107,10 @@ pub async fn request(client: &Client, chain: PipelineChain, body: &Value) -> Res
 /// Commits `build` as the exact JSON given, unless its digest does not match or `expiresAt` is
 /// before `now` (Unix seconds); returns the commit result as JSON.
 pub async fn commit(client: &Client, build: &Value, now: i64) -> Result<Value, Error> {
-    verify_digest(build).map_err(|e| Error::InvalidInput(e.to_string()))?;
+    verify_digest(build)?;
     let expires_at = build["expiresAt"].as_i64().unwrap_or(i64::MIN);
     if now > expires_at {
-        return Err(Error::InvalidInput(
-            BuildError::Expired(expires_at).to_string(),
-        ));
+        return Err(BuildError::Expired(expires_at).into());
     }
     let chain = match build["actions"][0]["chain"].as_str() {
         Some("svm") => PipelineChain::Svm,
@@ -121,19 +119,39 @@ pub async fn commit(client: &Client, build: &Value, now: i64) -> Result<Value, E
     lifecycle(client, chain, build).await
 }
 
+/// The deployment's published keys (`/.well-known/jwks.json`), to [`verify`] Builds with.
+pub async fn jwks(client: &Client) -> Result<JwkSet, Error> {
+    let url = format!("{}/.well-known/jwks.json", client.baseurl());
+    let response = client
+        .client()
+        .get(url)
+        .send()
+        .await
+        .map_err(Error::Transport)?;
+    let status = response.status().as_u16();
+    if status != 200 {
+        return Err(Error::from_response(
+            status,
+            response.headers(),
+            Value::Null,
+        ));
+    }
+    response.json().await.map_err(Error::Transport)
+}
+
 /// `POST`s `body` as it is to the lifecycle endpoint of `chain`.
 async fn lifecycle(client: &Client, chain: PipelineChain, body: &Value) -> Result<Value, Error> {
     let path = match chain {
         PipelineChain::Evm => "evm/build",
         PipelineChain::Svm => "svm/stage",
     };
-    let response = client
+    let request = client
         .client()
         .post(format!("{}/v1/pipeline/{path}", client.baseurl()))
         .json(body)
-        .send()
-        .await
+        .build()
         .map_err(Error::Transport)?;
+    let response = crate::hooks::send(client, request).await?;
     let status = response.status().as_u16();
     let headers = response.headers().clone();
     let body: Value = response.json().await.map_err(Error::Transport)?;

@@ -87,6 +87,13 @@ pub enum Error {
     /// The SDK refused the input before sending it.
     #[error("invalid input: {0}")]
     InvalidInput(String),
+    /// A Build failed a local check: its digest, its attestation or its expiry.
+    #[error(transparent)]
+    Build(#[from] crate::build::BuildError),
+    /// A token source failed: a credential process that exits with an error (its standard error
+    /// is in the message), or a token that cannot be sent.
+    #[error("no token: {0}")]
+    Token(String),
     /// A response the SDK cannot read.
     #[error("invalid response: {0}")]
     InvalidResponse(String),
@@ -150,7 +157,11 @@ impl Error {
             | Self::Api(r)
             | Self::Forbidden { response: r, .. }
             | Self::RateLimited { response: r, .. } => Some(r),
-            Self::Transport(_) | Self::InvalidInput(_) | Self::InvalidResponse(_) => None,
+            Self::Transport(_)
+            | Self::InvalidInput(_)
+            | Self::InvalidResponse(_)
+            | Self::Token(_)
+            | Self::Build(_) => None,
         }
     }
 
@@ -188,7 +199,8 @@ impl From<progenitor_client::Error<ErrorEnvelope>> for Error {
             | Generated::InvalidUpgrade(e) => Self::Transport(e),
             Generated::InvalidRequest(message) => Self::InvalidInput(message),
             Generated::InvalidResponsePayload(_, e) => Self::InvalidResponse(e.to_string()),
-            Generated::Custom(message) => Self::InvalidResponse(message),
+            // Only the SDK's hooks make `Custom` errors: a token source failed.
+            Generated::Custom(message) => Self::Token(message),
         }
     }
 }

@@ -114,59 +114,6 @@ pub mod types {
                 })
         }
     }
-    ///`DeleteSessionSessionId`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
-    #[serde(transparent)]
-    pub struct DeleteSessionSessionId(::std::string::String);
-    impl ::std::ops::Deref for DeleteSessionSessionId {
-        type Target = ::std::string::String;
-        fn deref(&self) -> &::std::string::String {
-            &self.0
-        }
-    }
-    impl ::std::convert::From<DeleteSessionSessionId> for ::std::string::String {
-        fn from(value: DeleteSessionSessionId) -> Self {
-            value.0
-        }
-    }
-    impl ::std::str::FromStr for DeleteSessionSessionId {
-        type Err = self::error::ConversionError;
-        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
-            if value.chars().count() > 160usize {
-                return Err("longer than 160 characters".into());
-            }
-            if value.chars().count() < 1usize {
-                return Err("shorter than 1 characters".into());
-            }
-            Ok(Self(value.to_string()))
-        }
-    }
-    impl ::std::convert::TryFrom<&str> for DeleteSessionSessionId {
-        type Error = self::error::ConversionError;
-        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
-            value.parse()
-        }
-    }
-    impl ::std::convert::TryFrom<::std::string::String> for DeleteSessionSessionId {
-        type Error = self::error::ConversionError;
-        fn try_from(
-            value: ::std::string::String,
-        ) -> ::std::result::Result<Self, self::error::ConversionError> {
-            value.parse()
-        }
-    }
-    impl<'de> ::serde::Deserialize<'de> for DeleteSessionSessionId {
-        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
-        where
-            D: ::serde::Deserializer<'de>,
-        {
-            ::std::string::String::deserialize(deserializer)?
-                .parse()
-                .map_err(|e: self::error::ConversionError| {
-                    <D::Error as ::serde::de::Error>::custom(e.to_string())
-                })
-        }
-    }
     ///`GetAppOperationApp`
     #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
     #[serde(transparent)]
@@ -326,112 +273,6 @@ pub mod types {
                 })
         }
     }
-    ///`GetChatEventsSessionId`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
-    #[serde(transparent)]
-    pub struct GetChatEventsSessionId(::std::string::String);
-    impl ::std::ops::Deref for GetChatEventsSessionId {
-        type Target = ::std::string::String;
-        fn deref(&self) -> &::std::string::String {
-            &self.0
-        }
-    }
-    impl ::std::convert::From<GetChatEventsSessionId> for ::std::string::String {
-        fn from(value: GetChatEventsSessionId) -> Self {
-            value.0
-        }
-    }
-    impl ::std::str::FromStr for GetChatEventsSessionId {
-        type Err = self::error::ConversionError;
-        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
-            if value.chars().count() > 160usize {
-                return Err("longer than 160 characters".into());
-            }
-            if value.chars().count() < 1usize {
-                return Err("shorter than 1 characters".into());
-            }
-            Ok(Self(value.to_string()))
-        }
-    }
-    impl ::std::convert::TryFrom<&str> for GetChatEventsSessionId {
-        type Error = self::error::ConversionError;
-        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
-            value.parse()
-        }
-    }
-    impl ::std::convert::TryFrom<::std::string::String> for GetChatEventsSessionId {
-        type Error = self::error::ConversionError;
-        fn try_from(
-            value: ::std::string::String,
-        ) -> ::std::result::Result<Self, self::error::ConversionError> {
-            value.parse()
-        }
-    }
-    impl<'de> ::serde::Deserialize<'de> for GetChatEventsSessionId {
-        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
-        where
-            D: ::serde::Deserializer<'de>,
-        {
-            ::std::string::String::deserialize(deserializer)?
-                .parse()
-                .map_err(|e: self::error::ConversionError| {
-                    <D::Error as ::serde::de::Error>::custom(e.to_string())
-                })
-        }
-    }
-    ///`GetSessionSessionId`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
-    #[serde(transparent)]
-    pub struct GetSessionSessionId(::std::string::String);
-    impl ::std::ops::Deref for GetSessionSessionId {
-        type Target = ::std::string::String;
-        fn deref(&self) -> &::std::string::String {
-            &self.0
-        }
-    }
-    impl ::std::convert::From<GetSessionSessionId> for ::std::string::String {
-        fn from(value: GetSessionSessionId) -> Self {
-            value.0
-        }
-    }
-    impl ::std::str::FromStr for GetSessionSessionId {
-        type Err = self::error::ConversionError;
-        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
-            if value.chars().count() > 160usize {
-                return Err("longer than 160 characters".into());
-            }
-            if value.chars().count() < 1usize {
-                return Err("shorter than 1 characters".into());
-            }
-            Ok(Self(value.to_string()))
-        }
-    }
-    impl ::std::convert::TryFrom<&str> for GetSessionSessionId {
-        type Error = self::error::ConversionError;
-        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
-            value.parse()
-        }
-    }
-    impl ::std::convert::TryFrom<::std::string::String> for GetSessionSessionId {
-        type Error = self::error::ConversionError;
-        fn try_from(
-            value: ::std::string::String,
-        ) -> ::std::result::Result<Self, self::error::ConversionError> {
-            value.parse()
-        }
-    }
-    impl<'de> ::serde::Deserialize<'de> for GetSessionSessionId {
-        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
-        where
-            D: ::serde::Deserializer<'de>,
-        {
-            ::std::string::String::deserialize(deserializer)?
-                .parse()
-                .map_err(|e: self::error::ConversionError| {
-                    <D::Error as ::serde::de::Error>::custom(e.to_string())
-                })
-        }
-    }
     ///`GetStatementPeriod`
     #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
     #[serde(transparent)]
@@ -475,59 +316,6 @@ pub mod types {
         }
     }
     impl<'de> ::serde::Deserialize<'de> for GetStatementPeriod {
-        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
-        where
-            D: ::serde::Deserializer<'de>,
-        {
-            ::std::string::String::deserialize(deserializer)?
-                .parse()
-                .map_err(|e: self::error::ConversionError| {
-                    <D::Error as ::serde::de::Error>::custom(e.to_string())
-                })
-        }
-    }
-    ///`InterruptTurnSessionId`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
-    #[serde(transparent)]
-    pub struct InterruptTurnSessionId(::std::string::String);
-    impl ::std::ops::Deref for InterruptTurnSessionId {
-        type Target = ::std::string::String;
-        fn deref(&self) -> &::std::string::String {
-            &self.0
-        }
-    }
-    impl ::std::convert::From<InterruptTurnSessionId> for ::std::string::String {
-        fn from(value: InterruptTurnSessionId) -> Self {
-            value.0
-        }
-    }
-    impl ::std::str::FromStr for InterruptTurnSessionId {
-        type Err = self::error::ConversionError;
-        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
-            if value.chars().count() > 160usize {
-                return Err("longer than 160 characters".into());
-            }
-            if value.chars().count() < 1usize {
-                return Err("shorter than 1 characters".into());
-            }
-            Ok(Self(value.to_string()))
-        }
-    }
-    impl ::std::convert::TryFrom<&str> for InterruptTurnSessionId {
-        type Error = self::error::ConversionError;
-        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
-            value.parse()
-        }
-    }
-    impl ::std::convert::TryFrom<::std::string::String> for InterruptTurnSessionId {
-        type Error = self::error::ConversionError;
-        fn try_from(
-            value: ::std::string::String,
-        ) -> ::std::result::Result<Self, self::error::ConversionError> {
-            value.parse()
-        }
-    }
-    impl<'de> ::serde::Deserialize<'de> for InterruptTurnSessionId {
         fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
         where
             D: ::serde::Deserializer<'de>,
@@ -705,59 +493,6 @@ pub mod types {
                 })
         }
     }
-    ///`ResolveActionSessionId`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
-    #[serde(transparent)]
-    pub struct ResolveActionSessionId(::std::string::String);
-    impl ::std::ops::Deref for ResolveActionSessionId {
-        type Target = ::std::string::String;
-        fn deref(&self) -> &::std::string::String {
-            &self.0
-        }
-    }
-    impl ::std::convert::From<ResolveActionSessionId> for ::std::string::String {
-        fn from(value: ResolveActionSessionId) -> Self {
-            value.0
-        }
-    }
-    impl ::std::str::FromStr for ResolveActionSessionId {
-        type Err = self::error::ConversionError;
-        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
-            if value.chars().count() > 160usize {
-                return Err("longer than 160 characters".into());
-            }
-            if value.chars().count() < 1usize {
-                return Err("shorter than 1 characters".into());
-            }
-            Ok(Self(value.to_string()))
-        }
-    }
-    impl ::std::convert::TryFrom<&str> for ResolveActionSessionId {
-        type Error = self::error::ConversionError;
-        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
-            value.parse()
-        }
-    }
-    impl ::std::convert::TryFrom<::std::string::String> for ResolveActionSessionId {
-        type Error = self::error::ConversionError;
-        fn try_from(
-            value: ::std::string::String,
-        ) -> ::std::result::Result<Self, self::error::ConversionError> {
-            value.parse()
-        }
-    }
-    impl<'de> ::serde::Deserialize<'de> for ResolveActionSessionId {
-        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
-        where
-            D: ::serde::Deserializer<'de>,
-        {
-            ::std::string::String::deserialize(deserializer)?
-                .parse()
-                .map_err(|e: self::error::ConversionError| {
-                    <D::Error as ::serde::de::Error>::custom(e.to_string())
-                })
-        }
-    }
     ///`SaveCredentialName`
     #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
     #[serde(transparent)]
@@ -924,112 +659,6 @@ pub mod types {
                 })
         }
     }
-    ///`StreamChatEventsSessionId`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
-    #[serde(transparent)]
-    pub struct StreamChatEventsSessionId(::std::string::String);
-    impl ::std::ops::Deref for StreamChatEventsSessionId {
-        type Target = ::std::string::String;
-        fn deref(&self) -> &::std::string::String {
-            &self.0
-        }
-    }
-    impl ::std::convert::From<StreamChatEventsSessionId> for ::std::string::String {
-        fn from(value: StreamChatEventsSessionId) -> Self {
-            value.0
-        }
-    }
-    impl ::std::str::FromStr for StreamChatEventsSessionId {
-        type Err = self::error::ConversionError;
-        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
-            if value.chars().count() > 160usize {
-                return Err("longer than 160 characters".into());
-            }
-            if value.chars().count() < 1usize {
-                return Err("shorter than 1 characters".into());
-            }
-            Ok(Self(value.to_string()))
-        }
-    }
-    impl ::std::convert::TryFrom<&str> for StreamChatEventsSessionId {
-        type Error = self::error::ConversionError;
-        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
-            value.parse()
-        }
-    }
-    impl ::std::convert::TryFrom<::std::string::String> for StreamChatEventsSessionId {
-        type Error = self::error::ConversionError;
-        fn try_from(
-            value: ::std::string::String,
-        ) -> ::std::result::Result<Self, self::error::ConversionError> {
-            value.parse()
-        }
-    }
-    impl<'de> ::serde::Deserialize<'de> for StreamChatEventsSessionId {
-        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
-        where
-            D: ::serde::Deserializer<'de>,
-        {
-            ::std::string::String::deserialize(deserializer)?
-                .parse()
-                .map_err(|e: self::error::ConversionError| {
-                    <D::Error as ::serde::de::Error>::custom(e.to_string())
-                })
-        }
-    }
-    ///`UpdateSessionSessionId`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
-    #[serde(transparent)]
-    pub struct UpdateSessionSessionId(::std::string::String);
-    impl ::std::ops::Deref for UpdateSessionSessionId {
-        type Target = ::std::string::String;
-        fn deref(&self) -> &::std::string::String {
-            &self.0
-        }
-    }
-    impl ::std::convert::From<UpdateSessionSessionId> for ::std::string::String {
-        fn from(value: UpdateSessionSessionId) -> Self {
-            value.0
-        }
-    }
-    impl ::std::str::FromStr for UpdateSessionSessionId {
-        type Err = self::error::ConversionError;
-        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
-            if value.chars().count() > 160usize {
-                return Err("longer than 160 characters".into());
-            }
-            if value.chars().count() < 1usize {
-                return Err("shorter than 1 characters".into());
-            }
-            Ok(Self(value.to_string()))
-        }
-    }
-    impl ::std::convert::TryFrom<&str> for UpdateSessionSessionId {
-        type Error = self::error::ConversionError;
-        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
-            value.parse()
-        }
-    }
-    impl ::std::convert::TryFrom<::std::string::String> for UpdateSessionSessionId {
-        type Error = self::error::ConversionError;
-        fn try_from(
-            value: ::std::string::String,
-        ) -> ::std::result::Result<Self, self::error::ConversionError> {
-            value.parse()
-        }
-    }
-    impl<'de> ::serde::Deserialize<'de> for UpdateSessionSessionId {
-        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
-        where
-            D: ::serde::Deserializer<'de>,
-        {
-            ::std::string::String::deserialize(deserializer)?
-                .parse()
-                .map_err(|e: self::error::ConversionError| {
-                    <D::Error as ::serde::de::Error>::custom(e.to_string())
-                })
-        }
-    }
     /// Error types.
     pub mod error {
         /// Error from a `TryFrom` or `FromStr` implementation.
@@ -1068,6 +697,7 @@ pub mod types {
 pub struct Client {
     pub(crate) baseurl: String,
     pub(crate) client: reqwest::Client,
+    pub(crate) inner: crate::auth::Tokens,
 }
 impl Client {
     /// Create a new client.
@@ -1075,7 +705,7 @@ impl Client {
     /// `baseurl` is the base URL provided to the internal
     /// `reqwest::Client`, and should include a scheme and hostname,
     /// as well as port and a path stem if applicable.
-    pub fn new(baseurl: &str) -> Self {
+    pub fn new(baseurl: &str, inner: crate::auth::Tokens) -> Self {
         #[cfg(not(target_arch = "wasm32"))]
         let client = {
             let dur = ::std::time::Duration::from_secs(15u64);
@@ -1085,7 +715,7 @@ impl Client {
         };
         #[cfg(target_arch = "wasm32")]
         let client = reqwest::ClientBuilder::new();
-        Self::new_with_client(baseurl, client.build().unwrap())
+        Self::new_with_client(baseurl, client.build().unwrap(), inner)
     }
     /// Construct a new client with an existing `reqwest::Client`,
     /// allowing more control over its configuration.
@@ -1093,14 +723,19 @@ impl Client {
     /// `baseurl` is the base URL provided to the internal
     /// `reqwest::Client`, and should include a scheme and hostname,
     /// as well as port and a path stem if applicable.
-    pub fn new_with_client(baseurl: &str, client: reqwest::Client) -> Self {
+    pub fn new_with_client(
+        baseurl: &str,
+        client: reqwest::Client,
+        inner: crate::auth::Tokens,
+    ) -> Self {
         Self {
             baseurl: baseurl.to_string(),
             client,
+            inner,
         }
     }
 }
-impl ClientInfo<()> for Client {
+impl ClientInfo<crate::auth::Tokens> for Client {
     fn api_version() -> &'static str {
         "1.0.0"
     }
@@ -1110,11 +745,18 @@ impl ClientInfo<()> for Client {
     fn client(&self) -> &reqwest::Client {
         &self.client
     }
-    fn inner(&self) -> &() {
-        &()
+    fn inner(&self) -> &crate::auth::Tokens {
+        &self.inner
     }
 }
-impl ClientHooks<()> for &Client {}
+const _: () = {
+    #[allow(dead_code)]
+    fn assert_client_hooks()
+    where
+        Client: ClientHooks<crate::auth::Tokens>,
+    {
+    }
+};
 #[allow(clippy::all)]
 impl Client {
     ///List apps
@@ -1580,7 +1222,7 @@ impl Client {
     ///
     pub async fn get_chat_events<'a>(
         &'a self,
-        session_id: &'a types::GetChatEventsSessionId,
+        session_id: &'a intent_models::SessionId,
         cursor: Option<&'a types::GetChatEventsCursor>,
         limit: Option<::std::num::NonZeroU64>,
         wait: Option<i64>,
@@ -1643,7 +1285,7 @@ impl Client {
     }
     ///Stream session events (SSE)
     ///
-    ///A server-sent-events projection of the same log. `page`: data is an EventPage and `id` is its cursor. `message`: data is a MessageSnapshot; no id. `resync`: data is a Resync; rebuild the view from the pages that follow, which start at the retained log. Resume with `cursor` or `Last-Event-ID` (`cursor` wins). A `cursor` is checked like the event page's, before any event: malformed or foreign is 400 `invalid_cursor`, expired is 410 `cursor_expired` (part 7). A Last-Event-ID that can no longer be projected gives `resync` first, as part 6 says, since a browser resends Last-Event-ID on its own and cannot act on a status. Idle streams get comment keep-alives (every 15 s in the reference profile).
+    ///A server-sent-events projection of the same log. `page`: data is an EventPage and `id` is its cursor. `message`: data is a MessageSnapshot; no id. `resync`: data is a Resync; rebuild the view from the pages that follow, which start at the retained log. Resume with `cursor` or `Last-Event-ID` (`cursor` wins). A `cursor` is checked like the event page's, before any event: malformed or foreign is 400 `invalid_cursor`, expired is 410 `cursor_expired` (part 7). A Last-Event-ID that can no longer be projected gives `resync` first, as part 6 says, since a browser resends Last-Event-ID on its own and cannot act on a status. Idle streams get comment keep-alives (every 15 s in the reference profile). In the reference profile a stream ends when its access token expires; the client reconnects with a fresh token from its last page id.
     ///
     ///Sends a `GET` request to `/v1/agent/chat/{sessionId}/stream`
     ///
@@ -1654,7 +1296,7 @@ impl Client {
     ///
     pub async fn stream_chat_events<'a>(
         &'a self,
-        session_id: &'a types::StreamChatEventsSessionId,
+        session_id: &'a intent_models::SessionId,
         cursor: Option<&'a types::StreamChatEventsCursor>,
         last_event_id: Option<&'a types::StreamChatEventsLastEventId>,
     ) -> Result<ResponseValue<ByteStream>, Error<intent_models::ErrorEnvelope>> {
@@ -1722,7 +1364,7 @@ impl Client {
     ///
     pub async fn get_session<'a>(
         &'a self,
-        session_id: &'a types::GetSessionSessionId,
+        session_id: &'a intent_models::SessionId,
     ) -> Result<ResponseValue<intent_models::Session>, Error<intent_models::ErrorEnvelope>> {
         let url = format!(
             "{}/v1/agent/sessions/{}",
@@ -1785,7 +1427,7 @@ impl Client {
     ///
     pub async fn delete_session<'a>(
         &'a self,
-        session_id: &'a types::DeleteSessionSessionId,
+        session_id: &'a intent_models::SessionId,
     ) -> Result<ResponseValue<()>, Error<intent_models::ErrorEnvelope>> {
         let url = format!(
             "{}/v1/agent/sessions/{}",
@@ -1849,7 +1491,7 @@ impl Client {
     ///
     pub async fn update_session<'a>(
         &'a self,
-        session_id: &'a types::UpdateSessionSessionId,
+        session_id: &'a intent_models::SessionId,
         body: &'a intent_models::SessionUpdate,
     ) -> Result<ResponseValue<intent_models::Session>, Error<intent_models::ErrorEnvelope>> {
         let url = format!(
@@ -1920,7 +1562,7 @@ impl Client {
     ///
     pub async fn interrupt_turn<'a>(
         &'a self,
-        session_id: &'a types::InterruptTurnSessionId,
+        session_id: &'a intent_models::SessionId,
     ) -> Result<ResponseValue<intent_models::TurnStatus>, Error<intent_models::ErrorEnvelope>> {
         let url = format!(
             "{}/v1/agent/sessions/{}/interrupt",
@@ -1989,7 +1631,7 @@ impl Client {
     ///
     pub async fn resolve_action<'a>(
         &'a self,
-        session_id: &'a types::ResolveActionSessionId,
+        session_id: &'a intent_models::SessionId,
         action_id: &'a types::ResolveActionActionId,
         idempotency_key: &'a types::ResolveActionIdempotencyKey,
         body: &'a intent_models::ActionResolutionRequest,

@@ -1,37 +1,77 @@
 //! Rust SDK for the Pipeline, Agent and Account interface.
 //!
-//! [`Client`] is generated from `openapi.json` by progenitor: one method per endpoint, with
-//! request and response bodies typed by [`models`] (the `intent-models` crate). Its errors
-//! ([`GeneratedError`]) convert into the typed [`Error`], whose variants say what went wrong.
-//! [`auth`] holds one token per resource and refreshes on 401; [`agent`] waits for turns, follows a session's log as a stream, and resolves actions;
-//! [`build`] checks a Build's digest and attestation offline and commits it byte for byte.
+//! [`Intent`] is the client of one deployment: one connection pool, and one
+//! [`TokenSource`](auth::TokenSource) per [`Resource`](auth::Resource), whose token goes on each
+//! request as it is sent and is renewed ahead of its expiry and after a 401. Its handles
+//! [`agent`](Intent::agent), [`pipeline`](Intent::pipeline) and [`account`](Intent::account)
+//! have a plain async method per operation, and the Agent's log streams
+//! ([`follow`](agent::Agent::follow), [`follow_sse`](agent::Agent::follow_sse)) outlive the
+//! tokens they started with.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! let client = intent_sdk::Client::new("http://127.0.0.1:8080");
-//! // Path parameters are checked types: a session id longer than 160 characters is refused here.
-//! let session_id = "ses_01JD7Z4W9Q0M3V5B8K2N6T1R4X".parse()?;
-//! match client.get_session(&session_id).await.map_err(intent_sdk::Error::from) {
-//!     Ok(session) => println!("{}", session.title),
-//!     Err(intent_sdk::Error::Forbidden { scope, .. }) => eprintln!("the token needs {scope:?}"),
-//!     Err(other) => return Err(other.into()),
+//! use futures_util::StreamExt;
+//! use intent_sdk::Intent;
+//! use intent_sdk::agent::{Decision, LogItem};
+//! use intent_sdk::auth::{CommandToken, Resource, StaticToken};
+//!
+//! let base = "http://127.0.0.1:8080";
+//! let intent = Intent::builder(base)
+//!     .token(Resource::Agent, StaticToken::new(std::env::var("INTENT_AGENT_TOKEN")?))
+//!     .token(
+//!         Resource::Account,
+//!         CommandToken::new("intent-server", ["token", "--data-dir", "data", "--sub", "me",
+//!             "--scope", "account:usage:read", "--resource", "http://127.0.0.1:8080/v1/account"]),
+//!     )
+//!     .build()?;
+//!
+//! let outcome = intent
+//!     .agent()
+//!     .run_turn("send 0.1 ETH to 0x70997970C51812dc3A010C7d01b50e0d17dc79C8", None)
+//!     .await?;
+//! if let Some(action) = &outcome.action {
+//!     intent.agent().resolve(&outcome.session_id, action, Decision::Approve).await?;
 //! }
+//! let mut log = Box::pin(intent.agent().follow(&outcome.session_id, None));
+//! while let Some(item) = log.next().await {
+//!     match item {
+//!         Ok(LogItem::Event(event)) => println!("{} {}", event.seq(), event.turn_id()),
+//!         Ok(LogItem::Restart) => println!("-- the view starts over"),
+//!         Ok(LogItem::Snapshot(_)) => {}
+//!         // A 403 or a 404 ends the stream; lost connections are retried inside it.
+//!         Err(error) => eprintln!("{error}"),
+//!     }
+//! #   break;
+//! }
+//! let statement = intent.account().statement(None).await?;
+//! println!("{:?}", statement.total);
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! [`Client`] is generated from `openapi.json` by progenitor, with request and response bodies
+//! typed by [`models`] (the `intent-models` crate); [`Intent::client`] reaches it. Its errors
+//! ([`GeneratedError`]) convert into the typed [`Error`]. [`build`] checks a Build's digest and
+//! attestation offline and commits it byte for byte.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod account;
 pub mod agent;
 pub mod auth;
+mod backoff;
 pub mod build;
 pub mod error;
 #[allow(clippy::all, clippy::pedantic, missing_docs)]
 mod generated;
+mod hooks;
+mod intent;
+pub mod pipeline;
 
 pub use error::{Error, ErrorResponse};
 /// The error type of the generated [`Client`]'s methods; convert it with `Error::from`.
 pub use generated::Error as GeneratedError;
 pub use generated::*;
+pub use intent::{DeviceLogin, Intent, IntentBuilder};
 pub use intent_models as models;

@@ -2968,7 +2968,7 @@ pub struct Session {
     #[serde(rename = "updatedAt")]
     pub updated_at: i64,
 }
-///`SessionId`
+///A session's id, at most 160 characters.
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
 #[serde(transparent)]
 pub struct SessionId(::std::string::String);
@@ -2988,6 +2988,9 @@ impl ::std::str::FromStr for SessionId {
     fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
         if value.chars().count() > 160usize {
             return Err("longer than 160 characters".into());
+        }
+        if value.chars().count() < 1usize {
+            return Err("shorter than 1 characters".into());
         }
         Ok(Self(value.to_string()))
     }

@@ -120,7 +120,11 @@ async fn stream(
             last_event_id,
         )
         .await?;
-    let events = followed.filter_map(|item| async move { frame(item).map(Ok) });
+    // The stream ends when its token expires; the client resumes from its last page id with
+    // a fresh token.
+    let events = followed
+        .filter_map(|item| async move { frame(item).map(Ok) })
+        .take_until(tokio::time::sleep(principal.remaining()));
     let keep_alive = KeepAlive::new().interval(state.config().sse_keep_alive);
     Ok(Sse::new(events).keep_alive(keep_alive))
 }

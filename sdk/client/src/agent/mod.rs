@@ -1,232 +1,64 @@
-//! Agent helpers over the generated [`Client`]: wait for a turn to settle, follow a session's
-//! log as a [`futures_util::Stream`] that survives cursor errors, and resolve actions with an
-//! idempotency key that retries reuse.
+//! The Agent resource: turns, sessions, a session's log as a [`Stream`] over long-poll pages or
+//! SSE, and actions resolved with an idempotency key that retries reuse.
 //!
 //! ```no_run
-//! # async fn run(client: intent_sdk::Client) -> Result<(), intent_sdk::Error> {
-//! use intent_sdk::agent;
-//! let (started, outcome) = agent::run_turn(&client, "send 1 ETH to 0x70997970C51812dc3A010C7d01b50e0d17dc79C8", None).await?;
+//! # async fn run(intent: intent_sdk::Intent) -> Result<(), intent_sdk::Error> {
+//! use intent_sdk::agent::Decision;
+//! let agent = intent.agent();
+//! let outcome = agent.run_turn("send 1 ETH to 0x70997970C51812dc3A010C7d01b50e0d17dc79C8", None).await?;
 //! if let Some(action) = &outcome.action {
-//!     let resolution = agent::resolve(&client, &started.session_id, action, agent::Decision::Approve).await?;
-//!     let outcome = agent::wait_turn(&client, &started.session_id, &started.turn_id, &outcome.cursor).await?;
-//!     println!("{} after revision {}", outcome.state, resolution.revision);
+//!     let resolution = agent.resolve(&outcome.session_id, action, Decision::Approve).await?;
+//!     let done = agent.wait_turn(&outcome.session_id, &outcome.turn_id, &outcome.cursor).await?;
+//!     println!("{} after revision {}", done.state, resolution.revision);
 //! }
 //! # Ok(())
 //! # }
 //! ```
 
+mod follow;
+mod poll;
 mod sse;
-
-use std::time::Duration;
 
 use futures_util::Stream;
 use intent_models::{
     ActionRequest, ActionResolution, ActionResolutionRequest, ActionResult, AgentEvent,
-    ChatStartRequest, ChatStartResponse, EventPage, TurnState,
+    ChatStartRequest, ChatStartResponse, EventPage, Session, SessionId, SessionUpdate, TurnState,
+    TurnStatus,
 };
 
+use crate::backoff::Backoff;
 use crate::{Client, Error};
 
-pub use sse::{StreamItem, follow_sse};
+pub use follow::LogItem;
 
 /// How long one long-poll waits on the server, in milliseconds.
 const LONG_POLL_MS: i64 = 25_000;
 
-/// First and longest delay between retries after a transport error.
-const BACKOFF_START: Duration = Duration::from_millis(100);
-const BACKOFF_MAX: Duration = Duration::from_secs(5);
-
 /// Attempts of one resolution before its error is returned.
 const RESOLVE_ATTEMPTS: u32 = 4;
 
-/// Where a turn stopped: a state other than `processing`, with what the log said meanwhile.
-#[derive(Debug, Clone)]
+/// The Agent operations of an [`Intent`](crate::Intent).
+#[derive(Debug, Clone, Copy)]
+pub struct Agent<'a> {
+    pub(crate) client: &'a Client,
+}
+
+/// How a turn settled: its final state (not `processing`), its events, and the action it
+/// awaits, if any.
+#[derive(Debug, Clone, PartialEq)]
 pub struct TurnOutcome {
-    /// The turn's state: `complete`, `failed`, `interrupted` or `awaiting_action`.
+    /// The turn's session.
+    pub session_id: String,
+    /// The turn.
+    pub turn_id: String,
+    /// `awaiting_action`, `complete`, `interrupted` or `failed`.
     pub state: TurnState,
-    /// The events read while waiting, in sequence order.
+    /// The events read while waiting, in sequence order (every turn's, as the log has them).
     pub events: Vec<AgentEvent>,
-    /// The pending action when the state is `awaiting_action`.
+    /// The action the turn awaits when its state is `awaiting_action`.
     pub action: Option<ActionRequest>,
     /// The cursor after the last event read; wait again from here after resolving the action.
     pub cursor: String,
-}
-
-/// Starts a turn with `message` (in `session_id`, or a new session) and waits for it to settle.
-pub async fn run_turn(
-    client: &Client,
-    message: &str,
-    session_id: Option<&str>,
-) -> Result<(ChatStartResponse, TurnOutcome), Error> {
-    let request = ChatStartRequest {
-        message: message.parse().map_err(invalid)?,
-        session_id: session_id.map(str::parse).transpose().map_err(invalid)?,
-    };
-    let started = client.start_chat(&request).await?.into_inner();
-    let outcome = wait_turn(
-        client,
-        &started.session_id,
-        &started.turn_id,
-        &started.cursor,
-    )
-    .await?;
-    Ok((started, outcome))
-}
-
-/// Long-polls the session from `cursor` until turn `turn_id` is in a state other than
-/// `processing` and no more events are ready (part 3, rules 3 and 4).
-pub async fn wait_turn(
-    client: &Client,
-    session_id: &str,
-    turn_id: &str,
-    cursor: &str,
-) -> Result<TurnOutcome, Error> {
-    let session = session_id.parse().map_err(invalid)?;
-    let mut outcome = TurnOutcome {
-        state: TurnState::Processing,
-        events: Vec::new(),
-        action: None,
-        cursor: cursor.to_owned(),
-    };
-    loop {
-        let cursor = outcome.cursor.parse().map_err(invalid)?;
-        let page = client
-            .get_chat_events(&session, Some(&cursor), None, Some(LONG_POLL_MS))
-            .await?
-            .into_inner();
-        for event in &page.events {
-            if event.turn_id() != turn_id {
-                continue;
-            }
-            match event {
-                AgentEvent::TurnState { state, .. } => outcome.state = *state,
-                AgentEvent::Action { action, .. } => outcome.action = Some(action.clone()),
-                _ => {}
-            }
-        }
-        outcome.events.extend(page.events);
-        outcome.cursor = page.cursor;
-        if outcome.state != TurnState::Processing && !page.has_more {
-            if outcome.state != TurnState::AwaitingAction {
-                outcome.action = None;
-            }
-            return Ok(outcome);
-        }
-    }
-}
-
-/// What the log stream hands its consumer.
-#[derive(Debug, Clone, PartialEq)]
-pub enum LogItem {
-    /// The next event, in sequence order; none is delivered twice or skipped.
-    Event(Box<AgentEvent>),
-    /// The cursor could not be followed (invalid, expired, or the log had a gap): drop the view
-    /// built so far; the events that follow start again at the retained log's start.
-    Restart,
-}
-
-struct Follow {
-    client: Client,
-    session: crate::types::GetChatEventsSessionId,
-    cursor: Option<String>,
-    /// The last sequence number delivered.
-    last: u64,
-    ready: std::collections::VecDeque<LogItem>,
-    backoff: Duration,
-    done: bool,
-}
-
-/// Follows a session's log from `cursor` (or from the retained log's start) by long-poll pages,
-/// forever. Transport errors are yielded and retried with backoff from the last cursor; a 400
-/// `invalid_cursor` or a 410 yields [`LogItem::Restart`] and reconciles from a page without a
-/// cursor; any other error is yielded and ends the stream.
-pub fn follow(
-    client: &Client,
-    session_id: &str,
-    cursor: Option<String>,
-) -> Result<impl Stream<Item = Result<LogItem, Error>> + use<>, Error> {
-    let state = Follow {
-        client: client.clone(),
-        session: session_id.parse().map_err(invalid)?,
-        cursor,
-        last: 0,
-        ready: Default::default(),
-        backoff: BACKOFF_START,
-        done: false,
-    };
-    Ok(futures_util::stream::unfold(
-        state,
-        |mut state| async move {
-            let item = state.next().await?;
-            Some((item, state))
-        },
-    ))
-}
-
-impl Follow {
-    async fn next(&mut self) -> Option<Result<LogItem, Error>> {
-        loop {
-            if let Some(item) = self.ready.pop_front() {
-                return Some(Ok(item));
-            }
-            if self.done {
-                return None;
-            }
-            match self.page().await {
-                Ok(page) => {
-                    self.backoff = BACKOFF_START;
-                    self.take(page);
-                }
-                Err(Error::InvalidCursor(_) | Error::CursorExpired(_)) => self.restart(),
-                Err(error @ Error::Transport(_)) => {
-                    tokio::time::sleep(self.backoff).await;
-                    self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
-                    return Some(Err(error));
-                }
-                Err(error) => {
-                    self.done = true;
-                    return Some(Err(error));
-                }
-            }
-        }
-    }
-
-    async fn page(&self) -> Result<EventPage, Error> {
-        let cursor = self
-            .cursor
-            .as_deref()
-            .map(str::parse)
-            .transpose()
-            .map_err(invalid)?;
-        Ok(self
-            .client
-            .get_chat_events(&self.session, cursor.as_ref(), None, Some(LONG_POLL_MS))
-            .await?
-            .into_inner())
-    }
-
-    fn restart(&mut self) {
-        self.cursor = None;
-        self.last = 0;
-        self.ready.push_back(LogItem::Restart);
-    }
-
-    fn take(&mut self, page: EventPage) {
-        for event in page.events {
-            let seq = event.seq();
-            if seq <= self.last {
-                continue;
-            }
-            if self.last != 0 && seq != self.last + 1 {
-                // A gap: the view cannot be trusted; start again from the retained log.
-                self.restart();
-                return;
-            }
-            self.last = seq;
-            self.ready.push_back(LogItem::Event(Box::new(event)));
-        }
-        self.cursor = Some(page.cursor);
-    }
 }
 
 /// The client's answer to an action.
@@ -238,56 +70,218 @@ pub enum Decision {
     Reject,
 }
 
-/// Resolves `action` at its revision with a result naming its Build's digest. One idempotency
-/// key is made for the resolution and reused by every retry (after a transport error, a 409
-/// `idempotency_in_flight`, or a 429 once its `Retry-After` has passed), so the server applies it
-/// at most once.
-pub async fn resolve(
-    client: &Client,
-    session_id: &str,
-    action: &ActionRequest,
-    decision: Decision,
-) -> Result<ActionResolution, Error> {
-    let digest = action.build.digest.to_string().parse().map_err(invalid)?;
-    let result = match decision {
-        Decision::Approve => ActionResult::Approved { digest },
-        Decision::Reject => ActionResult::Rejected {
-            digest,
-            reason: None,
-        },
-    };
-    let body = ActionResolutionRequest {
-        revision: action.revision,
-        result,
-    };
-    let key = idempotency_key().parse().map_err(invalid)?;
-    let session = session_id.parse().map_err(invalid)?;
-    let action_id = action.action_id.to_string().parse().map_err(invalid)?;
-    let mut backoff = BACKOFF_START;
-    let mut attempt = 1;
-    loop {
-        match client
-            .resolve_action(&session, &action_id, &key, &body)
+impl<'a> Agent<'a> {
+    /// Starts a turn with `message` (in `session`, or a new session) and waits for it to
+    /// settle.
+    pub async fn run_turn(
+        &self,
+        message: &str,
+        session: Option<&str>,
+    ) -> Result<TurnOutcome, Error> {
+        let request = ChatStartRequest {
+            message: message.parse().map_err(invalid)?,
+            session_id: session.map(str::parse).transpose().map_err(invalid)?,
+        };
+        let started = self.start(&request).await?;
+        self.wait_turn(&started.session_id, &started.turn_id, &started.cursor)
             .await
-        {
-            Ok(resolution) => return Ok(resolution.into_inner()),
-            Err(error) => {
-                let error = Error::from(error);
-                let wait = match &error {
-                    Error::RateLimited { retry_after, .. } => Some(retry_after.unwrap_or(backoff)),
-                    Error::Transport(_) => Some(backoff),
-                    _ if error.code() == Some("idempotency_in_flight") => Some(backoff),
-                    _ => None,
-                };
-                match wait {
-                    Some(wait) if attempt < RESOLVE_ATTEMPTS => tokio::time::sleep(wait).await,
-                    _ => return Err(error),
+    }
+
+    /// Starts a turn and returns at once (`POST /v1/agent/chat`).
+    pub async fn start(&self, request: &ChatStartRequest) -> Result<ChatStartResponse, Error> {
+        Ok(self.client.start_chat(request).await?.into_inner())
+    }
+
+    /// Long-polls the session from `cursor` until turn `turn_id` is in a state other than
+    /// `processing` and no more events are ready (part 3, rules 3 and 4).
+    pub async fn wait_turn(
+        &self,
+        session: &str,
+        turn_id: &str,
+        cursor: &str,
+    ) -> Result<TurnOutcome, Error> {
+        let session_id = session_id(session)?;
+        let mut outcome = TurnOutcome {
+            session_id: session.to_owned(),
+            turn_id: turn_id.to_owned(),
+            state: TurnState::Processing,
+            events: Vec::new(),
+            action: None,
+            cursor: cursor.to_owned(),
+        };
+        loop {
+            let cursor = outcome.cursor.parse().map_err(invalid)?;
+            let page = self
+                .client
+                .get_chat_events(&session_id, Some(&cursor), None, Some(LONG_POLL_MS))
+                .await?
+                .into_inner();
+            for event in &page.events {
+                if event.turn_id() != turn_id {
+                    continue;
+                }
+                match event {
+                    AgentEvent::TurnState { state, .. } => outcome.state = *state,
+                    AgentEvent::Action { action, .. } => outcome.action = Some(action.clone()),
+                    _ => {}
                 }
             }
+            outcome.events.extend(page.events);
+            outcome.cursor = page.cursor;
+            if outcome.state != TurnState::Processing && !page.has_more {
+                if outcome.state != TurnState::AwaitingAction {
+                    outcome.action = None;
+                }
+                return Ok(outcome);
+            }
         }
-        backoff = (backoff * 2).min(BACKOFF_MAX);
-        attempt += 1;
     }
+
+    /// One page of the session's log after `cursor`, waiting up to `wait_ms` for an event.
+    pub async fn page(
+        &self,
+        session: &str,
+        cursor: Option<&str>,
+        wait_ms: Option<i64>,
+    ) -> Result<EventPage, Error> {
+        let cursor = cursor.map(str::parse).transpose().map_err(invalid)?;
+        let page = self
+            .client
+            .get_chat_events(&session_id(session)?, cursor.as_ref(), None, wait_ms)
+            .await?;
+        Ok(page.into_inner())
+    }
+
+    /// Follows the session's log by long-poll pages from `cursor` (or the retained log's start),
+    /// forever: every event once, in order, across expired tokens, cursor errors and lost
+    /// connections. Errors travel in the stream; see [`LogItem`] for what ends it.
+    pub fn follow(
+        &self,
+        session: &str,
+        cursor: Option<String>,
+    ) -> impl Stream<Item = Result<LogItem, Error>> + Send + 'static {
+        let transport = session_id(session).map(|session| poll::Poll {
+            client: self.client.clone(),
+            session,
+        });
+        follow_or_fail(transport, cursor)
+    }
+
+    /// Follows the session's log over SSE like [`Agent::follow`]; it also hands out the
+    /// transient [`LogItem::Snapshot`]s.
+    pub fn follow_sse(
+        &self,
+        session: &str,
+        cursor: Option<String>,
+    ) -> impl Stream<Item = Result<LogItem, Error>> + Send + 'static {
+        let transport = session_id(session).map(|session| sse::Sse {
+            client: self.client.clone(),
+            session,
+        });
+        follow_or_fail(transport, cursor)
+    }
+
+    /// Resolves `action` at its revision with a result naming its Build's digest. One
+    /// idempotency key is made for the resolution and reused by every retry (after a transport
+    /// error, a 409 `idempotency_in_flight`, or a 429 once its `Retry-After` has passed), so the
+    /// server applies it at most once.
+    pub async fn resolve(
+        &self,
+        session: &str,
+        action: &ActionRequest,
+        decision: Decision,
+    ) -> Result<ActionResolution, Error> {
+        let digest = action.build.digest.to_string().parse().map_err(invalid)?;
+        let result = match decision {
+            Decision::Approve => ActionResult::Approved { digest },
+            Decision::Reject => ActionResult::Rejected {
+                digest,
+                reason: None,
+            },
+        };
+        let body = ActionResolutionRequest {
+            revision: action.revision,
+            result,
+        };
+        let key = idempotency_key().parse().map_err(invalid)?;
+        let session = session_id(session)?;
+        let action_id = action.action_id.to_string().parse().map_err(invalid)?;
+        let mut backoff = Backoff::new();
+        let mut attempt = 1;
+        loop {
+            let error = match self
+                .client
+                .resolve_action(&session, &action_id, &key, &body)
+                .await
+            {
+                Ok(resolution) => return Ok(resolution.into_inner()),
+                Err(error) => Error::from(error),
+            };
+            let wait = match &error {
+                Error::RateLimited { retry_after, .. } => {
+                    Some(retry_after.unwrap_or_else(|| backoff.next_delay()))
+                }
+                Error::Transport(_) => Some(backoff.next_delay()),
+                _ if error.code() == Some("idempotency_in_flight") => Some(backoff.next_delay()),
+                _ => None,
+            };
+            match wait {
+                Some(wait) if attempt < RESOLVE_ATTEMPTS => tokio::time::sleep(wait).await,
+                _ => return Err(error),
+            }
+            attempt += 1;
+        }
+    }
+
+    /// The session (`GET /v1/agent/sessions/{sessionId}`).
+    pub async fn session(&self, session: &str) -> Result<Session, Error> {
+        Ok(self
+            .client
+            .get_session(&session_id(session)?)
+            .await?
+            .into_inner())
+    }
+
+    /// Renames or archives the session.
+    pub async fn update_session(
+        &self,
+        session: &str,
+        update: &SessionUpdate,
+    ) -> Result<Session, Error> {
+        let updated = self
+            .client
+            .update_session(&session_id(session)?, update)
+            .await?;
+        Ok(updated.into_inner())
+    }
+
+    /// Deletes the session and its log.
+    pub async fn delete_session(&self, session: &str) -> Result<(), Error> {
+        self.client.delete_session(&session_id(session)?).await?;
+        Ok(())
+    }
+
+    /// Interrupts the session's active turn.
+    pub async fn interrupt(&self, session: &str) -> Result<TurnStatus, Error> {
+        let status = self.client.interrupt_turn(&session_id(session)?).await?;
+        Ok(status.into_inner())
+    }
+}
+
+/// The follower over `transport`, or a stream of the one error that made it impossible.
+fn follow_or_fail<T: follow::Transport>(
+    transport: Result<T, Error>,
+    cursor: Option<String>,
+) -> impl Stream<Item = Result<LogItem, Error>> + Send + 'static {
+    use futures_util::StreamExt;
+    match transport {
+        Ok(transport) => follow::follow(transport, cursor).left_stream(),
+        Err(error) => futures_util::stream::once(async { Err(error) }).right_stream(),
+    }
+}
+
+fn session_id(session: &str) -> Result<SessionId, Error> {
+    session.parse().map_err(invalid)
 }
 
 /// A fresh idempotency key: 32 random hex digits.

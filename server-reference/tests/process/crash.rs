@@ -9,9 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-mod support;
-
-use support::{Server, page, post, read_until};
+use crate::support::{Server, page, post, read_until};
 
 /// What readers saw acknowledged: events by sequence number, and each cursor with the
 /// sequence number it stands after.

@@ -1,39 +1,7 @@
-//! Tokens. An access token is bound to exactly one resource (part 5), so a program that calls
-//! the Agent and the Pipeline holds one [`TokenSource`] per resource. [`Authed`] hands each
-//! request the token of its source and, on a 401, refreshes once and retries once.
-//!
-//! Sources: [`StaticToken`], and [`OAuthTokens`] obtained with [`OAuth::device`] (the device
-//! flow: shows the verification address and user code, polls at the server's interval and
-//! honours `slow_down`) or [`OAuth::authorize_url`] plus [`OAuth::exchange_code`]
-//! (authorization code with PKCE); both refresh with rotation.
-//!
-//! ```no_run
-//! # async fn run() -> Result<(), intent_sdk::Error> {
-//! use std::sync::Arc;
-//! use intent_sdk::auth::{Authed, OAuth};
-//! let base = "http://127.0.0.1:8080";
-//! let oauth = OAuth::new(base, "intent-cli");
-//! let tokens = oauth
-//!     .device(&format!("{base}/v1/agent"), &["agent:read", "agent:write"], |code| {
-//!         println!("Open {} and enter {}", code.verification_uri, code.user_code);
-//!     })
-//!     .await?;
-//! let agent = Authed::new(base, Arc::new(tokens));
-//! let id: intent_sdk::types::GetSessionSessionId = "ses_1".parse().map_err(|e| intent_sdk::Error::InvalidInput(format!("{e}")))?;
-//! let session = agent
-//!     .call(|client| {
-//!         let id = id.clone();
-//!         async move { client.get_session(&id).await }
-//!     })
-//!     .await?;
-//! println!("{}", session.title);
-//! # Ok(())
-//! # }
-//! ```
+//! The OAuth 2.1 flows of part 5 through the `oauth2` crate: the device flow and the
+//! authorization code with PKCE, both renewed by refresh-token rotation.
 
-use std::future::Future;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Mutex;
 
 use oauth2::basic::{BasicClient, BasicTokenResponse};
 use oauth2::{
@@ -42,32 +10,8 @@ use oauth2::{
     TokenResponse, TokenUrl,
 };
 
-use crate::{Client, Error, GeneratedError, ResponseValue};
-
-/// Refresh this long before the access token expires.
-const EXPIRY_MARGIN: Duration = Duration::from_secs(30);
-
-/// Hands out the access token of one resource.
-pub trait TokenSource: Send + Sync {
-    /// The token to send now (refreshed first when it is about to expire).
-    fn token(&self) -> impl Future<Output = Result<String, Error>> + Send;
-    /// The last token got a 401: a fresh one, or `None` when this source cannot refresh.
-    fn refresh(&self) -> impl Future<Output = Result<Option<String>, Error>> + Send;
-}
-
-/// A token given by the caller; it is never refreshed.
-#[derive(Debug, Clone)]
-pub struct StaticToken(pub String);
-
-impl TokenSource for StaticToken {
-    async fn token(&self) -> Result<String, Error> {
-        Ok(self.0.clone())
-    }
-
-    async fn refresh(&self) -> Result<Option<String>, Error> {
-        Ok(None)
-    }
-}
+use super::{Held, Slot, TokenSource};
+use crate::Error;
 
 /// The authorization server of a deployment, for one public OAuth client.
 #[derive(Debug, Clone)]
@@ -207,15 +151,9 @@ impl OAuth {
 pub struct OAuthTokens {
     oauth: OAuth,
     resource: String,
-    state: Mutex<Tokens>,
-    /// One refresh at a time: a rotated refresh token is good for one use.
-    refreshing: tokio::sync::Mutex<()>,
-}
-
-struct Tokens {
-    access: String,
-    refresh: Option<String>,
-    expires: Option<Instant>,
+    access: Slot,
+    /// The refresh token; a rotated one is good for one use, so renewals take turns in `access`.
+    refresh: Mutex<Option<String>>,
 }
 
 impl OAuthTokens {
@@ -223,32 +161,23 @@ impl OAuthTokens {
         Ok(Self {
             oauth,
             resource: resource.to_owned(),
-            state: Mutex::new(tokens(&response)),
-            refreshing: tokio::sync::Mutex::new(()),
+            access: Slot::holding(held(&response)),
+            refresh: Mutex::new(response.refresh_token().map(|r| r.secret().clone())),
         })
     }
 
     /// The current refresh token, for an app that stores it between runs.
     pub fn refresh_token(&self) -> Option<String> {
-        self.lock().refresh.clone()
+        self.refresh
+            .lock()
+            .expect("the refresh lock is not poisoned")
+            .clone()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Tokens> {
-        self.state.lock().expect("the token lock is not poisoned")
-    }
-
-    /// Refreshes unless another caller did since `stale` was handed out.
-    async fn rotate(&self, stale: &str) -> Result<Option<String>, Error> {
-        let _one_at_a_time = self.refreshing.lock().await;
-        let refresh = {
-            let state = self.lock();
-            if state.access != stale {
-                return Ok(Some(state.access.clone()));
-            }
-            match &state.refresh {
-                Some(refresh) => refresh.clone(),
-                None => return Ok(None),
-            }
+    /// A new access token by the refresh grant, or `None` without a refresh token.
+    async fn rotate(&self) -> Result<Option<Held>, Error> {
+        let Some(refresh) = self.refresh_token() else {
+            return Ok(None);
         };
         let response = self
             .oauth
@@ -258,105 +187,30 @@ impl OAuthTokens {
             .request_async(&http)
             .await
             .map_err(oauth_error)?;
-        let fresh = tokens(&response);
-        let access = fresh.access.clone();
-        *self.lock() = fresh;
-        Ok(Some(access))
+        *self
+            .refresh
+            .lock()
+            .expect("the refresh lock is not poisoned") =
+            response.refresh_token().map(|r| r.secret().clone());
+        Ok(Some(held(&response)))
     }
 }
 
 impl TokenSource for OAuthTokens {
     async fn token(&self) -> Result<String, Error> {
-        let (access, expiring) = {
-            let state = self.lock();
-            let expiring = state
-                .expires
-                .is_some_and(|at| at.saturating_duration_since(Instant::now()) < EXPIRY_MARGIN);
-            (state.access.clone(), expiring && state.refresh.is_some())
-        };
-        if expiring && let Some(fresh) = self.rotate(&access).await? {
-            return Ok(fresh);
-        }
-        Ok(access)
+        self.access.token(|| self.rotate()).await
     }
 
-    async fn refresh(&self) -> Result<Option<String>, Error> {
-        let access = self.lock().access.clone();
-        self.rotate(&access).await
+    async fn refresh(&self, rejected: &str) -> Result<Option<String>, Error> {
+        self.access.replace(rejected, || self.rotate()).await
     }
 }
 
-fn tokens(response: &BasicTokenResponse) -> Tokens {
-    Tokens {
-        access: response.access_token().secret().clone(),
-        refresh: response.refresh_token().map(|r| r.secret().clone()),
-        expires: response.expires_in().map(|d| Instant::now() + d),
-    }
-}
-
-/// A generated [`Client`] for one resource whose requests carry the token of `source`.
-pub struct Authed<S> {
-    base: String,
-    source: Arc<S>,
-    current: Mutex<Option<(String, Client)>>,
-}
-
-impl<S: TokenSource> Authed<S> {
-    /// Requests to `base` with tokens from `source`.
-    pub fn new(base: &str, source: Arc<S>) -> Self {
-        Self {
-            base: base.to_owned(),
-            source,
-            current: Mutex::new(None),
-        }
-    }
-
-    fn client_for(&self, token: &str) -> Result<Client, Error> {
-        let mut current = self
-            .current
-            .lock()
-            .expect("the client lock is not poisoned");
-        if let Some((held, client)) = current.as_ref()
-            && held == token
-        {
-            return Ok(client.clone());
-        }
-        let mut headers = reqwest::header::HeaderMap::new();
-        let value = format!("Bearer {token}").parse().map_err(invalid)?;
-        headers.insert(reqwest::header::AUTHORIZATION, value);
-        let http = reqwest::Client::builder()
-            .default_headers(headers)
-            .build()
-            .map_err(Error::Transport)?;
-        let client = Client::new_with_client(&self.base, http);
-        *current = Some((token.to_owned(), client.clone()));
-        Ok(client)
-    }
-
-    /// A generated client carrying the current token, for helpers that take a [`Client`].
-    /// Unlike [`Authed::call`], it does not refresh on 401.
-    pub async fn client(&self) -> Result<Client, Error> {
-        let token = self.source.token().await?;
-        self.client_for(&token)
-    }
-
-    /// Runs `call` with a client carrying the current token; after a 401, refreshes the token
-    /// once and runs `call` once more.
-    pub async fn call<T, F, Fut>(&self, call: F) -> Result<T, Error>
-    where
-        F: Fn(Client) -> Fut,
-        Fut:
-            Future<Output = Result<ResponseValue<T>, GeneratedError<intent_models::ErrorEnvelope>>>,
-    {
-        let token = self.source.token().await?;
-        match call(self.client_for(&token)?).await.map_err(Error::from) {
-            Err(Error::Unauthorized(response)) => match self.source.refresh().await? {
-                Some(fresh) => Ok(call(self.client_for(&fresh)?).await?.into_inner()),
-                None => Err(Error::Unauthorized(response)),
-            },
-            other => other.map(ResponseValue::into_inner),
-        }
-    }
+fn held(response: &BasicTokenResponse) -> Held {
+    Held::new(
+        response.access_token().secret().clone(),
+        response.expires_in(),
+    )
 }
 
 /// An HTTP client for the `oauth2` crate over reqwest 0.13: no redirects are followed, as RFC

@@ -1,0 +1,88 @@
+//! The Account resource: installed apps, their credentials, and the usage statement.
+
+use std::num::NonZeroU64;
+
+use intent_models::{
+    AccountAppList, AppInstallation, CredentialChange, CredentialList, CredentialValue,
+    UsageStatement,
+};
+
+use crate::{Client, Error};
+
+/// The Account operations of an [`Intent`](crate::Intent).
+#[derive(Debug, Clone, Copy)]
+pub struct Account<'a> {
+    pub(crate) client: &'a Client,
+}
+
+impl Account<'_> {
+    /// The apps the account can install, and whether each is installed.
+    pub async fn apps(&self) -> Result<AccountAppList, Error> {
+        Ok(self.client.list_account_apps().await?.into_inner())
+    }
+
+    /// Installs an app.
+    pub async fn install(&self, application: NonZeroU64) -> Result<AppInstallation, Error> {
+        Ok(self.client.install_app(application).await?.into_inner())
+    }
+
+    /// Uninstalls an app; its credentials are removed with it.
+    pub async fn uninstall(&self, application: NonZeroU64) -> Result<AppInstallation, Error> {
+        Ok(self.client.uninstall_app(application).await?.into_inner())
+    }
+
+    /// The names of an app's credentials and whether each is set; never their values.
+    pub async fn credentials(&self, application: NonZeroU64) -> Result<CredentialList, Error> {
+        Ok(self
+            .client
+            .list_credentials(application)
+            .await?
+            .into_inner())
+    }
+
+    /// Sets credential `name` of an app.
+    pub async fn save_credential(
+        &self,
+        application: NonZeroU64,
+        name: &str,
+        value: &CredentialValue,
+    ) -> Result<CredentialChange, Error> {
+        let name = name
+            .parse()
+            .map_err(|e| Error::InvalidInput(format!("{e}")))?;
+        let change = self
+            .client
+            .save_credential(application, &name, value)
+            .await?;
+        Ok(change.into_inner())
+    }
+
+    /// Removes credential `name` of an app.
+    pub async fn remove_credential(
+        &self,
+        application: NonZeroU64,
+        name: &str,
+    ) -> Result<CredentialChange, Error> {
+        let name = name
+            .parse()
+            .map_err(|e| Error::InvalidInput(format!("{e}")))?;
+        Ok(self
+            .client
+            .remove_credential(application, &name)
+            .await?
+            .into_inner())
+    }
+
+    /// The priced usage statement of `period` (`YYYY-MM`), or of the current month.
+    pub async fn statement(&self, period: Option<&str>) -> Result<UsageStatement, Error> {
+        let period = period
+            .map(str::parse)
+            .transpose()
+            .map_err(|e| Error::InvalidInput(format!("{e}")))?;
+        Ok(self
+            .client
+            .get_statement(period.as_ref())
+            .await?
+            .into_inner())
+    }
+}

@@ -1,0 +1,393 @@
+//! One state machine follows a session's log over either projection (long-poll pages or SSE),
+//! as kube-rs's watcher does: an explicit [`State`] stepped by `futures::stream::unfold`, over a
+//! small [`Transport`]. It alone delivers each event once and in order, restarts the view after
+//! a cursor error, a gap or a `resync`, and retries what retrying can fix.
+
+use std::collections::VecDeque;
+use std::future::Future;
+
+use futures_util::Stream;
+use intent_models::{AgentEvent, EventPage, MessageSnapshot};
+
+use crate::Error;
+use crate::backoff::Backoff;
+
+/// What following a log hands its consumer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LogItem {
+    /// The next durable event, in sequence order; none is delivered twice or skipped.
+    Event(Box<AgentEvent>),
+    /// A transient snapshot of a message being written (SSE only); never a position in the log.
+    Snapshot(MessageSnapshot),
+    /// Drop the view built so far; the events that follow start again at the retained log's
+    /// start.
+    Restart,
+}
+
+/// One unit read from a projection.
+#[derive(Debug)]
+pub(crate) enum Frame {
+    /// Durable events and the cursor after them.
+    Page(EventPage),
+    /// A transient message snapshot.
+    Snapshot(MessageSnapshot),
+    /// The server restarts the projection at the retained log's start on this connection.
+    Resync,
+}
+
+/// A projection of the log: how to open it at a cursor and read its frames.
+pub(crate) trait Transport: Send + 'static {
+    /// An open connection (nothing for long-poll pages, the event stream for SSE).
+    type Connection: Send;
+
+    /// Opens the projection after `cursor`, or at the retained log's start without one.
+    fn open(
+        &mut self,
+        cursor: Option<&str>,
+    ) -> impl Future<Output = Result<Self::Connection, Error>> + Send;
+
+    /// The next frame, reading after `cursor`; `None` when the connection ended.
+    fn read(
+        &mut self,
+        connection: &mut Self::Connection,
+        cursor: Option<&str>,
+    ) -> impl Future<Output = Option<Result<Frame, Error>>> + Send;
+}
+
+/// Where the follower is.
+enum State<C> {
+    /// No connection: open one at the cursor.
+    Closed,
+    /// Reading frames.
+    Open(C),
+    /// An error that retrying cannot fix was handed out; nothing follows.
+    Ended,
+}
+
+struct Follower<T: Transport> {
+    transport: T,
+    state: State<T::Connection>,
+    /// Where the next connection resumes: the cursor of the last page taken.
+    cursor: Option<String>,
+    /// The last sequence number delivered.
+    last: u64,
+    ready: VecDeque<LogItem>,
+    backoff: Backoff,
+}
+
+/// Follows the log over `transport` from `cursor` (or the retained log's start), forever.
+///
+/// Errors that retrying can fix (the transport, a broken stream, 5xx, 429) are handed out and
+/// the follower goes on after a backoff (or the `Retry-After`) from the last cursor. A 400
+/// `invalid_cursor`, a 410, a gap or a `resync` hand out [`LogItem::Restart`]. Any other error
+/// (401 once the token could not be renewed, 403, 404, a token source that fails) is handed out
+/// and ends the stream.
+pub(crate) fn follow<T: Transport>(
+    transport: T,
+    cursor: Option<String>,
+) -> impl Stream<Item = Result<LogItem, Error>> + Send + 'static {
+    let follower = Follower {
+        transport,
+        state: State::Closed,
+        cursor,
+        last: 0,
+        ready: VecDeque::new(),
+        backoff: Backoff::new(),
+    };
+    futures_util::stream::unfold(follower, |mut follower| async move {
+        let item = follower.step().await?;
+        Some((item, follower))
+    })
+}
+
+impl<T: Transport> Follower<T> {
+    async fn step(&mut self) -> Option<Result<LogItem, Error>> {
+        loop {
+            if let Some(item) = self.ready.pop_front() {
+                return Some(Ok(item));
+            }
+            let failure = match &mut self.state {
+                State::Ended => return None,
+                State::Closed => match self.transport.open(self.cursor.as_deref()).await {
+                    Ok(connection) => {
+                        self.state = State::Open(connection);
+                        continue;
+                    }
+                    Err(error) => Some(error),
+                },
+                State::Open(connection) => {
+                    match self
+                        .transport
+                        .read(connection, self.cursor.as_deref())
+                        .await
+                    {
+                        Some(Ok(frame)) => {
+                            self.backoff.reset();
+                            self.take(frame);
+                            continue;
+                        }
+                        Some(Err(error)) => Some(error),
+                        None => None,
+                    }
+                }
+            };
+            self.state = State::Closed;
+            match failure {
+                // The server ended the connection: reconnect from the cursor, quietly.
+                None => tokio::time::sleep(self.backoff.next_delay()).await,
+                Some(error) => {
+                    if let Some(error) = self.recover(error).await {
+                        return Some(Err(error));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Handles a failed open or read: `None` when the follower goes on without a word.
+    async fn recover(&mut self, error: Error) -> Option<Error> {
+        match &error {
+            Error::InvalidCursor(_) | Error::CursorExpired(_) => {
+                self.restart();
+                return None;
+            }
+            Error::RateLimited { retry_after, .. } => {
+                let wait = retry_after.unwrap_or_else(|| self.backoff.next_delay());
+                tokio::time::sleep(wait).await;
+            }
+            Error::Transport(_) | Error::InvalidResponse(_) => {
+                tokio::time::sleep(self.backoff.next_delay()).await;
+            }
+            other if other.status().is_some_and(|status| status >= 500) => {
+                tokio::time::sleep(self.backoff.next_delay()).await;
+            }
+            _ => self.state = State::Ended,
+        }
+        Some(error)
+    }
+
+    /// Starts again at the retained log's start, on a new connection.
+    fn restart(&mut self) {
+        self.state = State::Closed;
+        self.cursor = None;
+        self.last = 0;
+        self.ready.push_back(LogItem::Restart);
+    }
+
+    fn take(&mut self, frame: Frame) {
+        match frame {
+            Frame::Page(page) => {
+                for event in page.events {
+                    let seq = event.seq();
+                    if seq <= self.last {
+                        continue;
+                    }
+                    if self.last != 0 && seq != self.last + 1 {
+                        // A gap: the view cannot be trusted.
+                        self.restart();
+                        return;
+                    }
+                    self.last = seq;
+                    self.ready.push_back(LogItem::Event(Box::new(event)));
+                }
+                self.cursor = Some(page.cursor);
+            }
+            Frame::Snapshot(snapshot) => self.ready.push_back(LogItem::Snapshot(snapshot)),
+            Frame::Resync => {
+                // The server goes on with the retained log on this same connection.
+                self.last = 0;
+                self.ready.push_back(LogItem::Restart);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use futures_util::StreamExt;
+    use reqwest::header::HeaderMap;
+    use serde_json::json;
+    use tokio::time::Instant;
+
+    use super::*;
+
+    /// When each open happened, and at which cursor.
+    type Log = Arc<Mutex<Vec<(Instant, Option<String>)>>>;
+
+    /// A scripted projection: each open takes the next outcome and records its time and cursor.
+    struct Script {
+        opens: VecDeque<Result<(), Error>>,
+        frames: VecDeque<Option<Result<Frame, Error>>>,
+        log: Log,
+    }
+
+    impl Transport for Script {
+        type Connection = ();
+
+        async fn open(&mut self, cursor: Option<&str>) -> Result<(), Error> {
+            let entry = (Instant::now(), cursor.map(str::to_owned));
+            self.log.lock().unwrap().push(entry);
+            self.opens.pop_front().unwrap_or(Ok(()))
+        }
+
+        async fn read(&mut self, _: &mut (), _: Option<&str>) -> Option<Result<Frame, Error>> {
+            match self.frames.pop_front() {
+                Some(frame) => frame,
+                None => std::future::pending().await,
+            }
+        }
+    }
+
+    fn page(cursor: &str, seqs: &[u64]) -> Option<Result<Frame, Error>> {
+        let events: Vec<_> = seqs
+            .iter()
+            .map(|seq| {
+                json!({ "type": "turn_state", "seq": seq, "turnId": "t", "createdAt": 1,
+                        "state": "processing" })
+            })
+            .collect();
+        let page =
+            json!({ "cursor": cursor, "events": events, "has_more": false, "session_id": "s" });
+        Some(Ok(Frame::Page(serde_json::from_value(page).unwrap())))
+    }
+
+    fn status(status: u16, headers: &[(&'static str, &'static str)]) -> Error {
+        let headers: HeaderMap = headers
+            .iter()
+            .map(|(k, v)| (k.parse().unwrap(), v.parse().unwrap()))
+            .collect();
+        Error::from_response(status, &headers, json!({ "code": "test" }))
+    }
+
+    fn script(
+        opens: Vec<Result<(), Error>>,
+        frames: Vec<Option<Result<Frame, Error>>>,
+    ) -> (Script, Log) {
+        let log = Log::default();
+        let script = Script {
+            opens: opens.into(),
+            frames: frames.into(),
+            log: log.clone(),
+        };
+        (script, log)
+    }
+
+    /// The stream's first `n` items, as `e<seq>`, `restart` or `error <status>`.
+    async fn items(script: Script, n: usize) -> Vec<String> {
+        follow(script, Some("c0".to_owned()))
+            .take(n)
+            .map(|item| match item {
+                Ok(LogItem::Event(event)) => format!("e{}", event.seq()),
+                Ok(LogItem::Snapshot(_)) => "snapshot".to_owned(),
+                Ok(LogItem::Restart) => "restart".to_owned(),
+                Err(error) => format!("error {}", error.status().unwrap_or(0)),
+            })
+            .collect()
+            .await
+    }
+
+    fn gaps(log: &Log) -> Vec<u128> {
+        let log = log.lock().unwrap();
+        log.windows(2)
+            .map(|pair| (pair[1].0 - pair[0].0).as_millis())
+            .collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn failures_back_off_exponentially_and_a_frame_resets_the_backoff() {
+        let (script, log) = script(
+            vec![
+                Err(status(503, &[])),
+                Err(status(503, &[])),
+                Err(status(502, &[])),
+                Err(status(500, &[])),
+                Ok(()),
+                Err(status(503, &[])),
+            ],
+            vec![page("c1", &[1]), None],
+        );
+        let got = items(script, 6).await;
+        assert_eq!(
+            got,
+            [
+                "error 503",
+                "error 503",
+                "error 502",
+                "error 500",
+                "e1",
+                "error 503"
+            ]
+        );
+        // 100, 200, 400, 800 ms; the page resets the backoff, so the ended connection
+        // reconnects after 100 ms and the next failure waits 200 ms.
+        assert_eq!(gaps(&log), [100, 200, 400, 800, 100]);
+        let last_open = log.lock().unwrap().last().unwrap().0;
+        assert_eq!((Instant::now() - last_open).as_millis(), 200);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn rate_limits_wait_their_retry_after() {
+        let limited = status(429, &[("retry-after", "3")]);
+        let (script, log) = script(vec![Err(limited), Ok(())], vec![page("c1", &[1])]);
+        assert_eq!(items(script, 2).await, ["error 429", "e1"]);
+        assert_eq!(gaps(&log), [3000]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn errors_that_retrying_cannot_fix_end_the_stream() {
+        for code in [401, 403, 404] {
+            let (script, log) = script(vec![Err(status(code, &[]))], vec![]);
+            assert_eq!(items(script, 5).await, [format!("error {code}")]);
+            assert_eq!(log.lock().unwrap().len(), 1);
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn events_arrive_once_and_reconnects_resume_from_the_last_cursor() {
+        let (script, log) = script(
+            vec![],
+            vec![
+                page("c2", &[1, 2]),
+                page("c3", &[2, 3]),
+                None,
+                page("c4", &[4]),
+            ],
+        );
+        assert_eq!(items(script, 4).await, ["e1", "e2", "e3", "e4"]);
+        let cursors: Vec<_> = log.lock().unwrap().iter().map(|e| e.1.clone()).collect();
+        assert_eq!(cursors, [Some("c0".to_owned()), Some("c3".to_owned())]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_gap_or_a_cursor_error_restarts_from_the_log_start() {
+        let (script, log) = script(
+            vec![Err(status(410, &[])), Ok(()), Ok(())],
+            vec![page("c1", &[1]), page("c3", &[3]), page("c3", &[1, 2, 3])],
+        );
+        assert_eq!(
+            items(script, 6).await,
+            ["restart", "e1", "restart", "e1", "e2", "e3"]
+        );
+        let cursors: Vec<_> = log.lock().unwrap().iter().map(|e| e.1.clone()).collect();
+        assert_eq!(cursors, [Some("c0".to_owned()), None, None]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_resync_restarts_the_view_on_the_same_connection() {
+        let (script, log) = script(
+            vec![],
+            vec![
+                page("c2", &[1, 2]),
+                Some(Ok(Frame::Resync)),
+                page("c3", &[1, 2, 3]),
+            ],
+        );
+        assert_eq!(
+            items(script, 6).await,
+            ["e1", "e2", "restart", "e1", "e2", "e3"]
+        );
+        assert_eq!(log.lock().unwrap().len(), 1);
+    }
+}

@@ -1,0 +1,34 @@
+//! The long-poll projection of a session's log: one page per request, waiting on the server
+//! until an event is appended or the wait ends.
+
+use intent_models::SessionId;
+
+use super::follow::{Frame, Transport};
+use super::{LONG_POLL_MS, invalid};
+use crate::{Client, Error};
+
+/// `GET /v1/agent/chat/{sessionId}?cursor=...&wait=...`; it holds no connection.
+pub(crate) struct Poll {
+    pub(crate) client: Client,
+    pub(crate) session: SessionId,
+}
+
+impl Transport for Poll {
+    type Connection = ();
+
+    async fn open(&mut self, _cursor: Option<&str>) -> Result<(), Error> {
+        Ok(())
+    }
+
+    async fn read(&mut self, _: &mut (), cursor: Option<&str>) -> Option<Result<Frame, Error>> {
+        let page = async {
+            let cursor = cursor.map(str::parse).transpose().map_err(invalid)?;
+            let page = self
+                .client
+                .get_chat_events(&self.session, cursor.as_ref(), None, Some(LONG_POLL_MS))
+                .await?;
+            Ok(Frame::Page(page.into_inner()))
+        };
+        Some(page.await)
+    }
+}

@@ -1,0 +1,383 @@
+//! Tokens. An access token is bound to exactly one resource (part 5), so a program holds one
+//! [`TokenSource`] per [`Resource`]. The client's hooks put the source's token on each request
+//! as it is sent and, on a 401, renew it once and send the request once more.
+//!
+//! Sources: [`StaticToken`]; [`CommandToken`], a credential process that prints a token;
+//! [`OAuthTokens`] from [`OAuth::device`] (the device flow) or [`OAuth::authorize_url`] plus
+//! [`OAuth::exchange_code`] (authorization code with PKCE), renewed by refresh-token rotation.
+//! A source of your own implements [`TokenSource`].
+
+mod command;
+mod oauth;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use tokio::time::Instant;
+
+use crate::Error;
+
+pub use command::CommandToken;
+pub use oauth::{AuthorizationStart, DeviceCode, OAuth, OAuthTokens, http};
+
+/// A protected resource of part 5.4; each takes tokens of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Resource {
+    /// `{base}/v1/agent`
+    Agent,
+    /// `{base}/v1/pipeline`
+    Pipeline,
+    /// `{base}/v1/account`
+    Account,
+    /// `{base}/v1/agent/mcp`
+    AgentMcp,
+    /// `{base}/v1/pipeline/mcp`
+    PipelineMcp,
+}
+
+impl Resource {
+    /// Every resource, the MCP ones before the resources whose paths contain theirs.
+    pub const ALL: [Resource; 5] = [
+        Resource::AgentMcp,
+        Resource::PipelineMcp,
+        Resource::Agent,
+        Resource::Pipeline,
+        Resource::Account,
+    ];
+
+    /// The resource's path below the deployment's base address.
+    pub fn path(self) -> &'static str {
+        match self {
+            Resource::Agent => "/v1/agent",
+            Resource::Pipeline => "/v1/pipeline",
+            Resource::Account => "/v1/account",
+            Resource::AgentMcp => "/v1/agent/mcp",
+            Resource::PipelineMcp => "/v1/pipeline/mcp",
+        }
+    }
+
+    /// The resource identifier (RFC 8707) of a deployment at `base`: the `resource` of token
+    /// requests and the audience of the tokens.
+    pub fn identifier(self, base: &str) -> String {
+        format!("{}{}", base.trim_end_matches('/'), self.path())
+    }
+
+    /// The resource a request path (below the base address) belongs to.
+    pub fn of_path(path: &str) -> Option<Resource> {
+        Resource::ALL.into_iter().find(|resource| {
+            path.strip_prefix(resource.path())
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+        })
+    }
+
+    /// Whether `scope` is one of this resource's scopes (`agent:*` for the Agent, `mcp:agent`
+    /// for Agent MCP...); `custody:delegate` goes with the Pipeline, `payments:submit` with the
+    /// Account.
+    pub fn owns_scope(self, scope: &str) -> bool {
+        let family = scope.split(':').next().unwrap_or_default();
+        match self {
+            Resource::Agent => family == "agent",
+            Resource::Pipeline => ["pipeline", "custody"].contains(&family),
+            Resource::Account => ["account", "payments"].contains(&family),
+            Resource::AgentMcp => scope == "mcp:agent",
+            Resource::PipelineMcp => scope == "mcp:pipeline",
+        }
+    }
+}
+
+/// Hands out the access token of one resource.
+pub trait TokenSource: Send + Sync + 'static {
+    /// The token to send now, renewed first when it is about to expire.
+    fn token(&self) -> impl Future<Output = Result<String, Error>> + Send;
+
+    /// `rejected` got a 401: a token other than it (another caller's renewal, or a new one), or
+    /// `None` when this source cannot renew.
+    fn refresh(&self, rejected: &str)
+    -> impl Future<Output = Result<Option<String>, Error>> + Send;
+}
+
+/// A shared source: keep a handle on it (to store an [`OAuthTokens`]' refresh token, say)
+/// while an [`Intent`](crate::Intent) uses it.
+impl<T: TokenSource> TokenSource for Arc<T> {
+    fn token(&self) -> impl Future<Output = Result<String, Error>> + Send {
+        (**self).token()
+    }
+
+    fn refresh(
+        &self,
+        rejected: &str,
+    ) -> impl Future<Output = Result<Option<String>, Error>> + Send {
+        (**self).refresh(rejected)
+    }
+}
+
+/// A token given by the caller; it is never renewed.
+#[derive(Debug, Clone)]
+pub struct StaticToken(String);
+
+impl StaticToken {
+    /// Sends `token` as it is.
+    pub fn new(token: impl Into<String>) -> Self {
+        Self(token.into())
+    }
+}
+
+impl TokenSource for StaticToken {
+    async fn token(&self) -> Result<String, Error> {
+        Ok(self.0.clone())
+    }
+
+    async fn refresh(&self, _rejected: &str) -> Result<Option<String>, Error> {
+        Ok(None)
+    }
+}
+
+/// The token sources of a client, by resource: the inner value of the generated
+/// [`Client`](crate::Client). The default has none: requests then go out as they are.
+#[derive(Clone, Default)]
+pub struct Tokens(Option<Arc<Sources>>);
+
+struct Sources {
+    /// The path of the base address, stripped from request paths to find their resource.
+    base_path: String,
+    by_resource: HashMap<Resource, Arc<dyn DynSource>>,
+}
+
+impl Tokens {
+    pub(crate) fn new(
+        base: &reqwest::Url,
+        by_resource: HashMap<Resource, Arc<dyn DynSource>>,
+    ) -> Self {
+        Self(Some(Arc::new(Sources {
+            base_path: base.path().trim_end_matches('/').to_owned(),
+            by_resource,
+        })))
+    }
+
+    /// The source for a request to `url`, if it has one.
+    pub(crate) fn source_for(&self, url: &reqwest::Url) -> Option<&dyn DynSource> {
+        let sources = self.0.as_deref()?;
+        let path = url.path();
+        let below = path.strip_prefix(&sources.base_path).unwrap_or(path);
+        let resource = Resource::of_path(below)?;
+        sources.by_resource.get(&resource).map(|source| &**source)
+    }
+}
+
+impl std::fmt::Debug for Tokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut resources: Vec<_> = self
+            .0
+            .iter()
+            .flat_map(|sources| sources.by_resource.keys())
+            .collect();
+        resources.sort_by_key(|resource| resource.path());
+        f.debug_tuple("Tokens").field(&resources).finish()
+    }
+}
+
+/// [`TokenSource`] behind a pointer: the trait's futures, boxed.
+pub(crate) trait DynSource: Send + Sync {
+    fn token(&self) -> BoxFuture<'_, Result<String, Error>>;
+    fn refresh<'a>(&'a self, rejected: &'a str) -> BoxFuture<'a, Result<Option<String>, Error>>;
+}
+
+impl<T: TokenSource> DynSource for T {
+    fn token(&self) -> BoxFuture<'_, Result<String, Error>> {
+        Box::pin(TokenSource::token(self))
+    }
+
+    fn refresh<'a>(&'a self, rejected: &'a str) -> BoxFuture<'a, Result<Option<String>, Error>> {
+        Box::pin(TokenSource::refresh(self, rejected))
+    }
+}
+
+/// Renew a token once a fifth of its lifetime is left, and at most this long before it expires.
+const RENEW_MARGIN: Duration = Duration::from_secs(30);
+
+/// A token and when to renew it.
+#[derive(Debug, Clone)]
+pub(crate) struct Held {
+    secret: String,
+    renew_at: Option<Instant>,
+}
+
+impl Held {
+    /// `secret`, which expires `lifetime` from now when that is known.
+    pub(crate) fn new(secret: String, lifetime: Option<Duration>) -> Self {
+        let renew_at = lifetime.map(|lifetime| {
+            let margin = (lifetime / 5).min(RENEW_MARGIN);
+            Instant::now() + lifetime.saturating_sub(margin)
+        });
+        Self { secret, renew_at }
+    }
+
+    fn fresh(&self) -> bool {
+        self.renew_at.is_none_or(|at| Instant::now() < at)
+    }
+}
+
+/// The current token of a source, renewed by one caller at a time.
+#[derive(Debug, Default)]
+pub(crate) struct Slot {
+    held: Mutex<Option<Held>>,
+    renewing: tokio::sync::Mutex<()>,
+}
+
+impl Slot {
+    /// A slot holding `held`.
+    pub(crate) fn holding(held: Held) -> Self {
+        Self {
+            held: Mutex::new(Some(held)),
+            renewing: Default::default(),
+        }
+    }
+
+    fn current(&self) -> Option<Held> {
+        self.held
+            .lock()
+            .expect("the token lock is not poisoned")
+            .clone()
+    }
+
+    fn keep(&self, held: Held) -> String {
+        let secret = held.secret.clone();
+        *self.held.lock().expect("the token lock is not poisoned") = Some(held);
+        secret
+    }
+
+    /// The held token while it is fresh; otherwise `renew`'s, or the stale one when `renew`
+    /// has none.
+    pub(crate) async fn token<F, Fut>(&self, renew: F) -> Result<String, Error>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<Option<Held>, Error>>,
+    {
+        if let Some(held) = self.current().filter(Held::fresh) {
+            return Ok(held.secret);
+        }
+        let _one_at_a_time = self.renewing.lock().await;
+        let current = self.current();
+        if let Some(held) = current.as_ref().filter(|held| held.fresh()) {
+            return Ok(held.secret.clone());
+        }
+        match (renew().await?, current) {
+            (Some(fresh), _) => Ok(self.keep(fresh)),
+            (None, Some(stale)) => Ok(stale.secret),
+            (None, None) => Err(Error::Token("the source has no token".to_owned())),
+        }
+    }
+
+    /// A token other than `rejected`: one renewed meanwhile by another caller, or `renew`'s.
+    pub(crate) async fn replace<F, Fut>(
+        &self,
+        rejected: &str,
+        renew: F,
+    ) -> Result<Option<String>, Error>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<Option<Held>, Error>>,
+    {
+        let _one_at_a_time = self.renewing.lock().await;
+        if let Some(held) = self.current().filter(|held| held.secret != rejected) {
+            return Ok(Some(held.secret));
+        }
+        Ok(renew().await?.map(|fresh| self.keep(fresh)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use super::*;
+
+    #[test]
+    fn request_paths_find_their_resource() {
+        let cases = [
+            ("/v1/agent/sessions/s", Some(Resource::Agent)),
+            ("/v1/agent/mcp", Some(Resource::AgentMcp)),
+            ("/v1/agent/mcpx", Some(Resource::Agent)),
+            ("/v1/pipeline/mcp/x", Some(Resource::PipelineMcp)),
+            ("/v1/pipeline/evm/build", Some(Resource::Pipeline)),
+            ("/v1/account/statement", Some(Resource::Account)),
+            ("/v1/agentx", None),
+            ("/api/auth/oauth2/token", None),
+        ];
+        for (path, resource) in cases {
+            assert_eq!(Resource::of_path(path), resource, "{path}");
+        }
+    }
+
+    #[test]
+    fn a_base_path_stem_is_stripped_before_the_resource_is_found() {
+        let base = reqwest::Url::parse("https://example.test/api/").unwrap();
+        let agent: Arc<dyn DynSource> = Arc::new(StaticToken::new("a"));
+        let tokens = Tokens::new(&base, HashMap::from([(Resource::Agent, agent)]));
+        let url = |path: &str| reqwest::Url::parse(&format!("https://example.test{path}")).unwrap();
+        assert!(tokens.source_for(&url("/api/v1/agent/chat")).is_some());
+        assert!(tokens.source_for(&url("/api/v1/pipeline/apps")).is_none());
+        assert!(
+            Tokens::default()
+                .source_for(&url("/api/v1/agent/chat"))
+                .is_none()
+        );
+    }
+
+    /// Renewals counted, each giving a token that lives 10 s.
+    async fn renew(count: &AtomicU32) -> Result<Option<Held>, Error> {
+        let n = count.fetch_add(1, Ordering::SeqCst) + 1;
+        Ok(Some(Held::new(
+            format!("t{n}"),
+            Some(Duration::from_secs(10)),
+        )))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_token_is_renewed_ahead_of_its_expiry_and_not_before() {
+        let count = AtomicU32::new(0);
+        let slot = Slot::default();
+        assert_eq!(slot.token(|| renew(&count)).await.unwrap(), "t1");
+        // A fifth of 10 s is 2 s: the token is kept until 8 s have passed.
+        tokio::time::advance(Duration::from_millis(7_999)).await;
+        assert_eq!(slot.token(|| renew(&count)).await.unwrap(), "t1");
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert_eq!(slot.token(|| renew(&count)).await.unwrap(), "t2");
+        assert_eq!(count.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn long_lived_tokens_are_renewed_thirty_seconds_before_expiry() {
+        let held = Held::new("t".to_owned(), Some(Duration::from_secs(3600)));
+        tokio::time::advance(Duration::from_secs(3569)).await;
+        assert!(held.fresh());
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert!(!held.fresh());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn concurrent_rejections_of_one_token_renew_it_once() {
+        let count = AtomicU32::new(0);
+        let slot = Slot::holding(Held::new("t0".to_owned(), None));
+        let (a, b) = tokio::join!(
+            slot.replace("t0", || renew(&count)),
+            slot.replace("t0", || renew(&count))
+        );
+        assert_eq!(
+            (a.unwrap(), b.unwrap()),
+            (Some("t1".into()), Some("t1".into()))
+        );
+        assert_eq!(count.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_source_that_cannot_renew_keeps_its_stale_token() {
+        let slot = Slot::holding(Held::new("old".to_owned(), Some(Duration::ZERO)));
+        let none = || async { Ok(None) };
+        assert_eq!(slot.token(none).await.unwrap(), "old");
+        assert_eq!(slot.replace("old", none).await.unwrap(), None);
+    }
+}

@@ -1,0 +1,185 @@
+//! [`Intent`]: one client for a deployment's three resources, with one connection pool and one
+//! token source per resource.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::account::Account;
+use crate::agent::Agent;
+use crate::auth::{DeviceCode, DynSource, OAuth, Resource, TokenSource, Tokens};
+use crate::pipeline::Pipeline;
+use crate::{Client, Error};
+
+/// The deployment at a base address, called with a token per resource. It is cheap to clone
+/// and `Send + Sync`: tasks share one, and with it one connection pool and one renewal of each
+/// token.
+///
+/// ```no_run
+/// # async fn run() -> Result<(), intent_sdk::Error> {
+/// use intent_sdk::Intent;
+/// use intent_sdk::auth::{Resource, StaticToken};
+/// let intent = Intent::builder("http://127.0.0.1:8080")
+///     .token(Resource::Agent, StaticToken::new("eyJ..."))
+///     .build()?;
+/// let outcome = intent.agent().run_turn("hello", None).await?;
+/// println!("{} is {}", outcome.turn_id, outcome.state);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Intent {
+    client: Client,
+}
+
+/// Sets up an [`Intent`]: its base address, its token sources and its HTTP client.
+pub struct IntentBuilder {
+    base: String,
+    sources: HashMap<Resource, Arc<dyn DynSource>>,
+    http: Option<reqwest::Client>,
+}
+
+/// Connect within this long.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Wait this long for the next bytes of a response: longer than a long-poll (30 s at most).
+const READ_TIMEOUT: Duration = Duration::from_secs(60);
+
+impl IntentBuilder {
+    /// Sends `source`'s tokens with every request to `resource`.
+    pub fn token(mut self, resource: Resource, source: impl TokenSource) -> Self {
+        self.sources.insert(resource, Arc::new(source));
+        self
+    }
+
+    /// Sends requests through `http` instead of a client made here (whose user agent is
+    /// `intent-sdk/<version>`, with a 10 s connect timeout and a 60 s read timeout). A timeout
+    /// of `http` must outlast a long-poll (30 s) and must not cut SSE streams.
+    pub fn http_client(mut self, http: reqwest::Client) -> Self {
+        self.http = Some(http);
+        self
+    }
+
+    /// The client; fails on a base address that is not an absolute URL.
+    pub fn build(self) -> Result<Intent, Error> {
+        let base = self.base.trim_end_matches('/');
+        let url = reqwest::Url::parse(base)
+            .map_err(|e| Error::InvalidInput(format!("the base address {base:?}: {e}")))?;
+        let http = match self.http {
+            Some(http) => http,
+            None => reqwest::Client::builder()
+                .user_agent(concat!("intent-sdk/", env!("CARGO_PKG_VERSION")))
+                .connect_timeout(CONNECT_TIMEOUT)
+                .read_timeout(READ_TIMEOUT)
+                .build()
+                .map_err(Error::Transport)?,
+        };
+        let tokens = Tokens::new(&url, self.sources);
+        Ok(Intent {
+            client: Client::new_with_client(base, http, tokens),
+        })
+    }
+}
+
+/// A device login the person is asked to approve: the `step`th code of `of`.
+#[derive(Debug, Clone)]
+pub struct DeviceLogin {
+    /// The resource this code logs in to.
+    pub resource: Resource,
+    /// Where to go and what to type.
+    pub code: DeviceCode,
+    /// This code's number, from 1.
+    pub step: usize,
+    /// How many codes the login asks for: one per resource.
+    pub of: usize,
+}
+
+impl Intent {
+    /// Starts setting up a client of the deployment at `base` (such as
+    /// `https://api.example.com`; a path stem is kept).
+    pub fn builder(base: impl Into<String>) -> IntentBuilder {
+        IntentBuilder {
+            base: base.into(),
+            sources: HashMap::new(),
+            http: None,
+        }
+    }
+
+    /// Logs in with the device flow as OAuth client `client_id`: one device authorization per
+    /// resource (a token is bound to one resource), each with the `scopes` of that resource.
+    /// `show` gets each code with its number and the count, to tell the person how many they
+    /// will approve. The tokens renew by refresh-token rotation.
+    pub async fn login_device(
+        base: &str,
+        client_id: &str,
+        resources: &[Resource],
+        scopes: &[&str],
+        mut show: impl FnMut(&DeviceLogin),
+    ) -> Result<Intent, Error> {
+        let oauth = OAuth::new(base, client_id);
+        let mut builder = Intent::builder(base);
+        for (index, &resource) in resources.iter().enumerate() {
+            let own: Vec<&str> = scopes
+                .iter()
+                .copied()
+                .filter(|scope| resource.owns_scope(scope))
+                .collect();
+            let tokens = oauth
+                .device(&resource.identifier(base), &own, |code| {
+                    show(&DeviceLogin {
+                        resource,
+                        code: code.clone(),
+                        step: index + 1,
+                        of: resources.len(),
+                    })
+                })
+                .await?;
+            builder = builder.token(resource, tokens);
+        }
+        builder.build()
+    }
+
+    /// The Agent resource.
+    pub fn agent(&self) -> Agent<'_> {
+        Agent {
+            client: &self.client,
+        }
+    }
+
+    /// The Pipeline resource.
+    pub fn pipeline(&self) -> Pipeline<'_> {
+        Pipeline {
+            client: &self.client,
+        }
+    }
+
+    /// The Account resource.
+    pub fn account(&self) -> Account<'_> {
+        Account {
+            client: &self.client,
+        }
+    }
+
+    /// The generated client, for anything the handles do not cover; its requests carry the
+    /// same tokens.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_shareable<T: Clone + Send + Sync + 'static>() {}
+
+    #[test]
+    fn an_intent_is_shared_between_tasks() {
+        assert_shareable::<Intent>();
+    }
+
+    #[test]
+    fn a_base_address_that_is_not_a_url_is_refused() {
+        let error = Intent::builder("127.0.0.1:8080/x y").build().unwrap_err();
+        assert!(matches!(error, Error::InvalidInput(_)), "{error:?}");
+    }
+}

@@ -1,0 +1,102 @@
+//! The Pipeline resource: the catalog, and Builds made, simulated, verified and committed.
+//! Builds travel as the exact JSON the server sent (see [`build`](crate::build)); read one as a
+//! typed [`PipelineBuild`](intent_models::PipelineBuild) with `serde_json::from_value`.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use intent_models::{
+    OperationDescriptor, PipelineAppList, PipelineBuildRequest, PipelineChain, PipelineSkillList,
+    PipelineStageInput, SkillResult,
+};
+use serde_json::{Map, Value};
+
+use crate::build::{self, Attestation};
+use crate::{Client, Error};
+
+/// The Pipeline operations of an [`Intent`](crate::Intent).
+#[derive(Debug, Clone, Copy)]
+pub struct Pipeline<'a> {
+    pub(crate) client: &'a Client,
+}
+
+impl Pipeline<'_> {
+    /// The apps whose operations assemble actions.
+    pub async fn apps(&self) -> Result<PipelineAppList, Error> {
+        Ok(self.client.list_pipeline_apps().await?.into_inner())
+    }
+
+    /// One operation of an app, with its input schema.
+    pub async fn operation(
+        &self,
+        app: &str,
+        operation: &str,
+    ) -> Result<OperationDescriptor, Error> {
+        let (app, operation) = (
+            app.parse().map_err(invalid)?,
+            operation.parse().map_err(invalid)?,
+        );
+        let descriptor = self.client.get_app_operation(&app, &operation).await?;
+        Ok(descriptor.into_inner())
+    }
+
+    /// The skills.
+    pub async fn skills(&self) -> Result<PipelineSkillList, Error> {
+        Ok(self.client.list_pipeline_skills().await?.into_inner())
+    }
+
+    /// Calls a skill's operation with `input`.
+    pub async fn call_skill(
+        &self,
+        skill: &str,
+        operation: &str,
+        input: &Map<String, Value>,
+    ) -> Result<SkillResult, Error> {
+        let (skill, operation) = (
+            skill.parse().map_err(invalid)?,
+            operation.parse().map_err(invalid)?,
+        );
+        let result = self
+            .client
+            .call_skill_operation(&skill, &operation, input)
+            .await?;
+        Ok(result.into_inner())
+    }
+
+    /// Builds (and simulates) the request's operations on `chain`; the Build as received.
+    pub async fn build(
+        &self,
+        chain: PipelineChain,
+        request: &PipelineBuildRequest,
+    ) -> Result<Value, Error> {
+        let body = serde_json::to_value(request).map_err(invalid)?;
+        build::request(self.client, chain, &body).await
+    }
+
+    /// Stages actions given directly on `chain` (simulated unless `simulate` is false).
+    pub async fn stage(
+        &self,
+        chain: PipelineChain,
+        input: &PipelineStageInput,
+    ) -> Result<Value, Error> {
+        let body = serde_json::to_value(input).map_err(invalid)?;
+        build::request(self.client, chain, &body).await
+    }
+
+    /// Checks `build`'s digest and attestation against the deployment's published keys.
+    pub async fn verify(&self, build: &Value) -> Result<Attestation, Error> {
+        let jwks = build::jwks(self.client).await?;
+        Ok(build::verify(build, &jwks)?)
+    }
+
+    /// Commits `build` byte for byte, unless it fails its digest or has expired.
+    pub async fn commit(&self, build: &Value) -> Result<Value, Error> {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |since| since.as_secs() as i64);
+        build::commit(self.client, build, now).await
+    }
+}
+
+fn invalid(error: impl std::fmt::Display) -> Error {
+    Error::InvalidInput(error.to_string())
+}

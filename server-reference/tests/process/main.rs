@@ -1,0 +1,7 @@
+//! The server binary as a child process: stopped by `kill -9` and by SIGTERM, and minting
+//! short-lived tokens for the SDK through `intent-server token`.
+
+mod crash;
+#[path = "../support/mod.rs"]
+mod support;
+mod token_expiry;

@@ -1,5 +1,5 @@
 //! The Pipeline resource: the catalog, and Builds made, simulated, verified and committed.
-//! Builds travel as the exact JSON the server sent (see [`build`](crate::build)); read one as a
+//! Builds travel as the exact JSON the server sent (see [`crate::build`]); read one as a
 //! typed [`PipelineBuild`](intent_models::PipelineBuild) with `serde_json::from_value`.
 
 use std::time::{SystemTime, UNIX_EPOCH};

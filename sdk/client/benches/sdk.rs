@@ -3,7 +3,8 @@
 //! 1. decoding: events per second through `Agent::follow_sse` (SSE frames, `page` JSON, strict
 //!    models) and through `Agent::follow` (long-poll pages);
 //! 2. overhead: time per call of `Intent` (the token put on by the hooks, typed errors), against
-//!    a bare reqwest GET of the same address with the same header.
+//!    a bare reqwest GET of the same address with the same header, and against that GET with
+//!    its body decoded into the same typed model.
 //!
 //! Run: `cargo bench -p intent-sdk --bench sdk`
 
@@ -103,28 +104,43 @@ async fn overhead(server: &MockServer) {
     let http = reqwest::Client::new();
     let intent = intent(server, http.clone());
     let url = format!("{}/v1/agent/sessions/{SESSION}", server.uri());
-    let mut bare = Vec::new();
-    let mut sdk = Vec::new();
-    // Interleaved, so that both see the same server and the same warm connection pool.
+    // Per round: a bare GET, a bare GET decoded into the typed model, and the SDK's call.
+    let mut rounds: Vec<[Duration; 3]> = Vec::new();
+    // Interleaved, so that all three see the same server and the same warm connection pool.
     for _ in 0..CALLS {
         let began = Instant::now();
         let request = http.get(&url).bearer_auth(TOKEN);
         let body = request.send().await.unwrap().bytes().await.unwrap();
-        bare.push(began.elapsed());
+        let bare = began.elapsed();
         assert!(!body.is_empty());
         let began = Instant::now();
+        let request = http.get(&url).bearer_auth(TOKEN);
+        let body = request.send().await.unwrap().bytes().await.unwrap();
+        let decoded: intent_sdk::models::Session = serde_json::from_slice(&body).unwrap();
+        let typed = began.elapsed();
+        assert_eq!(decoded.title, "bench");
+        let began = Instant::now();
         let session = intent.agent().session(SESSION).await.unwrap();
-        sdk.push(began.elapsed());
+        let sdk = began.elapsed();
         assert_eq!(session.title, "bench");
+        rounds.push([bare, typed, sdk]);
     }
-    bare.sort();
-    sdk.sort();
-    let median = |v: &[Duration]| v[v.len() / 2].as_secs_f64() * 1e6;
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let micros = |d: Duration| d.as_secs_f64() * 1e6;
+    let p50 = |i: usize| median(rounds.iter().map(|r| micros(r[i])).collect());
+    // Paired: the median of each round's difference, steadier than a difference of medians.
+    let over = |i: usize| median(rounds.iter().map(|r| micros(r[2]) - micros(r[i])).collect());
     println!(
-        "per call ({CALLS} each): bare reqwest p50 {:.1} µs, SDK p50 {:.1} µs, overhead {:.1} µs",
-        median(&bare),
-        median(&sdk),
-        median(&sdk) - median(&bare)
+        "per call ({CALLS} rounds): p50 bare reqwest {:.1} µs, bare + typed decode {:.1} µs, SDK {:.1} µs; \
+         SDK overhead (paired median) over bare {:.1} µs, over bare + typed decode {:.1} µs",
+        p50(0),
+        p50(1),
+        p50(2),
+        over(0),
+        over(1)
     );
 }
 

@@ -75,13 +75,8 @@ struct Follower<T: Transport> {
     backoff: Backoff,
 }
 
-/// Follows the log over `transport` from `cursor` (or the retained log's start), forever.
-///
-/// Errors that retrying can fix (the transport, a broken stream, 5xx, 429) are handed out and
-/// the follower goes on after a backoff (or the `Retry-After`) from the last cursor. A 400
-/// `invalid_cursor`, a 410, a gap or a `resync` hand out [`LogItem::Restart`]. Any other error
-/// (401 once the token could not be renewed, 403, 404, a token source that fails) is handed out
-/// and ends the stream.
+/// Follows the log over `transport` from `cursor` (or the retained log's start), forever, as
+/// [`Agent::follow`](super::Agent::follow) describes.
 pub(crate) fn follow<T: Transport>(
     transport: T,
     cursor: Option<String>,

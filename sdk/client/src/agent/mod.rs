@@ -154,7 +154,13 @@ impl<'a> Agent<'a> {
 
     /// Follows the session's log by long-poll pages from `cursor` (or the retained log's start),
     /// forever: every event once, in order, across expired tokens, cursor errors and lost
-    /// connections. Errors travel in the stream; see [`LogItem`] for what ends it.
+    /// connections.
+    ///
+    /// Errors travel in the stream. Those that retrying can fix (the transport, a broken
+    /// stream, 5xx, 429) are handed out and the stream goes on after a backoff (or the
+    /// `Retry-After`) from the last cursor. A 400 `invalid_cursor`, a 410, a gap or a `resync`
+    /// hand out [`LogItem::Restart`]. Any other error (a 401 once the token could not be
+    /// renewed, 403, 404, a token source that fails) is handed out and ends the stream.
     pub fn follow(
         &self,
         session: &str,

@@ -7,6 +7,7 @@ use intent_models::{
     UsageStatement,
 };
 
+use crate::error::invalid;
 use crate::{Client, Error};
 
 /// The Account operations of an [`Intent`](crate::Intent).
@@ -47,9 +48,7 @@ impl Account<'_> {
         name: &str,
         value: &CredentialValue,
     ) -> Result<CredentialChange, Error> {
-        let name = name
-            .parse()
-            .map_err(|e| Error::InvalidInput(format!("{e}")))?;
+        let name = name.parse().map_err(invalid)?;
         let change = self
             .client
             .save_credential(application, &name, value)
@@ -63,9 +62,7 @@ impl Account<'_> {
         application: NonZeroU64,
         name: &str,
     ) -> Result<CredentialChange, Error> {
-        let name = name
-            .parse()
-            .map_err(|e| Error::InvalidInput(format!("{e}")))?;
+        let name = name.parse().map_err(invalid)?;
         Ok(self
             .client
             .remove_credential(application, &name)
@@ -75,10 +72,7 @@ impl Account<'_> {
 
     /// The priced usage statement of `period` (`YYYY-MM`), or of the current month.
     pub async fn statement(&self, period: Option<&str>) -> Result<UsageStatement, Error> {
-        let period = period
-            .map(str::parse)
-            .transpose()
-            .map_err(|e| Error::InvalidInput(format!("{e}")))?;
+        let period = period.map(str::parse).transpose().map_err(invalid)?;
         Ok(self
             .client
             .get_statement(period.as_ref())

@@ -179,6 +179,11 @@ impl Error {
     }
 }
 
+/// Input the SDK refuses before sending, with the reason.
+pub(crate) fn invalid(error: impl fmt::Display) -> Error {
+    Error::InvalidInput(error.to_string())
+}
+
 impl From<progenitor_client::Error<ErrorEnvelope>> for Error {
     fn from(error: progenitor_client::Error<ErrorEnvelope>) -> Self {
         use progenitor_client::Error as Generated;

@@ -11,6 +11,7 @@ use intent_models::{
 use serde_json::{Map, Value};
 
 use crate::build::{self, Attestation};
+use crate::error::invalid;
 use crate::{Client, Error};
 
 /// The Pipeline operations of an [`Intent`](crate::Intent).
@@ -95,8 +96,4 @@ impl Pipeline<'_> {
             .map_or(0, |since| since.as_secs() as i64);
         build::commit(self.client, build, now).await
     }
-}
-
-fn invalid(error: impl std::fmt::Display) -> Error {
-    Error::InvalidInput(error.to_string())
 }

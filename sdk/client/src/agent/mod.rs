@@ -27,6 +27,7 @@ use intent_models::{
 };
 
 use crate::backoff::Backoff;
+use crate::error::invalid;
 use crate::{Client, Error};
 
 pub use follow::LogItem;
@@ -295,8 +296,4 @@ fn idempotency_key() -> String {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes).expect("the operating system provides randomness");
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn invalid(error: impl std::fmt::Display) -> Error {
-    Error::InvalidInput(error.to_string())
 }

@@ -3,8 +3,9 @@
 
 use intent_models::SessionId;
 
+use super::LONG_POLL_MS;
 use super::follow::{Frame, Transport};
-use super::{LONG_POLL_MS, invalid};
+use crate::error::invalid;
 use crate::{Client, Error};
 
 /// `GET /v1/agent/chat/{sessionId}?cursor=...&wait=...`; it holds no connection.

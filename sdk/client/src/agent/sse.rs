@@ -9,7 +9,7 @@ use futures_util::{Stream, StreamExt};
 use intent_models::SessionId;
 
 use super::follow::{Frame, Transport};
-use super::invalid;
+use crate::error::invalid;
 use crate::{Client, Error};
 
 type Frames = Pin<Box<dyn Stream<Item = Result<eventsource_stream::Event, String>> + Send>>;

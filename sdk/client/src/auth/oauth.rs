@@ -12,6 +12,7 @@ use oauth2::{
 
 use super::{Held, Slot, TokenSource};
 use crate::Error;
+use crate::error::invalid;
 
 /// The authorization server of a deployment, for one public OAuth client.
 #[derive(Debug, Clone)]
@@ -249,8 +250,4 @@ fn oauth_error<E: std::error::Error + 'static, T: oauth2::ErrorResponse + 'stati
         }),
         other => Error::InvalidResponse(format!("the token request failed: {other}")),
     }
-}
-
-fn invalid(error: impl std::fmt::Display) -> Error {
-    Error::InvalidInput(error.to_string())
 }

@@ -40,7 +40,8 @@ pub struct BodySchema(pub Arc<SchemaValidator>);
 /// of its body.
 #[derive(Clone)]
 pub struct Operation {
-    method: Method,
+    /// `None` for an MCP endpoint, which takes any method.
+    method: Option<Method>,
     /// Path segments; `None` stands for a `{parameter}`.
     segments: Vec<Option<String>>,
     /// The scope the operation requires.
@@ -57,7 +58,9 @@ pub struct Operations(Vec<Operation>);
 
 impl Operations {
     /// Reads the operations of `document`: path, method, the one scope of `security`, the
-    /// resource of `x-resource` and the schema of the JSON request body.
+    /// resource of `x-resource` and the schema of the JSON request body. The two MCP endpoints
+    /// (any method, no body schema: JSON-RPC is the MCP layer's) are guarded by their
+    /// resource's scope.
     pub fn from_openapi(document: &Value) -> Self {
         let schemas = Schemas::from_openapi(document).expect("openapi.json has component schemas");
         let mut operations = Vec::new();
@@ -84,13 +87,26 @@ impl Operations {
                         BodySchema(Arc::new(validator))
                     });
                 operations.push(Operation {
-                    method: method.clone(),
+                    method: Some(method.clone()),
                     segments,
                     scope: scope.to_owned(),
                     resource,
                     body,
                 });
             }
+        }
+        for resource in [Resource::AgentMcp, Resource::PipelineMcp] {
+            operations.push(Operation {
+                method: None,
+                segments: resource
+                    .path()
+                    .split('/')
+                    .map(|s| Some(s.to_owned()))
+                    .collect(),
+                scope: resource.scopes()[0].to_owned(),
+                resource,
+                body: None,
+            });
         }
         Self(operations)
     }
@@ -105,7 +121,7 @@ impl Operations {
         };
         let segments: Vec<&str> = path.split('/').collect();
         self.0.iter().find(|op| {
-            op.method == *method
+            op.method.as_ref().is_none_or(|m| m == method)
                 && op.segments.len() == segments.len()
                 && op
                     .segments

@@ -19,6 +19,7 @@ pub mod gateway;
 mod http;
 mod keyring;
 pub mod keys;
+pub mod mcp;
 pub mod oauth;
 pub mod pipeline;
 mod random;
@@ -52,7 +53,7 @@ pub async fn serve(listener: tokio::net::TcpListener, state: AppState) -> std::i
 /// openapi.json, implemented here or not.
 pub fn app(state: AppState) -> Router {
     let body_limit = state.config().body_limit;
-    Router::new()
+    let api = Router::new()
         .route("/healthz", get(http::healthz))
         .route("/readyz", get(http::readyz))
         .route("/openapi.json", get(http::openapi))
@@ -63,11 +64,19 @@ pub fn app(state: AppState) -> Router {
         .nest("/v1/pipeline", pipeline::http::router())
         .fallback(http::not_found)
         .method_not_allowed_fallback(http::method_not_allowed)
+        .with_state(state.clone());
+    // The MCP resources call the API in process, so they are built on it and then merged in.
+    let mcp = mcp::router(&state, &guarded(&state, api.clone(), body_limit));
+    guarded(&state, mcp.merge(api), body_limit)
+}
+
+/// `router` behind the gateway, the body limit and request tracing.
+fn guarded(state: &AppState, router: Router, body_limit: usize) -> Router {
+    router
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             gateway::authorize,
         ))
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(tower_http::trace::TraceLayer::new_for_http())
-        .with_state(state)
 }

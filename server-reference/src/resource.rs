@@ -69,6 +69,17 @@ impl Resource {
         }
     }
 
+    /// The scopes a token for this resource may carry: its own and, for an MCP resource, those
+    /// of the resource its tools call (what an MCP client may do is its token's scopes).
+    pub fn grantable(self) -> Vec<&'static str> {
+        let behind = match self {
+            Resource::AgentMcp => Resource::Agent.scopes(),
+            Resource::PipelineMcp => Resource::Pipeline.scopes(),
+            _ => &[],
+        };
+        self.scopes().iter().chain(behind).copied().collect()
+    }
+
     /// The resource called `name` in openapi.json.
     pub fn from_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|r| r.name() == name)

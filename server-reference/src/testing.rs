@@ -117,12 +117,12 @@ impl TestServer {
     }
 
     /// An [`Intent`] of `account` with a token for every resource, each carrying every scope
-    /// of its resource, valid for an hour.
+    /// it may, valid for an hour.
     pub fn intent(&self, account: &str) -> Intent {
         let mut builder = Intent::builder(&self.base);
         for resource in intent_sdk::auth::Resource::ALL {
-            let scopes = Resource::from(resource).scopes();
-            let token = self.token(account, resource, scopes);
+            let scopes = Resource::from(resource).grantable();
+            let token = self.token(account, resource, &scopes);
             builder = builder.token(resource, StaticToken::new(token));
         }
         builder.build().expect("the server's address is a URL")

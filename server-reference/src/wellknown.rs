@@ -63,7 +63,7 @@ async fn resource_metadata(State(state): State<AppState>, resource: Resource) ->
     Json(json!({
         "resource": resource.identifier(state.issuer()),
         "authorization_servers": [state.issuer()],
-        "scopes_supported": resource.scopes(),
+        "scopes_supported": resource.grantable(),
         "bearer_methods_supported": ["header"],
     }))
 }

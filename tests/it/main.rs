@@ -7,6 +7,7 @@ mod auth_matrix;
 mod conformance;
 mod conformance_mock;
 mod key_rotation;
+mod mcp;
 mod model_strictness;
 mod oauth;
 mod openapi_examples;

@@ -78,6 +78,49 @@ impl Schemas {
         self.defs.get(name)
     }
 
+    /// An OpenAPI schema as self-contained JSON Schema: converted like [`Schemas::inline`], with
+    /// every `$ref` replaced by the schema it names (for readers that do not follow `$ref`s).
+    /// A reference nested deeper than 32 levels is left as it is.
+    pub fn inlined(&self, schema: &Value) -> Value {
+        self.expand(convert(schema), 32)
+    }
+
+    fn expand(&self, value: Value, depth: u32) -> Value {
+        match value {
+            Value::Object(map) => {
+                let named = map
+                    .get("$ref")
+                    .and_then(Value::as_str)
+                    .and_then(|reference| reference.strip_prefix("#/$defs/"))
+                    .and_then(|name| self.defs.get(name));
+                match named {
+                    Some(def) if depth > 0 => {
+                        let mut expanded = self.expand(def.clone(), depth - 1);
+                        // Keywords beside the reference apply too.
+                        if let Value::Object(target) = &mut expanded {
+                            for (key, value) in map.into_iter().filter(|(k, _)| k != "$ref") {
+                                target.insert(key, self.expand(value, depth - 1));
+                            }
+                        }
+                        expanded
+                    }
+                    _ => Value::Object(
+                        map.into_iter()
+                            .map(|(key, value)| (key, self.expand(value, depth)))
+                            .collect(),
+                    ),
+                }
+            }
+            Value::Array(items) => Value::Array(
+                items
+                    .into_iter()
+                    .map(|value| self.expand(value, depth))
+                    .collect(),
+            ),
+            other => other,
+        }
+    }
+
     fn compile(&self, root: Value) -> Result<SchemaValidator> {
         let mut root = match root {
             Value::Object(map) => map,
@@ -270,6 +313,20 @@ mod tests {
             !sim.is_valid(&json!({ "direction": "in" })),
             "gas is required"
         );
+    }
+
+    #[test]
+    fn an_inlined_schema_holds_no_reference_and_validates_alike() {
+        let schemas = Schemas::from_openapi(&document()).unwrap();
+        let inlined = schemas.inlined(&json!({ "$ref": "#/components/schemas/Sim" }));
+        assert!(!inlined.to_string().contains("$ref"), "{inlined}");
+        assert_eq!(
+            inlined["properties"]["gas"]["oneOf"][0]["additionalProperties"],
+            false
+        );
+        let validator = jsonschema::validator_for(&inlined).unwrap();
+        assert!(validator.is_valid(&json!({ "gas": { "units": "1" }, "direction": "in" })));
+        assert!(!validator.is_valid(&json!({ "gas": { "extra": 1 }, "direction": "in" })));
     }
 
     #[test]

@@ -120,7 +120,7 @@ fn requested(
             )
         })?;
     let scopes: Vec<&str> = scope.unwrap_or_default().split_whitespace().collect();
-    if let Some(foreign) = scopes.iter().find(|s| !target.scopes().contains(s)) {
+    if let Some(foreign) = scopes.iter().find(|s| !target.grantable().contains(s)) {
         return Err(OAuthError::new(
             "invalid_scope",
             format!("scope {foreign} is not a scope of {resource}"),

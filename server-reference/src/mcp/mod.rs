@@ -1,0 +1,68 @@
+//! Agent MCP at `/v1/agent/mcp` and Pipeline MCP at `/v1/pipeline/mcp` (part 5.4): two MCP
+//! servers over Streamable HTTP (`rmcp`), stateless, so that any instance behind a load balancer
+//! answers any request. The gateway guards them like the other resources: a token for that MCP
+//! resource carrying `mcp:agent` or `mcp:pipeline`, else 401 naming the resource's metadata or
+//! 403 `insufficient_scope`. Their tools are generated from openapi.json ([`tools`]) and call
+//! the services through the API router ([`server`]).
+
+mod server;
+mod tools;
+
+use std::sync::Arc;
+
+use axum::Router;
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+
+use crate::AppState;
+use crate::resource::Resource;
+
+pub use server::McpServer;
+pub use tools::Tools;
+
+/// The routes of both MCP resources; their tools call `api`.
+pub fn router(state: &AppState, api: &Router) -> Router {
+    let document: serde_json::Value =
+        serde_json::from_str(crate::OPENAPI).expect("the embedded openapi.json parses");
+    let mut router = Router::new();
+    for (resource, name) in [
+        (Resource::AgentMcp, "agent"),
+        (Resource::PipelineMcp, "pipeline"),
+    ] {
+        let tools = Arc::new(Tools::from_openapi(&document, name));
+        let server = McpServer::new(state.clone(), resource, tools, api.clone());
+        let config = StreamableHttpServerConfig::default()
+            .with_legacy_session_mode(false)
+            .with_allowed_hosts(allowed_hosts(state.issuer()));
+        let service = StreamableHttpService::new(
+            move || Ok(server.clone()),
+            Arc::new(NeverSessionManager::default()),
+            config,
+        );
+        router = router.route_service(resource.path(), service);
+    }
+    router
+}
+
+/// The hosts MCP requests may name (rmcp checks `Host` against DNS rebinding): loopback, and
+/// the issuer's authority with and without its port.
+fn allowed_hosts(issuer: &str) -> Vec<String> {
+    let mut hosts = vec![
+        "localhost".to_owned(),
+        "127.0.0.1".to_owned(),
+        "::1".to_owned(),
+    ];
+    let authority = issuer
+        .split_once("://")
+        .map_or(issuer, |(_, rest)| rest)
+        .split('/')
+        .next()
+        .unwrap_or_default();
+    if !authority.is_empty() {
+        hosts.push(authority.to_owned());
+        if let Some((host, _port)) = authority.rsplit_once(':') {
+            hosts.push(host.to_owned());
+        }
+    }
+    hosts
+}

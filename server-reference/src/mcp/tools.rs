@@ -1,0 +1,284 @@
+//! The tools of one MCP resource, generated at start from the embedded openapi.json: one per
+//! operation of its HTTP resource (but the SSE stream), named by the `operationId`. A call
+//! becomes the HTTP request the operation describes.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{Method, Request, header};
+use intent_models::schema::{SchemaValidator, Schemas};
+use rmcp::model::{JsonObject, Tool};
+use serde_json::{Map, Value, json};
+
+/// Where an operation takes a parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Location {
+    Path,
+    Query,
+    Header,
+}
+
+/// One tool and the operation behind it.
+pub struct OperationTool {
+    /// What `tools/list` shows.
+    pub tool: Tool,
+    /// The scope the operation requires.
+    pub scope: String,
+    method: Method,
+    template: String,
+    parameters: Vec<(String, Location)>,
+    input: SchemaValidator,
+}
+
+/// The tools of one resource, in the document's order.
+pub struct Tools(Vec<OperationTool>);
+
+impl Tools {
+    /// The tools of the operations of `document` whose `x-resource` is `resource` (`agent` or
+    /// `pipeline`), but those answering `text/event-stream`.
+    pub fn from_openapi(document: &Value, resource: &str) -> Self {
+        let schemas = Schemas::from_openapi(document).expect("openapi.json has component schemas");
+        let mut tools = Vec::new();
+        for (path, item) in document["paths"].as_object().into_iter().flatten() {
+            for (method, op) in item.as_object().into_iter().flatten() {
+                let Ok(method) = method.to_uppercase().parse::<Method>() else {
+                    continue;
+                };
+                let streams = op
+                    .pointer("/responses/200/content/text~1event-stream")
+                    .is_some();
+                if op["x-resource"] != resource || streams {
+                    continue;
+                }
+                tools.push(OperationTool::new(document, &schemas, method, path, op));
+            }
+        }
+        Self(tools)
+    }
+
+    /// The tool called `name`.
+    pub fn get(&self, name: &str) -> Option<&OperationTool> {
+        self.0.iter().find(|tool| tool.tool.name == name)
+    }
+
+    /// Every tool.
+    pub fn iter(&self) -> impl Iterator<Item = &OperationTool> {
+        self.0.iter()
+    }
+}
+
+impl OperationTool {
+    fn new(document: &Value, schemas: &Schemas, method: Method, path: &str, op: &Value) -> Self {
+        let name = op["operationId"]
+            .as_str()
+            .expect("every operation has an operationId");
+        let mut properties = Map::new();
+        let mut required = Vec::new();
+        let mut parameters = Vec::new();
+        for parameter in op["parameters"].as_array().into_iter().flatten() {
+            let parameter = follow(document, parameter);
+            let location = match parameter["in"].as_str() {
+                Some("path") => Location::Path,
+                Some("query") => Location::Query,
+                Some("header") => Location::Header,
+                _ => continue,
+            };
+            let parameter_name = parameter["name"].as_str().unwrap_or_default().to_owned();
+            let mut schema = schemas.inlined(&parameter["schema"]);
+            if let (Some(description), Value::Object(schema)) =
+                (parameter["description"].as_str(), &mut schema)
+            {
+                schema.insert("description".into(), description.into());
+            }
+            if parameter["required"] == true {
+                required.push(Value::String(parameter_name.clone()));
+            }
+            properties.insert(parameter_name.clone(), schema);
+            parameters.push((parameter_name, location));
+        }
+        let body = op.pointer("/requestBody/content/application~1json/schema");
+        if let Some(body) = body {
+            properties.insert("body".into(), schemas.inlined(body));
+            if op.pointer("/requestBody/required") == Some(&Value::Bool(true)) {
+                required.push("body".into());
+            }
+        }
+        let input = json!({
+            "type": "object",
+            "properties": properties,
+            "required": required,
+            "additionalProperties": false,
+        });
+        let description = [op["summary"].as_str(), op["description"].as_str()]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join(". ");
+        let mut tool = Tool::new(name.to_owned(), description, object(input.clone()));
+        if let Some(output) = output_schema(schemas, op) {
+            tool = tool.with_raw_output_schema(object(output));
+        }
+        Self {
+            tool,
+            scope: op["security"][0]["oauth2"][0]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            method,
+            template: path.to_owned(),
+            parameters,
+            input: schemas
+                .inline(&input)
+                .expect("a tool's input schema compiles"),
+        }
+    }
+
+    /// Where `arguments` first fail the input schema (never echoing a value), if they do.
+    pub fn violation(&self, arguments: &Value) -> Option<String> {
+        self.input.first_violation(arguments)
+    }
+
+    /// The HTTP request a call with `arguments` (valid against the input schema) stands for.
+    pub fn request(&self, arguments: &JsonObject) -> Request<Body> {
+        let mut path = self.template.clone();
+        let mut query = Vec::new();
+        let mut request = Request::builder().method(self.method.clone());
+        for (name, location) in &self.parameters {
+            let Some(value) = arguments.get(name) else {
+                continue;
+            };
+            let text = match value {
+                Value::String(text) => text.clone(),
+                other => other.to_string(),
+            };
+            match location {
+                Location::Path => {
+                    let encoded = percent_encode(&text);
+                    path = path.replace(&format!("{{{name}}}"), &encoded);
+                }
+                Location::Query => query.push((name.clone(), text)),
+                Location::Header => request = request.header(name.as_str(), text),
+            }
+        }
+        if !query.is_empty() {
+            let encoded = serde_urlencoded::to_string(&query).expect("pairs of strings encode");
+            path = format!("{path}?{encoded}");
+        }
+        let body = match arguments.get("body") {
+            Some(body) => {
+                request = request.header(header::CONTENT_TYPE, "application/json");
+                Body::from(body.to_string())
+            }
+            None => Body::empty(),
+        };
+        request
+            .uri(path)
+            .body(body)
+            .expect("a request built from the document's templates is valid")
+    }
+}
+
+/// A parameter object, its `$ref` followed.
+fn follow<'a>(document: &'a Value, parameter: &'a Value) -> &'a Value {
+    match parameter["$ref"].as_str() {
+        Some(reference) => document
+            .pointer(reference.trim_start_matches('#'))
+            .unwrap_or(parameter),
+        None => parameter,
+    }
+}
+
+/// The schema of the first success response with a JSON body, as an object schema: MCP asks
+/// an `outputSchema` for objects, so a `oneOf` of objects gains `type: object`.
+fn output_schema(schemas: &Schemas, op: &Value) -> Option<Value> {
+    let responses = op["responses"].as_object()?;
+    let schema = responses
+        .iter()
+        .filter(|(status, _)| status.starts_with('2'))
+        .find_map(|(_, response)| response.pointer("/content/application~1json/schema"))?;
+    let mut output = schemas.inlined(schema);
+    let object = output.as_object_mut()?;
+    match object.get("type") {
+        Some(kind) if kind == "object" => {}
+        None if object.contains_key("oneOf") => {
+            object.insert("type".into(), "object".into());
+        }
+        _ => return None,
+    }
+    Some(output)
+}
+
+fn object(value: Value) -> Arc<JsonObject> {
+    match value {
+        Value::Object(map) => Arc::new(map),
+        _ => unreachable!("tool schemas are built as objects"),
+    }
+}
+
+/// A path segment with everything but unreserved characters percent-encoded.
+fn percent_encode(segment: &str) -> String {
+    segment
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            other => format!("%{other:02X}"),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn document() -> Value {
+        serde_json::from_str(crate::OPENAPI).unwrap()
+    }
+
+    #[test]
+    fn every_agent_and_pipeline_operation_but_the_stream_is_a_tool_with_an_object_schema() {
+        let document = document();
+        let agent = Tools::from_openapi(&document, "agent");
+        let pipeline = Tools::from_openapi(&document, "pipeline");
+        let names = |tools: &Tools| -> Vec<String> {
+            tools.iter().map(|t| t.tool.name.to_string()).collect()
+        };
+        assert!(names(&agent).contains(&"startChat".to_owned()));
+        assert!(!names(&agent).contains(&"streamChatEvents".to_owned()));
+        assert!(names(&pipeline).contains(&"evmBuild".to_owned()));
+        assert_eq!(names(&agent).len(), 7, "{:?}", names(&agent));
+        assert_eq!(names(&pipeline).len(), 6, "{:?}", names(&pipeline));
+        for tool in agent.iter().chain(pipeline.iter()) {
+            let schema = &tool.tool.input_schema;
+            assert_eq!(schema["type"], "object", "{}", tool.tool.name);
+            assert!(
+                !Value::Object((**schema).clone())
+                    .to_string()
+                    .contains("$ref")
+            );
+        }
+    }
+
+    #[test]
+    fn a_call_becomes_the_operations_request() {
+        let tools = Tools::from_openapi(&document(), "agent");
+        let page = tools.get("getChatEvents").unwrap();
+        let arguments = json!({ "sessionId": "ses 1/x", "cursor": "c&d", "wait": 0 });
+        assert_eq!(page.violation(&arguments), None);
+        let request = page.request(arguments.as_object().unwrap());
+        assert_eq!(request.method(), Method::GET);
+        assert_eq!(
+            request.uri(),
+            "/v1/agent/chat/ses%201%2Fx?cursor=c%26d&wait=0"
+        );
+        let resolve = tools.get("resolveAction").unwrap();
+        let missing = resolve.violation(&json!({ "sessionId": "s", "actionId": "a" }));
+        assert!(missing.is_some_and(|m| m.contains("Idempotency-Key") || m.contains("body")));
+        assert!(page.violation(&json!({ "sessionId": 7 })).is_some());
+        assert!(
+            page.violation(&json!({ "sessionId": "s", "extra": 1 }))
+                .is_some()
+        );
+    }
+}

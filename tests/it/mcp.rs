@@ -1,0 +1,322 @@
+//! Agent MCP and Pipeline MCP through rmcp's client against the real server: discovery from a
+//! 401 to a device-flow token, tools listed by scope, calls that match the HTTP API, the
+//! custody rule on commits, and the protocol's errors for bad input.
+
+use std::collections::BTreeSet;
+
+use intent_server::resource::Resource;
+use intent_tests::TestServer;
+use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject};
+use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
+
+use crate::oauth::decide;
+
+type Client = RunningService<RoleClient, ()>;
+
+/// An rmcp client of `resource` (AgentMcp or PipelineMcp) carrying `token`.
+async fn connect(server: &TestServer, resource: Resource, token: &str) -> Client {
+    let uri = resource.identifier(server.base_url());
+    let config = StreamableHttpClientTransportConfig::with_uri(uri).auth_header(token);
+    ().serve(StreamableHttpClientTransport::from_config(config))
+        .await
+        .expect("the MCP server initializes")
+}
+
+fn mcp_token(server: &TestServer, resource: Resource, scopes: &[&str]) -> String {
+    server.token("alice", resource, scopes)
+}
+
+fn arguments(value: Value) -> JsonObject {
+    value.as_object().expect("arguments are an object").clone()
+}
+
+async fn call(client: &Client, tool: &str, args: Value) -> CallToolResult {
+    let request = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments(args));
+    client
+        .call_tool(request)
+        .await
+        .expect("the call is answered")
+}
+
+fn transfer() -> Value {
+    json!({
+        "app": "evm-assets",
+        "operations": [{
+            "operation": "native-transfer",
+            "input": {
+                "chainId": 31337,
+                "from": "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266",
+                "to": "0x70997970C51812dc3A010C7d01b50e0d17dc79C8",
+                "amount": "0.5",
+            },
+        }],
+    })
+}
+
+/// A Build without the members that depend on when it was made.
+fn timeless(mut build: Value) -> Value {
+    for member in ["expiresAt", "digest", "attestation"] {
+        build.as_object_mut().unwrap().remove(member);
+    }
+    build
+}
+
+#[tokio::test]
+async fn tools_are_listed_by_scope_and_a_catalog_tool_answers_like_the_api() {
+    let server = TestServer::start().await;
+    let token = mcp_token(
+        &server,
+        Resource::PipelineMcp,
+        &["mcp:pipeline", "pipeline:catalog"],
+    );
+    let client = connect(&server, Resource::PipelineMcp, &token).await;
+    let tools = client.list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_ref()).collect();
+    let unique: BTreeSet<&str> = names.iter().copied().collect();
+    assert_eq!(unique.len(), names.len(), "unique names: {names:?}");
+    assert_eq!(
+        unique,
+        BTreeSet::from([
+            "callSkillOperation",
+            "getAppOperation",
+            "listPipelineApps",
+            "listPipelineSkills"
+        ]),
+        "catalog tools only"
+    );
+    for tool in &tools {
+        assert_eq!(tool.input_schema["type"], "object", "{}", tool.name);
+    }
+
+    let apps = call(&client, "listPipelineApps", json!({})).await;
+    assert_eq!(apps.is_error, Some(false));
+    let listed = apps.structured_content.unwrap();
+    let catalog = server.token("alice", Resource::Pipeline, &["pipeline:catalog"]);
+    let direct: Value = server
+        .get("/v1/pipeline/apps", &catalog)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed, direct);
+
+    // A tool beyond the token's scopes is a tool error naming the scope.
+    let refused = call(&client, "evmBuild", json!({ "body": transfer() })).await;
+    assert_eq!(refused.is_error, Some(true));
+    let text = format!("{:?}", refused.content);
+    assert!(text.contains("pipeline:execute"), "{text}");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_build_through_mcp_is_the_http_build_and_a_commit_needs_delegated_custody() {
+    let server = TestServer::start().await;
+    let scopes = ["mcp:pipeline", "pipeline:execute"];
+    let client = connect(
+        &server,
+        Resource::PipelineMcp,
+        &mcp_token(&server, Resource::PipelineMcp, &scopes),
+    )
+    .await;
+    let built = call(&client, "evmBuild", json!({ "body": transfer() })).await;
+    assert_eq!(built.is_error, Some(false), "{:?}", built.content);
+    let through_mcp = built.structured_content.unwrap();
+    let execute = server.token("alice", Resource::Pipeline, &["pipeline:execute"]);
+    let through_http: Value = reqwest::Client::new()
+        .post(format!("{}/v1/pipeline/evm/build", server.base_url()))
+        .bearer_auth(&execute)
+        .json(&transfer())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(timeless(through_mcp.clone()), timeless(through_http));
+
+    let refused = call(&client, "evmBuild", json!({ "body": through_mcp })).await;
+    assert_eq!(refused.is_error, Some(true));
+    let text = format!("{:?}", refused.content);
+    assert!(text.contains("custody:delegate"), "{text}");
+
+    let custody = ["mcp:pipeline", "pipeline:execute", "custody:delegate"];
+    let delegated = connect(
+        &server,
+        Resource::PipelineMcp,
+        &mcp_token(&server, Resource::PipelineMcp, &custody),
+    )
+    .await;
+    let committed = call(&delegated, "evmBuild", json!({ "body": through_mcp })).await;
+    assert_eq!(committed.is_error, Some(false), "{:?}", committed.content);
+    assert_eq!(committed.structured_content.unwrap()["status"], "committed");
+}
+
+#[tokio::test]
+async fn an_agent_turn_runs_through_agent_mcp_and_errors_carry_the_envelope() {
+    let server = TestServer::start().await;
+    let scopes = ["mcp:agent", "agent:read", "agent:write"];
+    let client = connect(
+        &server,
+        Resource::AgentMcp,
+        &mcp_token(&server, Resource::AgentMcp, &scopes),
+    )
+    .await;
+    let started = call(
+        &client,
+        "startChat",
+        json!({ "body": { "message": "hello" } }),
+    )
+    .await;
+    assert_eq!(started.is_error, Some(false), "{:?}", started.content);
+    let started = started.structured_content.unwrap();
+    let session = started["sessionId"].as_str().unwrap();
+    let page = call(
+        &client,
+        "getChatEvents",
+        json!({ "sessionId": session, "cursor": started["cursor"], "wait": 5000 }),
+    )
+    .await;
+    let events = &page.structured_content.unwrap()["events"];
+    assert!(!events.as_array().unwrap().is_empty(), "{events}");
+
+    let missing = call(&client, "getSession", json!({ "sessionId": "ses_nowhere" })).await;
+    assert_eq!(missing.is_error, Some(true));
+    assert_eq!(
+        missing.structured_content.unwrap()["error"]["code"],
+        "not_found"
+    );
+}
+
+#[tokio::test]
+async fn unknown_tools_and_arguments_off_the_schema_are_protocol_errors_with_no_effect() {
+    let server = TestServer::start().await;
+    let scopes = ["mcp:agent", "agent:read", "agent:write"];
+    let client = connect(
+        &server,
+        Resource::AgentMcp,
+        &mcp_token(&server, Resource::AgentMcp, &scopes),
+    )
+    .await;
+    for (tool, args) in [
+        ("noSuchTool", json!({})),
+        ("startChat", json!({ "body": { "message": 7 } })),
+        (
+            "startChat",
+            json!({ "body": { "message": "hi" }, "extra": true }),
+        ),
+    ] {
+        let request = CallToolRequestParams::new(tool).with_arguments(arguments(args));
+        let error = client.call_tool(request).await.unwrap_err();
+        assert!(
+            format!("{error:?}").contains("-32602"),
+            "{tool}: invalid params expected, got {error:?}"
+        );
+    }
+    // Nothing was started.
+    let agent = server.token("alice", Resource::Agent, &["agent:read"]);
+    let response = server.get("/v1/agent/sessions/ses_none", &agent).await;
+    assert_eq!(response.status(), 404);
+
+    // A malformed JSON-RPC message is the protocol's error, not a 500.
+    let token = mcp_token(&server, Resource::AgentMcp, &scopes);
+    let garbage = reqwest::Client::new()
+        .post(Resource::AgentMcp.identifier(server.base_url()))
+        .bearer_auth(&token)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body("{ not json")
+        .send()
+        .await
+        .unwrap();
+    assert!(garbage.status().is_client_error(), "{}", garbage.status());
+}
+
+#[tokio::test]
+async fn a_client_finds_its_token_from_a_401_and_wrong_tokens_are_refused() {
+    let server = TestServer::start().await;
+    let endpoint = Resource::AgentMcp.identifier(server.base_url());
+    let http = reqwest::Client::new();
+    let initialize = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": { "protocolVersion": "2025-06-18", "capabilities": {},
+                    "clientInfo": { "name": "probe", "version": "1" } },
+    });
+    let post = |token: Option<String>| {
+        let mut request = http
+            .post(&endpoint)
+            .header("accept", "application/json, text/event-stream")
+            .json(&initialize);
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        request.send()
+    };
+
+    // 401 names the MCP resource's metadata, which names the authorization server.
+    let anonymous = post(None).await.unwrap();
+    assert_eq!(anonymous.status(), 401);
+    let challenge = anonymous.headers()["www-authenticate"].to_str().unwrap();
+    let metadata_url = challenge
+        .split("resource_metadata=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("a resource_metadata parameter");
+    assert!(metadata_url.ends_with("/v1/agent/mcp"), "{metadata_url}");
+    let metadata: Value = http
+        .get(metadata_url)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(metadata["resource"], endpoint);
+    let issuer = metadata["authorization_servers"][0].as_str().unwrap();
+    let as_metadata: Value = http
+        .get(format!("{issuer}/.well-known/oauth-authorization-server"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(as_metadata["device_authorization_endpoint"].is_string());
+
+    // The device grant for that resource, approved by the person.
+    let base = server.base_url().to_owned();
+    let tokens = intent_sdk::auth::OAuth::new(issuer, "intent-cli")
+        .device(&endpoint, &["mcp:agent", "agent:read"], move |code| {
+            let (base, code) = (base.clone(), code.user_code.clone());
+            tokio::spawn(async move { decide(&base, &code, "approve").await });
+        })
+        .await
+        .unwrap();
+    let token = intent_sdk::auth::TokenSource::token(&tokens).await.unwrap();
+    let client = connect(&server, Resource::AgentMcp, &token).await;
+    let names: Vec<String> = client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|tool| tool.name.to_string())
+        .collect();
+    assert!(names.contains(&"getSession".to_owned()), "{names:?}");
+    assert!(
+        !names.contains(&"startChat".to_owned()),
+        "agent:write not granted"
+    );
+
+    // A token for the Agent itself is not one for Agent MCP.
+    let agent = server.token("alice", Resource::Agent, &["agent:read", "mcp:agent"]);
+    assert_eq!(post(Some(agent)).await.unwrap().status(), 401);
+    // Agent MCP's audience without mcp:agent: 403 insufficient_scope.
+    let narrow = server.token("alice", Resource::AgentMcp, &["agent:read"]);
+    let forbidden = post(Some(narrow)).await.unwrap();
+    assert_eq!(forbidden.status(), 403);
+    let challenge = forbidden.headers()["www-authenticate"].to_str().unwrap();
+    assert!(challenge.contains("insufficient_scope"), "{challenge}");
+}

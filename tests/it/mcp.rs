@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use intent_server::resource::Resource;
 use intent_tests::TestServer;
 use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject};
-use rmcp::service::RunningService;
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{RoleClient, ServiceExt};
@@ -319,4 +319,166 @@ async fn a_client_finds_its_token_from_a_401_and_wrong_tokens_are_refused() {
     assert_eq!(forbidden.status(), 403);
     let challenge = forbidden.headers()["www-authenticate"].to_str().unwrap();
     assert!(challenge.contains("insufficient_scope"), "{challenge}");
+}
+
+/// A client that answers elicitations with `decision` (or none, when it cannot elicit) and
+/// records progress messages.
+#[derive(Clone)]
+struct Person {
+    decision: Option<&'static str>,
+    progress: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    asked: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl rmcp::ClientHandler for Person {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        let builder = rmcp::model::ClientCapabilities::builder();
+        let capabilities = match self.decision {
+            Some(_) => builder.enable_elicitation().build(),
+            None => builder.build(),
+        };
+        rmcp::model::ClientConfig::new(
+            capabilities,
+            rmcp::model::Implementation::new("person", "1"),
+        )
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        let message = serde_json::to_value(&request).unwrap()["message"].clone();
+        self.asked
+            .lock()
+            .unwrap()
+            .push(message.as_str().unwrap_or_default().to_owned());
+        let decision = self.decision.expect("asked only when it can elicit");
+        Ok(serde_json::from_value(json!({
+            "action": "accept", "content": { "decision": decision },
+        }))
+        .unwrap())
+    }
+
+    async fn on_progress(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        let message = params.message.unwrap_or_default();
+        self.progress.lock().unwrap().push(message);
+    }
+}
+
+/// `run_turn` for a transfer as `person`, with a progress token.
+async fn run_turn(server: &TestServer, person: &Person) -> Value {
+    let scopes = [
+        "mcp:agent",
+        "agent:read",
+        "agent:write",
+        "agent:actions:resolve",
+    ];
+    let token = mcp_token(server, Resource::AgentMcp, &scopes);
+    let uri = Resource::AgentMcp.identifier(server.base_url());
+    let config = StreamableHttpClientTransportConfig::with_uri(uri).auth_header(token);
+    // The current revision: each request carries the client's capabilities, so a stateless
+    // server knows whether it can elicit.
+    let modern = ClientLifecycleMode::Discover {
+        preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+    };
+    let client = person
+        .clone()
+        .serve_with_lifecycle(StreamableHttpClientTransport::from_config(config), modern)
+        .await
+        .unwrap();
+    let names: Vec<String> = client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|tool| tool.name.to_string())
+        .collect();
+    assert!(names.contains(&"run_turn".to_owned()), "{names:?}");
+    let token = rmcp::model::ProgressToken(rmcp::model::NumberOrString::Number(7));
+    let mut request = CallToolRequestParams::new("run_turn").with_arguments(arguments(json!({
+        "message": "send 0.25 ETH to 0x70997970C51812dc3A010C7d01b50e0d17dc79C8",
+    })));
+    request.meta = Some(rmcp::model::RequestMetaObject::with_progress_token(token));
+    let result = client.call_tool(request).await.unwrap();
+    assert_eq!(
+        result.is_error,
+        Some(false),
+        "{:?}",
+        result.structured_content
+    );
+    result.structured_content.unwrap()
+}
+
+fn person(decision: Option<&'static str>) -> Person {
+    Person {
+        decision,
+        progress: Default::default(),
+        asked: Default::default(),
+    }
+}
+
+#[tokio::test]
+async fn run_turn_asks_the_person_and_an_approval_completes_the_turn_with_progress() {
+    let server = TestServer::start().await;
+    let approver = person(Some("approve"));
+    let outcome = run_turn(&server, &approver).await;
+    assert_eq!(outcome["state"], "complete", "{outcome}");
+    let asked = approver.asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert!(
+        asked[0].contains("balance"),
+        "the question shows balance changes: {}",
+        asked[0]
+    );
+    assert!(asked[0].contains("guard"), "and guards: {}", asked[0]);
+    let progress = approver.progress.lock().unwrap().clone();
+    assert!(
+        progress.iter().any(|m| m.starts_with("action")),
+        "{progress:?}"
+    );
+    assert!(
+        progress.iter().any(|m| m.starts_with("action_result")),
+        "{progress:?}"
+    );
+
+    // The log says the Build was approved once.
+    let agent = server.token("alice", Resource::Agent, &["agent:read"]);
+    let session = outcome["sessionId"].as_str().unwrap();
+    let page: Value = server
+        .get(&format!("/v1/agent/chat/{session}"), &agent)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let results: Vec<&Value> = page["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "action_result")
+        .collect();
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert_eq!(
+        results[0]["result"]["outcome"], "approved",
+        "{}",
+        results[0]
+    );
+}
+
+#[tokio::test]
+async fn run_turn_resolves_a_rejection_and_without_elicitation_hands_back_the_action() {
+    let server = TestServer::start().await;
+    let rejected = run_turn(&server, &person(Some("reject"))).await;
+    assert_ne!(rejected["state"], "awaiting_action", "{rejected}");
+    assert_ne!(rejected["state"], "processing", "{rejected}");
+
+    let unable = person(None);
+    let waiting = run_turn(&server, &unable).await;
+    assert_eq!(waiting["state"], "awaiting_action", "{waiting}");
+    assert!(waiting["action"]["actionId"].is_string(), "{waiting}");
+    assert!(unable.asked.lock().unwrap().is_empty());
 }

@@ -7,6 +7,7 @@
 
 mod server;
 mod tools;
+mod turn;
 
 use std::sync::Arc;
 

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::http::header;
 use axum::http::request::Parts;
+use axum::http::{StatusCode, header};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 use tower::ServiceExt;
 
 use super::tools::Tools;
+use super::turn;
 use crate::AppState;
 use crate::auth::Principal;
 use crate::resource::Resource;
@@ -61,6 +62,11 @@ impl McpServer {
         }
     }
 
+    /// Whether `run_turn` is among this server's tools for `principal`.
+    fn runs_turns(&self, principal: &Principal) -> bool {
+        self.resource == Resource::AgentMcp && turn::SCOPES.iter().all(|s| has(principal, s))
+    }
+
     /// A bearer for the target resource with the caller's scopes of it, for one call.
     fn internal_token(&self, principal: &Principal) -> String {
         let scopes = principal
@@ -79,8 +85,38 @@ impl McpServer {
     }
 }
 
+impl McpServer {
+    /// Sends `request` through the API router as `principal`, with a downscoped internal bearer;
+    /// the status and the JSON body (`{"status": N}` when there is none).
+    pub(super) async fn send(
+        &self,
+        principal: &Principal,
+        mut request: axum::http::Request<axum::body::Body>,
+    ) -> Result<(StatusCode, Value), McpError> {
+        let bearer = format!("Bearer {}", self.internal_token(principal));
+        let bearer = bearer.parse().expect("a minted token is a header value");
+        request.headers_mut().insert(header::AUTHORIZATION, bearer);
+        let response = match self.api.clone().oneshot(request).await {
+            Ok(response) => response,
+            Err(never) => match never {},
+        };
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), RESPONSE_LIMIT)
+            .await
+            .map_err(|e| McpError::internal_error(format!("reading the response: {e}"), None))?;
+        let body = if bytes.is_empty() {
+            json!({ "status": status.as_u16() })
+        } else {
+            serde_json::from_slice(&bytes).map_err(|e| {
+                McpError::internal_error(format!("the response is not JSON: {e}"), None)
+            })?
+        };
+        Ok((status, body))
+    }
+}
+
 /// The principal the gateway put on the HTTP request that carries this message.
-fn principal(context: &RequestContext<RoleServer>) -> Result<Principal, McpError> {
+pub(super) fn principal(context: &RequestContext<RoleServer>) -> Result<Principal, McpError> {
     context
         .extensions
         .get::<Parts>()
@@ -91,7 +127,7 @@ fn principal(context: &RequestContext<RoleServer>) -> Result<Principal, McpError
         })
 }
 
-fn has(principal: &Principal, scope: &str) -> bool {
+pub(super) fn has(principal: &Principal, scope: &str) -> bool {
     principal.scopes.iter().any(|held| held == scope)
 }
 
@@ -120,12 +156,15 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let principal = principal(&context)?;
-        let tools = self
+        let mut tools: Vec<_> = self
             .tools
             .iter()
             .filter(|tool| has(&principal, &tool.scope))
             .map(|tool| tool.tool.clone())
             .collect();
+        if self.runs_turns(&principal) {
+            tools.push(turn::tool());
+        }
         Ok(ListToolsResult::with_all_items(tools))
     }
 
@@ -135,6 +174,16 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let principal = principal(&context)?;
+        if self.resource == Resource::AgentMcp && request.name == turn::NAME {
+            if !self.runs_turns(&principal) {
+                let needs = turn::SCOPES.join(" and ");
+                return Ok(refused(format!("{} needs scopes {needs}", turn::NAME)));
+            }
+            if let Some(violation) = turn::violation(&request) {
+                return Err(McpError::invalid_params(violation, None));
+            }
+            return turn::run(self, &principal, request, &context).await;
+        }
         let Some(tool) = self.tools.get(&request.name) else {
             let message = format!("no tool named {}", request.name);
             return Err(McpError::invalid_params(message, None));
@@ -163,25 +212,7 @@ impl ServerHandler for McpServer {
                  person's own approval instead"
             )));
         }
-        let mut http = tool.request(&arguments);
-        let bearer = format!("Bearer {}", self.internal_token(&principal));
-        let bearer = bearer.parse().expect("a minted token is a header value");
-        http.headers_mut().insert(header::AUTHORIZATION, bearer);
-        let response = match self.api.clone().oneshot(http).await {
-            Ok(response) => response,
-            Err(never) => match never {},
-        };
-        let status = response.status();
-        let bytes = axum::body::to_bytes(response.into_body(), RESPONSE_LIMIT)
-            .await
-            .map_err(|e| McpError::internal_error(format!("reading the response: {e}"), None))?;
-        let body: Value = if bytes.is_empty() {
-            json!({ "status": status.as_u16() })
-        } else {
-            serde_json::from_slice(&bytes).map_err(|e| {
-                McpError::internal_error(format!("the response is not JSON: {e}"), None)
-            })?
-        };
+        let (status, body) = self.send(&principal, tool.request(&arguments)).await?;
         let mut result = if status.is_success() {
             CallToolResult::structured(body)
         } else {

@@ -482,3 +482,90 @@ async fn run_turn_resolves_a_rejection_and_without_elicitation_hands_back_the_ac
     assert!(waiting["action"]["actionId"].is_string(), "{waiting}");
     assert!(unable.asked.lock().unwrap().is_empty());
 }
+
+#[tokio::test]
+async fn a_sessions_log_is_a_resource_whose_subscribers_hear_of_appends() {
+    let server = TestServer::start().await;
+    let scopes = ["mcp:agent", "agent:read", "agent:write"];
+    let token = mcp_token(&server, Resource::AgentMcp, &scopes);
+    let uri = Resource::AgentMcp.identifier(server.base_url());
+    let config = StreamableHttpClientTransportConfig::with_uri(uri).auth_header(token);
+    let modern = ClientLifecycleMode::Discover {
+        preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+    };
+    let client =
+        ().serve_with_lifecycle(StreamableHttpClientTransport::from_config(config), modern)
+            .await
+            .unwrap();
+    let templates = client.list_all_resource_templates().await.unwrap();
+    assert_eq!(
+        templates[0].uri_template,
+        "intent://sessions/{sessionId}/events"
+    );
+
+    let started = call(
+        &client,
+        "startChat",
+        json!({ "body": { "message": "hello" } }),
+    )
+    .await;
+    let session = started.structured_content.unwrap()["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let resource = format!("intent://sessions/{session}/events");
+    let read = client
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(
+            resource.clone(),
+        ))
+        .await
+        .unwrap();
+    let rmcp::model::ResourceContents::TextResourceContents { text, .. } = &read.contents[0] else {
+        panic!("a text resource")
+    };
+    let page: Value = serde_json::from_str(text).unwrap();
+    assert_eq!(page["events"][0]["seq"], 1, "{page}");
+
+    let filter = rmcp::model::SubscriptionFilter::builder()
+        .resource_subscriptions([resource.clone(), "intent://elsewhere".to_owned()])
+        .build();
+    let mut subscription = client.listen(filter).await.unwrap();
+    assert_eq!(
+        subscription.acknowledged().resource_subscriptions,
+        Some(vec![resource.clone()]),
+        "only session logs are accepted"
+    );
+    // Let the listener settle on the log as it stands, then append through the HTTP API.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let agent = server.token("alice", Resource::Agent, &["agent:write"]);
+    let appended = reqwest::Client::new()
+        .post(format!("{}/v1/agent/chat", server.base_url()))
+        .bearer_auth(&agent)
+        .json(&json!({ "message": "hello again", "sessionId": session }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(appended.status(), 202);
+    let note = tokio::time::timeout(std::time::Duration::from_secs(10), subscription.next())
+        .await
+        .expect("a notification within 10 s")
+        .unwrap()
+        .expect("the subscription stays open");
+    let note = serde_json::to_value(&note).unwrap();
+    assert_eq!(note["method"], "notifications/resources/updated", "{note}");
+    assert_eq!(note["params"]["uri"], resource, "{note}");
+
+    // Someone else's session is not a resource of this token.
+    let bob = server.intent("bob");
+    let theirs = bob
+        .agent()
+        .run_turn("hello", None)
+        .await
+        .unwrap()
+        .session_id;
+    let foreign = format!("intent://sessions/{theirs}/events");
+    let refused = client
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(foreign))
+        .await;
+    assert!(refused.is_err());
+}

@@ -11,13 +11,16 @@ use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    ListResourceTemplatesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
+    SubscriptionFilter,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
+use super::events;
 use super::tools::Tools;
 use super::turn;
 use crate::AppState;
@@ -60,6 +63,11 @@ impl McpServer {
             tools,
             api,
         }
+    }
+
+    /// The server's state.
+    pub(super) fn state(&self) -> &AppState {
+        &self.state
     }
 
     /// Whether `run_turn` is among this server's tools for `principal`.
@@ -141,13 +149,57 @@ impl ServerHandler for McpServer {
             Resource::AgentMcp => "intent-agent",
             _ => "intent-pipeline",
         };
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let capabilities = match self.resource {
+            // A session's log is a resource whose subscribers hear of appends.
+            Resource::AgentMcp => ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .enable_resources_subscribe()
+                .build(),
+            _ => ServerCapabilities::builder().enable_tools().build(),
+        };
+        ServerConfig::new(capabilities)
             .with_server_info(Implementation::new(name, env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "Tools are the operations of openapi.json, named by operationId; a tool's \
                  result is the operation's JSON response, and an error result carries its \
                  error envelope.",
             )
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        match self.resource {
+            Resource::AgentMcp => Ok(events::templates()),
+            _ => Ok(ListResourceTemplatesResult::default()),
+        }
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let principal = principal(&context)?;
+        if self.resource != Resource::AgentMcp || !has(&principal, "agent:read") {
+            let message = format!("{} is not a resource this token may read", request.uri);
+            return Err(McpError::resource_not_found(message, None));
+        }
+        Ok(events::read(self, &principal, &request.uri).await?.into())
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        (self.resource == Resource::AgentMcp).then(|| events::accepted(requested))?
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        events::listen(self, context).await
     }
 
     async fn list_tools(

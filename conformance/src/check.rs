@@ -41,6 +41,9 @@ pub enum Category {
     /// The limits of part 8.
     #[serde(rename = "limits")]
     Limits,
+    /// The MCP resources of part 5.4.
+    #[serde(rename = "mcp")]
+    Mcp,
 }
 
 impl Category {
@@ -57,6 +60,7 @@ impl Category {
             Self::Pipeline => "pipeline",
             Self::Account => "account",
             Self::Limits => "limits",
+            Self::Mcp => "mcp",
         }
     }
 }

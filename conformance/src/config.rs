@@ -5,7 +5,8 @@
 //!
 //! ```json
 //! {
-//!   "tokens": { "agent": "...", "pipeline": "...", "account": "...", "narrow": "...", "second": "..." },
+//!   "tokens": { "agent": "...", "pipeline": "...", "account": "...", "narrow": "...", "second": "...",
+//!               "agentMcp": "...", "pipelineMcp": "..." },
 //!   "environments": {
 //!     "staging": { "baseUrl": "https://staging.example.com", "tokens": { "agent": "..." }, "cursorTtl": 5 }
 //!   }
@@ -50,6 +51,12 @@ pub struct TokenLayer {
     pub narrow: Option<String>,
     /// See [`Tokens::second`].
     pub second: Option<String>,
+    /// See [`Tokens::agent_mcp`].
+    #[serde(rename = "agentMcp")]
+    pub agent_mcp: Option<String>,
+    /// See [`Tokens::pipeline_mcp`].
+    #[serde(rename = "pipelineMcp")]
+    pub pipeline_mcp: Option<String>,
 }
 
 /// The config file: top-level values for every environment, and named environments.
@@ -123,6 +130,8 @@ pub fn resolve(
         account: first(|layer| layer.tokens.account.as_ref()),
         narrow: first(|layer| layer.tokens.narrow.as_ref()),
         second: first(|layer| layer.tokens.second.as_ref()),
+        agent_mcp: first(|layer| layer.tokens.agent_mcp.as_ref()),
+        pipeline_mcp: first(|layer| layer.tokens.pipeline_mcp.as_ref()),
     };
     let mut settings = Settings {
         cursor_ttl: layers

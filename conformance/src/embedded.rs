@@ -82,6 +82,16 @@ impl Embedded {
                 Resource::Agent,
                 &["agent:read", "agent:write"],
             )),
+            agent_mcp: Some(mint(
+                "conformance",
+                Resource::AgentMcp,
+                &["mcp:agent", "agent:read"],
+            )),
+            pipeline_mcp: Some(mint(
+                "conformance",
+                Resource::PipelineMcp,
+                &["mcp:pipeline", "pipeline:catalog", "pipeline:execute"],
+            )),
         };
         let app = wrap(intent_server::app(state));
         let task = tokio::spawn(async move { axum::serve(listener, app).await });

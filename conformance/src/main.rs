@@ -61,6 +61,20 @@ struct RunArgs {
     /// Agent token (agent:read agent:write) of a second account, for the ownership check.
     #[arg(long, env = "INTENT_CONFORMANCE_SECOND_TOKEN", hide_env_values = true)]
     second_token: Option<String>,
+    /// Agent MCP token: mcp:agent agent:read (without agent:write, for the scope check).
+    #[arg(
+        long,
+        env = "INTENT_CONFORMANCE_AGENT_MCP_TOKEN",
+        hide_env_values = true
+    )]
+    agent_mcp_token: Option<String>,
+    /// Pipeline MCP token: mcp:pipeline pipeline:catalog pipeline:execute.
+    #[arg(
+        long,
+        env = "INTENT_CONFORMANCE_PIPELINE_MCP_TOKEN",
+        hide_env_values = true
+    )]
+    pipeline_mcp_token: Option<String>,
     /// The deployment's cursor lifetime in seconds, when at most 15 (enables the 410 check).
     #[arg(long, env = "INTENT_CONFORMANCE_CURSOR_TTL")]
     cursor_ttl: Option<u64>,
@@ -222,6 +236,8 @@ fn resolve(args: &RunArgs) -> Result<config::Resolved, String> {
             account: args.account_token.clone(),
             narrow: args.narrow_token.clone(),
             second: args.second_token.clone(),
+            agent_mcp: args.agent_mcp_token.clone(),
+            pipeline_mcp: args.pipeline_mcp_token.clone(),
         },
         cursor_ttl: args.cursor_ttl,
         action_prompt: args.action_prompt.clone(),

@@ -26,6 +26,11 @@ pub struct Tokens {
     pub narrow: Option<String>,
     /// Agent resource, scopes `agent:read agent:write`, of a second account.
     pub second: Option<String>,
+    /// Agent MCP resource, scopes `mcp:agent agent:read` (without `agent:write`, so that a
+    /// write tool is beyond it).
+    pub agent_mcp: Option<String>,
+    /// Pipeline MCP resource, scopes `mcp:pipeline pipeline:catalog pipeline:execute`.
+    pub pipeline_mcp: Option<String>,
 }
 
 impl Tokens {
@@ -37,6 +42,8 @@ impl Tokens {
             &self.account,
             &self.narrow,
             &self.second,
+            &self.agent_mcp,
+            &self.pipeline_mcp,
         ]
         .into_iter()
         .flatten()

@@ -94,10 +94,24 @@ enum Fault {
     /// A Build it issued is answered as committed once, and refused after, without anything
     /// reaching the chain.
     CommitsNothing,
+    /// An MCP resource's 401 names no resource metadata.
+    McpNoResourceMetadata,
+    /// Agent MCP takes the Agent's own token.
+    McpAcceptsOtherAudience,
+    /// The MCP resources fail every request that carries their token.
+    McpDown,
+    /// tools/list gives a tool twice.
+    McpDuplicateTools,
+    /// The catalog tool answers an empty catalog.
+    McpCatalogDiffers,
+    /// A Build made through MCP has another title.
+    McpBuildDiffers,
+    /// A tool refused for its scope comes back as a success.
+    McpIgnoresScopes,
 }
 
 impl Fault {
-    const ALL: [Fault; 35] = [
+    const ALL: [Fault; 42] = [
         Fault::ExtraSimulationField,
         Fault::BadCursorIs500,
         Fault::AcceptsExpiredBuild,
@@ -133,6 +147,13 @@ impl Fault {
         Fault::SkillAsNumber,
         Fault::PresentAsString,
         Fault::CommitsNothing,
+        Fault::McpNoResourceMetadata,
+        Fault::McpAcceptsOtherAudience,
+        Fault::McpDown,
+        Fault::McpDuplicateTools,
+        Fault::McpCatalogDiffers,
+        Fault::McpBuildDiffers,
+        Fault::McpIgnoresScopes,
     ];
 
     /// The checks this fault must fail; every other check must pass.
@@ -148,7 +169,13 @@ impl Fault {
             Fault::SkipsSequence => &["agent.events.round-trip", "agent.sse.resume"],
             Fault::LeaksSessions => &["auth.session-ownership"],
             Fault::OpenStatement => &["auth.no-token"],
-            Fault::UnauthorizedIs403 => &["auth.no-token", "auth.bad-token", "auth.other-resource"],
+            Fault::UnauthorizedIs403 => &[
+                "auth.no-token",
+                "auth.bad-token",
+                "auth.other-resource",
+                "mcp.unauthorized",
+                "mcp.audience",
+            ],
             Fault::IgnoresScopes => &["auth.missing-scope"],
             Fault::RenamesPageEvents => &["agent.sse.events", "agent.sse.ids", "agent.sse.resume"],
             Fault::IgnoresWait => &[
@@ -185,7 +212,9 @@ impl Fault {
             Fault::StepZero => &["limits.step", "schema.simulation", "schema.responses"],
             Fault::StatementDown => &["account.statement", "schema.negative.profile"],
             Fault::DescriptorKind => &["pipeline.operation-descriptor", "schema.responses"],
+            // The MCP checks compare with the HTTP API: a broken API breaks them too.
             Fault::BuildVersion1 => &[
+                "mcp.build",
                 "pipeline.build",
                 "pipeline.digest",
                 "pipeline.commit",
@@ -196,16 +225,29 @@ impl Fault {
             Fault::IgnoresPatch => &["agent.sessions.update"],
             Fault::DeleteKeepsSession => &["agent.sessions.delete"],
             Fault::RefusesSkillCalls => &["pipeline.skill-call"],
-            Fault::EmptyAppCatalog => &["pipeline.apps"],
+            Fault::EmptyAppCatalog => &["pipeline.apps", "mcp.catalog-tool"],
             Fault::CredentialsNeverPresent => &["account.install"],
             Fault::DropsNulls => &["schema.negative.normative", "schema.negative.profile"],
             Fault::ArchivedAsString => &["agent.sessions.update", "schema.responses"],
             Fault::PageExtraMember => &["schema.event-page"],
             Fault::UninstallKeepsApp => &["account.install"],
-            Fault::AppNameAsNumber => &["pipeline.apps", "schema.responses"],
+            Fault::AppNameAsNumber => &["pipeline.apps", "schema.responses", "mcp.catalog-tool"],
             Fault::SkillAsNumber => &["schema.responses"],
             Fault::PresentAsString => &["account.install", "schema.responses"],
             Fault::CommitsNothing => &["pipeline.commit"],
+            Fault::McpNoResourceMetadata => &["mcp.unauthorized"],
+            Fault::McpAcceptsOtherAudience => &["mcp.audience"],
+            Fault::McpDown => &[
+                "mcp.initialize",
+                "mcp.tools",
+                "mcp.catalog-tool",
+                "mcp.build",
+                "mcp.scope",
+            ],
+            Fault::McpDuplicateTools => &["mcp.tools"],
+            Fault::McpCatalogDiffers => &["mcp.catalog-tool"],
+            Fault::McpBuildDiffers => &["mcp.build"],
+            Fault::McpIgnoresScopes => &["mcp.scope"],
         }
     }
 }
@@ -290,6 +332,22 @@ async fn inject(
     let is_resolve = method == "POST" && path.ends_with("/resolve");
 
     let is_session = path.starts_with("/v1/agent/sessions/") && !path.contains("/actions/");
+    let is_mcp = path == "/v1/agent/mcp" || path == "/v1/pipeline/mcp";
+    let mcp_token = [bearer(&tokens.agent_mcp), bearer(&tokens.pipeline_mcp)]
+        .into_iter()
+        .any(|token| authorization.as_ref() == Some(&token));
+    // The JSON-RPC method and tool name of an MCP message, for the faults on its answer.
+    let mut rpc = (String::new(), String::new());
+    if is_mcp && method == "POST" {
+        let (parts, body) = request.into_parts();
+        let (bytes, message) = read_json(body).await;
+        let name = |pointer: &str| message.pointer(pointer).and_then(Value::as_str);
+        rpc = (
+            name("/method").unwrap_or_default().to_owned(),
+            name("/params/name").unwrap_or_default().to_owned(),
+        );
+        request = with_body(parts, bytes);
+    }
 
     // Faults on the way in.
     match fault {
@@ -343,6 +401,17 @@ async fn inject(
             request
                 .headers_mut()
                 .insert(header::AUTHORIZATION, bearer(&tokens.agent));
+        }
+        Fault::McpAcceptsOtherAudience
+            if is_mcp && authorization == Some(bearer(&tokens.agent)) =>
+        {
+            request
+                .headers_mut()
+                .insert(header::AUTHORIZATION, bearer(&tokens.agent_mcp));
+        }
+        Fault::McpDown if is_mcp && mcp_token => {
+            let error = json!({ "error": { "code": "unavailable", "message": "down" } });
+            return json_response(StatusCode::SERVICE_UNAVAILABLE, &error);
         }
         Fault::OpenStatement if path == "/v1/account/statement" && authorization.is_none() => {
             request
@@ -403,6 +472,46 @@ async fn inject(
 
     // Faults on the way out.
     match fault {
+        Fault::McpNoResourceMetadata if is_mcp && status == StatusCode::UNAUTHORIZED => {
+            let (mut parts, body) = response.into_parts();
+            let plain = HeaderValue::from_static(r#"Bearer error="invalid_token""#);
+            parts.headers.insert(header::WWW_AUTHENTICATE, plain);
+            return Response::from_parts(parts, body);
+        }
+        Fault::McpDuplicateTools
+        | Fault::McpCatalogDiffers
+        | Fault::McpBuildDiffers
+        | Fault::McpIgnoresScopes
+            if is_mcp && status == StatusCode::OK =>
+        {
+            let (parts, body) = response.into_parts();
+            let (bytes, mut answer) = read_json(body).await;
+            let result = &mut answer["result"];
+            let changed = match (fault, rpc.0.as_str(), rpc.1.as_str()) {
+                (Fault::McpDuplicateTools, "tools/list", _) => {
+                    let tools = result["tools"].as_array_mut();
+                    let first = tools.as_ref().and_then(|tools| tools.first().cloned());
+                    tools
+                        .zip(first)
+                        .map(|(tools, first)| tools.push(first))
+                        .is_some()
+                }
+                (Fault::McpCatalogDiffers, "tools/call", "listPipelineApps") => {
+                    result["structuredContent"]["apps"] = json!([]);
+                    true
+                }
+                (Fault::McpBuildDiffers, "tools/call", "evmBuild") => {
+                    result["structuredContent"]["summary"]["title"] = json!("Something else");
+                    true
+                }
+                (Fault::McpIgnoresScopes, "tools/call", _) if result["isError"] == true => {
+                    result["isError"] = json!(false);
+                    true
+                }
+                _ => false,
+            };
+            return rebuilt(parts, bytes, changed.then_some(answer));
+        }
         Fault::RenamesPageEvents if path.ends_with("/stream") && status == StatusCode::OK => {
             let (parts, body) = response.into_parts();
             let renamed = body.into_data_stream().map(|chunk| {

@@ -164,6 +164,8 @@ async fn a_static_mock_passes_no_behaviour_check() {
         account: token(),
         narrow: token(),
         second: token(),
+        agent_mcp: token(),
+        pipeline_mcp: token(),
     };
     let target = Target::new(&base, tokens, Settings::default());
     let report = run(&target, &Selection::default(), |_, _, _| {}).await;

@@ -8,6 +8,7 @@ mod agent_sse;
 mod agent_turns;
 mod auth;
 mod limits;
+mod mcp;
 mod negative;
 mod pipeline;
 mod schema;
@@ -48,6 +49,7 @@ pub fn all() -> Vec<Check> {
         agent_actions::checks(),
         pipeline::checks(),
         account::checks(),
+        mcp::checks(),
         limits::checks(),
         negative::checks(),
         schema::checks(),

@@ -33,8 +33,10 @@ pub fn router(state: &AppState, api: &Router) -> Router {
     ] {
         let tools = Arc::new(Tools::from_openapi(&document, name));
         let server = McpServer::new(state.clone(), resource, tools, api.clone());
+        // JSON answers where a call sends no notification (SSE when it does).
         let config = StreamableHttpServerConfig::default()
             .with_legacy_session_mode(false)
+            .with_json_response(true)
             .with_allowed_hosts(allowed_hosts(state.issuer()));
         let service = StreamableHttpService::new(
             move || Ok(server.clone()),

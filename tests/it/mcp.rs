@@ -233,6 +233,22 @@ async fn unknown_tools_and_arguments_off_the_schema_are_protocol_errors_with_no_
         .await
         .unwrap();
     assert!(garbage.status().is_client_error(), "{}", garbage.status());
+
+    // No session is ever issued, so a session id is one that expired: the protocol's 404.
+    let list = json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {} });
+    let expired = reqwest::Client::new()
+        .post(Resource::AgentMcp.identifier(server.base_url()))
+        .bearer_auth(&token)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-06-18")
+        .header("mcp-session-id", "expired-session")
+        .json(&list)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(expired.status(), 404);
+    let answer: Value = expired.json().await.unwrap();
+    assert_eq!(answer["error"]["code"], -32001, "{answer}");
 }
 
 #[tokio::test]

@@ -12,9 +12,14 @@ mod turn;
 
 use std::sync::Arc;
 
-use axum::Router;
+use axum::extract::Request;
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::{Json, Router};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::json;
 
 use crate::AppState;
 use crate::resource::Resource;
@@ -45,7 +50,24 @@ pub fn router(state: &AppState, api: &Router) -> Router {
         );
         router = router.route_service(resource.path(), service);
     }
-    router
+    router.layer(axum::middleware::from_fn(no_sessions))
+}
+
+/// The protocol's answer to a session id: this server issues none, so any is one that has
+/// ended, and the client must initialize again without it (404, as the transport says).
+async fn no_sessions(request: Request, next: Next) -> Response {
+    if !request.headers().contains_key("mcp-session-id") {
+        return next.run(request).await;
+    }
+    let error = json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {
+            "code": -32001,
+            "message": "no such session: this server keeps none; send requests without Mcp-Session-Id",
+        },
+    });
+    (StatusCode::NOT_FOUND, Json(error)).into_response()
 }
 
 /// The hosts MCP requests may name (rmcp checks `Host` against DNS rebinding): loopback, and

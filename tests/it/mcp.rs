@@ -30,6 +30,35 @@ fn mcp_token(server: &TestServer, resource: Resource, scopes: &[&str]) -> String
     server.token("alice", resource, scopes)
 }
 
+/// An rmcp client of `resource` for alice with `scopes`, through the `initialize` handshake.
+async fn client_for(server: &TestServer, resource: Resource, scopes: &[&str]) -> Client {
+    connect(server, resource, &mcp_token(server, resource, scopes)).await
+}
+
+/// An rmcp client of `resource` for alice with `scopes`, answering as `handler`, in the current
+/// revision: each request carries the client's capabilities, so a stateless server knows whether
+/// it can elicit.
+async fn modern<H: rmcp::ClientHandler>(
+    server: &TestServer,
+    resource: Resource,
+    scopes: &[&str],
+    handler: H,
+) -> RunningService<RoleClient, H> {
+    let token = mcp_token(server, resource, scopes);
+    let uri = resource.identifier(server.base_url());
+    let config = StreamableHttpClientTransportConfig::with_uri(uri).auth_header(token);
+    let lifecycle = ClientLifecycleMode::Discover {
+        preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+    };
+    handler
+        .serve_with_lifecycle(
+            StreamableHttpClientTransport::from_config(config),
+            lifecycle,
+        )
+        .await
+        .expect("the MCP server answers discovery")
+}
+
 fn arguments(value: Value) -> JsonObject {
     value.as_object().expect("arguments are an object").clone()
 }
@@ -68,12 +97,8 @@ fn timeless(mut build: Value) -> Value {
 #[tokio::test]
 async fn tools_are_listed_by_scope_and_a_catalog_tool_answers_like_the_api() {
     let server = TestServer::start().await;
-    let token = mcp_token(
-        &server,
-        Resource::PipelineMcp,
-        &["mcp:pipeline", "pipeline:catalog"],
-    );
-    let client = connect(&server, Resource::PipelineMcp, &token).await;
+    let scopes = ["mcp:pipeline", "pipeline:catalog"];
+    let client = client_for(&server, Resource::PipelineMcp, &scopes).await;
     let tools = client.list_all_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_ref()).collect();
     let unique: BTreeSet<&str> = names.iter().copied().collect();
@@ -116,12 +141,7 @@ async fn tools_are_listed_by_scope_and_a_catalog_tool_answers_like_the_api() {
 async fn a_build_through_mcp_is_the_http_build_and_a_commit_needs_delegated_custody() {
     let server = TestServer::start().await;
     let scopes = ["mcp:pipeline", "pipeline:execute"];
-    let client = connect(
-        &server,
-        Resource::PipelineMcp,
-        &mcp_token(&server, Resource::PipelineMcp, &scopes),
-    )
-    .await;
+    let client = client_for(&server, Resource::PipelineMcp, &scopes).await;
     let built = call(&client, "evmBuild", json!({ "body": transfer() })).await;
     assert_eq!(built.is_error, Some(false), "{:?}", built.content);
     let through_mcp = built.structured_content.unwrap();
@@ -144,12 +164,7 @@ async fn a_build_through_mcp_is_the_http_build_and_a_commit_needs_delegated_cust
     assert!(text.contains("custody:delegate"), "{text}");
 
     let custody = ["mcp:pipeline", "pipeline:execute", "custody:delegate"];
-    let delegated = connect(
-        &server,
-        Resource::PipelineMcp,
-        &mcp_token(&server, Resource::PipelineMcp, &custody),
-    )
-    .await;
+    let delegated = client_for(&server, Resource::PipelineMcp, &custody).await;
     let committed = call(&delegated, "evmBuild", json!({ "body": through_mcp })).await;
     assert_eq!(committed.is_error, Some(false), "{:?}", committed.content);
     assert_eq!(committed.structured_content.unwrap()["status"], "committed");
@@ -159,12 +174,7 @@ async fn a_build_through_mcp_is_the_http_build_and_a_commit_needs_delegated_cust
 async fn an_agent_turn_runs_through_agent_mcp_and_errors_carry_the_envelope() {
     let server = TestServer::start().await;
     let scopes = ["mcp:agent", "agent:read", "agent:write"];
-    let client = connect(
-        &server,
-        Resource::AgentMcp,
-        &mcp_token(&server, Resource::AgentMcp, &scopes),
-    )
-    .await;
+    let client = client_for(&server, Resource::AgentMcp, &scopes).await;
     let started = call(
         &client,
         "startChat",
@@ -195,12 +205,7 @@ async fn an_agent_turn_runs_through_agent_mcp_and_errors_carry_the_envelope() {
 async fn unknown_tools_and_arguments_off_the_schema_are_protocol_errors_with_no_effect() {
     let server = TestServer::start().await;
     let scopes = ["mcp:agent", "agent:read", "agent:write"];
-    let client = connect(
-        &server,
-        Resource::AgentMcp,
-        &mcp_token(&server, Resource::AgentMcp, &scopes),
-    )
-    .await;
+    let client = client_for(&server, Resource::AgentMcp, &scopes).await;
     for (tool, args) in [
         ("noSuchTool", json!({})),
         ("startChat", json!({ "body": { "message": 7 } })),
@@ -394,19 +399,7 @@ async fn run_turn(server: &TestServer, person: &Person) -> Value {
         "agent:write",
         "agent:actions:resolve",
     ];
-    let token = mcp_token(server, Resource::AgentMcp, &scopes);
-    let uri = Resource::AgentMcp.identifier(server.base_url());
-    let config = StreamableHttpClientTransportConfig::with_uri(uri).auth_header(token);
-    // The current revision: each request carries the client's capabilities, so a stateless
-    // server knows whether it can elicit.
-    let modern = ClientLifecycleMode::Discover {
-        preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
-    };
-    let client = person
-        .clone()
-        .serve_with_lifecycle(StreamableHttpClientTransport::from_config(config), modern)
-        .await
-        .unwrap();
+    let client = modern(server, Resource::AgentMcp, &scopes, person.clone()).await;
     let names: Vec<String> = client
         .list_all_tools()
         .await
@@ -503,16 +496,7 @@ async fn run_turn_resolves_a_rejection_and_without_elicitation_hands_back_the_ac
 async fn a_sessions_log_is_a_resource_whose_subscribers_hear_of_appends() {
     let server = TestServer::start().await;
     let scopes = ["mcp:agent", "agent:read", "agent:write"];
-    let token = mcp_token(&server, Resource::AgentMcp, &scopes);
-    let uri = Resource::AgentMcp.identifier(server.base_url());
-    let config = StreamableHttpClientTransportConfig::with_uri(uri).auth_header(token);
-    let modern = ClientLifecycleMode::Discover {
-        preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
-    };
-    let client =
-        ().serve_with_lifecycle(StreamableHttpClientTransport::from_config(config), modern)
-            .await
-            .unwrap();
+    let client = modern(&server, Resource::AgentMcp, &scopes, ()).await;
     let templates = client.list_all_resource_templates().await.unwrap();
     assert_eq!(
         templates[0].uri_template,

@@ -198,25 +198,36 @@ impl<T: TokenSource> DynSource for T {
 /// Renew a token once a fifth of its lifetime is left, and at most this long before it expires.
 const RENEW_MARGIN: Duration = Duration::from_secs(30);
 
-/// A token and when to renew it.
+/// A token, when to renew it and when it expires.
 #[derive(Debug, Clone)]
 pub(crate) struct Held {
     secret: String,
     renew_at: Option<Instant>,
+    expires_at: Option<Instant>,
 }
 
 impl Held {
     /// `secret`, which expires `lifetime` from now when that is known.
     pub(crate) fn new(secret: String, lifetime: Option<Duration>) -> Self {
+        let now = Instant::now();
         let renew_at = lifetime.map(|lifetime| {
             let margin = (lifetime / 5).min(RENEW_MARGIN);
-            Instant::now() + lifetime.saturating_sub(margin)
+            now + lifetime.saturating_sub(margin)
         });
-        Self { secret, renew_at }
+        let expires_at = lifetime.map(|lifetime| now + lifetime);
+        Self {
+            secret,
+            renew_at,
+            expires_at,
+        }
     }
 
     fn fresh(&self) -> bool {
         self.renew_at.is_none_or(|at| Instant::now() < at)
+    }
+
+    fn valid(&self) -> bool {
+        self.expires_at.is_none_or(|at| Instant::now() < at)
     }
 }
 
@@ -249,8 +260,8 @@ impl Slot {
         secret
     }
 
-    /// The held token while it is fresh; otherwise `renew`'s, or the stale one when `renew`
-    /// has none.
+    /// The held token while it is fresh; otherwise `renew`'s, or the held one when `renew` has
+    /// none, or fails while the held one has not expired yet (the next call tries again).
     pub(crate) async fn token<F, Fut>(&self, renew: F) -> Result<String, Error>
     where
         F: FnOnce() -> Fut,
@@ -264,10 +275,12 @@ impl Slot {
         if let Some(held) = current.as_ref().filter(|held| held.fresh()) {
             return Ok(held.secret.clone());
         }
-        match (renew().await?, current) {
-            (Some(fresh), _) => Ok(self.keep(fresh)),
-            (None, Some(stale)) => Ok(stale.secret),
-            (None, None) => Err(Error::Token("the source has no token".to_owned())),
+        match (renew().await, current) {
+            (Ok(Some(fresh)), _) => Ok(self.keep(fresh)),
+            (Ok(None), Some(stale)) => Ok(stale.secret),
+            (Err(_), Some(held)) if held.valid() => Ok(held.secret),
+            (Ok(None), None) => Err(Error::Token("the source has no token".to_owned())),
+            (Err(error), _) => Err(error),
         }
     }
 
@@ -371,6 +384,21 @@ mod tests {
             (Some("t1".into()), Some("t1".into()))
         );
         assert_eq!(count.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_renewal_keeps_the_token_until_it_expires_and_then_fails() {
+        let slot = Slot::holding(Held::new("t".to_owned(), Some(Duration::from_secs(10))));
+        let failing = || async { Err(Error::Token("the program failed".to_owned())) };
+        tokio::time::advance(Duration::from_secs(9)).await;
+        assert_eq!(
+            slot.token(failing).await.unwrap(),
+            "t",
+            "still valid for 1 s"
+        );
+        tokio::time::advance(Duration::from_secs(1)).await;
+        let error = slot.token(failing).await.unwrap_err();
+        assert!(matches!(error, Error::Token(_)), "{error:?}");
     }
 
     #[tokio::test]

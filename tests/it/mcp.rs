@@ -399,7 +399,12 @@ async fn run_turn(server: &TestServer, person: &Person) -> Value {
         "agent:write",
         "agent:actions:resolve",
     ];
-    let client = modern(server, Resource::AgentMcp, &scopes, person.clone()).await;
+    run_turn_with(server, person, &scopes).await
+}
+
+/// `run_turn` like [`run_turn`], with a token carrying `scopes`.
+async fn run_turn_with(server: &TestServer, person: &Person, scopes: &[&str]) -> Value {
+    let client = modern(server, Resource::AgentMcp, scopes, person.clone()).await;
     let names: Vec<String> = client
         .list_all_tools()
         .await
@@ -490,6 +495,13 @@ async fn run_turn_resolves_a_rejection_and_without_elicitation_hands_back_the_ac
     assert_eq!(waiting["state"], "awaiting_action", "{waiting}");
     assert!(waiting["action"]["actionId"].is_string(), "{waiting}");
     assert!(unable.asked.lock().unwrap().is_empty());
+
+    // A token that cannot resolve: the person is not asked a question nobody could act on.
+    let would_approve = person(Some("approve"));
+    let scopes = ["mcp:agent", "agent:read", "agent:write"];
+    let waiting = run_turn_with(&server, &would_approve, &scopes).await;
+    assert_eq!(waiting["state"], "awaiting_action", "{waiting}");
+    assert!(would_approve.asked.lock().unwrap().is_empty());
 }
 
 #[tokio::test]
@@ -568,4 +580,14 @@ async fn a_sessions_log_is_a_resource_whose_subscribers_hear_of_appends() {
         .read_resource(rmcp::model::ReadResourceRequestParams::new(foreign))
         .await;
     assert!(refused.is_err());
+    // Neither is a name that is no session id; it is refused, not a crash.
+    for odd in [
+        "intent://sessions/a b/events",
+        "intent://sessions/x?wait=30000/events",
+    ] {
+        let refused = client
+            .read_resource(rmcp::model::ReadResourceRequestParams::new(odd))
+            .await;
+        assert!(refused.is_err(), "{odd}");
+    }
 }

@@ -14,7 +14,8 @@ use rmcp::model::{
 use rmcp::service::SubscriptionContext;
 use serde_json::json;
 
-use super::server::{McpServer, principal};
+use super::server::{McpServer, has, principal};
+use super::tools::percent_encode;
 use crate::agent::Followed;
 
 const SCHEME: &str = "intent://sessions/";
@@ -53,7 +54,7 @@ pub async fn read(
         ));
     };
     let request = Request::builder()
-        .uri(format!("/v1/agent/chat/{session}"))
+        .uri(format!("/v1/agent/chat/{}", percent_encode(session)))
         .body(Body::empty())
         .expect("a session path is a valid request");
     let (status, page) = server.send(principal, request).await?;
@@ -72,13 +73,18 @@ pub async fn read(
     Ok(ReadResourceResult::new(vec![contents]))
 }
 
-/// The part of a requested filter this server serves: subscriptions to session logs.
+/// Session logs one subscription may follow at most.
+const MOST_SUBSCRIPTIONS: usize = 32;
+
+/// The part of a requested filter this server serves: subscriptions to session logs, at most
+/// [`MOST_SUBSCRIPTIONS`] of them.
 pub fn accepted(requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
     let uris: Vec<String> = requested
         .resource_subscriptions
         .iter()
         .flatten()
         .filter(|uri| session_of(uri).is_some())
+        .take(MOST_SUBSCRIPTIONS)
         .cloned()
         .collect();
     Some(
@@ -88,10 +94,17 @@ pub fn accepted(requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
     )
 }
 
-/// Tells the subscriber of each append to the sessions it named, until it goes away. A session
-/// the caller does not own (or that does not exist) is never reported.
+/// Tells the subscriber of each append to the sessions it named, until it goes away or its
+/// token expires (as an SSE stream ends). It needs `agent:read`; a session the caller does not
+/// own (or that does not exist) is never reported.
 pub async fn listen(server: &McpServer, context: SubscriptionContext) -> Result<(), McpError> {
     let principal = principal(context.request_context())?;
+    if !has(&principal, "agent:read") {
+        return Err(McpError::invalid_request(
+            "subscribing to session logs needs scope agent:read",
+            None,
+        ));
+    }
     let uris = context
         .accepted()
         .resource_subscriptions
@@ -126,6 +139,7 @@ pub async fn listen(server: &McpServer, context: SubscriptionContext) -> Result<
     tokio::select! {
         _ = futures_util::future::join_all(followers) => {}
         _ = context.cancelled() => {}
+        _ = tokio::time::sleep(principal.remaining()) => {}
     }
     Ok(())
 }

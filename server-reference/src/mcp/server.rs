@@ -264,7 +264,10 @@ impl ServerHandler for McpServer {
                  person's own approval instead"
             )));
         }
-        let (status, body) = self.send(&principal, tool.request(&arguments)).await?;
+        let http = tool
+            .request(&arguments)
+            .map_err(|reason| McpError::invalid_params(reason, None))?;
+        let (status, body) = self.send(&principal, http).await?;
         let mut result = if status.is_success() {
             CallToolResult::structured(body)
         } else {

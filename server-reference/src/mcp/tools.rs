@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::http::{Method, Request, header};
+use axum::http::{HeaderValue, Method, Request, header};
 use intent_models::schema::{SchemaValidator, Schemas};
 use rmcp::model::{JsonObject, Tool};
 use serde_json::{Map, Value, json};
@@ -138,8 +138,9 @@ impl OperationTool {
         self.input.first_violation(arguments)
     }
 
-    /// The HTTP request a call with `arguments` (valid against the input schema) stands for.
-    pub fn request(&self, arguments: &JsonObject) -> Request<Body> {
+    /// The HTTP request a call with `arguments` (valid against the input schema) stands for,
+    /// or why a header parameter cannot be sent.
+    pub fn request(&self, arguments: &JsonObject) -> Result<Request<Body>, String> {
         let mut path = self.template.clone();
         let mut query = Vec::new();
         let mut request = Request::builder().method(self.method.clone());
@@ -157,7 +158,11 @@ impl OperationTool {
                     path = path.replace(&format!("{{{name}}}"), &encoded);
                 }
                 Location::Query => query.push((name.clone(), text)),
-                Location::Header => request = request.header(name.as_str(), text),
+                Location::Header => {
+                    let value = HeaderValue::from_str(&text)
+                        .map_err(|_| format!("`{name}` is not a valid header value"))?;
+                    request = request.header(name.as_str(), value);
+                }
             }
         }
         if !query.is_empty() {
@@ -174,7 +179,7 @@ impl OperationTool {
         request
             .uri(path)
             .body(body)
-            .expect("a request built from the document's templates is valid")
+            .map_err(|e| format!("the request cannot be built: {e}"))
     }
 }
 
@@ -216,7 +221,7 @@ fn object(value: Value) -> Arc<JsonObject> {
 }
 
 /// A path segment with everything but unreserved characters percent-encoded.
-fn percent_encode(segment: &str) -> String {
+pub(super) fn percent_encode(segment: &str) -> String {
     segment
         .bytes()
         .map(|b| match b {
@@ -266,7 +271,7 @@ mod tests {
         let page = tools.get("getChatEvents").unwrap();
         let arguments = json!({ "sessionId": "ses 1/x", "cursor": "c&d", "wait": 0 });
         assert_eq!(page.violation(&arguments), None);
-        let request = page.request(arguments.as_object().unwrap());
+        let request = page.request(arguments.as_object().unwrap()).unwrap();
         assert_eq!(request.method(), Method::GET);
         assert_eq!(
             request.uri(),
@@ -276,6 +281,9 @@ mod tests {
         let missing = resolve.violation(&json!({ "sessionId": "s", "actionId": "a" }));
         assert!(missing.is_some_and(|m| m.contains("Idempotency-Key") || m.contains("body")));
         assert!(page.violation(&json!({ "sessionId": 7 })).is_some());
+        let broken = json!({ "sessionId": "s", "actionId": "a", "Idempotency-Key": "k\r\nx",
+                             "body": { "revision": 1 } });
+        assert!(resolve.request(broken.as_object().unwrap()).is_err());
         assert!(
             page.violation(&json!({ "sessionId": "s", "extra": 1 }))
                 .is_some()

@@ -22,7 +22,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::server::McpServer;
+use super::server::{McpServer, has};
+use super::tools::percent_encode;
 use crate::auth::Principal;
 
 /// The tool's name.
@@ -30,6 +31,9 @@ pub const NAME: &str = "run_turn";
 
 /// The scopes `run_turn` needs: it starts turns and reads the log.
 pub const SCOPES: [&str; 2] = ["agent:write", "agent:read"];
+
+/// The scope a resolution needs.
+const RESOLVE: &str = "agent:actions:resolve";
 
 /// The key of the one input request: the person's decision.
 const DECISION: &str = "decision";
@@ -187,9 +191,11 @@ async fn round(
             wait(server, principal, context, &session, &turn, &cursor).await?
         }
     };
-    let can_elicit = context
-        .client_capabilities()
-        .is_some_and(|capabilities| capabilities.elicitation.is_some());
+    // Asking the person is pointless when the token cannot resolve what they decide.
+    let can_elicit = has(principal, RESOLVE)
+        && context
+            .client_capabilities()
+            .is_some_and(|capabilities| capabilities.elicitation.is_some());
     match settled.action.clone() {
         Some(action) if settled.state == "awaiting_action" && can_elicit => {
             let pending = Pending {
@@ -253,7 +259,7 @@ async fn wait(
             ("wait", &WAIT_MS.to_string()),
         ])
         .expect("pairs of strings encode");
-        let path = format!("/v1/agent/chat/{session}?{query}");
+        let path = format!("/v1/agent/chat/{}?{query}", percent_encode(session));
         let page = api(server, principal, json_request(Method::GET, path, None)).await?;
         for event in page["events"].as_array().into_iter().flatten() {
             settled.events += 1;
@@ -304,8 +310,8 @@ async fn resolve(
     let body = json!({ "revision": action["revision"], "result": result });
     let path = format!(
         "/v1/agent/sessions/{}/actions/{}/resolve",
-        pending.session,
-        action["actionId"].as_str().unwrap_or_default()
+        percent_encode(&pending.session),
+        percent_encode(action["actionId"].as_str().unwrap_or_default())
     );
     let key: String = Sha256::digest(format!("{state}|{approve}"))
         .iter()

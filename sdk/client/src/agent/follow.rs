@@ -189,8 +189,10 @@ impl<T: Transport> Follower<T> {
             }
             Frame::Snapshot(snapshot) => self.ready.push_back(LogItem::Snapshot(snapshot)),
             Frame::Resync => {
-                // The server goes on with the retained log on this same connection.
+                // The server goes on with the retained log on this same connection; a
+                // reconnect before its next page starts there too.
                 self.last = 0;
+                self.cursor = None;
                 self.ready.push_back(LogItem::Restart);
             }
         }

@@ -30,6 +30,9 @@ pub struct CommandToken {
     slot: Slot,
 }
 
+/// A program that has printed nothing by then is killed and the renewal fails.
+const PROGRAM_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// The JSON a program may print.
 #[derive(Deserialize)]
 struct Printed {
@@ -52,11 +55,17 @@ impl CommandToken {
 
     async fn run(&self) -> Result<Option<Held>, Error> {
         let name = self.program.to_string_lossy();
-        let output = tokio::process::Command::new(&self.program)
+        let running = tokio::process::Command::new(&self.program)
             .args(&self.args)
             .kill_on_drop(true)
-            .output()
+            .output();
+        let output = tokio::time::timeout(PROGRAM_TIMEOUT, running)
             .await
+            .map_err(|_| {
+                Error::Token(format!(
+                    "`{name}` printed no token within {PROGRAM_TIMEOUT:?}"
+                ))
+            })?
             .map_err(|e| Error::Token(format!("cannot run `{name}`: {e}")))?;
         if !output.status.success() {
             let stderr = String::from_utf8_lossy(&output.stderr);

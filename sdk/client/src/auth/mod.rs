@@ -73,17 +73,19 @@ impl Resource {
         })
     }
 
-    /// Whether `scope` is one of this resource's scopes (`agent:*` for the Agent, `mcp:agent`
-    /// for Agent MCP...); `custody:delegate` goes with the Pipeline, `payments:submit` with the
-    /// Account.
+    /// Whether a token for this resource may carry `scope`: `agent:*` for the Agent, `mcp:agent`
+    /// and `agent:*` for Agent MCP (its tools call the Agent)...; `custody:delegate` goes with
+    /// the Pipeline, `payments:submit` with the Account.
     pub fn owns_scope(self, scope: &str) -> bool {
         let family = scope.split(':').next().unwrap_or_default();
         match self {
             Resource::Agent => family == "agent",
             Resource::Pipeline => ["pipeline", "custody"].contains(&family),
             Resource::Account => ["account", "payments"].contains(&family),
-            Resource::AgentMcp => scope == "mcp:agent",
-            Resource::PipelineMcp => scope == "mcp:pipeline",
+            Resource::AgentMcp => scope == "mcp:agent" || Resource::Agent.owns_scope(scope),
+            Resource::PipelineMcp => {
+                scope == "mcp:pipeline" || Resource::Pipeline.owns_scope(scope)
+            }
         }
     }
 }

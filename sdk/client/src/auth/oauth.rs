@@ -1,7 +1,7 @@
 //! The OAuth 2.1 flows of part 5 through the `oauth2` crate: the device flow and the
 //! authorization code with PKCE, both renewed by refresh-token rotation.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use oauth2::basic::{BasicClient, BasicTokenResponse};
 use oauth2::{
@@ -154,7 +154,7 @@ pub struct OAuthTokens {
     resource: String,
     access: Slot,
     /// The refresh token; a rotated one is good for one use, so renewals take turns in `access`.
-    refresh: Mutex<Option<String>>,
+    refresh: Arc<Mutex<Option<String>>>,
 }
 
 impl OAuthTokens {
@@ -163,7 +163,9 @@ impl OAuthTokens {
             oauth,
             resource: resource.to_owned(),
             access: Slot::holding(held(&response)),
-            refresh: Mutex::new(response.refresh_token().map(|r| r.secret().clone())),
+            refresh: Arc::new(Mutex::new(
+                response.refresh_token().map(|r| r.secret().clone()),
+            )),
         })
     }
 
@@ -176,24 +178,36 @@ impl OAuthTokens {
     }
 
     /// A new access token by the refresh grant, or `None` without a refresh token.
+    ///
+    /// The exchange runs in a task of its own: a caller that gives up mid-way (a timeout, a
+    /// dropped stream) must not lose the rotated refresh token, since replaying the old one
+    /// revokes the whole family. A response without a refresh token keeps the old one (RFC 6749
+    /// section 6).
     async fn rotate(&self) -> Result<Option<Held>, Error> {
         let Some(refresh) = self.refresh_token() else {
             return Ok(None);
         };
-        let response = self
-            .oauth
-            .client()?
-            .exchange_refresh_token(&RefreshToken::new(refresh))
-            .add_extra_param("resource", &self.resource)
-            .request_async(&http)
-            .await
-            .map_err(oauth_error)?;
-        *self
-            .refresh
-            .lock()
-            .expect("the refresh lock is not poisoned") =
-            response.refresh_token().map(|r| r.secret().clone());
-        Ok(Some(held(&response)))
+        let client = self.oauth.client()?;
+        let (resource, kept) = (self.resource.clone(), self.refresh.clone());
+        let exchange = tokio::spawn(async move {
+            let response = client
+                .exchange_refresh_token(&RefreshToken::new(refresh))
+                .add_extra_param("resource", &resource)
+                .request_async(&http)
+                .await
+                .map_err(oauth_error)?;
+            if let Some(rotated) = response.refresh_token() {
+                *kept.lock().expect("the refresh lock is not poisoned") =
+                    Some(rotated.secret().clone());
+            }
+            Ok(held(&response))
+        });
+        match exchange.await {
+            Ok(result) => result.map(Some),
+            Err(failed) => Err(Error::Token(format!(
+                "the refresh did not finish: {failed}"
+            ))),
+        }
     }
 }
 
@@ -219,6 +233,8 @@ fn held(response: &BasicTokenResponse) -> Held {
 pub async fn http(request: oauth2::HttpRequest) -> Result<oauth2::HttpResponse, reqwest::Error> {
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
+        .connect_timeout(std::time::Duration::from_secs(10))
+        .timeout(std::time::Duration::from_secs(30))
         .build()?;
     let (parts, body) = request.into_parts();
     let response = client

@@ -96,23 +96,12 @@ impl TestServer {
 
     /// An access token for `account` on `resource` with `scopes`, valid for an hour.
     pub fn token(&self, account: &str, resource: impl Into<Resource>, scopes: &[&str]) -> String {
-        self.token_for(account, resource.into(), scopes, TOKEN_TTL)
-    }
-
-    /// An access token like [`TestServer::token`] that lives `ttl`.
-    pub fn token_for(
-        &self,
-        account: &str,
-        resource: impl Into<Resource>,
-        scopes: &[&str],
-        ttl: Duration,
-    ) -> String {
         self.state.mint_access_token(&Grant {
             account: account.to_owned(),
             scopes: scopes.iter().map(|s| s.to_string()).collect(),
             resource: resource.into().identifier(&self.base),
             client_id: TEST_CLIENT.to_owned(),
-            ttl,
+            ttl: TOKEN_TTL,
         })
     }
 

@@ -59,6 +59,18 @@ async fn modern<H: rmcp::ClientHandler>(
         .expect("the MCP server answers discovery")
 }
 
+/// The names `tools/list` gives `client`.
+async fn tool_names<H: rmcp::ClientHandler>(client: &RunningService<RoleClient, H>) -> Vec<String> {
+    let tools = client
+        .list_all_tools()
+        .await
+        .expect("tools/list is answered");
+    tools
+        .into_iter()
+        .map(|tool| tool.name.to_string())
+        .collect()
+}
+
 fn arguments(value: Value) -> JsonObject {
     value.as_object().expect("arguments are an object").clone()
 }
@@ -318,13 +330,7 @@ async fn a_client_finds_its_token_from_a_401_and_wrong_tokens_are_refused() {
         .unwrap();
     let token = intent_sdk::auth::TokenSource::token(&tokens).await.unwrap();
     let client = connect(&server, Resource::AgentMcp, &token).await;
-    let names: Vec<String> = client
-        .list_all_tools()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|tool| tool.name.to_string())
-        .collect();
+    let names = tool_names(&client).await;
     assert!(names.contains(&"getSession".to_owned()), "{names:?}");
     assert!(
         !names.contains(&"startChat".to_owned()),
@@ -405,13 +411,7 @@ async fn run_turn(server: &TestServer, person: &Person) -> Value {
 /// `run_turn` like [`run_turn`], with a token carrying `scopes`.
 async fn run_turn_with(server: &TestServer, person: &Person, scopes: &[&str]) -> Value {
     let client = modern(server, Resource::AgentMcp, scopes, person.clone()).await;
-    let names: Vec<String> = client
-        .list_all_tools()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|tool| tool.name.to_string())
-        .collect();
+    let names = tool_names(&client).await;
     assert!(names.contains(&"run_turn".to_owned()), "{names:?}");
     let token = rmcp::model::ProgressToken(rmcp::model::NumberOrString::Number(7));
     let mut request = CallToolRequestParams::new("run_turn").with_arguments(arguments(json!({

@@ -34,10 +34,10 @@ pub struct OperationTool {
 pub struct Tools(Vec<OperationTool>);
 
 impl Tools {
-    /// The tools of the operations of `document` whose `x-resource` is `resource` (`agent` or
-    /// `pipeline`), but those answering `text/event-stream`.
-    pub fn from_openapi(document: &Value, resource: &str) -> Self {
-        let schemas = Schemas::from_openapi(document).expect("openapi.json has component schemas");
+    /// The tools of the operations of `document` (whose component `schemas` are given
+    /// converted) whose `x-resource` is `resource` (`agent` or `pipeline`), but those answering
+    /// `text/event-stream`.
+    pub fn from_openapi(document: &Value, schemas: &Schemas, resource: &str) -> Self {
         let mut tools = Vec::new();
         for (path, item) in document["paths"].as_object().into_iter().flatten() {
             for (method, op) in item.as_object().into_iter().flatten() {
@@ -50,7 +50,7 @@ impl Tools {
                 if op["x-resource"] != resource || streams {
                     continue;
                 }
-                tools.push(OperationTool::new(document, &schemas, method, path, op));
+                tools.push(OperationTool::new(document, schemas, method, path, op));
             }
         }
         Self(tools)
@@ -237,15 +237,16 @@ pub(super) fn percent_encode(segment: &str) -> String {
 mod tests {
     use super::*;
 
-    fn document() -> Value {
-        serde_json::from_str(crate::OPENAPI).unwrap()
+    fn tools(resource: &str) -> Tools {
+        let document: Value = serde_json::from_str(crate::OPENAPI).unwrap();
+        let schemas = Schemas::from_openapi(&document).unwrap();
+        Tools::from_openapi(&document, &schemas, resource)
     }
 
     #[test]
     fn every_agent_and_pipeline_operation_but_the_stream_is_a_tool_with_an_object_schema() {
-        let document = document();
-        let agent = Tools::from_openapi(&document, "agent");
-        let pipeline = Tools::from_openapi(&document, "pipeline");
+        let agent = tools("agent");
+        let pipeline = tools("pipeline");
         let names = |tools: &Tools| -> Vec<String> {
             tools.iter().map(|t| t.tool.name.to_string()).collect()
         };
@@ -267,7 +268,7 @@ mod tests {
 
     #[test]
     fn a_call_becomes_the_operations_request() {
-        let tools = Tools::from_openapi(&document(), "agent");
+        let tools = tools("agent");
         let page = tools.get("getChatEvents").unwrap();
         let arguments = json!({ "sessionId": "ses 1/x", "cursor": "c&d", "wait": 0 });
         assert_eq!(page.violation(&arguments), None);

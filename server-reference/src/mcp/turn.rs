@@ -218,16 +218,9 @@ async fn start(
     principal: &Principal,
     arguments: &JsonObject,
 ) -> Step<(String, String, String)> {
-    let body =
-        json!({ "message": arguments.get("message"), "sessionId": arguments.get("sessionId") });
-    let body = Value::Object(
-        body.as_object()
-            .into_iter()
-            .flatten()
-            .filter(|(_, v)| !v.is_null())
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect(),
-    );
+    // The arguments held against the input schema: `message` and maybe `sessionId`, the body
+    // of a start as it is.
+    let body = Value::Object(arguments.clone());
     let request = json_request(Method::POST, "/v1/agent/chat".into(), Some(&body));
     let started = api(server, principal, request).await?;
     let field = |name: &str| started[name].as_str().unwrap_or_default().to_owned();
@@ -282,7 +275,7 @@ async fn wait(
             }
         }
         settled.cursor = page["cursor"].as_str().unwrap_or_default().to_owned();
-        if settled.state != "processing" && page["hasMore"] != true && page["has_more"] != true {
+        if settled.state != "processing" && page["has_more"] != true {
             if settled.state != "awaiting_action" {
                 settled.action = None;
             }

@@ -35,8 +35,15 @@ impl OAuthClient {
 /// How the server runs. Build it with [`Config::new`] and the chainable setters.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// Directory of the SQLite database and the keys; created when missing.
+    /// Directory of the keys and, without a database URL, of the SQLite database; created when
+    /// missing.
     pub data_dir: PathBuf,
+    /// A PostgreSQL URL: the state lives there, shared by every process given the same URL
+    /// (and the same keys), and the data dir holds only keys.
+    pub database_url: Option<String>,
+    /// How long a process's claim on a turn it runs lasts unless renewed; a processing turn
+    /// whose claim ran out is failed as orphaned.
+    pub turn_lease: Duration,
     /// The public base address: the token issuer and the prefix of the five resource
     /// identifiers. `None` takes `http://` and the bound address.
     pub public_url: Option<String>,
@@ -101,6 +108,8 @@ impl Config {
     pub fn new(data_dir: impl Into<PathBuf>) -> Self {
         Self {
             data_dir: data_dir.into(),
+            database_url: None,
+            turn_lease: Duration::from_secs(10),
             public_url: None,
             body_limit: 1024 * 1024,
             clients: vec![OAuthClient {
@@ -120,6 +129,18 @@ impl Config {
             idempotency_key_ttl: Duration::from_secs(24 * 3600),
             expired_kept: Duration::from_secs(3600),
         }
+    }
+
+    /// Sets [`Config::database_url`].
+    pub fn database_url(mut self, url: Option<String>) -> Self {
+        self.database_url = url;
+        self
+    }
+
+    /// Sets [`Config::turn_lease`].
+    pub fn turn_lease(mut self, lease: Duration) -> Self {
+        self.turn_lease = lease;
+        self
     }
 
     /// Sets [`Config::public_url`].

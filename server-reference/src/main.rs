@@ -32,9 +32,17 @@ enum Command {
         /// Address to bind; port 0 picks a free port, and the bound address is printed.
         #[arg(long, env = "INTENT_ADDR", default_value = "127.0.0.1:8080")]
         addr: SocketAddr,
-        /// Directory of the SQLite database and the keys; created when missing.
+        /// Directory of the keys and, without --database-url, of the SQLite database; created
+        /// when missing.
         #[arg(long, env = "INTENT_DATA_DIR", default_value = "intent-data")]
         data_dir: PathBuf,
+        /// PostgreSQL URL (postgres://...): keep the state there, shared with every instance
+        /// given the same URL and the same key files; the data dir then holds only keys.
+        #[arg(long, env = "INTENT_DATABASE_URL")]
+        database_url: Option<String>,
+        /// Seconds an instance's claim on a turn it runs lasts unless renewed.
+        #[arg(long, env = "INTENT_TURN_LEASE", default_value_t = Config::new("").turn_lease.as_secs())]
+        turn_lease: u64,
         /// Public base address (token issuer, prefix of the resource identifiers); defaults to
         /// http:// and the bound address.
         #[arg(long, env = "INTENT_PUBLIC_URL")]
@@ -128,6 +136,8 @@ async fn main() -> ExitCode {
         Command::Serve {
             addr,
             data_dir,
+            database_url,
+            turn_lease,
             public_url,
             body_limit,
             cursor_ttl,
@@ -142,6 +152,8 @@ async fn main() -> ExitCode {
             shutdown_grace,
         } => {
             let config = Config::new(data_dir)
+                .database_url(database_url)
+                .turn_lease(Duration::from_secs(turn_lease.max(1)))
                 .body_limit(body_limit)
                 .cursor_ttl(Duration::from_secs(cursor_ttl))
                 .event_retention(Duration::from_secs(event_retention))

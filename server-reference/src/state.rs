@@ -6,7 +6,8 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use crate::account::Account;
-use crate::agent::{self, EventLog, Hub, Sessions, Turns};
+
+use crate::agent::{self, EventLog, Hub, Notifier, Sessions, Turns};
 use crate::config::{Config, OAuthClient};
 use crate::gateway::Operations;
 use crate::keys::SigningKeys;
@@ -14,10 +15,10 @@ use crate::pipeline::Pipeline;
 use crate::rate::RateLimits;
 use crate::resource::Resource;
 use crate::secrets::Sealer;
-use crate::store::{self, SqliteStore, Store};
+use crate::store::{self, PgStore, Runner, SqliteStore, Store};
 use crate::token::{self, Grant};
 use crate::verified::VerifiedTokens;
-use crate::{OPENAPI, clock, wellknown};
+use crate::{OPENAPI, clock, random, wellknown};
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -80,22 +81,39 @@ impl AppState {
         let sealer = Sealer::load_or_create(&data_dir).map_err(io)?;
         let cursors =
             agent::cursor::CursorKey::load_or_create(&data_dir, config.cursor_ttl).map_err(io)?;
-        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&data_dir).await?);
+        let runner = Runner {
+            id: random::id("run"),
+            lease_ms: i64::try_from(config.turn_lease.as_millis()).unwrap_or(i64::MAX),
+        };
+        let hub = Arc::new(Hub::default());
+        let (store, shared): (Arc<dyn Store>, bool) = match &config.database_url {
+            Some(url) => {
+                let store = PgStore::open(url, runner).await?;
+                tokio::spawn(follow_appends(store.clone(), Arc::downgrade(&hub)));
+                (Arc::new(store), true)
+            }
+            None => (Arc::new(SqliteStore::open(&data_dir, runner).await?), false),
+        };
         let issuer = config
             .public_url
             .clone()
             .unwrap_or_else(|| default_url.trim_end_matches('/').to_owned());
         let document = serde_json::from_str(OPENAPI).expect("the embedded openapi.json parses");
         let operations = Operations::from_openapi(&document);
-        let pipeline =
-            Arc::new(Pipeline::open(store.clone(), signing_key.clone(), config.build_ttl).await?);
+        let pipeline = Arc::new(Pipeline::new(
+            store.clone(),
+            signing_key.clone(),
+            config.build_ttl,
+        ));
         let log = EventLog::new(
             store.clone(),
-            Arc::new(Hub::default()),
+            hub,
             cursors,
             config.cursor_ttl,
             config.event_retention,
         );
+        // Other processes write a shared store: this one cannot keep heads of its logs.
+        let log = if shared { log.without_heads() } else { log };
         let turns = Turns::new(
             log.clone(),
             store.clone(),
@@ -108,6 +126,7 @@ impl AppState {
         let account = Account::new(store.clone(), sealer);
         let rate_limits = config.rate_limit.map(RateLimits::new);
         let cleanup_interval = config.cleanup_interval;
+        let turn_lease = config.turn_lease;
         let state = Self(Arc::new(Inner {
             config,
             issuer,
@@ -123,6 +142,7 @@ impl AppState {
             account,
         }));
         tokio::spawn(clean_up(Arc::downgrade(&state.0), cleanup_interval));
+        tokio::spawn(keep_turns(Arc::downgrade(&state.0), turn_lease));
         Ok(state)
     }
 
@@ -234,4 +254,47 @@ async fn clean_up(state: Weak<Inner>, interval: Duration) {
         }
         state.log.forget_idle_readers();
     }
+}
+
+/// While the server lives: renews the leases of the turns this process runs three times per
+/// `lease`, and fails the processing turns whose runner's lease ran out (a process that died).
+async fn keep_turns(state: Weak<Inner>, lease: Duration) {
+    let mut ticks = tokio::time::interval(lease / 3);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let Some(state) = state.upgrade() else {
+            return;
+        };
+        if let Err(error) = state.store.renew_leases(clock::now_ms()).await {
+            tracing::warn!(
+                error = &error as &dyn std::error::Error,
+                "renewing turn leases"
+            );
+        }
+        if let Err(error) = state.turns.fail_orphans().await {
+            tracing::warn!(
+                error = &error as &dyn std::error::Error,
+                "failing orphaned turns"
+            );
+        }
+    }
+}
+
+/// Feeds `hub` with the appends of every process on `store`, while the hub lives.
+async fn follow_appends(store: PgStore, hub: Weak<Hub>) {
+    let appended = {
+        let hub = hub.clone();
+        move |session: &str, last_seq: i64| {
+            if let Some(hub) = hub.upgrade() {
+                hub.appended(session, last_seq);
+            }
+        }
+    };
+    let listening = move || {
+        if let Some(hub) = hub.upgrade() {
+            hub.wake_all();
+        }
+    };
+    store.follow_appends(appended, listening).await;
 }

@@ -39,47 +39,102 @@ pub const TEST_REDIRECT_URI: &str = "http://127.0.0.1:9/callback";
 /// How long the kit's tokens live.
 const TOKEN_TTL: Duration = Duration::from_secs(3600);
 
+/// Names a PostgreSQL server (`postgres://...`) for test servers. When it is set, every
+/// [`TestServer`] keeps its state in a new database there instead of a SQLite file, so that one
+/// suite runs on both backends.
+pub const DATABASE_ENV: &str = "INTENT_TEST_DATABASE_URL";
+
 /// A reference server on a free loopback port, with its own data dir, for one test; it stops
 /// when the test's runtime ends.
 pub struct TestServer {
     base: String,
     state: AppState,
     data_dir: tempfile::TempDir,
+    database_url: Option<String>,
 }
 
 impl TestServer {
-    /// Starts a server on `127.0.0.1:0` with a new data dir, [`TEST_CLIENT`] registered at
-    /// [`TEST_REDIRECT_URI`], and a one-second device poll interval.
+    /// Starts a server on `127.0.0.1:0` with a new data dir (and a new database when
+    /// [`DATABASE_ENV`] is set), [`TEST_CLIENT`] registered at [`TEST_REDIRECT_URI`], and a
+    /// one-second device poll interval.
     pub async fn start() -> Self {
         Self::start_with(|config| config).await
     }
 
     /// Starts a server like [`TestServer::start`], with `configure` applied to its config.
     pub async fn start_with(configure: impl FnOnce(Config) -> Config) -> Self {
+        let database_url = match std::env::var(DATABASE_ENV) {
+            Ok(server) => Some(new_database(&server).await),
+            Err(_) => None,
+        };
         let data_dir = tempfile::tempdir().expect("a temporary data dir");
+        Self::open(data_dir, database_url, None, configure).await
+    }
+
+    /// Starts a second instance of this server's deployment, with `configure` applied to its
+    /// config: its own port, the same database, a copy of the key files and the same public
+    /// address, as behind one load balancer. Only on PostgreSQL: panics without
+    /// [`DATABASE_ENV`].
+    pub async fn peer_with(&self, configure: impl FnOnce(Config) -> Config) -> Self {
+        let database_url = self
+            .database_url
+            .clone()
+            .expect("peers share a PostgreSQL database: set INTENT_TEST_DATABASE_URL");
+        let data_dir = tempfile::tempdir().expect("a temporary data dir");
+        for entry in std::fs::read_dir(self.data_dir()).expect("the data dir lists") {
+            let entry = entry.expect("a data dir entry");
+            std::fs::copy(entry.path(), data_dir.path().join(entry.file_name()))
+                .expect("a key file copies");
+        }
+        Self::open(
+            data_dir,
+            Some(database_url),
+            Some(self.base.clone()),
+            configure,
+        )
+        .await
+    }
+
+    async fn open(
+        data_dir: tempfile::TempDir,
+        database_url: Option<String>,
+        public_url: Option<String>,
+        configure: impl FnOnce(Config) -> Config,
+    ) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("a loopback port");
-        let base = format!("http://{}", listener.local_addr().expect("a bound address"));
+        let bound = format!("http://{}", listener.local_addr().expect("a bound address"));
         let client = OAuthClient {
             id: TEST_CLIENT.to_owned(),
             redirect_uris: vec![TEST_REDIRECT_URI.to_owned()],
         };
-        let config = Config::new(data_dir.path())
+        let mut config = Config::new(data_dir.path())
+            .database_url(database_url.clone())
             .client(client)
             .device_poll_interval(Duration::from_secs(1));
-        let state = AppState::open(configure(config), &base)
+        if let Some(url) = public_url {
+            config = config.public_url(url);
+        }
+        let state = AppState::open(configure(config), &bound)
             .await
             .expect("the server opens its data dir");
         tokio::spawn(crate::serve(listener, state.clone()));
         Self {
-            base,
+            base: bound,
             state,
             data_dir,
+            database_url,
         }
     }
 
-    /// `http://127.0.0.1:PORT`
+    /// Whether the server keeps its state on PostgreSQL ([`DATABASE_ENV`] is set).
+    pub fn on_postgres(&self) -> bool {
+        self.database_url.is_some()
+    }
+
+    /// `http://127.0.0.1:PORT`, where this instance listens; a peer's public address (the
+    /// token issuer) is the first instance's.
     pub fn base_url(&self) -> &str {
         &self.base
     }
@@ -99,7 +154,7 @@ impl TestServer {
         self.state.mint_access_token(&Grant {
             account: account.to_owned(),
             scopes: scopes.iter().map(|s| s.to_string()).collect(),
-            resource: resource.into().identifier(&self.base),
+            resource: resource.into().identifier(self.state.issuer()),
             client_id: TEST_CLIENT.to_owned(),
             ttl: TOKEN_TTL,
         })
@@ -151,4 +206,20 @@ impl From<intent_sdk::auth::Resource> for Resource {
             Sdk::PipelineMcp => Resource::PipelineMcp,
         }
     }
+}
+
+/// Creates an empty database on the PostgreSQL server at `server` and gives its URL.
+async fn new_database(server: &str) -> String {
+    use sqlx::Connection;
+    let mut url = reqwest::Url::parse(server).expect("INTENT_TEST_DATABASE_URL is a URL");
+    let name = crate::random::id("test");
+    let mut admin = sqlx::PgConnection::connect(server)
+        .await
+        .expect("the test PostgreSQL server accepts connections");
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&mut admin)
+        .await
+        .expect("a test database is created");
+    url.set_path(&name);
+    url.to_string()
 }

@@ -18,8 +18,8 @@ const RECIPIENT: &str = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8";
 const SCOPES: &[&str] = &["agent:read", "agent:write", "agent:actions:resolve"];
 
 /// A server and a client of one account with every Agent scope.
-struct Agent {
-    server: TestServer,
+pub(crate) struct Agent {
+    pub(crate) server: TestServer,
     client: Client,
 }
 
@@ -28,21 +28,33 @@ impl Agent {
         Self::with(TestServer::start().await)
     }
 
-    fn with(server: TestServer) -> Self {
+    pub(crate) fn with(server: TestServer) -> Self {
         let token = server.token("alice", Resource::Agent, SCOPES);
         let client = server.client(&token);
         Self { server, client }
     }
 
-    async fn chat(&self, message: &str, session: Option<&str>) -> ChatStartResponse {
+    pub(crate) async fn chat(&self, message: &str, session: Option<&str>) -> ChatStartResponse {
+        self.try_chat(message, session).await.unwrap()
+    }
+
+    pub(crate) async fn try_chat(
+        &self,
+        message: &str,
+        session: Option<&str>,
+    ) -> Result<ChatStartResponse, intent_sdk::Error> {
         let request = ChatStartRequest {
             message: message.parse().unwrap(),
             session_id: session.map(|s| s.parse().unwrap()),
         };
-        self.client.start_chat(&request).await.unwrap().into_inner()
+        self.client
+            .start_chat(&request)
+            .await
+            .map(|r| r.into_inner())
+            .map_err(intent_sdk::Error::from)
     }
 
-    async fn page(
+    pub(crate) async fn page(
         &self,
         session: &str,
         cursor: Option<&str>,
@@ -58,7 +70,11 @@ impl Agent {
 
     /// Polls from `cursor` until the latest turn state is not `processing` and nothing more is
     /// ready (part 3, rules 3 and 4); the events read, the state, and the last cursor.
-    async fn settle(&self, session: &str, cursor: &str) -> (Vec<AgentEvent>, TurnState, String) {
+    pub(crate) async fn settle(
+        &self,
+        session: &str,
+        cursor: &str,
+    ) -> (Vec<AgentEvent>, TurnState, String) {
         let deadline = Instant::now() + Duration::from_secs(20);
         let mut cursor = cursor.to_owned();
         let mut events = Vec::new();
@@ -79,7 +95,7 @@ impl Agent {
         panic!("the turn did not settle; events: {events:#?}");
     }
 
-    async fn resolve(
+    pub(crate) async fn resolve(
         &self,
         session: &str,
         action: &str,
@@ -123,14 +139,14 @@ fn assert_contiguous(events: &[AgentEvent], first: u64) {
     assert_eq!(seqs, expected, "sequence numbers are contiguous");
 }
 
-fn code(error: &intent_sdk::Error) -> (u16, String) {
+pub(crate) fn code(error: &intent_sdk::Error) -> (u16, String) {
     (
         error.status().unwrap_or_default(),
         error.code().unwrap_or_default().to_owned(),
     )
 }
 
-fn pending_action(events: &[AgentEvent]) -> ActionRequest {
+pub(crate) fn pending_action(events: &[AgentEvent]) -> ActionRequest {
     events
         .iter()
         .rev()
@@ -141,7 +157,7 @@ fn pending_action(events: &[AgentEvent]) -> ActionRequest {
         .expect("an action event")
 }
 
-fn approve(action: &ActionRequest) -> ActionResult {
+pub(crate) fn approve(action: &ActionRequest) -> ActionResult {
     ActionResult::Approved {
         digest: action.build.digest.to_string().parse().unwrap(),
     }
@@ -591,7 +607,7 @@ async fn sessions_are_read_updated_and_deleted_by_their_owner_only() {
 }
 
 /// A session whose turn awaits the approval of a transfer.
-async fn awaiting(agent: &Agent) -> (String, ActionRequest, String) {
+pub(crate) async fn awaiting(agent: &Agent) -> (String, ActionRequest, String) {
     let started = agent
         .chat(&format!("send 1 ETH to {RECIPIENT}"), None)
         .await;

@@ -18,7 +18,8 @@ const RECIPIENT: &str = "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC";
 async fn restart(first: &TestServer, configure: impl FnOnce(Config) -> Config) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
-    let config = configure(Config::new(first.data_dir()).public_url(first.base_url()));
+    // The first server's config: its data dir and, on PostgreSQL, its database.
+    let config = configure(first.state().config().clone().public_url(first.base_url()));
     let state = intent_server::AppState::open(config, &base).await.unwrap();
     tokio::spawn(intent_server::serve(listener, state));
     base

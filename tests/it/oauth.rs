@@ -260,7 +260,10 @@ async fn a_wrong_pkce_verifier_or_redirect_uri_gets_invalid_grant() {
 }
 
 /// A code approved for alice on the Account resource with `scope`, and its PKCE verifier.
-async fn approved_code(server: &TestServer, scope: &str) -> (String, oauth2::PkceCodeVerifier) {
+pub(crate) async fn approved_code(
+    server: &TestServer,
+    scope: &str,
+) -> (String, oauth2::PkceCodeVerifier) {
     let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
     let params = [
         ("response_type", "code"),
@@ -288,7 +291,7 @@ async fn approved_code(server: &TestServer, scope: &str) -> (String, oauth2::Pkc
     )
 }
 
-async fn exchange(server: &TestServer, code: &str, verifier: &str) -> (u16, Value) {
+pub(crate) async fn exchange(server: &TestServer, code: &str, verifier: &str) -> (u16, Value) {
     let form = [
         ("grant_type", "authorization_code"),
         ("client_id", TEST_CLIENT),
@@ -299,7 +302,11 @@ async fn exchange(server: &TestServer, code: &str, verifier: &str) -> (u16, Valu
     token_request(server, &form).await
 }
 
-async fn refresh(server: &TestServer, refresh_token: &str, scope: Option<&str>) -> (u16, Value) {
+pub(crate) async fn refresh(
+    server: &TestServer,
+    refresh_token: &str,
+    scope: Option<&str>,
+) -> (u16, Value) {
     let mut form = vec![
         ("grant_type", "refresh_token"),
         ("client_id", TEST_CLIENT),

@@ -202,7 +202,7 @@ async fn spl_transfers_move_tokens_create_the_recipient_account_and_survive_a_re
     assert_eq!(status, 200);
 
     // A second process on the same data dir replays the commits: 12.5 USDC are gone.
-    let config = intent_server::config::Config::new(server.data_dir());
+    let config = server.state().config().clone();
     let reopened = intent_server::AppState::open(config, server.base_url())
         .await
         .unwrap();

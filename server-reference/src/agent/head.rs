@@ -82,10 +82,10 @@ impl Head {
     }
 }
 
-/// The heads of active sessions.
-#[derive(Default)]
+/// The heads of active sessions, and their write locks.
 pub struct Heads {
     slots: Mutex<HashMap<String, Arc<Slot>>>,
+    kept: bool,
 }
 
 #[derive(Default)]
@@ -123,6 +123,19 @@ impl Writing {
 }
 
 impl Heads {
+    /// Write locks, with heads when `kept`; without, [`Heads::read`] finds none.
+    pub fn new(kept: bool) -> Self {
+        Self {
+            slots: Mutex::default(),
+            kept,
+        }
+    }
+
+    /// Whether heads are kept.
+    pub fn kept(&self) -> bool {
+        self.kept
+    }
+
     /// Reads the head of `session` with `read`, if it is kept.
     pub fn read<T>(&self, session: &str, read: impl FnOnce(&Head) -> T) -> Option<T> {
         let slot = self.lock().get(session).cloned()?;

@@ -109,12 +109,22 @@ impl EventLog {
     ) -> Self {
         Self(Arc::new(Inner {
             store,
-            heads: Heads::default(),
+            heads: Heads::new(true),
             notifier,
             draining: tokio::sync::watch::Sender::new(false),
             cursors,
             retention,
             cursor_ttl,
+        }))
+    }
+
+    /// This log without in-memory heads: every read goes to the store, which other processes
+    /// write too.
+    pub fn without_heads(self) -> Self {
+        let inner = Arc::into_inner(self.0).expect("a new log is not shared yet");
+        Self(Arc::new(Inner {
+            heads: Heads::new(false),
+            ..inner
         }))
     }
 
@@ -355,6 +365,9 @@ impl EventLog {
         account: &str,
         id: &str,
     ) -> Result<Option<SessionRecord>, store::Error> {
+        if !self.0.heads.kept() {
+            return self.0.store.session(account, id).await;
+        }
         let head = match self.0.heads.read(id, |head| head.record.clone()) {
             Some(record) => Some(record),
             None => self.load(account, id).await?.map(|head| head.record),
@@ -407,6 +420,12 @@ impl EventLog {
         after: i64,
         limit: i64,
     ) -> Result<Option<LogRead>, store::Error> {
+        if !self.0.heads.kept() {
+            if self.0.store.session(account, session).await?.is_none() {
+                return Ok(None);
+            }
+            return Ok(Some(self.0.store.read_log(session, after, limit).await?));
+        }
         let kept = self.0.heads.read(session, |head| {
             (head.record.account == account).then(|| head.read(after, limit))
         });
@@ -664,7 +683,11 @@ mod tests {
         dir: &std::path::Path,
         log_retention: Duration,
     ) -> (Arc<SqliteStore>, EventLog) {
-        let store = Arc::new(SqliteStore::open(dir).await.unwrap());
+        let runner = crate::store::Runner {
+            id: "test".into(),
+            lease_ms: 10_000,
+        };
+        let store = Arc::new(SqliteStore::open(dir, runner).await.unwrap());
         let record = SessionRecord {
             id: SESSION.into(),
             account: ACCOUNT.into(),

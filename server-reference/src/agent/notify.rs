@@ -1,8 +1,9 @@
 //! Wake-ups for readers of a session's log: a watch of the last sequence number (durable
 //! appends) and a broadcast of transient message snapshots. A reader subscribes before it reads
 //! the log, so that no append between its read and its wait goes unnoticed. [`Notifier`] is the
-//! seam; [`Hub`] serves one process, and a backend that wakes readers in other processes can
-//! take its place. A lost wake-up only delays a reader, which re-reads from its position.
+//! seam; [`Hub`] serves one process, and on PostgreSQL the store's notifications from every
+//! process feed it too (`store::PgStore::follow_appends`). A lost wake-up only delays a reader, which
+//! re-reads from its position.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -69,7 +70,12 @@ impl Notifier for Hub {
 
     fn appended(&self, session: &str, last_seq: i64) {
         self.with(session, |channels| {
-            channels.appended.send_replace(last_seq);
+            // Wake-ups from another process may arrive after this process's own, later ones.
+            channels.appended.send_if_modified(|seen| {
+                let later = last_seq > *seen;
+                *seen = (*seen).max(last_seq);
+                later
+            });
         });
     }
 
@@ -96,6 +102,14 @@ impl Notifier for Hub {
 }
 
 impl Hub {
+    /// Wakes every reader, to re-read from its position: wake-ups may have been lost.
+    pub fn wake_all(&self) {
+        let sessions = self.sessions.lock().expect("the hub lock is not poisoned");
+        for channels in sessions.values() {
+            channels.appended.send_modify(|_| {});
+        }
+    }
+
     fn with(&self, session: &str, f: impl FnOnce(&Channels)) {
         let mut sessions = self.sessions.lock().expect("the hub lock is not poisoned");
         if let Some(channels) = sessions.get(session) {

@@ -245,7 +245,7 @@ impl Turns {
 
     /// Fails the turns a previous run of the server left `processing`: their runtime is gone.
     pub async fn fail_orphans(&self) -> Result<(), crate::store::Error> {
-        for (session, turn_id) in self.0.store.processing_turns().await? {
+        for (session, turn_id) in self.0.store.orphaned_turns(now_ms()).await? {
             let entry = Entry {
                 events: turn::failure(
                     &turn_id,

@@ -18,7 +18,7 @@ use super::envelope::{self, Content};
 use super::{Error, Result, catalog};
 use crate::clock::now;
 use crate::keys::SigningKeys;
-use crate::store::{Meter, Store};
+use crate::store::{CommitRecorded, Meter, NewCommit, Store};
 
 /// The body of a lifecycle endpoint, parsed once: a build request, an explicit stage input, or
 /// a complete Build to commit.
@@ -86,19 +86,14 @@ pub struct Pipeline {
 
 impl Pipeline {
     /// The Pipeline over `store`, attesting with `key`; Builds live `ttl`. The devnets replay
-    /// every commit recorded in `store`.
-    pub async fn open(
-        store: Arc<dyn Store>,
-        key: Arc<SigningKeys>,
-        ttl: Duration,
-    ) -> Result<Self, crate::store::Error> {
-        let devnets = Devnet::replay(&store.committed_actions().await?);
-        Ok(Self {
-            devnets,
+    /// the commits recorded in `store` before they first simulate.
+    pub fn new(store: Arc<dyn Store>, key: Arc<SigningKeys>, ttl: Duration) -> Self {
+        Self {
+            devnets: Devnet::genesis(),
             key,
             store,
             ttl,
-        })
+        }
     }
 
     /// Runs a lifecycle request of `owner` on `chain`: a Build, or a commit result.
@@ -186,22 +181,38 @@ impl Pipeline {
         let at = now();
         let typed = envelope::verify(&self.key, build, caller, at)?;
         on_chain(catalog::app(&typed.origin.app).map_err(in_body)?, chain)?;
-        let prepared = self.devnets.prepare(chain, &typed, at).await;
-        if prepared.simulation.status != PipelineSimulationStatus::Passed {
-            return Err(Error::SimulationFailed(Box::new(prepared.simulation)));
-        }
         let actions = serde_json::to_string(&typed.actions).expect("actions serialize");
-        if !self
-            .store
-            .record_commit(&typed.digest, caller, &actions, at)
-            .await?
-        {
-            return Err(Error::BuildInvalid(
-                "this Build was committed already".to_owned(),
-            ));
-        }
+        let chain_name = chain.to_string();
+        // Another process may commit on the chain between the re-simulation and the record:
+        // then catch up and re-simulate on the newer state.
+        let (prepared, seq) = loop {
+            let prepared = self
+                .devnets
+                .prepare(chain, &typed, at, self.store.as_ref())
+                .await?;
+            if prepared.simulation.status != PipelineSimulationStatus::Passed {
+                return Err(Error::SimulationFailed(Box::new(prepared.simulation)));
+            }
+            let commit = NewCommit {
+                chain: &chain_name,
+                applied_through: prepared.applied_through,
+                digest: &typed.digest,
+                account: caller,
+                actions: &actions,
+                at,
+            };
+            match self.store.record_commit(&commit).await? {
+                CommitRecorded::Done(seq) => break (prepared, seq),
+                CommitRecorded::Behind => continue,
+                CommitRecorded::Duplicate => {
+                    return Err(Error::BuildInvalid(
+                        "this Build was committed already".to_owned(),
+                    ));
+                }
+            }
+        };
         self.store.record_usage(caller, Meter::Commit, at).await?;
-        let (simulation, transactions) = prepared.apply();
+        let (simulation, transactions) = prepared.apply(seq);
         let transactions = transactions
             .into_iter()
             .map(|(step, id)| PipelineCommittedTransaction {
@@ -282,8 +293,14 @@ impl Pipeline {
         let simulation = if draft.simulate {
             let simulation = self
                 .devnets
-                .simulate(draft.app.chain, &draft.actions, expires_at, at)
-                .await;
+                .simulate(
+                    draft.app.chain,
+                    &draft.actions,
+                    expires_at,
+                    at,
+                    self.store.as_ref(),
+                )
+                .await?;
             self.store
                 .record_usage(owner, Meter::Simulation, at)
                 .await?;

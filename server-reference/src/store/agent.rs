@@ -196,12 +196,14 @@ pub trait AgentStore: Send + Sync {
     async fn delete_session(&self, account: &str, id: &str) -> Result<bool>;
 
     /// Starts turn `append.turn_id` as `processing` in a session of `account` with no other
-    /// active turn, and appends its first events.
+    /// active turn, leased to this process, and appends its first events.
     async fn start_turn(&self, account: &str, append: &Append) -> Result<TurnStarted>;
     /// The session's turn that is processing or awaiting an action, with its state.
     async fn active_turn(&self, session_id: &str) -> Result<Option<(String, TurnState)>>;
-    /// Every turn in `processing`, as (session, turn).
-    async fn processing_turns(&self) -> Result<Vec<(String, String)>>;
+    /// Every turn in `processing` whose runner's lease ended before `now_ms`, as (session, turn).
+    async fn orphaned_turns(&self, now_ms: i64) -> Result<Vec<(String, String)>>;
+    /// Extends to `now_ms` plus the lease the leases of this process's processing turns.
+    async fn renew_leases(&self, now_ms: i64) -> Result<u64>;
     /// Appends events of a turn if `accept` agrees with the turn's current state.
     async fn append(
         &self,
@@ -212,7 +214,8 @@ pub trait AgentStore: Send + Sync {
     async fn read_log(&self, session_id: &str, after: i64, limit: i64) -> Result<LogRead>;
 
     /// Resolves a pending action at its current revision, moves its turn back to `processing`
-    /// and appends the events `events` makes from the turn id and the resulting revision.
+    /// (leased to this process) and appends the events `events` makes from the turn id and the
+    /// resulting revision.
     async fn resolve_action(
         &self,
         resolution: &Resolution,

@@ -1,13 +1,25 @@
-//! Durable state behind a narrow interface, so that another backend (PostgreSQL) can follow
-//! without touching handlers. [`SqliteStore`] is the embedded one.
+//! Durable state behind a narrow interface: [`SqliteStore`] is the embedded one, [`PgStore`] the
+//! one several server processes share.
 
 pub mod agent;
+mod postgres;
 mod sqlite;
 
 use async_trait::async_trait;
 
 pub use agent::AgentStore;
+pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
+
+/// Who runs the turns this process starts or resumes, and for how long a claim on one lasts
+/// unless renewed: a processing turn whose lease ran out has lost its runner.
+#[derive(Debug, Clone)]
+pub struct Runner {
+    /// This process, unique among the processes of a database.
+    pub id: String,
+    /// Milliseconds a claim lasts.
+    pub lease_ms: i64,
+}
 
 /// Why the store failed.
 #[derive(Debug, thiserror::Error)]
@@ -164,6 +176,34 @@ pub enum RefreshUse {
     Unknown,
 }
 
+/// A Build to record as committed.
+#[derive(Debug, Clone, Copy)]
+pub struct NewCommit<'a> {
+    /// The chain, `evm` or `svm`.
+    pub chain: &'a str,
+    /// The seq of the last commit on `chain` the caller's state includes.
+    pub applied_through: i64,
+    /// The Build's digest.
+    pub digest: &'a str,
+    /// The committing account.
+    pub account: &'a str,
+    /// The Build's actions as JSON.
+    pub actions: &'a str,
+    /// Unix seconds now.
+    pub at: i64,
+}
+
+/// What recording a commit did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitRecorded {
+    /// Recorded at this seq.
+    Done(i64),
+    /// Another commit on the chain came first: catch up and re-simulate.
+    Behind,
+    /// The Build was committed before.
+    Duplicate,
+}
+
 /// The server's durable state. Every method is scoped to one account: ownership comes from the
 /// caller's principal, never from the data.
 #[async_trait]
@@ -199,16 +239,12 @@ pub trait Store: AgentStore + 'static {
     /// Units recorded per meter for `account` with `from <= at < to`.
     async fn usage(&self, account: &str, from: i64, to: i64) -> Result<Vec<(Meter, i64)>>;
 
-    /// Records a committed Build's actions (JSON); `false` when `digest` was committed before.
-    async fn record_commit(
-        &self,
-        digest: &str,
-        account: &str,
-        actions: &str,
-        at: i64,
-    ) -> Result<bool>;
-    /// The actions (JSON) of every committed Build, in commit order.
-    async fn committed_actions(&self) -> Result<Vec<String>>;
+    /// Records a committed Build's actions (JSON) on `chain`, if the last commit on that chain
+    /// is still `applied_through` (the one the caller's devnet state ends at). Commits of one
+    /// chain are serialized across every process of the database.
+    async fn record_commit(&self, commit: &NewCommit<'_>) -> Result<CommitRecorded>;
+    /// The commits on `chain` after `after`, in commit order, as (seq, actions JSON).
+    async fn commits_after(&self, chain: &str, after: i64) -> Result<Vec<(i64, String)>>;
 
     /// Stores an authorization code under the hash of its value.
     async fn save_code(&self, code_hash: &str, code: &AuthorizationCode) -> Result<()>;

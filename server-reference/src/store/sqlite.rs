@@ -11,19 +11,21 @@ use sqlx::sqlite::{
 };
 
 use super::{
-    Authorization, AuthorizationCode, CredentialPresence, DeviceGrant, DeviceStatus, Error, Meter,
-    Purged, RefreshUse, Result, Store,
+    Authorization, AuthorizationCode, CommitRecorded, CredentialPresence, DeviceGrant,
+    DeviceStatus, Error, Meter, NewCommit, Purged, RefreshUse, Result, Runner, Store,
 };
 
-/// SQLite behind [`Store`].
+/// SQLite behind [`Store`]: one process owns the file.
 #[derive(Clone)]
 pub struct SqliteStore {
     pool: SqlitePool,
+    runner: Runner,
 }
 
 impl SqliteStore {
-    /// Opens (creating it if needed) `intent.db` in `data_dir` and applies the migrations.
-    pub async fn open(data_dir: &Path) -> Result<Self> {
+    /// Opens (creating it if needed) `intent.db` in `data_dir` and applies the migrations. The
+    /// file has one process, `runner`: every turn lease of an earlier process has ended.
+    pub async fn open(data_dir: &Path, runner: Runner) -> Result<Self> {
         let options = SqliteConnectOptions::new()
             .filename(data_dir.join("intent.db"))
             .create_if_missing(true)
@@ -35,11 +37,14 @@ impl SqliteStore {
             .max_connections(4)
             .connect_with(options)
             .await?;
-        sqlx::migrate!("./migrations")
+        sqlx::migrate!("./migrations/sqlite")
             .run(&pool)
             .await
             .map_err(Error::Migrate)?;
-        Ok(Self { pool })
+        sqlx::query("UPDATE turns SET lease_until = 0 WHERE state = 'processing'")
+            .execute(&pool)
+            .await?;
+        Ok(Self { pool, runner })
     }
 }
 
@@ -200,31 +205,41 @@ impl Store for SqliteStore {
             .collect())
     }
 
-    async fn record_commit(
-        &self,
-        digest: &str,
-        account: &str,
-        actions: &str,
-        at: i64,
-    ) -> Result<bool> {
-        let done = sqlx::query(
-            "INSERT INTO commits (digest, account, actions, committed_at) VALUES (?, ?, ?, ?)
-             ON CONFLICT (digest) DO NOTHING",
+    async fn record_commit(&self, commit: &NewCommit<'_>) -> Result<CommitRecorded> {
+        // Immediate: the check and the insert hold the database's one write lock.
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let (last,): (i64,) =
+            sqlx::query_as("SELECT COALESCE(MAX(seq), 0) FROM commits WHERE chain = ?")
+                .bind(commit.chain)
+                .fetch_one(&mut *tx)
+                .await?;
+        if last != commit.applied_through {
+            return Ok(CommitRecorded::Behind);
+        }
+        let seq: Option<(i64,)> = sqlx::query_as(
+            "INSERT INTO commits (chain, digest, account, actions, committed_at) VALUES (?, ?, ?, ?, ?)
+             ON CONFLICT (digest) DO NOTHING RETURNING seq",
         )
-        .bind(digest)
-        .bind(account)
-        .bind(actions)
-        .bind(at)
-        .execute(&self.pool)
+        .bind(commit.chain)
+        .bind(commit.digest)
+        .bind(commit.account)
+        .bind(commit.actions)
+        .bind(commit.at)
+        .fetch_optional(&mut *tx)
         .await?;
-        Ok(done.rows_affected() == 1)
+        tx.commit().await?;
+        Ok(seq.map_or(CommitRecorded::Duplicate, |(seq,)| {
+            CommitRecorded::Done(seq)
+        }))
     }
 
-    async fn committed_actions(&self) -> Result<Vec<String>> {
-        let rows: Vec<(String,)> = sqlx::query_as("SELECT actions FROM commits ORDER BY seq")
+    async fn commits_after(&self, chain: &str, after: i64) -> Result<Vec<(i64, String)>> {
+        sqlx::query_as("SELECT seq, actions FROM commits WHERE chain = ? AND seq > ? ORDER BY seq")
+            .bind(chain)
+            .bind(after)
             .fetch_all(&self.pool)
-            .await?;
-        Ok(rows.into_iter().map(|(actions,)| actions).collect())
+            .await
+            .map_err(Error::from)
     }
 
     async fn save_code(&self, code_hash: &str, code: &AuthorizationCode) -> Result<()> {
@@ -449,7 +464,7 @@ impl Store for SqliteStore {
     }
 }
 
-type DeviceRow = (
+pub(super) type DeviceRow = (
     String,
     String,
     String,
@@ -461,7 +476,7 @@ type DeviceRow = (
     i64,
 );
 
-fn device_grant(row: DeviceRow) -> Option<DeviceGrant> {
+pub(super) fn device_grant(row: DeviceRow) -> Option<DeviceGrant> {
     let (
         user_code,
         client_id,
@@ -498,9 +513,16 @@ fn device_grant(row: DeviceRow) -> Option<DeviceGrant> {
 mod tests {
     use super::*;
 
+    fn runner() -> Runner {
+        Runner {
+            id: "test".into(),
+            lease_ms: 10_000,
+        }
+    }
+
     async fn store() -> (SqliteStore, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
-        (SqliteStore::open(dir.path()).await.unwrap(), dir)
+        (SqliteStore::open(dir.path(), runner()).await.unwrap(), dir)
     }
 
     #[tokio::test]
@@ -620,7 +642,7 @@ mod tests {
             .await
             .unwrap();
         drop(store);
-        let reopened = SqliteStore::open(dir.path()).await.unwrap();
+        let reopened = SqliteStore::open(dir.path(), runner()).await.unwrap();
         let presence = reopened.credentials("alice", 1).await.unwrap();
         assert_eq!(
             presence,

@@ -1,8 +1,10 @@
 //! The devnets behind simulation and custody: an EVM chain executed with `revm` ([`evm`]) and
-//! an SVM cluster executed with `litesvm` ([`svm`]), both in memory. Simulations run on a copy
-//! of a chain's state; a commit is prepared on a copy under the chain's lock and applied once its
-//! caller recorded it durably; the devnets never see the store. On start, the committed actions
-//! are replayed in order, so the state survives restarts.
+//! an SVM cluster executed with `litesvm` ([`svm`]), both in memory. The store keeps the one
+//! ordered log of committed Builds per chain, which every process of a deployment shares; before
+//! it simulates or commits, a devnet catches up by replaying the commits it has not applied. A
+//! commit is prepared on a copy under the chain's lock and applied once the store recorded it
+//! after the last commit the copy includes; when another process committed first, the caller
+//! catches up and prepares again.
 
 pub mod evm;
 pub mod svm;
@@ -14,6 +16,8 @@ use intent_models::{
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::sync::{Mutex, MutexGuard};
+
+use crate::store::{self, Store};
 
 /// Seconds before `expiresAt` under which the expiry guard warns.
 const EXPIRY_WARNING_SECS: i64 = 60;
@@ -30,64 +34,102 @@ struct Run {
     transactions: Vec<(u64, String)>,
 }
 
+/// A chain's state and the seq of the last commit it includes.
+struct Synced<L> {
+    ledger: L,
+    applied: i64,
+}
+
 /// The devnet states, shared by simulations and commits.
 pub struct Devnet {
-    evm: Mutex<evm::Db>,
-    svm: Mutex<svm::Cluster>,
+    evm: Mutex<Synced<evm::Db>>,
+    svm: Mutex<Synced<svm::Cluster>>,
 }
 
 impl Devnet {
-    /// The genesis states with `committed` (the actions of every committed Build, as JSON, in
-    /// commit order) replayed on them.
-    pub fn replay(committed: &[String]) -> Self {
-        let mut evm = evm::genesis();
-        let mut svm = svm::Cluster::genesis();
-        for actions in committed {
-            match serde_json::from_str::<Vec<PipelineAction>>(actions) {
-                Ok(actions) => {
-                    if actions.first().map(chain_of) == Some(PipelineChain::Svm) {
-                        svm.run(&actions, i64::MAX, 0);
-                    } else {
-                        evm.run(&actions, i64::MAX, 0);
-                    }
-                }
-                Err(error) => tracing::error!(%error, "a committed Build's actions do not parse"),
-            }
-        }
+    /// The genesis states, which include no commit; they catch up on first use.
+    pub fn genesis() -> Self {
         Self {
-            evm: Mutex::new(evm),
-            svm: Mutex::new(svm),
+            evm: Mutex::new(Synced {
+                ledger: evm::genesis(),
+                applied: 0,
+            }),
+            svm: Mutex::new(Synced {
+                ledger: svm::Cluster::genesis(),
+                applied: 0,
+            }),
         }
     }
 
-    /// Simulates `actions` on `chain`'s current state, leaving it unchanged.
+    /// Simulates `actions` on `chain`'s current state (caught up with `store`), leaving it
+    /// unchanged.
     pub async fn simulate(
         &self,
         chain: PipelineChain,
         actions: &[PipelineAction],
         expires_at: i64,
         now: i64,
-    ) -> PipelineSimulation {
-        match chain {
-            PipelineChain::Evm => simulate_on(&self.evm, actions, expires_at, now).await,
-            PipelineChain::Svm => simulate_on(&self.svm, actions, expires_at, now).await,
-        }
+        store: &dyn Store,
+    ) -> store::Result<PipelineSimulation> {
+        Ok(match chain {
+            PipelineChain::Evm => {
+                let mut copy = synced(&self.evm, chain, store).await?.ledger.clone();
+                copy.run(actions, expires_at, now).simulation
+            }
+            PipelineChain::Svm => {
+                let mut copy = synced(&self.svm, chain, store).await?.ledger.clone();
+                copy.run(actions, expires_at, now).simulation
+            }
+        })
     }
 
-    /// Locks `chain` and re-simulates `build` on a copy of its state. The lock is held until the
-    /// [`Prepared`] commit is applied or dropped, so that nothing else changes the chain while
-    /// the caller records the commit.
+    /// Locks `chain`, catches it up with `store` and re-simulates `build` on a copy of its
+    /// state. The lock is held until the [`Prepared`] commit is applied or dropped, so that
+    /// nothing else in this process changes the chain while the caller records the commit.
     pub async fn prepare(
         &self,
         chain: PipelineChain,
         build: &PipelineBuild,
         now: i64,
-    ) -> Prepared<'_> {
-        match chain {
-            PipelineChain::Evm => prepare_on(&self.evm, build, now, Pending::Evm).await,
-            PipelineChain::Svm => prepare_on(&self.svm, build, now, Pending::Svm).await,
-        }
+        store: &dyn Store,
+    ) -> store::Result<Prepared<'_>> {
+        Ok(match chain {
+            PipelineChain::Evm => prepare_on(
+                synced(&self.evm, chain, store).await?,
+                build,
+                now,
+                Pending::Evm,
+            ),
+            PipelineChain::Svm => prepare_on(
+                synced(&self.svm, chain, store).await?,
+                build,
+                now,
+                Pending::Svm,
+            ),
+        })
     }
+}
+
+/// Locks `state` and replays on it the commits on `chain` it has not applied.
+async fn synced<'a, L: Ledger>(
+    state: &'a Mutex<Synced<L>>,
+    chain: PipelineChain,
+    store: &dyn Store,
+) -> store::Result<MutexGuard<'a, Synced<L>>> {
+    let mut state = state.lock().await;
+    for (seq, actions) in store
+        .commits_after(&chain.to_string(), state.applied)
+        .await?
+    {
+        match serde_json::from_str::<Vec<PipelineAction>>(&actions) {
+            Ok(actions) => {
+                state.ledger.run(&actions, i64::MAX, 0);
+            }
+            Err(error) => tracing::error!(%error, seq, "a committed Build's actions do not parse"),
+        }
+        state.applied = seq;
+    }
+    Ok(state)
 }
 
 /// A commit re-simulated on a locked chain, not yet applied.
@@ -96,22 +138,30 @@ pub struct Prepared<'a> {
     pub simulation: PipelineSimulation,
     /// The transaction id of each step.
     pub transactions: Vec<(u64, String)>,
+    /// The seq of the last commit the re-simulated state includes.
+    pub applied_through: i64,
     pending: Pending<'a>,
 }
 
 /// The locked state of a chain and its state after the commit.
 enum Pending<'a> {
-    Evm(MutexGuard<'a, evm::Db>, Box<evm::Db>),
-    Svm(MutexGuard<'a, svm::Cluster>, Box<svm::Cluster>),
+    Evm(MutexGuard<'a, Synced<evm::Db>>, Box<evm::Db>),
+    Svm(MutexGuard<'a, Synced<svm::Cluster>>, Box<svm::Cluster>),
 }
 
 impl Prepared<'_> {
-    /// Makes the re-simulated state the chain's state and releases the lock; gives back the
-    /// simulation and the transaction id of each step.
-    pub fn apply(self) -> (PipelineSimulation, Vec<(u64, String)>) {
+    /// Makes the re-simulated state the chain's state, including commit `seq`, and releases the
+    /// lock; gives back the simulation and the transaction id of each step.
+    pub fn apply(self, seq: i64) -> (PipelineSimulation, Vec<(u64, String)>) {
         match self.pending {
-            Pending::Evm(mut state, next) => *state = *next,
-            Pending::Svm(mut state, next) => *state = *next,
+            Pending::Evm(mut state, next) => {
+                state.ledger = *next;
+                state.applied = seq;
+            }
+            Pending::Svm(mut state, next) => {
+                state.ledger = *next;
+                state.applied = seq;
+            }
         }
         (self.simulation, self.transactions)
     }
@@ -125,28 +175,19 @@ pub fn chain_of(action: &PipelineAction) -> PipelineChain {
     }
 }
 
-async fn simulate_on<L: Ledger>(
-    state: &Mutex<L>,
-    actions: &[PipelineAction],
-    expires_at: i64,
-    now: i64,
-) -> PipelineSimulation {
-    let mut copy = state.lock().await.clone();
-    copy.run(actions, expires_at, now).simulation
-}
-
-async fn prepare_on<'a, L: Ledger>(
-    state: &'a Mutex<L>,
+fn prepare_on<'a, L: Ledger>(
+    state: MutexGuard<'a, Synced<L>>,
     build: &PipelineBuild,
     now: i64,
-    pending: fn(MutexGuard<'a, L>, Box<L>) -> Pending<'a>,
+    pending: fn(MutexGuard<'a, Synced<L>>, Box<L>) -> Pending<'a>,
 ) -> Prepared<'a> {
-    let state = state.lock().await;
-    let mut next = Box::new(state.clone());
+    let mut next = Box::new(state.ledger.clone());
     let run = next.run(&build.actions, build.expires_at, now);
+    let applied_through = state.applied;
     Prepared {
         simulation: run.simulation,
         transactions: run.transactions,
+        applied_through,
         pending: pending(state, next),
     }
 }

@@ -203,11 +203,14 @@ impl AgentStore for SqliteStore {
             return Ok(TurnStarted::Busy { turn_id });
         }
         sqlx::query(
-            "INSERT INTO turns (id, session_id, state, created_at) VALUES (?, ?, 'processing', ?)",
+            "INSERT INTO turns (id, session_id, state, created_at, runner, lease_until)
+             VALUES (?, ?, 'processing', ?, ?, ?)",
         )
         .bind(&append.turn_id)
         .bind(&append.session_id)
         .bind(append.at_ms / 1000)
+        .bind(&self.runner.id)
+        .bind(append.at_ms + self.runner.lease_ms)
         .execute(&mut *tx)
         .await?;
         let bounds = write_events(&mut tx, append).await?;
@@ -227,11 +230,25 @@ impl AgentStore for SqliteStore {
             .transpose()
     }
 
-    async fn processing_turns(&self) -> Result<Vec<(String, String)>> {
-        sqlx::query_as("SELECT session_id, id FROM turns WHERE state = 'processing'")
-            .fetch_all(&self.pool)
-            .await
-            .map_err(Error::from)
+    async fn orphaned_turns(&self, now_ms: i64) -> Result<Vec<(String, String)>> {
+        sqlx::query_as(
+            "SELECT session_id, id FROM turns WHERE state = 'processing' AND lease_until < ?",
+        )
+        .bind(now_ms)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(Error::from)
+    }
+
+    async fn renew_leases(&self, now_ms: i64) -> Result<u64> {
+        let done = sqlx::query(
+            "UPDATE turns SET lease_until = ? WHERE runner = ? AND state = 'processing'",
+        )
+        .bind(now_ms + self.runner.lease_ms)
+        .bind(&self.runner.id)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
     }
 
     async fn append(
@@ -315,6 +332,12 @@ impl AgentStore for SqliteStore {
         sqlx::query("UPDATE actions SET revision = ?, pending = 0 WHERE id = ?")
             .bind(revision)
             .bind(&resolution.action_id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("UPDATE turns SET runner = ?, lease_until = ? WHERE id = ?")
+            .bind(&self.runner.id)
+            .bind(resolution.at_ms + self.runner.lease_ms)
+            .bind(&turn_id)
             .execute(&mut *tx)
             .await?;
         let append = Append {

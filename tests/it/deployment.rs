@@ -1,0 +1,266 @@
+//! Two reference-server instances on one PostgreSQL database behave as one deployment: cursors,
+//! wake-ups, SSE resumption, sequence numbers, idempotency keys, refresh tokens and devnet
+//! commits hold across them. Every test here needs `INTENT_TEST_DATABASE_URL` and passes
+//! trivially without it (the SQLite run has one instance by construction).
+
+use std::time::{Duration, Instant};
+
+use intent_models::{AgentEvent, PipelineLifecycleRequest, PipelineLifecycleResponse, TurnState};
+use intent_server::resource::Resource;
+use intent_tests::TestServer;
+use serde_json::{Value, json};
+
+use crate::agent::{Agent, approve, awaiting, code};
+
+const SENDER: &str = "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266";
+const RECIPIENT: &str = "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC";
+
+/// Instance A on a new database and instance B beside it; `None` on SQLite.
+async fn pair() -> Option<(TestServer, TestServer)> {
+    let a = TestServer::start().await;
+    if !a.on_postgres() {
+        eprintln!("skipped: set INTENT_TEST_DATABASE_URL to run the two-instance tests");
+        return None;
+    }
+    let b = a.peer_with(|config| config).await;
+    Some((a, b))
+}
+
+#[tokio::test]
+async fn a_cursor_from_one_instance_opens_on_the_other() {
+    let Some((a, b)) = pair().await else { return };
+    let (a, b) = (Agent::with(a), Agent::with(b));
+    let started = a.chat("hello", None).await;
+    let (events, state, cursor) = a.settle(&started.session_id, &started.cursor).await;
+    assert_eq!(state, TurnState::Complete);
+    let last = events.last().unwrap().seq();
+
+    b.chat("hello again", Some(&started.session_id)).await;
+    let (events, state, _) = b.settle(&started.session_id, &cursor).await;
+    assert_eq!(state, TurnState::Complete);
+    assert_eq!(
+        events.first().unwrap().seq(),
+        last + 1,
+        "B resumes where A's cursor ends"
+    );
+}
+
+#[tokio::test]
+async fn a_long_poll_on_one_instance_wakes_on_an_append_through_the_other() {
+    let Some((a, b)) = pair().await else { return };
+    let (a, b) = (Agent::with(a), Agent::with(b));
+    let started = a.chat("hello", None).await;
+    let (_, _, cursor) = a.settle(&started.session_id, &started.cursor).await;
+
+    let session = started.session_id.clone();
+    let waiting = tokio::spawn(async move {
+        let page = b.page(&session, Some(&cursor), 20_000).await.unwrap();
+        (page, Instant::now())
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let appended_at = Instant::now();
+    a.chat("wake up", Some(&started.session_id)).await;
+    let (page, woke_at) = waiting.await.unwrap();
+    assert!(!page.events.is_empty());
+    let latency = woke_at.duration_since(appended_at);
+    assert!(latency < Duration::from_secs(2), "woke after {latency:?}");
+}
+
+/// The first `page` frame of `session`'s stream on `server`, resumed from `last_event_id`.
+async fn first_stream_page(server: &TestServer, session: &str, last_event_id: &str) -> Value {
+    let token = server.token("alice", Resource::Agent, &["agent:read"]);
+    let mut response = reqwest::Client::new()
+        .get(format!(
+            "{}/v1/agent/chat/{session}/stream",
+            server.base_url()
+        ))
+        .bearer_auth(token)
+        .header("Last-Event-ID", last_event_id)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let mut buffer = String::new();
+    loop {
+        let chunk = tokio::time::timeout(Duration::from_secs(10), response.chunk())
+            .await
+            .expect("a frame within 10 s")
+            .unwrap()
+            .expect("the stream stays open");
+        buffer.push_str(std::str::from_utf8(&chunk).unwrap());
+        while let Some(end) = buffer.find("\n\n") {
+            let block: String = buffer.drain(..end + 2).collect();
+            if block.lines().any(|line| line == "event: page") {
+                let data = block
+                    .lines()
+                    .filter_map(|line| line.strip_prefix("data: "))
+                    .collect::<String>();
+                return serde_json::from_str(&data).unwrap();
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_stream_resumes_on_the_other_instance_from_a_page_id() {
+    let Some((a, b)) = pair().await else { return };
+    let agent = Agent::with(a);
+    let started = agent.chat("hello", None).await;
+    let (events, _, cursor) = agent.settle(&started.session_id, &started.cursor).await;
+    let last = events.last().unwrap().seq();
+    agent.chat("hello again", Some(&started.session_id)).await;
+
+    let page = first_stream_page(&b, &started.session_id, &cursor).await;
+    assert_eq!(page["events"][0]["seq"], json!(last + 1));
+}
+
+#[tokio::test]
+async fn appends_through_both_instances_leave_no_gap_or_duplicate() {
+    let Some((a, b)) = pair().await else { return };
+    let (a, b) = (Agent::with(a), Agent::with(b));
+    let started = a.chat("first", None).await;
+    let session = started.session_id;
+    a.settle(&session, &started.cursor).await;
+    // Both instances start turns in the session at once, over and over: one of each pair
+    // starts, the other is refused as busy, and every append gets the next seq.
+    for round in 0..8 {
+        let (message_a, message_b) = (format!("a{round}"), format!("b{round}"));
+        let (from_a, from_b) = tokio::join!(
+            a.try_chat(&message_a, Some(&session)),
+            b.try_chat(&message_b, Some(&session)),
+        );
+        for refused in [&from_a, &from_b]
+            .into_iter()
+            .filter_map(|r| r.as_ref().err())
+        {
+            assert_eq!(code(refused).0, 409, "{refused:?}");
+        }
+        assert!(
+            from_a.is_ok() || from_b.is_ok(),
+            "one start of round {round} succeeds"
+        );
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let store = a.server.state().store();
+        while store.active_turn(&session).await.unwrap().is_some() {
+            assert!(Instant::now() < deadline, "the turn settles");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let mut seqs = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let page = b.page(&session, cursor.as_deref(), 0).await.unwrap();
+        seqs.extend(page.events.iter().map(AgentEvent::seq));
+        cursor = Some(page.cursor);
+        if !page.has_more {
+            break;
+        }
+    }
+    let expected: Vec<u64> = (1..=seqs.len() as u64).collect();
+    assert_eq!(seqs, expected);
+    assert!(
+        seqs.len() >= 4 * 9,
+        "nine turns of at least four events: {seqs:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_same_resolution_sent_to_both_instances_at_once_has_one_effect() {
+    let Some((a, b)) = pair().await else { return };
+    let (a, b) = (Agent::with(a), Agent::with(b));
+    let (session, action, cursor) = awaiting(&a).await;
+    let (through_a, through_b) = tokio::join!(
+        a.resolve(&session, &action.action_id, "key", 1, approve(&action)),
+        b.resolve(&session, &action.action_id, "key", 1, approve(&action)),
+    );
+    let answers: Vec<_> = [through_a, through_b]
+        .into_iter()
+        .map(|answer| answer.map_err(|error| code(&error)))
+        .collect();
+    // Each answer is the one resolution, or 409 while the other is in flight.
+    for answer in &answers {
+        assert!(
+            matches!(answer, Ok(2)) || matches!(answer, Err((409, _))),
+            "{answers:?}"
+        );
+    }
+    let (events, state, _) = a.settle(&session, &cursor).await;
+    assert_eq!(state, TurnState::Complete);
+    let results = events
+        .iter()
+        .filter(|e| matches!(e, AgentEvent::ActionResult { .. }))
+        .count();
+    assert_eq!(results, 1, "one effect for two requests");
+}
+
+#[tokio::test]
+async fn a_refresh_token_rotated_through_one_instance_cannot_be_replayed_through_the_other() {
+    let Some((a, b)) = pair().await else { return };
+    let (code, verifier) = crate::oauth::approved_code(&a, "account:apps:read").await;
+    let (status, tokens) = crate::oauth::exchange(&b, &code, verifier.secret()).await;
+    assert_eq!(
+        status, 200,
+        "a code issued by A is exchanged through B: {tokens}"
+    );
+    let first = tokens["refresh_token"].as_str().unwrap().to_owned();
+    let (status, rotated) = crate::oauth::refresh(&a, &first, None).await;
+    assert_eq!(status, 200);
+    let (status, replay) = crate::oauth::refresh(&b, &first, None).await;
+    assert_eq!(
+        (status, replay["error"].as_str()),
+        (400, Some("invalid_grant"))
+    );
+    // The replay revoked the family: the rotated token is dead on both.
+    let second = rotated["refresh_token"].as_str().unwrap();
+    let (status, _) = crate::oauth::refresh(&a, second, None).await;
+    assert_eq!(status, 400);
+}
+
+fn transfer(amount: &str) -> PipelineLifecycleRequest {
+    serde_json::from_value(json!({
+        "app": "evm-assets",
+        "operations": [{
+            "operation": "native-transfer",
+            "input": { "chainId": 31337, "from": SENDER, "to": RECIPIENT, "amount": amount },
+        }],
+    }))
+    .unwrap()
+}
+
+/// The status of `build`'s simulation.
+fn simulated(build: &intent_models::PipelineBuild) -> String {
+    build.simulation.as_ref().unwrap().status.to_string()
+}
+
+#[tokio::test]
+async fn a_build_commits_once_whichever_instance_gets_it_and_changes_what_the_other_simulates() {
+    let Some((a, b)) = pair().await else { return };
+    let token = a.token("alice", Resource::Pipeline, &["pipeline:execute"]);
+    let (client_a, client_b) = (a.client(&token), b.client(&token));
+    let build = |client: intent_sdk::Client| async move {
+        match client
+            .evm_build(&transfer("9000"))
+            .await
+            .unwrap()
+            .into_inner()
+        {
+            PipelineLifecycleResponse::Build(build) => build,
+            other => panic!("a Build, not {other:?}"),
+        }
+    };
+    // The sender holds 10,000 ETH at genesis: one transfer of 9,000 passes, two cannot.
+    assert_eq!(simulated(&build(client_b.clone()).await), "passed");
+    let committed = build(client_a.clone()).await;
+    let request = PipelineLifecycleRequest::Build(committed);
+    let (through_a, through_b) =
+        tokio::join!(client_a.evm_build(&request), client_b.evm_build(&request));
+    let mut outcomes: Vec<u16> = [through_a.map(|_| 200), through_b.map(|_| 200)]
+        .into_iter()
+        .map(|outcome| outcome.unwrap_or_else(|error| error.status().unwrap().as_u16()))
+        .collect();
+    outcomes.sort();
+    assert_eq!(outcomes, [200, 422], "committed once");
+    // Each instance now simulates on the state after the one commit.
+    assert_eq!(simulated(&build(client_b).await), "failed");
+    assert_eq!(simulated(&build(client_a).await), "failed");
+}

@@ -44,6 +44,9 @@ pub enum Category {
     /// The MCP resources of part 5.4.
     #[serde(rename = "mcp")]
     Mcp,
+    /// Two addresses of one deployment behave as one (with `--peer-url`).
+    #[serde(rename = "deployment")]
+    Deployment,
 }
 
 impl Category {
@@ -61,6 +64,7 @@ impl Category {
             Self::Account => "account",
             Self::Limits => "limits",
             Self::Mcp => "mcp",
+            Self::Deployment => "deployment",
         }
     }
 }

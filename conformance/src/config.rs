@@ -8,7 +8,8 @@
 //!   "tokens": { "agent": "...", "pipeline": "...", "account": "...", "narrow": "...", "second": "...",
 //!               "agentMcp": "...", "pipelineMcp": "..." },
 //!   "environments": {
-//!     "staging": { "baseUrl": "https://staging.example.com", "tokens": { "agent": "..." }, "cursorTtl": 5 }
+//!     "staging": { "baseUrl": "https://staging.example.com", "peerUrl": "https://b.staging.example.com",
+//!                  "tokens": { "agent": "..." }, "cursorTtl": 5 }
 //!   }
 //! }
 //! ```
@@ -35,6 +36,8 @@ pub struct Layer {
     pub action_prompt: Option<String>,
     /// How many requests in a burst pass the deployment's rate limit.
     pub rate_limit_probe: Option<u32>,
+    /// A second address of the same deployment.
+    pub peer_url: Option<String>,
 }
 
 /// Tokens of one source.
@@ -139,6 +142,7 @@ pub fn resolve(
             .find_map(|layer| layer.cursor_ttl)
             .map(Duration::from_secs),
         rate_limit_probe: layers.iter().find_map(|layer| layer.rate_limit_probe),
+        peer_url: first(|layer| layer.peer_url.as_ref()),
         ..Settings::default()
     };
     if let Some(prompt) = first(|layer| layer.action_prompt.as_ref()) {

@@ -84,6 +84,10 @@ struct RunArgs {
     /// How many requests in a burst pass the deployment's rate limit (enables the 429 check).
     #[arg(long, env = "INTENT_CONFORMANCE_RATE_LIMIT_PROBE")]
     rate_limit_probe: Option<u32>,
+    /// A second address of the same deployment (another instance behind the load balancer):
+    /// enables the `deployment` checks.
+    #[arg(long, env = "INTENT_CONFORMANCE_PEER_URL")]
+    peer_url: Option<String>,
     /// Only these checks or categories (repeatable or comma-separated).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
@@ -242,6 +246,7 @@ fn resolve(args: &RunArgs) -> Result<config::Resolved, String> {
         cursor_ttl: args.cursor_ttl,
         action_prompt: args.action_prompt.clone(),
         rate_limit_probe: args.rate_limit_probe,
+        peer_url: args.peer_url.clone(),
     };
     config::resolve(command_line, file.as_ref(), args.env.as_deref())
 }

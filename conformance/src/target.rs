@@ -61,6 +61,9 @@ pub struct Settings {
     pub action_prompt: String,
     /// How many requests in a burst pass the deployment's rate limit, to probe its 429.
     pub rate_limit_probe: Option<u32>,
+    /// A second address of the same deployment (another instance), for the `deployment`
+    /// checks.
+    pub peer_url: Option<String>,
 }
 
 /// The message that makes the reference runtime raise an action.
@@ -72,6 +75,7 @@ impl Default for Settings {
             cursor_ttl: None,
             action_prompt: DEFAULT_ACTION_PROMPT.to_owned(),
             rate_limit_probe: None,
+            peer_url: None,
         }
     }
 }
@@ -253,6 +257,25 @@ impl Target {
             path: path.to_owned(),
             builder: self.http.request(method, format!("{}{path}", self.base)),
         }
+    }
+
+    /// The second address of the deployment, or a skip without one.
+    pub fn peer(&self) -> Result<&str, Finding> {
+        match &self.settings.peer_url {
+            Some(peer) => Ok(peer.trim_end_matches('/')),
+            None => crate::finding::skip("needs a second address of the deployment (--peer-url)"),
+        }
+    }
+
+    /// A request to `path` (with its query) on the peer address, or a skip without one.
+    pub fn peer_request(&self, method: Method, path: &str) -> Result<Call<'_>, Finding> {
+        let url = format!("{}{path}", self.peer()?);
+        Ok(Call {
+            target: self,
+            method: method.clone(),
+            path: path.to_owned(),
+            builder: self.http.request(method, url),
+        })
     }
 
     /// Remembers a secret value a check sent, so that reports redact it.

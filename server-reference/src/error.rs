@@ -109,6 +109,7 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         | CredentialsMissing => StatusCode::UNPROCESSABLE_ENTITY,
         RateLimited => StatusCode::TOO_MANY_REQUESTS,
         Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        Unavailable => StatusCode::SERVICE_UNAVAILABLE,
     }
 }
 
@@ -144,10 +145,21 @@ impl From<JsonRejection> for ApiError {
     }
 }
 
+/// Seconds a client is asked to wait while the database is out of reach.
+pub const UNAVAILABLE_RETRY_AFTER: u64 = 1;
+
 impl From<crate::store::Error> for ApiError {
     fn from(error: crate::store::Error) -> Self {
         tracing::error!(error = &error as &dyn std::error::Error, "store failed");
-        Self::internal()
+        if error.unavailable() {
+            Self::new(
+                ErrorCode::Unavailable,
+                "the database is unavailable; retry later",
+            )
+            .with_retry_after(UNAVAILABLE_RETRY_AFTER)
+        } else {
+            Self::internal()
+        }
     }
 }
 

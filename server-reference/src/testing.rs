@@ -80,6 +80,23 @@ impl TestServer {
             .database_url
             .clone()
             .expect("peers share a PostgreSQL database: set INTENT_TEST_DATABASE_URL");
+        self.peer_on(database_url, configure).await
+    }
+
+    /// An instance like [`TestServer::peer_with`] but on a database of its own: it shares the
+    /// keys and the public address and nothing else, as a broken deployment would. Panics
+    /// without [`DATABASE_ENV`].
+    pub async fn detached_peer(&self) -> Self {
+        let server = std::env::var(DATABASE_ENV).expect("set INTENT_TEST_DATABASE_URL");
+        self.peer_on(new_database(&server).await, |config| config)
+            .await
+    }
+
+    async fn peer_on(
+        &self,
+        database_url: String,
+        configure: impl FnOnce(Config) -> Config,
+    ) -> Self {
         let data_dir = tempfile::tempdir().expect("a temporary data dir");
         for entry in std::fs::read_dir(self.data_dir()).expect("the data dir lists") {
             let entry = entry.expect("a data dir entry");
@@ -128,9 +145,9 @@ impl TestServer {
         }
     }
 
-    /// Whether the server keeps its state on PostgreSQL ([`DATABASE_ENV`] is set).
-    pub fn on_postgres(&self) -> bool {
-        self.database_url.is_some()
+    /// The PostgreSQL database of the server's state, when [`DATABASE_ENV`] is set.
+    pub fn database_url(&self) -> Option<&str> {
+        self.database_url.as_deref()
     }
 
     /// `http://127.0.0.1:PORT`, where this instance listens; a peer's public address (the

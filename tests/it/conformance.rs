@@ -748,9 +748,10 @@ async fn suite(fault: Option<Fault>) -> Report {
     .expect("the embedded server starts");
     *injector.tokens.lock().unwrap() = server.tokens().clone();
     let target = server.target();
-    // The embedded server sets no rate limit; `rate_limit_probe_*` below runs that check.
+    // The embedded server sets no rate limit; `rate_limit_probe_*` below runs that check. It is
+    // one instance; `deployment_checks_*` below runs two.
     let selection = Selection {
-        skip: vec!["limits.rate-limit".into()],
+        skip: vec!["limits.rate-limit".into(), "deployment".into()],
         ..Selection::default()
     };
     run(&target, &selection, |_, _, _| {}).await
@@ -872,4 +873,61 @@ async fn each_fault_fails_exactly_its_checks_and_every_normative_check_has_a_fau
         uncaught.is_empty(),
         "normative checks no fault fails: {uncaught:?}"
     );
+}
+
+/// The `deployment` checks against `first` with `peer` as its second address.
+async fn deployment_checks(
+    first: &intent_tests::TestServer,
+    peer: &intent_tests::TestServer,
+) -> Vec<(&'static str, Status, Option<String>)> {
+    use intent_conformance::target::{Settings, Target};
+    use intent_server::resource::Resource;
+    let agent = ["agent:read", "agent:write", "agent:actions:resolve"];
+    let tokens = Tokens {
+        agent: Some(first.token("conformance", Resource::Agent, &agent)),
+        pipeline: Some(first.token("conformance", Resource::Pipeline, &["pipeline:execute"])),
+        ..Tokens::default()
+    };
+    let settings = Settings {
+        peer_url: Some(peer.base_url().to_owned()),
+        ..Settings::default()
+    };
+    let target = Target::new(first.base_url(), tokens, settings);
+    let selection = Selection {
+        only: vec!["deployment".into()],
+        ..Selection::default()
+    };
+    let report = run(&target, &selection, |_, _, _| {}).await;
+    report
+        .outcomes
+        .iter()
+        .filter(|outcome| outcome.status != Status::Disabled)
+        .map(|outcome| (outcome.id, outcome.status, outcome.message.clone()))
+        .collect()
+}
+
+/// Two instances on one PostgreSQL database pass every `deployment` check, and two that share
+/// their keys but not their database (the fault) fail every one. Needs
+/// `INTENT_TEST_DATABASE_URL`; passes trivially without it.
+#[tokio::test(flavor = "multi_thread")]
+async fn deployment_checks_pass_one_database_and_fail_two() {
+    let first = intent_tests::TestServer::start().await;
+    if first.database_url().is_none() {
+        eprintln!("skipped: set INTENT_TEST_DATABASE_URL to run the deployment checks");
+        return;
+    }
+    let peer = first.peer_with(|config| config).await;
+    let outcomes = deployment_checks(&first, &peer).await;
+    assert_eq!(outcomes.len(), 4);
+    for (id, status, message) in &outcomes {
+        assert_eq!(*status, Status::Pass, "{id}: {message:?}");
+    }
+    let detached = first.detached_peer().await;
+    for (id, status, message) in deployment_checks(&first, &detached).await {
+        assert_eq!(
+            status,
+            Status::Fail,
+            "{id} must fail on separate databases: {message:?}"
+        );
+    }
 }

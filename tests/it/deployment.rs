@@ -1,7 +1,8 @@
 //! Two reference-server instances on one PostgreSQL database behave as one deployment: cursors,
 //! wake-ups, SSE resumption, sequence numbers, idempotency keys, refresh tokens and devnet
-//! commits hold across them. Every test here needs `INTENT_TEST_DATABASE_URL` and passes
-//! trivially without it (the SQLite run has one instance by construction).
+//! commits hold across them; and an instance whose database goes away answers 503 and recovers
+//! when it returns. Every test here needs `INTENT_TEST_DATABASE_URL` and passes trivially
+//! without it (the SQLite run has one instance by construction).
 
 use std::time::{Duration, Instant};
 
@@ -18,7 +19,7 @@ const RECIPIENT: &str = "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC";
 /// Instance A on a new database and instance B beside it; `None` on SQLite.
 async fn pair() -> Option<(TestServer, TestServer)> {
     let a = TestServer::start().await;
-    if !a.on_postgres() {
+    if a.database_url().is_none() {
         eprintln!("skipped: set INTENT_TEST_DATABASE_URL to run the two-instance tests");
         return None;
     }
@@ -263,4 +264,80 @@ async fn a_build_commits_once_whichever_instance_gets_it_and_changes_what_the_ot
     // Each instance now simulates on the state after the one commit.
     assert_eq!(simulated(&build(client_b).await), "failed");
     assert_eq!(simulated(&build(client_a).await), "failed");
+}
+
+/// Runs `sql` on the test PostgreSQL server's administrative database.
+async fn admin(sql: String) {
+    use sqlx::Connection;
+    let server = std::env::var(intent_server::testing::DATABASE_ENV).unwrap();
+    let mut connection = sqlx::PgConnection::connect(&server).await.unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(sql))
+        .execute(&mut connection)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_lost_database_gets_503_with_retry_after_and_the_server_recovers_when_it_returns() {
+    let Some((a, b)) = pair().await else { return };
+    let name = reqwest::Url::parse(a.database_url().unwrap())
+        .unwrap()
+        .path()
+        .trim_start_matches('/')
+        .to_owned();
+    let (a, b) = (Agent::with(a), Agent::with(b));
+    let started = a.chat("hello", None).await;
+    let (_, _, cursor) = a.settle(&started.session_id, &started.cursor).await;
+
+    // The database refuses connections and drops the ones it has.
+    admin(format!("ALTER DATABASE {name} ALLOW_CONNECTIONS false")).await;
+    admin(format!(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'"
+    ))
+    .await;
+    let token = a.server.token("alice", Resource::Agent, &["agent:read"]);
+    let path = format!("/v1/agent/chat/{}", started.session_id);
+    let mut unavailable = None;
+    for _ in 0..3 {
+        let response = a.server.get(&path, &token).await;
+        if response.status() == 503 {
+            unavailable = Some(response);
+            break;
+        }
+    }
+    let response = unavailable.expect("503 while the database is gone");
+    assert!(response.headers().contains_key("retry-after"));
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "unavailable", "{body}");
+    let refused = a
+        .try_chat("lost?", Some(&started.session_id))
+        .await
+        .unwrap_err();
+    assert_eq!(code(&refused), (503, "unavailable".to_owned()));
+
+    // Back: both instances serve again without a restart, and wake-ups cross again.
+    admin(format!("ALTER DATABASE {name} ALLOW_CONNECTIONS true")).await;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while a.page(&started.session_id, Some(&cursor), 0).await.is_err() {
+        assert!(Instant::now() < deadline, "the server recovers");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let session = started.session_id.clone();
+    let waiting = tokio::spawn(async move {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            match b.page(&session, Some(&cursor), 10_000).await {
+                Ok(page) if !page.events.is_empty() => return page,
+                _ => assert!(Instant::now() < deadline, "B reads again"),
+            }
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    a.chat("back again", Some(&started.session_id)).await;
+    let page = waiting.await.unwrap();
+    assert!(
+        matches!(&page.events[0], AgentEvent::Message { text, .. } if text == "back again"),
+        "{:?}",
+        page.events[0]
+    );
 }

@@ -7,6 +7,7 @@ mod agent_sessions;
 mod agent_sse;
 mod agent_turns;
 mod auth;
+mod deployment;
 mod limits;
 mod mcp;
 mod negative;
@@ -50,6 +51,7 @@ pub fn all() -> Vec<Check> {
         pipeline::checks(),
         account::checks(),
         mcp::checks(),
+        deployment::checks(),
         limits::checks(),
         negative::checks(),
         schema::checks(),

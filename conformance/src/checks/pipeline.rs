@@ -13,7 +13,7 @@ use crate::finding::{Finding, Verdict, ensure, fail, skip};
 use crate::spec::spec;
 use crate::target::{Reply, Target};
 
-const EVM: &str = "/v1/pipeline/evm/build";
+pub(super) const EVM: &str = "/v1/pipeline/evm/build";
 const SVM: &str = "/v1/pipeline/svm/stage";
 
 pub(super) fn checks() -> Vec<Check> {
@@ -135,7 +135,7 @@ fn example(path: &str, member: &str) -> Result<Value, Finding> {
 }
 
 /// openapi.json's build request example of the endpoint at `path`.
-fn build_request(path: &str) -> Result<Value, Finding> {
+pub(super) fn build_request(path: &str) -> Result<Value, Finding> {
     example(path, "operations")
 }
 

@@ -807,6 +807,9 @@ impl Client {
             500u16 => Err(Error::ErrorResponse(
                 ResponseValue::from_response(response).await?,
             )),
+            503u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
@@ -876,6 +879,9 @@ impl Client {
             500u16 => Err(Error::ErrorResponse(
                 ResponseValue::from_response(response).await?,
             )),
+            503u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
@@ -925,6 +931,9 @@ impl Client {
                 ResponseValue::from_response(response).await?,
             )),
             500u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            503u16 => Err(Error::ErrorResponse(
                 ResponseValue::from_response(response).await?,
             )),
             _ => Err(Error::UnexpectedResponse(response)),
@@ -1003,6 +1012,9 @@ impl Client {
             500u16 => Err(Error::ErrorResponse(
                 ResponseValue::from_response(response).await?,
             )),
+            503u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
@@ -1068,6 +1080,9 @@ impl Client {
                 ResponseValue::from_response(response).await?,
             )),
             500u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            503u16 => Err(Error::ErrorResponse(
                 ResponseValue::from_response(response).await?,
             )),
             _ => Err(Error::UnexpectedResponse(response)),
@@ -1137,6 +1152,9 @@ impl Client {
             500u16 => Err(Error::ErrorResponse(
                 ResponseValue::from_response(response).await?,
             )),
+            503u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
@@ -1203,6 +1221,9 @@ impl Client {
                 ResponseValue::from_response(response).await?,
             )),
             500u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            503u16 => Err(Error::ErrorResponse(
                 ResponseValue::from_response(response).await?,
             )),
             _ => Err(Error::UnexpectedResponse(response)),
@@ -1280,6 +1301,9 @@ impl Client {
             500u16 => Err(Error::ErrorResponse(
                 ResponseValue::from_response(response).await?,
             )),
+            503u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
@@ -1350,6 +1374,9 @@ impl Client {
             500u16 => Err(Error::ErrorResponse(
                 ResponseValue::from_response(response).await?,
             )),
+            503u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
@@ -1413,6 +1440,9 @@ impl Client {
             500u16 => Err(Error::ErrorResponse(
                 ResponseValue::from_response(response).await?,
             )),
+            503u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
@@ -1474,6 +1504,9 @@ impl Client {
                 ResponseValue::from_response(response).await?,
             )),
             500u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            503u16 => Err(Error::ErrorResponse(
                 ResponseValue::from_response(response).await?,
             )),
             _ => Err(Error::UnexpectedResponse(response)),
@@ -1548,6 +1581,9 @@ impl Client {
             500u16 => Err(Error::ErrorResponse(
                 ResponseValue::from_response(response).await?,
             )),
+            503u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
@@ -1612,6 +1648,9 @@ impl Client {
                 ResponseValue::from_response(response).await?,
             )),
             500u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            503u16 => Err(Error::ErrorResponse(
                 ResponseValue::from_response(response).await?,
             )),
             _ => Err(Error::UnexpectedResponse(response)),
@@ -1699,6 +1738,9 @@ impl Client {
             500u16 => Err(Error::ErrorResponse(
                 ResponseValue::from_response(response).await?,
             )),
+            503u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
@@ -1748,6 +1790,9 @@ impl Client {
                 ResponseValue::from_response(response).await?,
             )),
             500u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            503u16 => Err(Error::ErrorResponse(
                 ResponseValue::from_response(response).await?,
             )),
             _ => Err(Error::UnexpectedResponse(response)),
@@ -1817,6 +1862,9 @@ impl Client {
             500u16 => Err(Error::ErrorResponse(
                 ResponseValue::from_response(response).await?,
             )),
+            503u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
@@ -1881,6 +1929,9 @@ impl Client {
             500u16 => Err(Error::ErrorResponse(
                 ResponseValue::from_response(response).await?,
             )),
+            503u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
@@ -1943,6 +1994,9 @@ impl Client {
                 ResponseValue::from_response(response).await?,
             )),
             500u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            503u16 => Err(Error::ErrorResponse(
                 ResponseValue::from_response(response).await?,
             )),
             _ => Err(Error::UnexpectedResponse(response)),
@@ -2021,6 +2075,9 @@ impl Client {
             500u16 => Err(Error::ErrorResponse(
                 ResponseValue::from_response(response).await?,
             )),
+            503u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
@@ -2088,6 +2145,9 @@ impl Client {
             500u16 => Err(Error::ErrorResponse(
                 ResponseValue::from_response(response).await?,
             )),
+            503u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
@@ -2144,6 +2204,9 @@ impl Client {
                 ResponseValue::from_response(response).await?,
             )),
             500u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            503u16 => Err(Error::ErrorResponse(
                 ResponseValue::from_response(response).await?,
             )),
             _ => Err(Error::UnexpectedResponse(response)),

@@ -728,6 +728,8 @@ pub enum ErrorCode {
     RateLimited,
     #[serde(rename = "internal")]
     Internal,
+    #[serde(rename = "unavailable")]
+    Unavailable,
 }
 impl ::std::fmt::Display for ErrorCode {
     fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
@@ -756,6 +758,7 @@ impl ::std::fmt::Display for ErrorCode {
             Self::CredentialsMissing => f.write_str("credentials_missing"),
             Self::RateLimited => f.write_str("rate_limited"),
             Self::Internal => f.write_str("internal"),
+            Self::Unavailable => f.write_str("unavailable"),
         }
     }
 }
@@ -787,6 +790,7 @@ impl ::std::str::FromStr for ErrorCode {
             "credentials_missing" => Ok(Self::CredentialsMissing),
             "rate_limited" => Ok(Self::RateLimited),
             "internal" => Ok(Self::Internal),
+            "unavailable" => Ok(Self::Unavailable),
             _ => Err("invalid value".into()),
         }
     }

@@ -76,10 +76,19 @@ impl From<axum::extract::rejection::FormRejection> for OAuthError {
 impl From<crate::store::Error> for OAuthError {
     fn from(error: crate::store::Error) -> Self {
         tracing::error!(error = &error as &dyn std::error::Error, "store failed");
-        Self {
-            status: StatusCode::INTERNAL_SERVER_ERROR,
-            error: "server_error",
-            description: "internal error".into(),
+        if error.unavailable() {
+            // RFC 6749's code for a server that cannot answer for now.
+            Self {
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                error: "temporarily_unavailable",
+                description: "the database is unavailable; retry later".into(),
+            }
+        } else {
+            Self {
+                status: StatusCode::INTERNAL_SERVER_ERROR,
+                error: "server_error",
+                description: "internal error".into(),
+            }
         }
     }
 }
@@ -87,12 +96,19 @@ impl From<crate::store::Error> for OAuthError {
 impl IntoResponse for OAuthError {
     fn into_response(self) -> Response {
         let body = json!({ "error": self.error, "error_description": self.description });
-        (
+        let mut response = (
             self.status,
             [(header::CACHE_CONTROL, "no-store")],
             Json(body),
         )
-            .into_response()
+            .into_response();
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            response.headers_mut().insert(
+                header::RETRY_AFTER,
+                crate::error::UNAVAILABLE_RETRY_AFTER.into(),
+            );
+        }
+        response
     }
 }
 

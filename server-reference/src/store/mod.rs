@@ -27,9 +27,55 @@ pub enum Error {
     /// The database failed.
     #[error("database error")]
     Database(#[from] sqlx::Error),
+    /// The database could not be reached at start.
+    #[error("cannot reach the database at {database}")]
+    Unreachable {
+        /// Host, port and database name (never the password).
+        database: String,
+        /// The cause.
+        #[source]
+        source: sqlx::Error,
+    },
     /// A migration failed.
     #[error("migrating the database")]
     Migrate(#[source] sqlx::migrate::MigrateError),
+}
+
+impl Error {
+    /// Whether the database is out of reach for now (connection lost or refused, pool timed
+    /// out, server shutting down): a retry may succeed, and nothing was written.
+    pub fn unavailable(&self) -> bool {
+        let Error::Database(error) = self else {
+            return false;
+        };
+        match error {
+            sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::WorkerCrashed => true,
+            // A FATAL error ends the session (the server refused or dropped the connection);
+            // or a connection exception (08), insufficient resources (53), operator
+            // intervention (57P: shutdown, cannot connect now).
+            sqlx::Error::Database(error) => {
+                let fatal = error
+                    .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+                    .is_some_and(|error| {
+                        matches!(
+                            error.severity(),
+                            sqlx::postgres::PgSeverity::Fatal | sqlx::postgres::PgSeverity::Panic
+                        )
+                    });
+                fatal
+                    || error.code().is_some_and(|code| {
+                        ["08", "53", "57P"]
+                            .iter()
+                            .any(|class| code.starts_with(class))
+                    })
+            }
+            _ => false,
+        }
+    }
 }
 
 /// `Result` with this module's [`Error`].

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use sqlx::{Postgres, Transaction};
+use sqlx::{Connection, PgConnection, Postgres, Transaction};
 
 use super::{
     Authorization, AuthorizationCode, CommitRecorded, CredentialPresence, DeviceGrant, Error,
@@ -36,6 +36,18 @@ impl PgStore {
     /// `runner`.
     pub async fn open(url: &str, runner: Runner) -> Result<Self> {
         let options: PgConnectOptions = url.parse()?;
+        // One connection first, so that an unreachable database fails with its own cause
+        // rather than with the pool's time-out.
+        let database = format!(
+            "{}:{}/{}",
+            options.get_host(),
+            options.get_port(),
+            options.get_database().unwrap_or_default()
+        );
+        let probe = PgConnection::connect_with(&options)
+            .await
+            .map_err(|source| Error::Unreachable { database, source })?;
+        probe.close().await?;
         let pool = PgPoolOptions::new()
             .max_connections(16)
             .acquire_timeout(ACQUIRE_TIMEOUT)

@@ -163,3 +163,22 @@ async fn sigkill_of_one_instance_loses_nothing_and_the_other_takes_over_its_orph
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+#[test]
+fn an_unreachable_database_at_start_is_a_clear_error_and_exit_code() {
+    let keys = tempfile::tempdir().unwrap();
+    // Nothing listens on port 9 of the loopback.
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_intent-server"))
+        .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
+        .arg(keys.path())
+        .args(["--database-url", "postgres://intent@127.0.0.1:9/intent"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("database") && stderr.contains("127.0.0.1:9"),
+        "{stderr}"
+    );
+    assert!(output.stdout.is_empty(), "it never listened");
+}

@@ -7,20 +7,14 @@
 //!
 //! Run: `cargo bench -p intent-server --bench http`
 
-use std::time::{Duration, Instant};
-
-use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use serde_json::{Value, json};
 
+mod load;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-/// Concurrent keep-alive connections of the generator.
-const CONNECTIONS: usize = 32;
-/// Time each target is driven, after `WARM_UP`.
-const DURATION: Duration = Duration::from_secs(5);
-const WARM_UP: Duration = Duration::from_secs(1);
+use load::{CONNECTIONS, DURATION, Load, WARM_UP, drive};
 /// Turns written to the measured session before the run.
 const TURNS: usize = 3;
 
@@ -55,78 +49,6 @@ async fn bare_server(body_file: &str) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     println!("listening on http://{}", listener.local_addr().unwrap());
     axum::serve(listener, app).await.unwrap();
-}
-
-/// What one target answered under load.
-struct Load {
-    requests: usize,
-    elapsed: Duration,
-    latencies: Vec<Duration>,
-}
-
-impl Load {
-    fn per_second(&self) -> f64 {
-        self.requests as f64 / self.elapsed.as_secs_f64()
-    }
-
-    fn percentile(&self, p: f64) -> Duration {
-        let index = ((self.latencies.len() as f64 * p) as usize).min(self.latencies.len() - 1);
-        self.latencies[index]
-    }
-}
-
-/// Drives `GET base+path` with `token` over `CONNECTIONS` connections for `DURATION`; every
-/// answer must be 200.
-async fn drive(base: &str, path: &str, token: Option<&str>) -> Load {
-    let address = base.trim_start_matches("http://").to_owned();
-    let started = Instant::now();
-    let measure_from = started + WARM_UP;
-    let until = measure_from + DURATION;
-    let mut workers = Vec::new();
-    for _ in 0..CONNECTIONS {
-        let (address, path) = (address.clone(), path.to_owned());
-        let authorization = token.map(|t| format!("Bearer {t}"));
-        workers.push(tokio::spawn(async move {
-            let stream = tokio::net::TcpStream::connect(&address).await.unwrap();
-            stream.set_nodelay(true).unwrap();
-            let io = hyper_util::rt::TokioIo::new(stream);
-            let (mut sender, connection) =
-                hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(io)
-                    .await
-                    .unwrap();
-            tokio::spawn(connection);
-            let mut latencies = Vec::new();
-            loop {
-                let mut request = hyper::Request::get(&path).header("host", &address);
-                if let Some(value) = &authorization {
-                    request = request.header("authorization", value);
-                }
-                let request = request.body(Empty::new()).unwrap();
-                let sent = Instant::now();
-                let response = sender.send_request(request).await.unwrap();
-                let status = response.status();
-                response.into_body().collect().await.unwrap();
-                assert_eq!(status, 200, "GET {path}");
-                let now = Instant::now();
-                if now >= until {
-                    return latencies;
-                }
-                if sent >= measure_from {
-                    latencies.push(now - sent);
-                }
-            }
-        }));
-    }
-    let mut latencies = Vec::new();
-    for worker in workers {
-        latencies.extend(worker.await.unwrap());
-    }
-    latencies.sort();
-    Load {
-        requests: latencies.len(),
-        elapsed: DURATION,
-        latencies,
-    }
 }
 
 /// The release server with one session of `TURNS` finished turns; its base, token and session.
@@ -190,16 +112,16 @@ async fn bench() {
         page.len()
     );
     // The bare handler runs first and last; ratios are to the mean of both runs.
-    let bare_first = drive(&bare.base, "/page", None).await;
-    let healthz = drive(&server.base, "/healthz", None).await;
+    let bare_first = drive(&[&bare.base], "/page", None).await;
+    let healthz = drive(&[&server.base], "/healthz", None).await;
     let session_get = drive(
-        &server.base,
+        &[&server.base],
         &format!("/v1/agent/sessions/{session}"),
         Some(&token),
     )
     .await;
-    let page_get = drive(&server.base, &page_path, Some(&token)).await;
-    let bare_last = drive(&bare.base, "/page", None).await;
+    let page_get = drive(&[&server.base], &page_path, Some(&token)).await;
+    let bare_last = drive(&[&bare.base], "/page", None).await;
     let bare_per_second = (bare_first.per_second() + bare_last.per_second()) / 2.0;
     report(
         "bare axum handler (same bytes)",

@@ -284,28 +284,27 @@ impl AgentStore for PgStore {
     }
 
     async fn read_log(&self, session_id: &str, after: i64, limit: i64) -> Result<LogRead> {
-        // One repeatable-read transaction: the events and the bounds come from one snapshot.
-        let mut tx = self.pool.begin().await?;
-        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            .execute(&mut *tx)
-            .await?;
-        let (last_seq, pruned_through): (i64, i64) =
-            sqlx::query_as("SELECT last_seq, pruned_through FROM sessions WHERE id = $1")
-                .bind(session_id)
-                .fetch_optional(&mut *tx)
-                .await?
-                .unwrap_or((0, 0));
-        let events: Vec<(String,)> = sqlx::query_as(
-            "SELECT body FROM events WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+        // One statement, so one snapshot: the events and the bounds agree, in one round trip.
+        let rows: Vec<(i64, i64, Option<String>)> = sqlx::query_as(
+            "SELECT s.last_seq, s.pruned_through, e.body
+             FROM sessions s
+             LEFT JOIN LATERAL (
+                 SELECT body, seq FROM events
+                 WHERE session_id = s.id AND seq > $2 ORDER BY seq LIMIT $3
+             ) e ON TRUE
+             WHERE s.id = $1
+             ORDER BY e.seq",
         )
         .bind(session_id)
         .bind(after)
         .bind(limit)
-        .fetch_all(&mut *tx)
+        .fetch_all(&self.pool)
         .await?;
-        tx.commit().await?;
+        let (last_seq, pruned_through) = rows
+            .first()
+            .map_or((0, 0), |(last, pruned, _)| (*last, *pruned));
         Ok(LogRead {
-            events: events.into_iter().map(|(body,)| body).collect(),
+            events: rows.into_iter().filter_map(|(_, _, body)| body).collect(),
             last_seq,
             pruned_through,
         })

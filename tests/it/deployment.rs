@@ -341,3 +341,56 @@ async fn a_lost_database_gets_503_with_retry_after_and_the_server_recovers_when_
         page.events[0]
     );
 }
+
+#[tokio::test]
+async fn pruning_through_one_instance_leaves_readers_on_the_other_no_gap() {
+    // Events leave the retained log one second after they are written, on both instances.
+    let retention =
+        |config: intent_server::config::Config| config.event_retention(Duration::from_secs(1));
+    let first = TestServer::start_with(retention).await;
+    if first.database_url().is_none() {
+        return;
+    }
+    let a = Agent::with(first);
+    let b = Agent::with(a.server.peer_with(retention).await);
+    let started = a.chat("hello", None).await;
+    let session = started.session_id.clone();
+    // B follows the log page by page while turns through A append and prune it: each page
+    // continues right after its cursor, or the cursor is refused as gone (410), never a gap.
+    let mut cursor: Option<String> = None;
+    let mut last: Option<u64> = None;
+    let (mut pages, mut gone) = (0, 0);
+    let deadline = Instant::now() + Duration::from_secs(4);
+    while Instant::now() < deadline {
+        let _ = a.try_chat("more", Some(&session)).await;
+        match b.page(&session, cursor.as_deref(), 100).await {
+            Ok(page) => {
+                let seqs: Vec<u64> = page.events.iter().map(AgentEvent::seq).collect();
+                if let (Some(first), Some(last)) = (seqs.first(), last) {
+                    assert_eq!(*first, last + 1, "a page continues after its cursor");
+                }
+                let expected: Vec<u64> = seqs.first().map_or(vec![], |first| {
+                    (*first..*first + seqs.len() as u64).collect()
+                });
+                assert_eq!(seqs, expected, "a page is contiguous");
+                last = seqs.last().copied().or(last);
+                cursor = Some(page.cursor);
+                pages += 1;
+            }
+            Err(error) => {
+                assert_eq!(code(&error), (410, "cursor_expired".to_owned()));
+                // Start over from the retained log.
+                (cursor, last) = (None, None);
+                gone += 1;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let page = b.page(&session, None, 0).await.unwrap();
+    let oldest = page.events.first().map_or(0, AgentEvent::seq);
+    assert!(
+        oldest > 1,
+        "events were pruned (the oldest kept is {oldest})"
+    );
+    assert!(pages > 10, "{pages} pages, {gone} cursors gone");
+}

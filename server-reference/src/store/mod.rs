@@ -3,6 +3,7 @@
 
 pub mod agent;
 mod postgres;
+mod rows;
 mod sqlite;
 
 use async_trait::async_trait;

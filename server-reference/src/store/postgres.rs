@@ -13,6 +13,7 @@ use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Connection, PgConnection, Postgres, Transaction};
 
+use super::rows::{CodeRow, DeviceRow, authorization_code, device_grant, select_device_grant};
 use super::{
     Authorization, AuthorizationCode, CommitRecorded, CredentialPresence, DeviceGrant, Error,
     Meter, NewCommit, Purged, RefreshUse, Result, Runner, Store,
@@ -79,16 +80,6 @@ async fn advisory_lock(tx: &mut Transaction<'static, Postgres>, name: &str) -> R
         .execute(&mut **tx)
         .await?;
     Ok(())
-}
-
-macro_rules! select_device_grant {
-    ($condition:literal) => {
-        concat!(
-            "SELECT user_code, client_id, scopes, resource, account, status, interval_secs, last_poll_ms, expires_at \
-             FROM device_grants WHERE ",
-            $condition
-        )
-    };
 }
 
 #[async_trait]
@@ -298,29 +289,14 @@ impl Store for PgStore {
     }
 
     async fn take_code(&self, code_hash: &str) -> Result<Option<AuthorizationCode>> {
-        type Row = (String, String, String, String, String, String, i64);
-        let row: Option<Row> = sqlx::query_as(
+        let row: Option<CodeRow> = sqlx::query_as(
             "UPDATE authorization_codes SET used = TRUE WHERE code_hash = $1 AND NOT used
              RETURNING client_id, redirect_uri, account, scopes, resource, code_challenge, expires_at",
         )
         .bind(code_hash)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(row.map(
-            |(client_id, redirect_uri, account, scopes, resource, code_challenge, expires_at)| {
-                AuthorizationCode {
-                    grant: Authorization {
-                        client_id,
-                        account,
-                        scopes,
-                        resource,
-                    },
-                    redirect_uri,
-                    code_challenge,
-                    expires_at,
-                }
-            },
-        ))
+        Ok(row.map(authorization_code))
     }
 
     async fn save_device_grant(&self, device_code_hash: &str, grant: &DeviceGrant) -> Result<()> {
@@ -342,12 +318,11 @@ impl Store for PgStore {
     }
 
     async fn device_grant_by_user_code(&self, user_code: &str) -> Result<Option<DeviceGrant>> {
-        let row: Option<super::sqlite::DeviceRow> =
-            sqlx::query_as(select_device_grant!("user_code = $1"))
-                .bind(user_code)
-                .fetch_optional(&self.pool)
-                .await?;
-        Ok(row.and_then(super::sqlite::device_grant))
+        let row: Option<DeviceRow> = sqlx::query_as(select_device_grant!("user_code = $1"))
+            .bind(user_code)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.and_then(device_grant))
     }
 
     async fn decide_device_grant(
@@ -380,7 +355,7 @@ impl Store for PgStore {
         now_ms: i64,
     ) -> Result<Option<DeviceGrant>> {
         let mut tx = self.pool.begin().await?;
-        let row: Option<super::sqlite::DeviceRow> =
+        let row: Option<DeviceRow> =
             sqlx::query_as(select_device_grant!("device_code_hash = $1 FOR UPDATE"))
                 .bind(device_code_hash)
                 .fetch_optional(&mut *tx)
@@ -391,7 +366,7 @@ impl Store for PgStore {
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
-        Ok(row.and_then(super::sqlite::device_grant))
+        Ok(row.and_then(device_grant))
     }
 
     async fn slow_device_grant(&self, device_code_hash: &str, by: i64) -> Result<()> {

@@ -10,9 +10,10 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 
+use super::rows::{CodeRow, DeviceRow, authorization_code, device_grant, select_device_grant};
 use super::{
-    Authorization, AuthorizationCode, CommitRecorded, CredentialPresence, DeviceGrant,
-    DeviceStatus, Error, Meter, NewCommit, Purged, RefreshUse, Result, Runner, Store,
+    Authorization, AuthorizationCode, CommitRecorded, CredentialPresence, DeviceGrant, Error,
+    Meter, NewCommit, Purged, RefreshUse, Result, Runner, Store,
 };
 
 /// SQLite behind [`Store`]: one process owns the file.
@@ -46,17 +47,6 @@ impl SqliteStore {
             .await?;
         Ok(Self { pool, runner })
     }
-}
-
-/// A static `SELECT` of the columns of [`DeviceRow`] with a `WHERE` condition.
-macro_rules! select_device_grant {
-    ($condition:literal) => {
-        concat!(
-            "SELECT user_code, client_id, scopes, resource, account, status, interval_secs, last_poll_ms, expires_at \
-             FROM device_grants WHERE ",
-            $condition
-        )
-    };
 }
 
 #[async_trait]
@@ -262,29 +252,14 @@ impl Store for SqliteStore {
     }
 
     async fn take_code(&self, code_hash: &str) -> Result<Option<AuthorizationCode>> {
-        type Row = (String, String, String, String, String, String, i64);
-        let row: Option<Row> = sqlx::query_as(
+        let row: Option<CodeRow> = sqlx::query_as(
             "UPDATE authorization_codes SET used = 1 WHERE code_hash = ? AND used = 0
              RETURNING client_id, redirect_uri, account, scopes, resource, code_challenge, expires_at",
         )
         .bind(code_hash)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(row.map(
-            |(client_id, redirect_uri, account, scopes, resource, code_challenge, expires_at)| {
-                AuthorizationCode {
-                    grant: Authorization {
-                        client_id,
-                        account,
-                        scopes,
-                        resource,
-                    },
-                    redirect_uri,
-                    code_challenge,
-                    expires_at,
-                }
-            },
-        ))
+        Ok(row.map(authorization_code))
     }
 
     async fn save_device_grant(&self, device_code_hash: &str, grant: &DeviceGrant) -> Result<()> {
@@ -462,51 +437,6 @@ impl Store for SqliteStore {
         transaction.commit().await?;
         Ok(outcome)
     }
-}
-
-pub(super) type DeviceRow = (
-    String,
-    String,
-    String,
-    String,
-    Option<String>,
-    String,
-    i64,
-    Option<i64>,
-    i64,
-);
-
-pub(super) fn device_grant(row: DeviceRow) -> Option<DeviceGrant> {
-    let (
-        user_code,
-        client_id,
-        scopes,
-        resource,
-        account,
-        status,
-        interval_secs,
-        last_poll_ms,
-        expires_at,
-    ) = row;
-    let status = match status.as_str() {
-        "pending" => DeviceStatus::Pending,
-        "approved" => DeviceStatus::Approved,
-        "denied" => DeviceStatus::Denied,
-        "used" => DeviceStatus::Used,
-        // The CHECK constraint admits no other value.
-        _ => return None,
-    };
-    Some(DeviceGrant {
-        user_code,
-        client_id,
-        scopes,
-        resource,
-        account,
-        status,
-        interval_secs,
-        last_poll_ms,
-        expires_at,
-    })
 }
 
 #[cfg(test)]

@@ -12,38 +12,10 @@ use crate::store::agent::{
     AgentStore, Append, Appended, Bounds, IdempotencyBegin, LogRead, Resolution, Resolved,
     SessionRecord, TurnStarted, event_body,
 };
+use crate::store::rows::{SessionRow, turn_state};
 use crate::store::{Error, Result};
 
 type Tx = Transaction<'static, Postgres>;
-
-#[derive(sqlx::FromRow)]
-struct SessionRow {
-    id: String,
-    account: String,
-    title: String,
-    archived: bool,
-    updated_at: i64,
-}
-
-impl From<SessionRow> for SessionRecord {
-    fn from(row: SessionRow) -> Self {
-        Self {
-            id: row.id,
-            account: row.account,
-            title: row.title,
-            archived: row.archived,
-            updated_at: row.updated_at,
-        }
-    }
-}
-
-fn turn_state(name: &str) -> Result<TurnState> {
-    name.parse().map_err(|_| {
-        Error::Database(sqlx::Error::Decode(
-            format!("unknown turn state {name:?}").into(),
-        ))
-    })
-}
 
 /// Locks session `id` (of `account`, when given) for the rest of the transaction; its last seq.
 async fn lock_session(tx: &mut Tx, id: &str, account: Option<&str>) -> Result<Option<i64>> {

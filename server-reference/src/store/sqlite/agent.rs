@@ -11,6 +11,7 @@ use crate::store::agent::{
     AgentStore, Append, Appended, Bounds, IdempotencyBegin, LogRead, Resolution, Resolved,
     SessionRecord, TurnStarted, event_body,
 };
+use crate::store::rows::{SessionRow, turn_state};
 use crate::store::{Error, Result};
 
 type Tx = Transaction<'static, Sqlite>;
@@ -22,35 +23,6 @@ impl SqliteStore {
             .await
             .map_err(Error::from)
     }
-}
-
-#[derive(sqlx::FromRow)]
-struct SessionRow {
-    id: String,
-    account: String,
-    title: String,
-    archived: bool,
-    updated_at: i64,
-}
-
-impl From<SessionRow> for SessionRecord {
-    fn from(row: SessionRow) -> Self {
-        Self {
-            id: row.id,
-            account: row.account,
-            title: row.title,
-            archived: row.archived,
-            updated_at: row.updated_at,
-        }
-    }
-}
-
-fn turn_state(name: &str) -> Result<TurnState> {
-    name.parse().map_err(|_| {
-        Error::Database(sqlx::Error::Decode(
-            format!("unknown turn state {name:?}").into(),
-        ))
-    })
 }
 
 /// Appends `append.events` after the session's last sequence number, prunes what left the

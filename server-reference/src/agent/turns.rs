@@ -243,9 +243,9 @@ impl Turns {
         Ok(())
     }
 
-    /// Fails the turns a previous run of the server left `processing`: their runtime is gone.
+    /// Fails the processing turns whose runner is gone (its lease ran out), after claiming them.
     pub async fn fail_orphans(&self) -> Result<(), crate::store::Error> {
-        for (session, turn_id) in self.0.store.orphaned_turns(now_ms()).await? {
+        for (session, turn_id) in self.0.store.claim_orphans(now_ms()).await? {
             let entry = Entry {
                 events: turn::failure(
                     &turn_id,

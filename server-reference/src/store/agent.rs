@@ -200,8 +200,10 @@ pub trait AgentStore: Send + Sync {
     async fn start_turn(&self, account: &str, append: &Append) -> Result<TurnStarted>;
     /// The session's turn that is processing or awaiting an action, with its state.
     async fn active_turn(&self, session_id: &str) -> Result<Option<(String, TurnState)>>;
-    /// Every turn in `processing` whose runner's lease ended before `now_ms`, as (session, turn).
-    async fn orphaned_turns(&self, now_ms: i64) -> Result<Vec<(String, String)>>;
+    /// Takes over every turn in `processing` whose runner's lease ended before `now_ms`, leasing
+    /// it to this process, and returns them as (session, turn): one process claims each orphan,
+    /// and a turn resumed meanwhile (with a fresh lease) is not one.
+    async fn claim_orphans(&self, now_ms: i64) -> Result<Vec<(String, String)>>;
     /// Extends to `now_ms` plus the lease the leases of this process's processing turns.
     async fn renew_leases(&self, now_ms: i64) -> Result<u64>;
     /// Appends events of a turn if `accept` agrees with the turn's current state.

@@ -202,10 +202,14 @@ impl AgentStore for SqliteStore {
             .transpose()
     }
 
-    async fn orphaned_turns(&self, now_ms: i64) -> Result<Vec<(String, String)>> {
+    async fn claim_orphans(&self, now_ms: i64) -> Result<Vec<(String, String)>> {
         sqlx::query_as(
-            "SELECT session_id, id FROM turns WHERE state = 'processing' AND lease_until < ?",
+            "UPDATE turns SET runner = ?, lease_until = ?
+             WHERE state = 'processing' AND lease_until < ?
+             RETURNING session_id, id",
         )
+        .bind(&self.runner.id)
+        .bind(now_ms + self.runner.lease_ms)
         .bind(now_ms)
         .fetch_all(&self.pool)
         .await

@@ -256,7 +256,18 @@ impl EventLog {
                 "limit must be 1 to {MAX_LIMIT}"
             )));
         }
-        self.owned(account, session).await?;
+        // Ownership is checked by each read; a session that is not the account's is a 404 before
+        // its cursor is judged.
+        let opened = match &request.cursor {
+            Some(cursor) => match self.open(account, session, cursor) {
+                Ok(after) => Some(after),
+                Err(error) => {
+                    self.owned(account, session).await?;
+                    return Err(cursor_error(error));
+                }
+            },
+            None => None,
+        };
         // Subscribe before reading, so that an append after the read (or a drain) wakes the wait
         // below. A page that will not wait subscribes to nothing.
         let mut waiting = (wait > 0).then(|| {
@@ -265,10 +276,6 @@ impl EventLog {
                 self.0.draining.subscribe(),
             )
         });
-        let opened = match &request.cursor {
-            Some(cursor) => Some(self.open(account, session, cursor).map_err(cursor_error)?),
-            None => None,
-        };
         let deadline = Instant::now() + Duration::from_millis(wait.unsigned_abs());
         loop {
             let read = self
@@ -421,10 +428,7 @@ impl EventLog {
         limit: i64,
     ) -> Result<Option<LogRead>, store::Error> {
         if !self.0.heads.kept() {
-            if self.0.store.session(account, session).await?.is_none() {
-                return Ok(None);
-            }
-            return Ok(Some(self.0.store.read_log(session, after, limit).await?));
+            return self.0.store.read_log(account, session, after, limit).await;
         }
         let kept = self.0.heads.read(session, |head| {
             (head.record.account == account).then(|| head.read(after, limit))
@@ -439,7 +443,7 @@ impl EventLog {
         };
         match read {
             Some(read) => Ok(Some(read)),
-            None => Ok(Some(self.0.store.read_log(session, after, limit).await?)),
+            None => self.0.store.read_log(account, session, after, limit).await,
         }
     }
 
@@ -453,10 +457,14 @@ impl EventLog {
         let Some(record) = self.0.store.session(account, session).await? else {
             return Ok(None);
         };
-        let bounds = self.0.store.read_log(session, 0, 0).await?;
+        let Some(bounds) = self.0.store.read_log(account, session, 0, 0).await? else {
+            return Ok(None);
+        };
         let held = HEAD_EVENTS as i64;
         let from = bounds.pruned_through.max(bounds.last_seq - held);
-        let read = self.0.store.read_log(session, from, held).await?;
+        let Some(read) = self.0.store.read_log(account, session, from, held).await? else {
+            return Ok(None);
+        };
         let bounds = Bounds {
             last_seq: read.last_seq,
             pruned_through: read.pruned_through,
@@ -731,7 +739,11 @@ mod tests {
     /// Every read of the head equals the store's, for positions around the retained log, the
     /// head and the end.
     async fn same_reads(log: &EventLog, store: &SqliteStore) -> i64 {
-        let bounds = store.read_log(SESSION, 0, 0).await.unwrap();
+        let bounds = store
+            .read_log(ACCOUNT, SESSION, 0, 0)
+            .await
+            .unwrap()
+            .unwrap();
         let (pruned, last) = (bounds.pruned_through, bounds.last_seq);
         let afters = [
             0,
@@ -745,8 +757,11 @@ mod tests {
         for after in afters.into_iter().filter(|a| *a >= 0) {
             for limit in [0, 1, 7, 101, 501] {
                 let from_log = log.read(ACCOUNT, SESSION, after, limit).await.unwrap();
-                let from_store = store.read_log(SESSION, after, limit).await.unwrap();
-                assert_eq!(from_log, Some(from_store), "after {after}, limit {limit}");
+                let from_store = store
+                    .read_log(ACCOUNT, SESSION, after, limit)
+                    .await
+                    .unwrap();
+                assert_eq!(from_log, from_store, "after {after}, limit {limit}");
             }
         }
         assert_eq!(log.read("bob", SESSION, 0, 10).await.unwrap(), None);
@@ -788,7 +803,11 @@ mod tests {
             }
         }
         same_reads(&log, &store).await;
-        let bounds = store.read_log(SESSION, 0, 0).await.unwrap();
+        let bounds = store
+            .read_log(ACCOUNT, SESSION, 0, 0)
+            .await
+            .unwrap()
+            .unwrap();
         assert!(bounds.pruned_through > 0, "retention pruned the log");
         assert!(
             most_retained > HEAD_EVENTS as i64,

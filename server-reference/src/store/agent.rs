@@ -212,8 +212,15 @@ pub trait AgentStore: Send + Sync {
         append: &Append,
         accept: &(dyn Fn(TurnState) -> bool + Send + Sync),
     ) -> Result<Appended>;
-    /// Up to `limit` events after `after`, from one snapshot of the log.
-    async fn read_log(&self, session_id: &str, after: i64, limit: i64) -> Result<LogRead>;
+    /// Up to `limit` events of `account`'s session after `after`, from one snapshot of the log;
+    /// `None` when `account` has no such session.
+    async fn read_log(
+        &self,
+        account: &str,
+        session_id: &str,
+        after: i64,
+        limit: i64,
+    ) -> Result<Option<LogRead>>;
 
     /// Resolves a pending action at its current revision, moves its turn back to `processing`
     /// (leased to this process) and appends the events `events` makes from the turn id and the

@@ -259,8 +259,15 @@ impl AgentStore for PgStore {
         Ok(Appended::Done(bounds))
     }
 
-    async fn read_log(&self, session_id: &str, after: i64, limit: i64) -> Result<LogRead> {
-        // One statement, so one snapshot: the events and the bounds agree, in one round trip.
+    async fn read_log(
+        &self,
+        account: &str,
+        session_id: &str,
+        after: i64,
+        limit: i64,
+    ) -> Result<Option<LogRead>> {
+        // One statement, so one snapshot: ownership, the events and the bounds agree, in one
+        // round trip. No row: no such session of `account`.
         let rows: Vec<(i64, i64, Option<String>)> = sqlx::query_as(
             "SELECT s.last_seq, s.pruned_through, e.body
              FROM sessions s
@@ -268,22 +275,23 @@ impl AgentStore for PgStore {
                  SELECT body, seq FROM events
                  WHERE session_id = s.id AND seq > $2 ORDER BY seq LIMIT $3
              ) e ON TRUE
-             WHERE s.id = $1
+             WHERE s.id = $1 AND s.account = $4
              ORDER BY e.seq",
         )
         .bind(session_id)
         .bind(after)
         .bind(limit)
+        .bind(account)
         .fetch_all(&self.pool)
         .await?;
-        let (last_seq, pruned_through) = rows
-            .first()
-            .map_or((0, 0), |(last, pruned, _)| (*last, *pruned));
-        Ok(LogRead {
+        let Some(&(last_seq, pruned_through, _)) = rows.first() else {
+            return Ok(None);
+        };
+        Ok(Some(LogRead {
             events: rows.into_iter().filter_map(|(_, _, body)| body).collect(),
             last_seq,
             pruned_through,
-        })
+        }))
     }
 
     async fn resolve_action(

@@ -251,15 +251,25 @@ impl AgentStore for SqliteStore {
         Ok(Appended::Done(bounds))
     }
 
-    async fn read_log(&self, session_id: &str, after: i64, limit: i64) -> Result<LogRead> {
+    async fn read_log(
+        &self,
+        account: &str,
+        session_id: &str,
+        after: i64,
+        limit: i64,
+    ) -> Result<Option<LogRead>> {
         // One read transaction: the events and the log's bounds come from the same snapshot.
         let mut tx = self.pool.begin().await?;
-        let (last_seq, pruned_through): (i64, i64) =
-            sqlx::query_as("SELECT last_seq, pruned_through FROM sessions WHERE id = ?")
-                .bind(session_id)
-                .fetch_optional(&mut *tx)
-                .await?
-                .unwrap_or((0, 0));
+        let bounds: Option<(i64, i64)> = sqlx::query_as(
+            "SELECT last_seq, pruned_through FROM sessions WHERE id = ? AND account = ?",
+        )
+        .bind(session_id)
+        .bind(account)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some((last_seq, pruned_through)) = bounds else {
+            return Ok(None);
+        };
         let events: Vec<(String,)> = sqlx::query_as(
             "SELECT body FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
         )
@@ -269,11 +279,11 @@ impl AgentStore for SqliteStore {
         .fetch_all(&mut *tx)
         .await?;
         tx.commit().await?;
-        Ok(LogRead {
+        Ok(Some(LogRead {
             events: events.into_iter().map(|(body,)| body).collect(),
             last_seq,
             pruned_through,
-        })
+        }))
     }
 
     async fn resolve_action(

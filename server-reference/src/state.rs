@@ -5,9 +5,12 @@ use std::path::PathBuf;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use intent_models::MessageSnapshot;
+use tokio::sync::mpsc;
+
 use crate::account::Account;
 
-use crate::agent::{self, EventLog, Hub, Notifier, Sessions, Turns};
+use crate::agent::{self, EventLog, Hub, Notifier, Relay, Sessions, Turns};
 use crate::config::{Config, OAuthClient};
 use crate::gateway::Operations;
 use crate::keys::SigningKeys;
@@ -19,6 +22,9 @@ use crate::store::{self, PgStore, Runner, SqliteStore, Store};
 use crate::token::{self, Grant};
 use crate::verified::VerifiedTokens;
 use crate::{OPENAPI, clock, random, wellknown};
+
+/// Snapshots waiting to be relayed to other processes before more are dropped.
+const SNAPSHOT_OUTBOX: usize = 256;
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -86,14 +92,21 @@ impl AppState {
             lease_ms: i64::try_from(config.turn_lease.as_millis()).unwrap_or(i64::MAX),
         };
         let hub = Arc::new(Hub::default());
-        let (store, shared): (Arc<dyn Store>, bool) = match &config.database_url {
-            Some(url) => {
-                let store = PgStore::open(url, runner).await?;
-                tokio::spawn(follow_appends(store.clone(), Arc::downgrade(&hub)));
-                (Arc::new(store), true)
-            }
-            None => (Arc::new(SqliteStore::open(&data_dir, runner).await?), false),
-        };
+        let (store, notifier, shared): (Arc<dyn Store>, Arc<dyn Notifier>, bool) =
+            match &config.database_url {
+                Some(url) => {
+                    let store = PgStore::open(url, runner).await?;
+                    tokio::spawn(follow_notifications(store.clone(), Arc::downgrade(&hub)));
+                    let (outbox, relayed) = mpsc::channel(SNAPSHOT_OUTBOX);
+                    tokio::spawn(relay_snapshots(store.clone(), relayed));
+                    (Arc::new(store), Arc::new(Relay::new(hub, outbox)), true)
+                }
+                None => (
+                    Arc::new(SqliteStore::open(&data_dir, runner).await?),
+                    hub,
+                    false,
+                ),
+            };
         let issuer = config
             .public_url
             .clone()
@@ -107,7 +120,7 @@ impl AppState {
         ));
         let log = EventLog::new(
             store.clone(),
-            hub,
+            notifier,
             cursors,
             config.cursor_ttl,
             config.event_retention,
@@ -281,8 +294,9 @@ async fn keep_turns(state: Weak<Inner>, lease: Duration) {
     }
 }
 
-/// Feeds `hub` with the appends of every process on `store`, while the hub lives.
-async fn follow_appends(store: PgStore, hub: Weak<Hub>) {
+/// Feeds `hub` with the appends of every process on `store` and the snapshots of the others,
+/// while the hub lives.
+async fn follow_notifications(store: PgStore, hub: Weak<Hub>) {
     let appended = {
         let hub = hub.clone();
         move |session: &str, last_seq: i64| {
@@ -291,10 +305,41 @@ async fn follow_appends(store: PgStore, hub: Weak<Hub>) {
             }
         }
     };
+    let snapshot = {
+        let hub = hub.clone();
+        move |session: &str, snapshot: MessageSnapshot| {
+            if let Some(hub) = hub.upgrade() {
+                hub.snapshot(session, snapshot);
+            }
+        }
+    };
     let listening = move || {
         if let Some(hub) = hub.upgrade() {
             hub.wake_all();
         }
     };
-    store.follow_appends(appended, listening).await;
+    store
+        .follow_notifications(appended, snapshot, listening)
+        .await;
+}
+
+/// Relays this process's snapshots to the others through `store`, until the log is gone. A
+/// snapshot holds its message so far, so of the snapshots waiting for one session only the last
+/// is sent.
+async fn relay_snapshots(store: PgStore, mut relayed: mpsc::Receiver<(String, MessageSnapshot)>) {
+    let mut waiting = Vec::new();
+    while relayed.recv_many(&mut waiting, SNAPSHOT_OUTBOX).await > 0 {
+        let mut latest: Vec<(String, MessageSnapshot)> = Vec::new();
+        for (session, snapshot) in waiting.drain(..) {
+            match latest.iter_mut().find(|(held, _)| *held == session) {
+                Some(held) => held.1 = snapshot,
+                None => latest.push((session, snapshot)),
+            }
+        }
+        for (session, snapshot) in latest {
+            if let Err(error) = store.relay_snapshot(&session, snapshot).await {
+                tracing::debug!(%error, "relaying a snapshot");
+            }
+        }
+    }
 }

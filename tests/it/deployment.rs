@@ -67,36 +67,68 @@ async fn a_long_poll_on_one_instance_wakes_on_an_append_through_the_other() {
     assert!(latency < Duration::from_secs(2), "woke after {latency:?}");
 }
 
-/// The first `page` frame of `session`'s stream on `server`, resumed from `last_event_id`.
-async fn first_stream_page(server: &TestServer, session: &str, last_event_id: &str) -> Value {
-    let token = server.token("alice", Resource::Agent, &["agent:read"]);
-    let mut response = reqwest::Client::new()
-        .get(format!(
-            "{}/v1/agent/chat/{session}/stream",
-            server.base_url()
-        ))
-        .bearer_auth(token)
-        .header("Last-Event-ID", last_event_id)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    let mut buffer = String::new();
-    loop {
-        let chunk = tokio::time::timeout(Duration::from_secs(10), response.chunk())
-            .await
-            .expect("a frame within 10 s")
-            .unwrap()
-            .expect("the stream stays open");
-        buffer.push_str(std::str::from_utf8(&chunk).unwrap());
-        while let Some(end) = buffer.find("\n\n") {
-            let block: String = buffer.drain(..end + 2).collect();
-            if block.lines().any(|line| line == "event: page") {
+/// The SSE frames of a session's stream on one instance.
+struct Frames {
+    response: reqwest::Response,
+    buffer: String,
+}
+
+impl Frames {
+    /// `session`'s stream on `server`, resumed from `last_event_id` when given.
+    async fn open(server: &TestServer, session: &str, last_event_id: Option<&str>) -> Self {
+        let token = server.token("alice", Resource::Agent, &["agent:read"]);
+        let mut request = reqwest::Client::new()
+            .get(format!(
+                "{}/v1/agent/chat/{session}/stream",
+                server.base_url()
+            ))
+            .bearer_auth(token);
+        if let Some(id) = last_event_id {
+            request = request.header("Last-Event-ID", id);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        Self {
+            response,
+            buffer: String::new(),
+        }
+    }
+
+    /// The next frame's event name and data.
+    async fn next(&mut self) -> (String, Value) {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let event = block
+                    .lines()
+                    .find_map(|line| line.strip_prefix("event: "))
+                    .unwrap_or("message")
+                    .to_owned();
                 let data = block
                     .lines()
                     .filter_map(|line| line.strip_prefix("data: "))
                     .collect::<String>();
-                return serde_json::from_str(&data).unwrap();
+                // A block without data is a keep-alive comment.
+                if !data.is_empty() {
+                    return (event, serde_json::from_str(&data).unwrap());
+                }
+                continue;
+            }
+            let chunk = tokio::time::timeout(Duration::from_secs(10), self.response.chunk())
+                .await
+                .expect("a frame within 10 s")
+                .unwrap()
+                .expect("the stream stays open");
+            self.buffer.push_str(std::str::from_utf8(&chunk).unwrap());
+        }
+    }
+
+    /// The data of the next frame named `event`.
+    async fn next_named(&mut self, event: &str) -> Value {
+        loop {
+            let (name, data) = self.next().await;
+            if name == event {
+                return data;
             }
         }
     }
@@ -111,8 +143,25 @@ async fn a_stream_resumes_on_the_other_instance_from_a_page_id() {
     let last = events.last().unwrap().seq();
     agent.chat("hello again", Some(&started.session_id)).await;
 
-    let page = first_stream_page(&b, &started.session_id, &cursor).await;
+    let mut frames = Frames::open(&b, &started.session_id, Some(&cursor)).await;
+    let page = frames.next_named("page").await;
     assert_eq!(page["events"][0]["seq"], json!(last + 1));
+}
+
+#[tokio::test]
+async fn a_stream_on_one_instance_shows_the_message_a_turn_on_the_other_is_writing() {
+    let Some((a, b)) = pair().await else { return };
+    let agent = Agent::with(a);
+    let started = agent.chat("hello", None).await;
+    agent.settle(&started.session_id, &started.cursor).await;
+    let mut frames = Frames::open(&b, &started.session_id, None).await;
+    // A stream without a cursor starts with a page: B follows the session from here.
+    frames.next_named("page").await;
+
+    let turn = agent.chat("hello again", Some(&started.session_id)).await;
+    let snapshot = frames.next_named("message").await;
+    assert_eq!(snapshot["turnId"], json!(turn.turn_id), "{snapshot}");
+    assert!(!snapshot["text"].as_str().unwrap().is_empty(), "{snapshot}");
 }
 
 #[tokio::test]

@@ -17,7 +17,7 @@ mod turns;
 
 pub use error::{Error, Refusal, Result};
 pub use log::{Entry, EventLog, Followed, PageRequest, Writer};
-pub use notify::{Hub, Notifier, Subscription};
+pub use notify::{Hub, Notifier, Relay, Subscription};
 pub use page::Page;
 pub use reference::ReferenceRuntime;
 pub use runtime::Runtime;

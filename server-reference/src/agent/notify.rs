@@ -2,14 +2,15 @@
 //! appends) and a broadcast of transient message snapshots. A reader subscribes before it reads
 //! the log, so that no append between its read and its wait goes unnoticed. [`Notifier`] is the
 //! seam; [`Hub`] serves one process, and on PostgreSQL the store's notifications from every
-//! process feed it too (`store::PgStore::follow_appends`). A lost wake-up only delays a reader, which
-//! re-reads from its position.
+//! process feed it too (`store::PgStore::follow_notifications`), while [`Relay`] hands this
+//! process's snapshots to the others. A lost wake-up only delays a reader, which re-reads from
+//! its position.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use intent_models::MessageSnapshot;
-use tokio::sync::{broadcast, watch};
+use tokio::sync::{broadcast, mpsc, watch};
 
 /// Snapshots a slow SSE reader may fall behind by before it skips some (they are transient).
 const SNAPSHOT_BUFFER: usize = 64;
@@ -98,6 +99,44 @@ impl Notifier for Hub {
             .lock()
             .expect("the hub lock is not poisoned")
             .retain(|_, channels| !channels.unused());
+    }
+}
+
+/// The notifier of one process among several: a [`Hub`] that also puts every snapshot in an
+/// outbox, from which it reaches the other processes' hubs. Appends need no relay: the store
+/// announces them itself when they commit.
+pub struct Relay {
+    hub: Arc<Hub>,
+    outbox: mpsc::Sender<(String, MessageSnapshot)>,
+}
+
+impl Relay {
+    /// `hub`, relaying its snapshots to `outbox`; a full outbox drops them (they are transient).
+    pub fn new(hub: Arc<Hub>, outbox: mpsc::Sender<(String, MessageSnapshot)>) -> Self {
+        Self { hub, outbox }
+    }
+}
+
+impl Notifier for Relay {
+    fn subscribe(&self, session: &str) -> Subscription {
+        self.hub.subscribe(session)
+    }
+
+    fn appended(&self, session: &str, last_seq: i64) {
+        self.hub.appended(session, last_seq);
+    }
+
+    fn snapshot(&self, session: &str, snapshot: MessageSnapshot) {
+        let _ = self.outbox.try_send((session.to_owned(), snapshot.clone()));
+        self.hub.snapshot(session, snapshot);
+    }
+
+    fn close(&self, session: &str) {
+        self.hub.close(session);
+    }
+
+    fn forget_idle(&self) {
+        self.hub.forget_idle();
     }
 }
 

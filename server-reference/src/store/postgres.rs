@@ -2,7 +2,8 @@
 //! start under sqlx's advisory lock, so processes that start together apply them once. Writes
 //! that must not interleave across processes lock a row (a session) or take a transaction-scoped
 //! advisory lock (a chain's commits, a refresh-token family); every append notifies
-//! [`EVENTS_CHANNEL`] when it commits, which wakes the readers of every process.
+//! [`EVENTS_CHANNEL`] when it commits, which wakes the readers of every process, and message
+//! snapshots reach the streams of every process through [`SNAPSHOTS_CHANNEL`].
 
 mod agent;
 mod listen;
@@ -10,6 +11,8 @@ mod listen;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use intent_models::MessageSnapshot;
+use serde::{Deserialize, Serialize};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Connection, PgConnection, Postgres, Transaction};
 
@@ -21,6 +24,20 @@ use super::{
 
 /// The channel appends notify, with `session:last_seq` as the payload.
 pub const EVENTS_CHANNEL: &str = "intent_events";
+
+/// The channel message snapshots are relayed on, with a [`Relayed`] as the JSON payload.
+pub const SNAPSHOTS_CHANNEL: &str = "intent_snapshots";
+
+/// PostgreSQL refuses a notification payload of 8,000 bytes or more.
+const MAX_PAYLOAD: usize = 7_999;
+
+/// A message snapshot on [`SNAPSHOTS_CHANNEL`], with the process that relayed it.
+#[derive(Serialize, Deserialize)]
+struct Relayed {
+    from: String,
+    session: String,
+    snapshot: MessageSnapshot,
+}
 
 /// How long a request waits for a pooled connection before the database counts as unavailable.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
@@ -61,15 +78,43 @@ impl PgStore {
         Ok(Self { pool, runner })
     }
 
-    /// Calls `appended(session, last_seq)` for every append any process commits, until the
-    /// store closes; calls `listening` each time it (re)starts listening, after which readers
-    /// must re-read from their position, since wake-ups in between were lost.
-    pub async fn follow_appends(
+    /// Calls `appended(session, last_seq)` for every append any process commits and
+    /// `snapshot(session, snapshot)` for every snapshot another process relays, until the store
+    /// closes; calls `listening` each time it (re)starts listening, after which readers must
+    /// re-read from their position, since wake-ups in between were lost.
+    pub async fn follow_notifications(
         &self,
         appended: impl Fn(&str, i64) + Send,
+        snapshot: impl Fn(&str, MessageSnapshot) + Send,
         listening: impl Fn() + Send,
     ) {
-        listen::follow(self.pool.clone(), appended, listening).await;
+        let own = self.runner.id.clone();
+        let relayed = move |payload: &str| match serde_json::from_str::<Relayed>(payload) {
+            Ok(relayed) if relayed.from != own => snapshot(&relayed.session, relayed.snapshot),
+            Ok(_) => {}
+            Err(error) => tracing::warn!(%error, "an unreadable relayed snapshot"),
+        };
+        listen::follow(self.pool.clone(), appended, relayed, listening).await;
+    }
+
+    /// Hands `snapshot` of `session` to the other processes. One too large for a notification
+    /// is not relayed: snapshots are transient, and the message's event follows.
+    pub async fn relay_snapshot(&self, session: &str, snapshot: MessageSnapshot) -> Result<()> {
+        let payload = serde_json::to_string(&Relayed {
+            from: self.runner.id.clone(),
+            session: session.to_owned(),
+            snapshot,
+        })
+        .expect("a snapshot serializes");
+        if payload.len() > MAX_PAYLOAD {
+            return Ok(());
+        }
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(SNAPSHOTS_CHANNEL)
+            .bind(payload)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
     }
 }
 

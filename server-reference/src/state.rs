@@ -18,7 +18,7 @@ use crate::pipeline::Pipeline;
 use crate::rate::RateLimits;
 use crate::resource::Resource;
 use crate::secrets::Sealer;
-use crate::store::{self, PgStore, Runner, SqliteStore, Store};
+use crate::store::{self, Notified, PgStore, Runner, SqliteStore, Store};
 use crate::token::{self, Grant};
 use crate::verified::VerifiedTokens;
 use crate::{OPENAPI, clock, random, wellknown};
@@ -96,7 +96,9 @@ impl AppState {
             match &config.database_url {
                 Some(url) => {
                     let store = PgStore::open(url, runner).await?;
-                    tokio::spawn(follow_notifications(store.clone(), Arc::downgrade(&hub)));
+                    let feed = Feed(Arc::downgrade(&hub));
+                    let listening = store.clone();
+                    tokio::spawn(async move { listening.follow_notifications(feed).await });
                     let (outbox, relayed) = mpsc::channel(SNAPSHOT_OUTBOX);
                     tokio::spawn(relay_snapshots(store.clone(), relayed));
                     (Arc::new(store), Arc::new(Relay::new(hub, outbox)), true)
@@ -294,33 +296,34 @@ async fn keep_turns(state: Weak<Inner>, lease: Duration) {
     }
 }
 
-/// Feeds `hub` with the appends of every process on `store` and the snapshots of the others,
-/// while the hub lives.
-async fn follow_notifications(store: PgStore, hub: Weak<Hub>) {
-    let appended = {
-        let hub = hub.clone();
-        move |session: &str, last_seq: i64| {
-            if let Some(hub) = hub.upgrade() {
-                hub.appended(session, last_seq);
-            }
+/// Feeds a hub, while it lives, with what every process on a shared store appends and deletes
+/// and what the others relay.
+struct Feed(Weak<Hub>);
+
+impl Notified for Feed {
+    fn appended(&self, session: &str, last_seq: i64) {
+        if let Some(hub) = self.0.upgrade() {
+            hub.appended(session, last_seq);
         }
-    };
-    let snapshot = {
-        let hub = hub.clone();
-        move |session: &str, snapshot: MessageSnapshot| {
-            if let Some(hub) = hub.upgrade() {
-                hub.snapshot(session, snapshot);
-            }
+    }
+
+    fn deleted(&self, session: &str) {
+        if let Some(hub) = self.0.upgrade() {
+            hub.close(session);
         }
-    };
-    let listening = move || {
-        if let Some(hub) = hub.upgrade() {
+    }
+
+    fn snapshot(&self, session: &str, snapshot: MessageSnapshot) {
+        if let Some(hub) = self.0.upgrade() {
+            hub.snapshot(session, snapshot);
+        }
+    }
+
+    fn listening(&self) {
+        if let Some(hub) = self.0.upgrade() {
             hub.wake_all();
         }
-    };
-    store
-        .follow_notifications(appended, snapshot, listening)
-        .await;
+    }
 }
 
 /// Relays this process's snapshots to the others through `store`, until the log is gone. A

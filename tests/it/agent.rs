@@ -20,7 +20,7 @@ const SCOPES: &[&str] = &["agent:read", "agent:write", "agent:actions:resolve"];
 /// A server and a client of one account with every Agent scope.
 pub(crate) struct Agent {
     pub(crate) server: TestServer,
-    client: Client,
+    pub(crate) client: Client,
 }
 
 impl Agent {

@@ -123,6 +123,18 @@ impl Frames {
         }
     }
 
+    /// Whether the stream ends, with no frame after this, within `within`.
+    async fn ends(&mut self, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        loop {
+            match tokio::time::timeout_at(deadline.into(), self.response.chunk()).await {
+                Ok(Ok(Some(chunk))) => self.buffer.push_str(std::str::from_utf8(&chunk).unwrap()),
+                Ok(Ok(None)) => return true,
+                Ok(Err(_)) | Err(_) => return false,
+            }
+        }
+    }
+
     /// The data of the next frame named `event`.
     async fn next_named(&mut self, event: &str) -> Value {
         loop {
@@ -162,6 +174,32 @@ async fn a_stream_on_one_instance_shows_the_message_a_turn_on_the_other_is_writi
     let snapshot = frames.next_named("message").await;
     assert_eq!(snapshot["turnId"], json!(turn.turn_id), "{snapshot}");
     assert!(!snapshot["text"].as_str().unwrap().is_empty(), "{snapshot}");
+}
+
+#[tokio::test]
+async fn deleting_a_session_through_one_instance_ends_its_readers_on_the_other() {
+    let Some((a, b)) = pair().await else { return };
+    let (a, b) = (Agent::with(a), Agent::with(b));
+    let started = a.chat("hello", None).await;
+    let (_, _, cursor) = a.settle(&started.session_id, &started.cursor).await;
+    let mut frames = Frames::open(&b.server, &started.session_id, None).await;
+    frames.next_named("page").await;
+    let session = started.session_id.clone();
+    let waiting = tokio::spawn(async move { b.page(&session, Some(&cursor), 20_000).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let deleted_at = Instant::now();
+    a.client
+        .delete_session(&started.session_id.parse().unwrap())
+        .await
+        .unwrap();
+    assert!(
+        frames.ends(Duration::from_secs(5)).await,
+        "the stream on B ends"
+    );
+    let error = waiting.await.unwrap().unwrap_err();
+    assert_eq!(code(&error).0, 404, "the long-poll on B ends with 404");
+    assert!(deleted_at.elapsed() < Duration::from_secs(5));
 }
 
 #[tokio::test]

@@ -9,7 +9,7 @@ mod sqlite;
 use async_trait::async_trait;
 
 pub use agent::AgentStore;
-pub use postgres::PgStore;
+pub use postgres::{Notified, PgStore};
 pub use sqlite::SqliteStore;
 
 /// Who runs the turns this process starts or resumes, and for how long a claim on one lasts

@@ -8,11 +8,13 @@
 mod agent;
 mod listen;
 
+pub use listen::Notified;
+use listen::Relayed;
+
 use std::time::Duration;
 
 use async_trait::async_trait;
 use intent_models::MessageSnapshot;
-use serde::{Deserialize, Serialize};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Connection, PgConnection, Postgres, Transaction};
 
@@ -22,7 +24,8 @@ use super::{
     Meter, NewCommit, Purged, RefreshUse, Result, Runner, Store,
 };
 
-/// The channel appends notify, with `session:last_seq` as the payload.
+/// The channel appends notify, with `session:last_seq` as the payload, and deletions, with
+/// `session:deleted`.
 pub const EVENTS_CHANNEL: &str = "intent_events";
 
 /// The channel message snapshots are relayed on, with a [`Relayed`] as the JSON payload.
@@ -30,14 +33,6 @@ pub const SNAPSHOTS_CHANNEL: &str = "intent_snapshots";
 
 /// PostgreSQL refuses a notification payload of 8,000 bytes or more.
 const MAX_PAYLOAD: usize = 7_999;
-
-/// A message snapshot on [`SNAPSHOTS_CHANNEL`], with the process that relayed it.
-#[derive(Serialize, Deserialize)]
-struct Relayed {
-    from: String,
-    session: String,
-    snapshot: MessageSnapshot,
-}
 
 /// How long a request waits for a pooled connection before the database counts as unavailable.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
@@ -78,23 +73,10 @@ impl PgStore {
         Ok(Self { pool, runner })
     }
 
-    /// Calls `appended(session, last_seq)` for every append any process commits and
-    /// `snapshot(session, snapshot)` for every snapshot another process relays, until the store
-    /// closes; calls `listening` each time it (re)starts listening, after which readers must
-    /// re-read from their position, since wake-ups in between were lost.
-    pub async fn follow_notifications(
-        &self,
-        appended: impl Fn(&str, i64) + Send,
-        snapshot: impl Fn(&str, MessageSnapshot) + Send,
-        listening: impl Fn() + Send,
-    ) {
-        let own = self.runner.id.clone();
-        let relayed = move |payload: &str| match serde_json::from_str::<Relayed>(payload) {
-            Ok(relayed) if relayed.from != own => snapshot(&relayed.session, relayed.snapshot),
-            Ok(_) => {}
-            Err(error) => tracing::warn!(%error, "an unreadable relayed snapshot"),
-        };
-        listen::follow(self.pool.clone(), appended, relayed, listening).await;
+    /// Tells `notified` what every process on the database appends and deletes and what the
+    /// others relay, until the store closes.
+    pub async fn follow_notifications(&self, notified: impl Notified) {
+        listen::follow(self.pool.clone(), &self.runner.id, notified).await;
     }
 
     /// Hands `snapshot` of `session` to the other processes. One too large for a notification

@@ -156,12 +156,18 @@ impl AgentStore for PgStore {
     }
 
     async fn delete_session(&self, account: &str, id: &str) -> Result<bool> {
-        let done = sqlx::query("DELETE FROM sessions WHERE id = $1 AND account = $2")
-            .bind(id)
-            .bind(account)
-            .execute(&self.pool)
-            .await?;
-        Ok(done.rows_affected() == 1)
+        // One statement: the deletion and its notification commit together, and the streams of
+        // the session on every process end.
+        let deleted: Option<(String,)> = sqlx::query_as(
+            "WITH deleted AS (DELETE FROM sessions WHERE id = $1 AND account = $2 RETURNING id)
+             SELECT pg_notify($3, id || ':deleted')::text FROM deleted",
+        )
+        .bind(id)
+        .bind(account)
+        .bind(EVENTS_CHANNEL)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(deleted.is_some())
     }
 
     async fn start_turn(&self, account: &str, append: &Append) -> Result<TurnStarted> {

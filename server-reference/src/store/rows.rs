@@ -2,7 +2,7 @@
 
 use intent_models::TurnState;
 
-use super::agent::SessionRecord;
+use super::agent::{Bounds, Resolution, Resolved, SessionRecord};
 use super::{Authorization, AuthorizationCode, DeviceGrant, DeviceStatus, Error, Result};
 
 /// The columns of a session.
@@ -24,6 +24,49 @@ impl From<SessionRow> for SessionRecord {
             archived: row.archived,
             updated_at: row.updated_at,
         }
+    }
+}
+
+/// The columns of the action a resolution names.
+#[derive(sqlx::FromRow)]
+pub struct ActionRow {
+    /// The action's turn.
+    pub turn_id: String,
+    revision: i64,
+    pending: bool,
+    digest: String,
+    request: String,
+}
+
+impl ActionRow {
+    /// The revision `resolution` makes of this action, or why it is refused.
+    pub fn resolve(&self, resolution: &Resolution) -> std::result::Result<i64, Resolved> {
+        if self.revision != resolution.revision {
+            return Err(Resolved::Stale {
+                current: self.revision,
+            });
+        }
+        if !self.pending {
+            return Err(Resolved::NotPending);
+        }
+        if self.digest != resolution.digest {
+            return Err(Resolved::DigestMismatch {
+                expected: self.digest.clone(),
+            });
+        }
+        Ok(self.revision + 1)
+    }
+
+    /// The resolution recorded at `revision`, the log then ending at `bounds`.
+    pub fn resolved(self, revision: i64, bounds: Bounds) -> Result<Resolved> {
+        let request = serde_json::from_str(&self.request)
+            .map_err(|e| Error::Database(sqlx::Error::Decode(Box::new(e))))?;
+        Ok(Resolved::Done {
+            turn_id: self.turn_id,
+            revision,
+            request,
+            bounds,
+        })
     }
 }
 

@@ -12,7 +12,7 @@ use crate::store::agent::{
     AgentStore, Append, Appended, Bounds, IdempotencyBegin, LogRead, Resolution, Resolved,
     SessionRecord, TurnStarted, event_body,
 };
-use crate::store::rows::{SessionRow, turn_state};
+use crate::store::rows::{ActionRow, SessionRow, turn_state};
 use crate::store::{Error, Result};
 
 type Tx = Transaction<'static, Postgres>;
@@ -311,7 +311,7 @@ impl AgentStore for PgStore {
         else {
             return Ok(Resolved::NotFound);
         };
-        let row: Option<(String, i64, bool, String, String)> = sqlx::query_as(
+        let row: Option<ActionRow> = sqlx::query_as(
             "SELECT turn_id, revision, pending, digest, request FROM actions
              WHERE id = $1 AND session_id = $2",
         )
@@ -319,19 +319,13 @@ impl AgentStore for PgStore {
         .bind(&resolution.session_id)
         .fetch_optional(&mut *tx)
         .await?;
-        let Some((turn_id, current, pending, digest, request)) = row else {
+        let Some(action) = row else {
             return Ok(Resolved::NotFound);
         };
-        if current != resolution.revision {
-            return Ok(Resolved::Stale { current });
-        }
-        if !pending {
-            return Ok(Resolved::NotPending);
-        }
-        if digest != resolution.digest {
-            return Ok(Resolved::DigestMismatch { expected: digest });
-        }
-        let revision = current + 1;
+        let revision = match action.resolve(resolution) {
+            Ok(revision) => revision,
+            Err(refused) => return Ok(refused),
+        };
         sqlx::query("UPDATE actions SET revision = $1, pending = FALSE WHERE id = $2")
             .bind(revision)
             .bind(&resolution.action_id)
@@ -340,13 +334,13 @@ impl AgentStore for PgStore {
         sqlx::query("UPDATE turns SET runner = $1, lease_until = $2 WHERE id = $3")
             .bind(&self.runner.id)
             .bind(resolution.at_ms + self.runner.lease_ms)
-            .bind(&turn_id)
+            .bind(&action.turn_id)
             .execute(&mut *tx)
             .await?;
         let append = Append {
             session_id: resolution.session_id.clone(),
-            turn_id: turn_id.clone(),
-            events: events(&turn_id, revision),
+            turn_id: action.turn_id.clone(),
+            events: events(&action.turn_id, revision),
             next_state: Some(TurnState::Processing),
             action: None,
             at_ms: resolution.at_ms,
@@ -354,14 +348,7 @@ impl AgentStore for PgStore {
         };
         let bounds = write_events(&mut tx, &append, last_seq).await?;
         tx.commit().await?;
-        let request = serde_json::from_str(&request)
-            .map_err(|e| Error::Database(sqlx::Error::Decode(Box::new(e))))?;
-        Ok(Resolved::Done {
-            turn_id,
-            revision,
-            request,
-            bounds,
-        })
+        action.resolved(revision, bounds)
     }
 
     async fn begin_idempotent(

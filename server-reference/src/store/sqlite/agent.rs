@@ -11,7 +11,7 @@ use crate::store::agent::{
     AgentStore, Append, Appended, Bounds, IdempotencyBegin, LogRead, Resolution, Resolved,
     SessionRecord, TurnStarted, event_body,
 };
-use crate::store::rows::{SessionRow, turn_state};
+use crate::store::rows::{ActionRow, SessionRow, turn_state};
 use crate::store::{Error, Result};
 
 type Tx = Transaction<'static, Sqlite>;
@@ -292,7 +292,7 @@ impl AgentStore for SqliteStore {
         events: &(dyn for<'t> Fn(&'t str, i64) -> Vec<Map<String, Value>> + Send + Sync),
     ) -> Result<Resolved> {
         let mut tx = self.immediate().await?;
-        let row: Option<(String, i64, bool, String, String)> = sqlx::query_as(
+        let row: Option<ActionRow> = sqlx::query_as(
             "SELECT a.turn_id, a.revision, a.pending, a.digest, a.request
              FROM actions a JOIN sessions s ON s.id = a.session_id
              WHERE a.id = ? AND a.session_id = ? AND s.account = ?",
@@ -302,19 +302,13 @@ impl AgentStore for SqliteStore {
         .bind(&resolution.account)
         .fetch_optional(&mut *tx)
         .await?;
-        let Some((turn_id, current, pending, digest, request)) = row else {
+        let Some(action) = row else {
             return Ok(Resolved::NotFound);
         };
-        if current != resolution.revision {
-            return Ok(Resolved::Stale { current });
-        }
-        if !pending {
-            return Ok(Resolved::NotPending);
-        }
-        if digest != resolution.digest {
-            return Ok(Resolved::DigestMismatch { expected: digest });
-        }
-        let revision = current + 1;
+        let revision = match action.resolve(resolution) {
+            Ok(revision) => revision,
+            Err(refused) => return Ok(refused),
+        };
         sqlx::query("UPDATE actions SET revision = ?, pending = 0 WHERE id = ?")
             .bind(revision)
             .bind(&resolution.action_id)
@@ -323,13 +317,13 @@ impl AgentStore for SqliteStore {
         sqlx::query("UPDATE turns SET runner = ?, lease_until = ? WHERE id = ?")
             .bind(&self.runner.id)
             .bind(resolution.at_ms + self.runner.lease_ms)
-            .bind(&turn_id)
+            .bind(&action.turn_id)
             .execute(&mut *tx)
             .await?;
         let append = Append {
             session_id: resolution.session_id.clone(),
-            turn_id: turn_id.clone(),
-            events: events(&turn_id, revision),
+            turn_id: action.turn_id.clone(),
+            events: events(&action.turn_id, revision),
             next_state: Some(TurnState::Processing),
             action: None,
             at_ms: resolution.at_ms,
@@ -337,14 +331,7 @@ impl AgentStore for SqliteStore {
         };
         let bounds = write_events(&mut tx, &append).await?;
         tx.commit().await?;
-        let request = serde_json::from_str(&request)
-            .map_err(|e| Error::Database(sqlx::Error::Decode(Box::new(e))))?;
-        Ok(Resolved::Done {
-            turn_id,
-            revision,
-            request,
-            bounds,
-        })
+        action.resolved(revision, bounds)
     }
 
     async fn begin_idempotent(

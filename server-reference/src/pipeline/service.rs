@@ -170,8 +170,8 @@ impl Pipeline {
 
     /// Commits the Build `build` for `caller` on `chain`: revalidates it (digest, attestation,
     /// owner, app, expiry), re-simulates it against the current devnet state, and takes custody
-    /// only when the simulation passes. The commit and its usage are recorded while the chain
-    /// stays locked, and applied to the chain only once recorded.
+    /// only when the simulation passes. The commit and its usage are recorded in one transaction
+    /// while the chain stays locked, and applied to the chain only once recorded.
     pub async fn commit(
         &self,
         caller: &str,
@@ -211,7 +211,6 @@ impl Pipeline {
                 }
             }
         };
-        self.store.record_usage(caller, Meter::Commit, at).await?;
         let (simulation, transactions) = prepared.apply(seq);
         let transactions = transactions
             .into_iter()

@@ -287,8 +287,9 @@ pub trait Store: AgentStore + 'static {
     async fn usage(&self, account: &str, from: i64, to: i64) -> Result<Vec<(Meter, i64)>>;
 
     /// Records a committed Build's actions (JSON) on `chain`, if the last commit on that chain
-    /// is still `applied_through` (the one the caller's devnet state ends at). Commits of one
-    /// chain are serialized across every process of the database.
+    /// is still `applied_through` (the one the caller's devnet state ends at), with one unit of
+    /// the `commit` meter for its account, in one transaction. Commits of one chain are
+    /// serialized across every process of the database.
     async fn record_commit(&self, commit: &NewCommit<'_>) -> Result<CommitRecorded>;
     /// The commits on `chain` after `after`, in commit order, as (seq, actions JSON).
     async fn commits_after(&self, chain: &str, after: i64) -> Result<Vec<(i64, String)>>;

@@ -279,10 +279,17 @@ impl Store for PgStore {
         .bind(commit.at)
         .fetch_optional(&mut *tx)
         .await?;
+        let Some((seq,)) = seq else {
+            return Ok(CommitRecorded::Duplicate);
+        };
+        sqlx::query("INSERT INTO usage (account, meter, at) VALUES ($1, $2, $3)")
+            .bind(commit.account)
+            .bind(Meter::Commit.as_str())
+            .bind(commit.at)
+            .execute(&mut *tx)
+            .await?;
         tx.commit().await?;
-        Ok(seq.map_or(CommitRecorded::Duplicate, |(seq,)| {
-            CommitRecorded::Done(seq)
-        }))
+        Ok(CommitRecorded::Done(seq))
     }
 
     async fn commits_after(&self, chain: &str, after: i64) -> Result<Vec<(i64, String)>> {

@@ -217,10 +217,17 @@ impl Store for SqliteStore {
         .bind(commit.at)
         .fetch_optional(&mut *tx)
         .await?;
+        let Some((seq,)) = seq else {
+            return Ok(CommitRecorded::Duplicate);
+        };
+        sqlx::query("INSERT INTO usage (account, meter, at) VALUES (?, ?, ?)")
+            .bind(commit.account)
+            .bind(Meter::Commit.as_str())
+            .bind(commit.at)
+            .execute(&mut *tx)
+            .await?;
         tx.commit().await?;
-        Ok(seq.map_or(CommitRecorded::Duplicate, |(seq,)| {
-            CommitRecorded::Done(seq)
-        }))
+        Ok(CommitRecorded::Done(seq))
     }
 
     async fn commits_after(&self, chain: &str, after: i64) -> Result<Vec<(i64, String)>> {
@@ -481,6 +488,31 @@ mod tests {
         let mut usage = store.usage("alice", 10, 20).await.unwrap();
         usage.sort();
         assert_eq!(usage, vec![(Meter::Turn, 2), (Meter::Commit, 1)]);
+    }
+
+    #[tokio::test]
+    async fn a_commit_is_recorded_behind_the_last_one_with_its_usage_or_not_at_all() {
+        let (store, _dir) = store().await;
+        let commit = |digest, applied_through| NewCommit {
+            chain: "evm",
+            applied_through,
+            digest,
+            account: "alice",
+            actions: "[]",
+            at: 15,
+        };
+        let first = store.record_commit(&commit("0x01", 0)).await.unwrap();
+        assert_eq!(first, CommitRecorded::Done(1));
+        // A state that does not include commit 1, and a digest committed already.
+        let behind = store.record_commit(&commit("0x02", 0)).await.unwrap();
+        assert_eq!(behind, CommitRecorded::Behind);
+        let again = store.record_commit(&commit("0x01", 1)).await.unwrap();
+        assert_eq!(again, CommitRecorded::Duplicate);
+        assert_eq!(
+            store.usage("alice", 0, 100).await.unwrap(),
+            vec![(Meter::Commit, 1)]
+        );
+        assert_eq!(store.commits_after("evm", 0).await.unwrap().len(), 1);
     }
 
     /// What the refresh tokens of these tests grant.

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use intent_models::{AgentEvent, PipelineLifecycleRequest, PipelineLifecycleResponse, TurnState};
 use intent_server::resource::Resource;
+use intent_server::store::Meter;
 use intent_tests::TestServer;
 use serde_json::{Value, json};
 
@@ -211,6 +212,7 @@ async fn appends_through_both_instances_leave_no_gap_or_duplicate() {
     a.settle(&session, &started.cursor).await;
     // Both instances start turns in the session at once, over and over: one of each pair
     // starts, the other is refused as busy, and every append gets the next seq.
+    let mut turns = 1;
     for round in 0..8 {
         let (message_a, message_b) = (format!("a{round}"), format!("b{round}"));
         let (from_a, from_b) = tokio::join!(
@@ -227,6 +229,7 @@ async fn appends_through_both_instances_leave_no_gap_or_duplicate() {
             from_a.is_ok() || from_b.is_ok(),
             "one start of round {round} succeeds"
         );
+        turns += i64::from(from_a.is_ok()) + i64::from(from_b.is_ok());
         let deadline = Instant::now() + Duration::from_secs(20);
         let store = a.server.state().store();
         while store.active_turn(&session).await.unwrap().is_some() {
@@ -250,6 +253,9 @@ async fn appends_through_both_instances_leave_no_gap_or_duplicate() {
         seqs.len() >= 4 * 9,
         "nine turns of at least four events: {seqs:?}"
     );
+    // Every started turn is metered once, a refused start not at all.
+    let usage = b.server.state().store().usage("alice", 0, i64::MAX).await;
+    assert_eq!(usage.unwrap(), [(Meter::Turn, turns)]);
 }
 
 #[tokio::test]
@@ -351,6 +357,9 @@ async fn a_build_commits_once_whichever_instance_gets_it_and_changes_what_the_ot
     // Each instance now simulates on the state after the one commit.
     assert_eq!(simulated(&build(client_b).await), "failed");
     assert_eq!(simulated(&build(client_a).await), "failed");
+    // The one commit is metered once, whichever instance reads the usage.
+    let usage = b.state().store().usage("alice", 0, i64::MAX).await.unwrap();
+    assert!(usage.contains(&(Meter::Commit, 1)), "{usage:?}");
 }
 
 /// Runs `sql` on the test PostgreSQL server's administrative database.

@@ -20,10 +20,10 @@ use super::{Error, Refusal, Result};
 use crate::clock::{now, now_ms, seconds};
 use crate::pipeline::Pipeline;
 use crate::random;
+use crate::store::Store;
 use crate::store::agent::{
     Appended, IdempotencyBegin, Resolution, Resolved, SessionRecord, TurnStarted,
 };
-use crate::store::{Meter, Store};
 
 /// Longest title given to a new session, in characters, taken from its first message.
 const TITLE_CHARS: usize = 80;
@@ -134,7 +134,6 @@ impl Turns {
             TurnStarted::NoSession => return Err(Error::NoSession(session_id)),
             TurnStarted::Busy { turn_id } => return Err(Error::TurnInProgress { turn_id }),
         };
-        self.0.store.record_usage(account, Meter::Turn, at).await?;
         let cursor = self.0.log.cursor(account, &session_id, before_seq);
         self.spawn(
             account,

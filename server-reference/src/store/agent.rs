@@ -196,7 +196,8 @@ pub trait AgentStore: Send + Sync {
     async fn delete_session(&self, account: &str, id: &str) -> Result<bool>;
 
     /// Starts turn `append.turn_id` as `processing` in a session of `account` with no other
-    /// active turn, leased to this process, and appends its first events.
+    /// active turn, leased to this process, and appends its first events and one unit of the
+    /// `turn` meter, in one transaction.
     async fn start_turn(&self, account: &str, append: &Append) -> Result<TurnStarted>;
     /// The session's turn that is processing or awaiting an action, with its state.
     async fn active_turn(&self, session_id: &str) -> Result<Option<(String, TurnState)>>;

@@ -13,7 +13,7 @@ use crate::store::agent::{
     SessionRecord, TurnStarted, event_body,
 };
 use crate::store::rows::{ActionRow, SessionRow, turn_state};
-use crate::store::{Error, Result};
+use crate::store::{Error, Meter, Result};
 
 type Tx = Transaction<'static, Postgres>;
 
@@ -197,6 +197,12 @@ impl AgentStore for PgStore {
         .execute(&mut *tx)
         .await?;
         let bounds = write_events(&mut tx, append, before_seq).await?;
+        sqlx::query("INSERT INTO usage (account, meter, at) VALUES ($1, $2, $3)")
+            .bind(account)
+            .bind(Meter::Turn.as_str())
+            .bind(append.at_ms / 1000)
+            .execute(&mut *tx)
+            .await?;
         tx.commit().await?;
         Ok(TurnStarted::Started { before_seq, bounds })
     }

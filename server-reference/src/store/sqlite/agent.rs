@@ -12,7 +12,7 @@ use crate::store::agent::{
     SessionRecord, TurnStarted, event_body,
 };
 use crate::store::rows::{ActionRow, SessionRow, turn_state};
-use crate::store::{Error, Result};
+use crate::store::{Error, Meter, Result};
 
 type Tx = Transaction<'static, Sqlite>;
 
@@ -186,6 +186,12 @@ impl AgentStore for SqliteStore {
         .execute(&mut *tx)
         .await?;
         let bounds = write_events(&mut tx, append).await?;
+        sqlx::query("INSERT INTO usage (account, meter, at) VALUES (?, ?, ?)")
+            .bind(account)
+            .bind(Meter::Turn.as_str())
+            .bind(append.at_ms / 1000)
+            .execute(&mut *tx)
+            .await?;
         tx.commit().await?;
         Ok(TurnStarted::Started { before_seq, bounds })
     }

@@ -2,6 +2,7 @@
 //! one several server processes share.
 
 pub mod agent;
+mod migrations;
 mod postgres;
 mod rows;
 mod sqlite;

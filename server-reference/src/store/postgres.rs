@@ -66,7 +66,9 @@ impl PgStore {
             .acquire_timeout(ACQUIRE_TIMEOUT)
             .connect_with(options)
             .await?;
-        sqlx::migrate!("./migrations/postgres")
+        super::migrations::postgres()
+            .await
+            .map_err(Error::Migrate)?
             .run(&pool)
             .await
             .map_err(Error::Migrate)?;

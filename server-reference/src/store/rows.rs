@@ -5,8 +5,26 @@ use intent_models::TurnState;
 use super::agent::{Bounds, Resolution, Resolved, SessionRecord};
 use super::{Authorization, AuthorizationCode, DeviceGrant, DeviceStatus, Error, Result};
 
+/// Reads a row struct from the columns of its fields' names, on either engine: what
+/// `#[derive(sqlx::FromRow)]` writes, without compiling sqlx's macros and both drivers for the host.
+macro_rules! from_row {
+    ($row:ident { $($field:ident: $ty:ty),+ $(,)? }) => {
+        impl<'r, R> sqlx::FromRow<'r, R> for $row
+        where
+            R: sqlx::Row,
+            &'static str: sqlx::ColumnIndex<R>,
+            $($ty: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,)+
+        {
+            fn from_row(row: &'r R) -> sqlx::Result<Self> {
+                Ok(Self {
+                    $($field: row.try_get(stringify!($field))?,)+
+                })
+            }
+        }
+    };
+}
+
 /// The columns of a session.
-#[derive(sqlx::FromRow)]
 pub struct SessionRow {
     id: String,
     account: String,
@@ -14,6 +32,14 @@ pub struct SessionRow {
     archived: bool,
     updated_at: i64,
 }
+
+from_row!(SessionRow {
+    id: String,
+    account: String,
+    title: String,
+    archived: bool,
+    updated_at: i64,
+});
 
 impl From<SessionRow> for SessionRecord {
     fn from(row: SessionRow) -> Self {
@@ -28,7 +54,6 @@ impl From<SessionRow> for SessionRecord {
 }
 
 /// The columns of the action a resolution names.
-#[derive(sqlx::FromRow)]
 pub struct ActionRow {
     /// The action's turn.
     pub turn_id: String,
@@ -37,6 +62,14 @@ pub struct ActionRow {
     digest: String,
     request: String,
 }
+
+from_row!(ActionRow {
+    turn_id: String,
+    revision: i64,
+    pending: bool,
+    digest: String,
+    request: String,
+});
 
 impl ActionRow {
     /// The revision `resolution` makes of this action, or why it is refused.

@@ -38,7 +38,9 @@ impl SqliteStore {
             .max_connections(4)
             .connect_with(options)
             .await?;
-        sqlx::migrate!("./migrations/sqlite")
+        super::migrations::sqlite()
+            .await
+            .map_err(Error::Migrate)?
             .run(&pool)
             .await
             .map_err(Error::Migrate)?;

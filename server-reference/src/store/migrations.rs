@@ -1,0 +1,88 @@
+//! The schema migrations of both engines, compiled into the binary as SQL text. sqlx's
+//! `migrate!` macro would do the same, at the cost of compiling both database drivers a second
+//! time for the host; this is the list it would read, in version order.
+
+use std::borrow::Cow;
+use std::future::Future;
+use std::pin::Pin;
+
+use sqlx::SqlSafeStr;
+use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
+
+/// One migration file: its version, its description (the file name's words) and its SQL.
+type Step = (i64, &'static str, &'static str);
+
+const SQLITE: &[Step] = &[
+    (
+        1,
+        "account",
+        include_str!("../../migrations/sqlite/0001_account.sql"),
+    ),
+    (
+        2,
+        "oauth",
+        include_str!("../../migrations/sqlite/0002_oauth.sql"),
+    ),
+    (
+        3,
+        "agent",
+        include_str!("../../migrations/sqlite/0003_agent.sql"),
+    ),
+    (
+        4,
+        "pipeline",
+        include_str!("../../migrations/sqlite/0004_pipeline.sql"),
+    ),
+    (
+        5,
+        "idempotent answers",
+        include_str!("../../migrations/sqlite/0005_idempotent_answers.sql"),
+    ),
+    (
+        6,
+        "shared devnet and leases",
+        include_str!("../../migrations/sqlite/0006_shared_devnet_and_leases.sql"),
+    ),
+];
+
+const POSTGRES: &[Step] = &[(
+    1,
+    "schema",
+    include_str!("../../migrations/postgres/0001_schema.sql"),
+)];
+
+/// The migrations of the embedded SQLite store.
+pub async fn sqlite() -> Result<Migrator, sqlx::migrate::MigrateError> {
+    Migrator::new(Embedded(SQLITE)).await
+}
+
+/// The migrations of the shared PostgreSQL store.
+pub async fn postgres() -> Result<Migrator, sqlx::migrate::MigrateError> {
+    Migrator::new(Embedded(POSTGRES)).await
+}
+
+/// A list of migrations held in the binary.
+#[derive(Debug)]
+struct Embedded(&'static [Step]);
+
+impl MigrationSource<'static> for Embedded {
+    fn resolve(
+        self,
+    ) -> Pin<Box<dyn Future<Output = Result<Vec<Migration>, sqlx::error::BoxDynError>> + Send>>
+    {
+        let migrations = self
+            .0
+            .iter()
+            .map(|&(version, description, sql)| {
+                Migration::new(
+                    version,
+                    Cow::Borrowed(description),
+                    MigrationType::Simple,
+                    sql.into_sql_str(),
+                    false,
+                )
+            })
+            .collect();
+        Box::pin(std::future::ready(Ok(migrations)))
+    }
+}

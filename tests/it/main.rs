@@ -10,6 +10,7 @@ mod deployment;
 mod key_rotation;
 mod mcp;
 mod model_strictness;
+mod numeric_limits;
 mod oauth;
 mod openapi_examples;
 mod openapi_facts;

@@ -33,9 +33,20 @@ fn examples_of(place: String, media: &'static Value) -> Vec<Example> {
         .collect()
 }
 
-/// Every JSON example of the document: request bodies, success responses and error responses.
+/// Every JSON example of the document: request bodies, success responses, error responses, and
+/// component schemas.
 fn json_examples() -> Vec<Example> {
     let mut out = Vec::new();
+    for (name, schema) in openapi()["components"]["schemas"].as_object().unwrap() {
+        if let Some(value) = schema.get("example") {
+            let reference = serde_json::json!({ "$ref": format!("#/components/schemas/{name}") });
+            out.push(Example {
+                place: format!("#/components/schemas/{name}"),
+                schema: Box::leak(Box::new(reference)),
+                value,
+            });
+        }
+    }
     for (method, path, op) in operations() {
         if let Some(media) = op["requestBody"]["content"].get("application/json") {
             out.extend(examples_of(format!("{method} {path} request"), media));
@@ -70,10 +81,38 @@ fn every_request_body_and_success_response_has_an_example() {
     }
 }
 
+/// The examples of every parameter, shared or an operation's own.
+fn parameter_examples() -> Vec<Example> {
+    let shared = openapi()["components"]["parameters"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(name, parameter)| (format!("#/components/parameters/{name}"), parameter));
+    let own = operations().into_iter().flat_map(|(method, path, op)| {
+        op["parameters"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|parameter| parameter.get("$ref").is_none())
+            .map(move |parameter| (format!("{method} {path} {}", parameter["name"]), parameter))
+    });
+    shared
+        .chain(own)
+        .flat_map(|(place, parameter)| examples_of(place, parameter))
+        .collect()
+}
+
 #[test]
 fn every_example_validates_against_its_schema() {
     let schemas = Schemas::from_openapi(openapi()).expect("components convert");
-    let examples = json_examples();
+    let parameters = parameter_examples();
+    assert!(
+        parameters.len() >= 5,
+        "only {} parameter examples found",
+        parameters.len()
+    );
+    let mut examples = json_examples();
+    examples.extend(parameters);
     assert!(
         examples.len() >= 40,
         "only {} examples found",
@@ -165,6 +204,7 @@ model_round_trip!(
     ErrorEnvelope,
     EventPage,
     OperationDescriptor,
+    PipelineApprovalChange,
     PipelineAppList,
     PipelineLifecycleRequest,
     PipelineLifecycleResponse,

@@ -63,18 +63,15 @@ fn kind(property: &Value) -> String {
 }
 
 /// The schema of a property written `oneOf: [schema, null]`, the strict OpenAPI 3.0 form of a
-/// nullable reference (the null branch is `{type, nullable: true, enum: [null]}`).
+/// nullable reference (the null branch is `{enum: [null]}`: no `type`, and so no `nullable`,
+/// which OpenAPI 3.0.3 reads only beside a `type`).
 fn or_null(property: &Value) -> Option<&Value> {
     match property
         .get("oneOf")
         .and_then(Value::as_array)
         .map(Vec::as_slice)
     {
-        Some([schema, null])
-            if null["nullable"] == json!(true) && null["enum"] == json!([null]) =>
-        {
-            Some(schema)
-        }
+        Some([schema, null]) if null["enum"] == json!([null]) => Some(schema),
         _ => None,
     }
 }
@@ -1087,6 +1084,8 @@ const STATED_LIMITS: &[(&str, &str)] = &[
     ("#/components/parameters/Skill/schema", "maxLength"),
     ("#/components/parameters/Operation/schema", "minLength"),
     ("#/components/parameters/Operation/schema", "maxLength"),
+    ("#/components/parameters/SkillOperation/schema", "minLength"),
+    ("#/components/parameters/SkillOperation/schema", "maxLength"),
     ("#/components/parameters/ApplicationId/schema", "minimum"),
     ("#/components/parameters/CredentialName/schema", "maxLength"),
     ("#/components/parameters/CredentialName/schema", "pattern"),

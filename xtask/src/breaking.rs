@@ -374,7 +374,7 @@ impl<'a> Diff<'a> {
     }
 
     fn nullable(&mut self, at: &str, base: &Value, head: &Value, way: Direction) {
-        let (b, h) = (base["nullable"] == true, head["nullable"] == true);
+        let (b, h) = (admits_null(base), admits_null(head));
         match (b, h, way) {
             (false, true, Direction::Response) => self.breaking(at, "may now be null"),
             (true, false, Direction::Request) => self.breaking(at, "no longer accepts null"),
@@ -537,6 +537,16 @@ fn is_required(value: &Value) -> bool {
     value["required"] == true
 }
 
+/// Whether a schema admits `null` by itself: `nullable: true`, or, without a `type`, an `enum`
+/// that lists null (the null branch of a nullable reference, `oneOf: [{$ref}, {enum: [null]}]`).
+fn admits_null(schema: &Value) -> bool {
+    schema["nullable"] == true
+        || (schema.get("type").is_none()
+            && schema["enum"]
+                .as_array()
+                .is_some_and(|values| values.contains(&Value::Null)))
+}
+
 /// The JSON schema of a body or response, if it has one.
 fn json_schema(value: &Value) -> &Value {
     &value["content"]["application/json"]["schema"]
@@ -685,6 +695,24 @@ mod tests {
                 .unwrap()
                 .remove("nullable");
         }));
+    }
+
+    #[test]
+    fn a_null_branch_without_nullable_still_admits_null() {
+        let mut before = base();
+        chat_body(&mut before)["properties"]["mode"] = json!({ "oneOf": [
+            { "type": "string", "enum": ["fast", "slow"] },
+            { "nullable": true, "enum": [null] }
+        ] });
+        let mut head = before.clone();
+        chat_body(&mut head)["properties"]["mode"]["oneOf"][1] = json!({ "enum": [null] });
+        assert_eq!(compare(&before, &head), Vec::new());
+        chat_body(&mut head)["properties"]["mode"]["oneOf"][1] = json!({ "enum": ["off"] });
+        assert!(
+            compare(&before, &head)
+                .iter()
+                .any(|c| c.class == Class::Breaking && c.reason == "no longer accepts null")
+        );
     }
 
     #[test]

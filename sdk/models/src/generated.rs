@@ -297,7 +297,7 @@ pub enum AgentEvent {
         ///Unix timestamp in seconds.
         #[serde(rename = "createdAt")]
         created_at: i64,
-        input: ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+        input: ToolCallInput,
         name: ::std::string::String,
         ///Position in the session log: starts at 1, strictly increasing, no gaps.
         seq: ::std::num::NonZeroU64,
@@ -3348,6 +3348,30 @@ impl<'de> ::serde::Deserialize<'de> for SvmInstructionProgramId {
             .map_err(|e: self::error::ConversionError| {
                 <D::Error as ::serde::de::Error>::custom(e.to_string())
             })
+    }
+}
+///The arguments of a `tool_call` event: a JSON object, whose members depend on the tool.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(transparent)]
+pub struct ToolCallInput(pub ::serde_json::Map<::std::string::String, ::serde_json::Value>);
+impl ::std::ops::Deref for ToolCallInput {
+    type Target = ::serde_json::Map<::std::string::String, ::serde_json::Value>;
+    fn deref(&self) -> &::serde_json::Map<::std::string::String, ::serde_json::Value> {
+        &self.0
+    }
+}
+impl ::std::convert::From<ToolCallInput>
+    for ::serde_json::Map<::std::string::String, ::serde_json::Value>
+{
+    fn from(value: ToolCallInput) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<::serde_json::Map<::std::string::String, ::serde_json::Value>>
+    for ToolCallInput
+{
+    fn from(value: ::serde_json::Map<::std::string::String, ::serde_json::Value>) -> Self {
+        Self(value)
     }
 }
 ///`processing`: keep polling. `complete`, `failed`, `interrupted`, `awaiting_action`: stop polling.

@@ -236,6 +236,7 @@ fn convert(schema: &Value) -> Value {
         out.insert(key.clone(), converted);
     }
     convert_exclusive_bounds(&mut out);
+    bound_integer_format(&mut out);
     if object.get("nullable") == Some(&Value::Bool(true)) {
         admit_null(out)
     } else {
@@ -260,6 +261,27 @@ fn convert_exclusive_bounds(schema: &mut Map<String, Value>) {
             }
             _ => {}
         }
+    }
+}
+
+/// `format: int32` or `int64` on an integer: the range of that type, as `minimum` and `maximum`
+/// where the schema sets none (JSON Schema reads `format` as an annotation only). The bounds are
+/// integers, and `jsonschema` compares integers exactly, so 2^63 is out of an int64's range
+/// rather than rounded into it.
+fn bound_integer_format(schema: &mut Map<String, Value>) {
+    if schema.get("type").and_then(Value::as_str) != Some("integer") {
+        return;
+    }
+    let (min, max) = match schema.get("format").and_then(Value::as_str) {
+        Some("int64") => (json!(i64::MIN), json!(i64::MAX)),
+        Some("int32") => (json!(i32::MIN), json!(i32::MAX)),
+        _ => return,
+    };
+    if !schema.contains_key("minimum") && !schema.contains_key("exclusiveMinimum") {
+        schema.insert("minimum".into(), min);
+    }
+    if !schema.contains_key("maximum") && !schema.contains_key("exclusiveMaximum") {
+        schema.insert("maximum".into(), max);
     }
 }
 
@@ -365,6 +387,26 @@ mod tests {
             converted,
             json!({ "type": "integer", "exclusiveMinimum": 0 })
         );
+    }
+
+    #[test]
+    fn int64_is_bounded_exactly() {
+        let schemas = Schemas::from_openapi(&document()).unwrap();
+        let validator = schemas
+            .inline(&json!({ "type": "integer", "format": "int64", "minimum": 1 }))
+            .unwrap();
+        let past_max: Value = serde_json::from_str("9223372036854775808").unwrap();
+        let far_past: Value = serde_json::from_str("18446744073709551616").unwrap();
+        assert!(validator.is_valid(&json!(i64::MAX)));
+        assert!(!validator.is_valid(&past_max), "2^63 is past an int64");
+        assert!(!validator.is_valid(&far_past), "2^64 is past an int64");
+        assert!(validator.is_valid(&json!(1)));
+        assert!(!validator.is_valid(&json!(0)), "its own minimum stays");
+        let int32 = schemas
+            .inline(&json!({ "type": "integer", "format": "int32" }))
+            .unwrap();
+        assert!(int32.is_valid(&json!(i32::MIN)));
+        assert!(!int32.is_valid(&json!(i64::from(i32::MAX) + 1)));
     }
 
     #[test]

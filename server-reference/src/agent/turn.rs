@@ -137,7 +137,7 @@ impl Turn {
         self.append(
             vec![AgentEvent::ToolCall {
                 created_at: now(),
-                input,
+                input: input.into(),
                 name: name.to_owned(),
                 seq: DRAFT_SEQ,
                 tool_call_id: id.clone(),

@@ -3,8 +3,10 @@
 #![forbid(unsafe_code)]
 
 mod breaking;
+mod budget;
 mod codegen;
 mod conformance_doc;
+mod lint;
 mod sync;
 
 use std::path::PathBuf;
@@ -12,7 +14,7 @@ use std::process::ExitCode;
 
 use sync::Mode;
 
-const USAGE: &str = "usage: cargo xtask codegen [--check] | conformance-doc [--check] | breaking BASE [HEAD] [--json]";
+const USAGE: &str = "usage: cargo xtask codegen [--check] | conformance-doc [--check] | breaking BASE [HEAD] [--json] | budget | lint";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -32,6 +34,8 @@ fn main() -> ExitCode {
         ["codegen", "--check"] => codegen::run(&workspace_root(), Mode::Check),
         ["conformance-doc"] => conformance_doc::run(&workspace_root(), Mode::Write),
         ["conformance-doc", "--check"] => conformance_doc::run(&workspace_root(), Mode::Check),
+        ["budget"] => budget::run(&workspace_root()),
+        ["lint"] => lint::run(&workspace_root()),
         _ => {
             eprintln!("{USAGE}");
             return ExitCode::from(2);

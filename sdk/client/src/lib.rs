@@ -1,7 +1,7 @@
 //! Rust SDK for the Pipeline, Agent and Account interface.
 //!
 //! [`Intent`] is the client of one deployment: one connection pool, and one
-//! [`TokenSource`](auth::TokenSource) per [`Resource`](auth::Resource), whose token goes on each
+//! [`TokenSource`] per [`Resource`], whose token goes on each
 //! request as it is sent and is renewed ahead of its expiry and after a 401. Its handles
 //! [`agent`](Intent::agent), [`pipeline`](Intent::pipeline) and [`account`](Intent::account)
 //! have a plain async method per operation, and the Agent's log streams
@@ -69,6 +69,10 @@ mod hooks;
 mod intent;
 pub mod pipeline;
 
+pub use auth::{
+    AuthorizationStart, CommandToken, DeviceCode, OAuth, OAuthTokens, Resource, StaticToken,
+    TokenSource, Tokens,
+};
 pub use error::{Error, ErrorResponse};
 /// The error type of the generated [`Client`]'s methods; convert it with `Error::from`.
 pub use generated::Error as GeneratedError;

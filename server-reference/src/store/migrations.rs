@@ -86,3 +86,39 @@ impl MigrationSource<'static> for Embedded {
         Box::pin(std::future::ready(Ok(migrations)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `NNNN_words_of_description.sql` as the `(version, description)` sqlx reads from it.
+    fn files(engine: &str) -> Vec<(i64, String)> {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("migrations")
+            .join(engine);
+        let mut files: Vec<(i64, String)> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
+            .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+            .map(|name| {
+                let stem = name
+                    .strip_suffix(".sql")
+                    .expect("a migration is a .sql file");
+                let (version, words) = stem.split_once('_').expect("NNNN_description.sql");
+                (version.parse().unwrap(), words.replace('_', " "))
+            })
+            .collect();
+        files.sort();
+        files
+    }
+
+    #[test]
+    fn every_migration_file_is_embedded_in_order() {
+        for (engine, steps) in [("sqlite", SQLITE), ("postgres", POSTGRES)] {
+            let embedded: Vec<(i64, String)> = steps
+                .iter()
+                .map(|&(version, description, _)| (version, description.to_owned()))
+                .collect();
+            assert_eq!(embedded, files(engine), "migrations/{engine}");
+        }
+    }
+}

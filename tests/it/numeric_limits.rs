@@ -10,9 +10,6 @@ use intent_server::resource::Resource;
 use intent_tests::{TestServer, operations, resolve};
 use serde_json::Value;
 
-/// What `send` is told of a request made outside the table (no parameters to fill).
-static NO_OPERATION: Value = Value::Null;
-
 /// The most negative integer below `i64::MIN` that JSON's usual float reading keeps apart from
 /// it (the next `f64`): without arbitrary precision, -2^63 - 1 reads as -2^63 itself.
 const PAST_I64_MIN: &str = "-9223372036854777856";
@@ -125,12 +122,10 @@ fn integers(value: &Value, path: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
 
 /// The bearer token an operation asks for: its resource and its one scope.
 fn token_for(server: &TestServer, operation: &Value) -> String {
-    let resource = match operation["x-resource"].as_str() {
-        Some("agent") => Resource::Agent,
-        Some("pipeline") => Resource::Pipeline,
-        Some("account") => Resource::Account,
-        other => panic!("an operation on resource {other:?}"),
-    };
+    let resource = operation["x-resource"]
+        .as_str()
+        .and_then(Resource::from_name)
+        .expect("every operation names its resource");
     let scopes: Vec<&str> = operation["security"][0]["oauth2"]
         .as_array()
         .expect("every operation names its scopes")
@@ -207,14 +202,13 @@ async fn try_bound(
 async fn every_numeric_bound_of_a_request_holds_at_the_bound_and_refuses_one_past() {
     let server = TestServer::start().await;
     let session = {
-        let token = server.token("alice", Resource::Agent, &["agent:write"]);
-        let (status, body) = send(
-            &server,
-            &token,
-            ("POST", "/v1/agent/chat", &NO_OPERATION),
-            Some(r#"{"message":"hello"}"#.into()),
-        )
-        .await;
+        let (method, path, start) = operations()
+            .into_iter()
+            .find(|(_, _, operation)| operation["operationId"] == "startChat")
+            .expect("openapi.json has startChat");
+        let token = token_for(&server, start);
+        let body = Some(r#"{"message":"hello"}"#.into());
+        let (status, body) = send(&server, &token, (&method, path, start), body).await;
         assert!((200..300).contains(&status), "{status} {body}");
         body["sessionId"]
             .as_str()
@@ -229,8 +223,18 @@ async fn every_numeric_bound_of_a_request_holds_at_the_bound_and_refuses_one_pas
             .as_str()
             .expect("every operation has an id");
         let token = token_for(&server, operation);
-        // Request bodies: every integer member of every example.
         let media = &operation["requestBody"]["content"]["application/json"];
+        // The body of a request that varies only a parameter: the operation's own example.
+        let body = media["examples"]
+            .as_object()
+            .and_then(|examples| examples.values().next())
+            .map(|example| &example["value"])
+            .or(media.get("example"))
+            .map(Value::to_string);
+        // Request bodies: every integer member of every example.
+        let body_url = path
+            .replace("{sessionId}", &session)
+            .replace("{actionId}", "act_none");
         for example in media["examples"].as_object().into_iter().flatten() {
             let example = &with_item_examples(&example.1["value"], &media["schema"]);
             let mut members = Vec::new();
@@ -243,14 +247,11 @@ async fn every_numeric_bound_of_a_request_holds_at_the_bound_and_refuses_one_pas
                 };
                 let bound = bounds(format!("{id} /{}", refs.join("/")), schema);
                 covered.insert(schema_path(&refs));
-                let url = path
-                    .replace("{sessionId}", &session)
-                    .replace("{actionId}", "act_none");
                 tried += try_bound(&bound, "invalid_request", async |value: &str| {
                     send(
                         &server,
                         &token,
-                        (&method, &url, operation),
+                        (&method, &body_url, operation),
                         Some(with_number(example, &segments, value)),
                     )
                     .await
@@ -277,13 +278,6 @@ async fn every_numeric_bound_of_a_request_holds_at_the_bound_and_refuses_one_pas
                     _ => filled,
                 }
             };
-            // The body, where there is one, is the operation's own example.
-            let body = media["examples"]
-                .as_object()
-                .and_then(|examples| examples.values().next())
-                .map(|example| &example["value"])
-                .or(media.get("example"))
-                .map(Value::to_string);
             tried += try_bound(&bound, "invalid_parameter", async |value: &str| {
                 send(
                     &server,

@@ -5,10 +5,21 @@ use intent_models::TurnState;
 use super::agent::{Bounds, Resolution, Resolved, SessionRecord};
 use super::{Authorization, AuthorizationCode, DeviceGrant, DeviceStatus, Error, Result};
 
-/// Reads a row struct from the columns of its fields' names, on either engine: what
-/// `#[derive(sqlx::FromRow)]` writes, without compiling sqlx's macros and both drivers for the host.
-macro_rules! from_row {
-    ($row:ident { $($field:ident: $ty:ty),+ $(,)? }) => {
+/// A row struct, declared once, that reads itself from the columns of its fields' names on either
+/// engine: what `#[derive(sqlx::FromRow)]` writes, without compiling sqlx's macros and both
+/// drivers for the host.
+macro_rules! row {
+    (
+        $(#[$meta:meta])*
+        pub struct $row:ident {
+            $($(#[$field_meta:meta])* $vis:vis $field:ident: $ty:ty),+ $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        pub struct $row {
+            $($(#[$field_meta])* $vis $field: $ty,)+
+        }
+
         impl<'r, R> sqlx::FromRow<'r, R> for $row
         where
             R: sqlx::Row,
@@ -24,22 +35,16 @@ macro_rules! from_row {
     };
 }
 
-/// The columns of a session.
-pub struct SessionRow {
-    id: String,
-    account: String,
-    title: String,
-    archived: bool,
-    updated_at: i64,
+row! {
+    /// The columns of a session.
+    pub struct SessionRow {
+        id: String,
+        account: String,
+        title: String,
+        archived: bool,
+        updated_at: i64,
+    }
 }
-
-from_row!(SessionRow {
-    id: String,
-    account: String,
-    title: String,
-    archived: bool,
-    updated_at: i64,
-});
 
 impl From<SessionRow> for SessionRecord {
     fn from(row: SessionRow) -> Self {
@@ -53,23 +58,17 @@ impl From<SessionRow> for SessionRecord {
     }
 }
 
-/// The columns of the action a resolution names.
-pub struct ActionRow {
-    /// The action's turn.
-    pub turn_id: String,
-    revision: i64,
-    pending: bool,
-    digest: String,
-    request: String,
+row! {
+    /// The columns of the action a resolution names.
+    pub struct ActionRow {
+        /// The action's turn.
+        pub turn_id: String,
+        revision: i64,
+        pending: bool,
+        digest: String,
+        request: String,
+    }
 }
-
-from_row!(ActionRow {
-    turn_id: String,
-    revision: i64,
-    pending: bool,
-    digest: String,
-    request: String,
-});
 
 impl ActionRow {
     /// The revision `resolution` makes of this action, or why it is refused.

@@ -6,6 +6,7 @@ use std::pin::Pin;
 use serde::Serialize;
 
 use crate::finding::Verdict;
+use crate::spec::Operation;
 use crate::target::Target;
 
 /// The area of the interface a check covers.
@@ -98,8 +99,10 @@ impl Status {
     }
 }
 
-/// A check's body: an async function of the deployment under test.
-pub type Run = for<'a> fn(&'a Target) -> Pin<Box<dyn Future<Output = Verdict> + Send + 'a>>;
+/// A check's body: an async function of the deployment under test and of the check itself (whose
+/// `operation` it may test).
+pub type Run =
+    for<'a> fn(&'a Target, &'a Check) -> Pin<Box<dyn Future<Output = Verdict> + Send + 'a>>;
 
 /// One requirement of the interface and the code that tests it.
 pub struct Check {
@@ -113,6 +116,8 @@ pub struct Check {
     pub section: &'static str,
     /// The elements of openapi.json it rests on: `METHOD /path` or `#/components/...`.
     pub rests_on: &'static [&'static str],
+    /// The operation of openapi.json the check is about, for the checks made once per operation.
+    pub operation: Option<&'static Operation>,
     /// The test.
     pub run: Run,
 }

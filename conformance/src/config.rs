@@ -5,6 +5,8 @@
 //!
 //! ```json
 //! {
+//!   "tokenCommand": "intent-server token --data-dir data --sub \"conformance-$INTENT_ACCOUNT\" --scope \"$INTENT_SCOPE\" --resource \"$INTENT_RESOURCE\"",
+//!   "turnTimeout": 60,
 //!   "tokens": { "agent": "...", "pipeline": "...", "account": "...", "narrow": "...", "second": "...",
 //!               "agentMcp": "...", "pipelineMcp": "..." },
 //!   "environments": {
@@ -38,6 +40,10 @@ pub struct Layer {
     pub rate_limit_probe: Option<u32>,
     /// A second address of the same deployment.
     pub peer_url: Option<String>,
+    /// A command that prints a token for `INTENT_RESOURCE`, `INTENT_SCOPE` and `INTENT_ACCOUNT`.
+    pub token_command: Option<String>,
+    /// Seconds a turn may take to reach a terminal state.
+    pub turn_timeout: Option<u64>,
 }
 
 /// Tokens of one source.
@@ -99,6 +105,8 @@ pub struct Resolved {
     pub tokens: Tokens,
     /// The settings.
     pub settings: Settings,
+    /// The token command, when one is set.
+    pub token_command: Option<String>,
 }
 
 /// Merges `command_line` (flags and environment variables) over the file's environment `env`
@@ -145,6 +153,9 @@ pub fn resolve(
         peer_url: first(|layer| layer.peer_url.as_ref()),
         ..Settings::default()
     };
+    if let Some(seconds) = layers.iter().find_map(|layer| layer.turn_timeout) {
+        settings.turn_timeout = Duration::from_secs(seconds);
+    }
     if let Some(prompt) = first(|layer| layer.action_prompt.as_ref()) {
         settings.action_prompt = prompt;
     }
@@ -156,6 +167,7 @@ pub fn resolve(
         base_url,
         tokens,
         settings,
+        token_command: first(|layer| layer.token_command.as_ref()),
     })
 }
 

@@ -1,13 +1,14 @@
 //! A reference server started in-process on a free loopback port, with a temporary data dir
 //! and tokens minted with its own key: what `intent-conformance run` checks without a base URL.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use intent_server::config::Config;
 use intent_server::resource::Resource;
 use intent_server::token::Grant;
 
-use crate::target::{Settings, Target, Tokens};
+use crate::target::{Account, Mint, Role, Settings, Target, TokenRequest, TokenSource, Tokens};
 
 /// Cursor lifetime of the embedded server: short, so that the expiry check can wait it out.
 pub const CURSOR_TTL: Duration = Duration::from_secs(2);
@@ -19,6 +20,7 @@ pub const BUILD_TTL: Duration = Duration::from_secs(4);
 pub struct Embedded {
     base: String,
     tokens: Tokens,
+    mint: Mint,
     task: tokio::task::JoinHandle<std::io::Result<()>>,
     _data_dir: tempfile::TempDir,
 }
@@ -45,59 +47,45 @@ impl Embedded {
         let state = intent_server::AppState::open(config, &base)
             .await
             .map_err(|e| format!("opening the reference server: {e}"))?;
-        let mint = |account: &str, resource: Resource, scopes: &[&str]| {
-            state.mint_access_token(&Grant {
+        let signer = state.clone();
+        let client = "intent-conformance".to_owned();
+        let mint: Mint = Arc::new(move |request: &TokenRequest, resource: &str| {
+            let account = match request.account {
+                Account::Primary => "conformance",
+                Account::Secondary => "conformance-other",
+            };
+            Ok(signer.mint_access_token(&Grant {
                 account: account.to_owned(),
-                scopes: scopes.iter().map(|scope| scope.to_string()).collect(),
-                resource: resource.identifier(&base),
-                client_id: "intent-conformance".to_owned(),
+                scopes: request.scopes.clone(),
+                resource: resource.to_owned(),
+                client_id: client.clone(),
                 ttl: Duration::from_secs(3600),
-            })
+            }))
+        });
+        // The roles' tokens are minted up front, through the same function, so that a test
+        // layer in front of the server can tell them apart.
+        let role = |role: Role| {
+            let request = role.request();
+            let resource = Resource::from_name(&request.resource)
+                .map(|resource| resource.identifier(&base))
+                .unwrap_or_default();
+            mint(&request, &resource).ok()
         };
         let tokens = Tokens {
-            agent: Some(mint(
-                "conformance",
-                Resource::Agent,
-                &["agent:read", "agent:write", "agent:actions:resolve"],
-            )),
-            pipeline: Some(mint(
-                "conformance",
-                Resource::Pipeline,
-                &["pipeline:catalog", "pipeline:execute"],
-            )),
-            account: Some(mint(
-                "conformance",
-                Resource::Account,
-                &[
-                    "account:apps:read",
-                    "account:apps:write",
-                    "account:credentials:read",
-                    "account:credentials:write",
-                    "account:usage:read",
-                ],
-            )),
-            narrow: Some(mint("conformance", Resource::Agent, &["agent:read"])),
-            second: Some(mint(
-                "conformance-other",
-                Resource::Agent,
-                &["agent:read", "agent:write"],
-            )),
-            agent_mcp: Some(mint(
-                "conformance",
-                Resource::AgentMcp,
-                &["mcp:agent", "agent:read"],
-            )),
-            pipeline_mcp: Some(mint(
-                "conformance",
-                Resource::PipelineMcp,
-                &["mcp:pipeline", "pipeline:catalog", "pipeline:execute"],
-            )),
+            agent: role(Role::Agent),
+            pipeline: role(Role::Pipeline),
+            account: role(Role::Account),
+            narrow: role(Role::Narrow),
+            second: role(Role::Second),
+            agent_mcp: role(Role::AgentMcp),
+            pipeline_mcp: role(Role::PipelineMcp),
         };
         let app = wrap(intent_server::app(state));
         let task = tokio::spawn(async move { axum::serve(listener, app).await });
         Ok(Self {
             base,
             tokens,
+            mint,
             task,
             _data_dir: data_dir,
         })
@@ -120,6 +108,7 @@ impl Embedded {
             ..Settings::default()
         };
         Target::new(&self.base, self.tokens.clone(), settings)
+            .with_source(TokenSource::Mint(self.mint.clone()))
     }
 }
 

@@ -1,4 +1,9 @@
-//! What a check finds when it does not pass, and the helpers that say so.
+//! What a check finds when it does not pass, the helpers that say so, and the ledger that counts
+//! what a check asserted, so that a pass that asserted nothing shows.
+
+use std::future::Future;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Why a check did not pass.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -14,12 +19,66 @@ pub enum Finding {
 /// What a check's run concludes: `Ok` is a pass.
 pub type Verdict = Result<(), Finding>;
 
+tokio::task_local! {
+    static LEDGER: Ledger;
+}
+
+/// What one check asserted while it ran.
+#[derive(Debug, Default)]
+struct Ledger {
+    assertions: AtomicUsize,
+    profile: Mutex<Vec<String>>,
+}
+
+/// The tally of one check's run: how many assertions it made at its own level, and the
+/// profile assertions that did not hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Assertions made, at the check's level and at profile level, passed or not.
+    pub assertions: usize,
+    /// What differed from our reference profile, one line each.
+    pub profile_findings: Vec<String>,
+}
+
+/// Runs `body` with a fresh ledger and returns what it asserted.
+pub async fn tallied<F: Future>(body: F) -> (F::Output, Tally) {
+    let ledger = Ledger::default();
+    let (output, ledger) = LEDGER
+        .scope(ledger, async move {
+            let output = body.await;
+            let tally = LEDGER.with(|ledger| Tally {
+                assertions: ledger.assertions.load(Ordering::Relaxed),
+                profile_findings: ledger.profile.lock().expect("ledger").clone(),
+            });
+            (output, tally)
+        })
+        .await;
+    (output, ledger)
+}
+
+/// Counts one assertion of the running check (outside a check, nothing).
+pub(crate) fn asserted() {
+    let _ = LEDGER.try_with(|ledger| ledger.assertions.fetch_add(1, Ordering::Relaxed));
+}
+
 /// Fails with `message` unless `condition` holds.
 pub fn ensure(condition: bool, message: impl FnOnce() -> String) -> Verdict {
+    asserted();
     if condition {
         Ok(())
     } else {
         Err(Finding::Fail(message()))
+    }
+}
+
+/// A profile assertion inside a check: it rests on a choice of our reference profile, so when
+/// `condition` does not hold the check goes on, and `message` is a profile finding (a failure
+/// only at level `all`).
+pub fn profile(condition: bool, message: impl FnOnce() -> String) {
+    asserted();
+    if !condition {
+        let message = message();
+        let _ = LEDGER.try_with(|ledger| ledger.profile.lock().expect("ledger").push(message));
     }
 }
 
@@ -28,7 +87,29 @@ pub fn skip<T>(reason: impl Into<String>) -> Result<T, Finding> {
     Err(Finding::Skip(reason.into()))
 }
 
-/// A failure with `message`.
+/// A failure with `message`: an assertion that did not hold.
 pub fn fail<T>(message: impl Into<String>) -> Result<T, Finding> {
+    asserted();
     Err(Finding::Fail(message.into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_ledger_counts_assertions_and_keeps_profile_findings() {
+        let (verdict, tally) = tallied(async {
+            ensure(true, String::new)?;
+            profile(false, || "the code differs".into());
+            profile(true, String::new);
+            ensure(false, || "broken".into())
+        })
+        .await;
+        assert_eq!(verdict, Err(Finding::Fail("broken".into())));
+        assert_eq!(tally.assertions, 4);
+        assert_eq!(tally.profile_findings, ["the code differs"]);
+        let (_, empty) = tallied(async { skip::<()>("no token") }).await;
+        assert_eq!(empty, Tally::default());
+    }
 }

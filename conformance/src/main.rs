@@ -12,7 +12,7 @@ use intent_conformance::check::Status;
 use intent_conformance::config::{self, Layer, TokenLayer};
 use intent_conformance::run::{Outcome, Selection};
 use intent_conformance::spec::spec;
-use intent_conformance::target::Target;
+use intent_conformance::target::{Target, TokenSource};
 use intent_conformance::{checks, report, run};
 
 #[derive(Parser)]
@@ -42,6 +42,11 @@ struct RunArgs {
     /// The config file (JSON); ./intent-conformance.json when present.
     #[arg(long, env = "INTENT_CONFORMANCE_CONFIG")]
     config: Option<PathBuf>,
+    /// A shell command that prints a bearer token (its last line of output) for the resource
+    /// `$INTENT_RESOURCE`, the scopes `$INTENT_SCOPE` (space-separated) and the account
+    /// `$INTENT_ACCOUNT` (`primary` or `secondary`). Every token no flag gives comes from it.
+    #[arg(long, env = "INTENT_CONFORMANCE_TOKEN_COMMAND")]
+    token_command: Option<String>,
     /// Agent token: agent:read agent:write agent:actions:resolve.
     #[arg(long, env = "INTENT_CONFORMANCE_AGENT_TOKEN", hide_env_values = true)]
     agent_token: Option<String>,
@@ -78,6 +83,9 @@ struct RunArgs {
     /// The deployment's cursor lifetime in seconds, when at most 15 (enables the 410 check).
     #[arg(long, env = "INTENT_CONFORMANCE_CURSOR_TTL")]
     cursor_ttl: Option<u64>,
+    /// Seconds a turn may take to reach a terminal state (20 unless set).
+    #[arg(long, env = "INTENT_CONFORMANCE_TURN_TIMEOUT")]
+    turn_timeout: Option<u64>,
     /// A chat message that makes the deployment's runtime raise an action.
     #[arg(long, env = "INTENT_CONFORMANCE_ACTION_PROMPT")]
     action_prompt: Option<String>,
@@ -169,7 +177,13 @@ async fn run_command(args: RunArgs) -> Result<ExitCode, String> {
     #[cfg(feature = "embedded")]
     let embedded;
     let target = match &resolved.base_url {
-        Some(base) => Target::new(base, resolved.tokens.clone(), resolved.settings.clone()),
+        Some(base) => {
+            let target = Target::new(base, resolved.tokens.clone(), resolved.settings.clone());
+            match &resolved.token_command {
+                Some(command) => target.with_source(TokenSource::Command(command.clone())),
+                None => target,
+            }
+        }
         #[cfg(feature = "embedded")]
         None => {
             embedded = intent_conformance::embedded::Embedded::start().await?;
@@ -177,7 +191,12 @@ async fn run_command(args: RunArgs) -> Result<ExitCode, String> {
                 "intent-conformance: no --base-url; checking an embedded reference server at {}",
                 embedded.base()
             );
-            embedded.target()
+            match &resolved.token_command {
+                Some(command) => embedded
+                    .target()
+                    .with_source(TokenSource::Command(command.clone())),
+                None => embedded.target(),
+            }
         }
         #[cfg(not(feature = "embedded"))]
         None => return Err("--base-url is required (built without the embedded server)".into()),
@@ -247,6 +266,8 @@ fn resolve(args: &RunArgs) -> Result<config::Resolved, String> {
         action_prompt: args.action_prompt.clone(),
         rate_limit_probe: args.rate_limit_probe,
         peer_url: args.peer_url.clone(),
+        token_command: args.token_command.clone(),
+        turn_timeout: args.turn_timeout,
     };
     config::resolve(command_line, file.as_ref(), args.env.as_deref())
 }

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::check::{Category, Check, Status};
 use crate::checks;
-use crate::finding::Finding;
+use crate::finding::{Finding, Tally, tallied};
 use crate::spec::Level;
 use crate::spec::spec;
 use crate::target::{Coverage, Target};
@@ -77,6 +77,12 @@ pub struct Outcome {
     /// Why, when it did not pass.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// How many assertions it made.
+    pub assertions: usize,
+    /// Where the deployment differs from our reference profile inside a check of either level:
+    /// a failure at level `all`, a note at level `normative`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub profile_findings: Vec<String>,
     /// How long it took, in milliseconds.
     pub millis: u64,
 }
@@ -158,9 +164,11 @@ pub async fn run(
     let mut outcomes = Vec::with_capacity(total);
     for (index, check) in checks.iter().enumerate() {
         let outcome = if selection.takes(check) {
-            run_one(target, check).await
+            run_one(target, check, selection.normative_only).await
         } else {
-            outcome(check, Status::Disabled, None, Duration::ZERO)
+            let level = spec().level(check.rests_on);
+            let disabled = (Status::Disabled, None);
+            outcome(check, level, disabled, Duration::ZERO, Tally::default())
         };
         progress(index + 1, total, &outcome);
         outcomes.push(outcome);
@@ -180,11 +188,17 @@ pub async fn run(
     report
 }
 
-async fn run_one(target: &Target, check: &Check) -> Outcome {
+async fn run_one(target: &Target, check: &Check, normative_only: bool) -> Outcome {
     target.begin(check.id);
     let started = Instant::now();
-    let body = AssertUnwindSafe((check.run)(target)).catch_unwind();
-    let (status, message) = match tokio::time::timeout(CHECK_TIMEOUT, body).await {
+    let body = AssertUnwindSafe((check.run)(target, check)).catch_unwind();
+    let (ended, tally) = tallied(tokio::time::timeout(CHECK_TIMEOUT, body)).await;
+    // A pass whose profile assertions did not hold fails at level `all`, as a profile matter.
+    let by_profile = matches!(&ended, Ok(Ok(Ok(()))))
+        && tally.assertions > 0
+        && !normative_only
+        && !tally.profile_findings.is_empty();
+    let (status, message) = match ended {
         Err(_) => (
             Status::Error,
             Some(format!("timed out after {} s", CHECK_TIMEOUT.as_secs())),
@@ -197,23 +211,47 @@ async fn run_one(target: &Target, check: &Check) -> Outcome {
                 .unwrap_or_default();
             (Status::Error, Some(format!("the check panicked: {text}")))
         }
+        Ok(Ok(Ok(()))) if tally.assertions == 0 => (
+            Status::Error,
+            Some("the check passed without asserting anything: a defect of the suite".into()),
+        ),
+        Ok(Ok(Ok(()))) if by_profile => (
+            Status::Fail,
+            Some(format!(
+                "differs from the reference profile: {}",
+                tally.profile_findings.join("; ")
+            )),
+        ),
         Ok(Ok(Ok(()))) => (Status::Pass, None),
         Ok(Ok(Err(Finding::Fail(message)))) => (Status::Fail, Some(message)),
         Ok(Ok(Err(Finding::Error(message)))) => (Status::Error, Some(message)),
         Ok(Ok(Err(Finding::Skip(reason)))) => (Status::Skip, Some(reason)),
     };
-    outcome(check, status, message, started.elapsed())
+    let level = if by_profile {
+        Level::Profile
+    } else {
+        spec().level(check.rests_on)
+    };
+    outcome(check, level, (status, message), started.elapsed(), tally)
 }
 
-fn outcome(check: &Check, status: Status, message: Option<String>, took: Duration) -> Outcome {
+fn outcome(
+    check: &Check,
+    level: Level,
+    (status, message): (Status, Option<String>),
+    took: Duration,
+    tally: Tally,
+) -> Outcome {
     Outcome {
         id: check.id,
         category: check.category,
-        level: spec().level(check.rests_on),
+        level,
         requirement: check.requirement,
         section: check.section,
         status,
         message,
+        assertions: tally.assertions,
+        profile_findings: tally.profile_findings,
         millis: took.as_millis() as u64,
     }
 }

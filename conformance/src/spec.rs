@@ -55,12 +55,72 @@ impl Operation {
     }
 }
 
-/// The parsed document with its converted schemas.
+/// The parsed document with its converted schemas, as written and in its normative view.
 pub struct Spec {
     document: Value,
     schemas: Schemas,
+    normative_document: Value,
+    normative_schemas: Schemas,
     operations: Vec<Operation>,
     validators: Mutex<HashMap<String, Option<Arc<SchemaValidator>>>>,
+}
+
+/// Schema keywords that a parent's `x-profile-fills` can name; the normative view drops them.
+const FILLABLE_KEYWORDS: [&str; 12] = [
+    "required",
+    "minLength",
+    "maxLength",
+    "minimum",
+    "maximum",
+    "minProperties",
+    "additionalProperties",
+    "oneOf",
+    "type",
+    "enum",
+    "pattern",
+    "format",
+];
+
+/// `document` as every deployment must follow it: an element marked `x-profile: reference`
+/// accepts anything (a schema becomes `{}`, an operation has no responses to hold to), and a
+/// schema keyword that its object lists in `x-profile-fills` is gone.
+fn normative_view(mut document: Value) -> Value {
+    fn open(value: &mut Value) {
+        match value {
+            Value::Object(members) => {
+                if members.get("x-profile").and_then(Value::as_str) == Some("reference") {
+                    members.clear();
+                    return;
+                }
+                let fills: Vec<String> = members
+                    .get("x-profile-fills")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|fill| fill.as_str().map(str::to_owned))
+                    .collect();
+                for fill in fills {
+                    if FILLABLE_KEYWORDS.contains(&fill.as_str()) {
+                        members.remove(&fill);
+                    }
+                }
+                members.values_mut().for_each(open);
+            }
+            Value::Array(items) => items.iter_mut().for_each(open),
+            _ => {}
+        }
+    }
+    open(&mut document);
+    document
+}
+
+/// Follows a local `$ref` of `document` once.
+fn resolve_in<'a>(document: &'a Value, value: &'a Value) -> &'a Value {
+    value
+        .get("$ref")
+        .and_then(Value::as_str)
+        .and_then(|reference| document.pointer(reference.trim_start_matches('#')))
+        .unwrap_or(value)
 }
 
 /// The bundled document, parsed once.
@@ -88,9 +148,13 @@ impl Spec {
                 }
             }
         }
+        let normative_document = normative_view(document.clone());
+        let normative_schemas = Schemas::from_openapi(&normative_document)?;
         Ok(Self {
             document,
             schemas,
+            normative_document,
+            normative_schemas,
             operations,
             validators: Mutex::default(),
         })
@@ -157,6 +221,42 @@ impl Spec {
         }))
     }
 
+    /// The schema every deployment's answer to `operation` with `status` must hold against:
+    /// `None` when the interface leaves that answer open (an operation or schema of our profile,
+    /// or a status the document declares only as a profile fill).
+    pub fn normative_response(
+        &self,
+        operation: &Operation,
+        status: u16,
+    ) -> Option<Arc<SchemaValidator>> {
+        let object = self
+            .normative_document
+            .get("paths")?
+            .get(&operation.template)?
+            .get(operation.method.to_lowercase())?;
+        let responses = object.get("responses")?;
+        let response = responses
+            .get(status.to_string())
+            .or_else(|| responses.get("default"))?;
+        let response = resolve_in(&self.normative_document, response);
+        let key = format!(
+            "normative {} {} {status}",
+            operation.method, operation.template
+        );
+        self.cached(key, || {
+            let schema = response.pointer("/content/application~1json/schema")?;
+            self.normative_schemas.inline(schema).ok()
+        })
+    }
+
+    /// A validator for a component schema in the normative view: what every deployment's
+    /// instances must hold against.
+    pub fn normative_component(&self, name: &str) -> Option<Arc<SchemaValidator>> {
+        self.cached(format!("normative #/components/schemas/{name}"), || {
+            self.normative_schemas.component(name).ok()
+        })
+    }
+
     /// A validator for the JSON request body of `operation`, when it takes one.
     pub fn request_body(&self, operation: &Operation) -> Option<Arc<SchemaValidator>> {
         let key = format!("{} {} body", operation.method, operation.template);
@@ -186,11 +286,7 @@ impl Spec {
 
     /// Follows a local `$ref` once.
     pub fn resolve<'a>(&'a self, value: &'a Value) -> &'a Value {
-        value
-            .get("$ref")
-            .and_then(Value::as_str)
-            .and_then(|reference| self.document.pointer(reference.trim_start_matches('#')))
-            .unwrap_or(value)
+        resolve_in(&self.document, value)
     }
 
     /// The element a check rests on: `METHOD /path` or a `#/...` pointer.

@@ -1,7 +1,7 @@
 //! The deployment under test: its address, the tokens the run holds, and every response seen.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Mutex;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use reqwest::Method;
@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::finding::Finding;
-use crate::spec::{Operation, spec};
+use crate::spec::{Level, Operation, spec};
 
 /// The tokens a run holds. Checks that need one the run lacks are skipped.
 #[derive(Debug, Clone, Default)]
@@ -52,6 +52,183 @@ impl Tokens {
     }
 }
 
+/// Which account a token speaks for: the run's own, or a second one for the isolation checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Account {
+    /// The account whose sessions, apps and Builds the checks make.
+    Primary,
+    /// Another account, which must see none of the primary's.
+    Secondary,
+}
+
+impl Account {
+    /// `primary` or `secondary`, as `INTENT_ACCOUNT` spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Primary => "primary",
+            Self::Secondary => "secondary",
+        }
+    }
+}
+
+/// A token the run asks for: an account, a resource of `x-resources` and scopes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TokenRequest {
+    /// The account.
+    pub account: Account,
+    /// The resource's name in `x-resources`, such as `agent` or `pipeline-mcp`.
+    pub resource: String,
+    /// The scopes, sorted.
+    pub scopes: Vec<String>,
+}
+
+impl TokenRequest {
+    /// A request for `account`, `resource` and `scopes` (in any order).
+    pub fn new(account: Account, resource: &str, scopes: &[&str]) -> Self {
+        let mut scopes: Vec<String> = scopes.iter().map(|scope| scope.to_string()).collect();
+        scopes.sort();
+        scopes.dedup();
+        Self {
+            account,
+            resource: resource.to_owned(),
+            scopes,
+        }
+    }
+}
+
+/// The tokens a run uses most, each given by its own flag or asked of the token source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// See [`Tokens::agent`].
+    Agent,
+    /// See [`Tokens::pipeline`].
+    Pipeline,
+    /// See [`Tokens::account`].
+    Account,
+    /// See [`Tokens::narrow`].
+    Narrow,
+    /// See [`Tokens::second`].
+    Second,
+    /// See [`Tokens::agent_mcp`].
+    AgentMcp,
+    /// See [`Tokens::pipeline_mcp`].
+    PipelineMcp,
+}
+
+impl Role {
+    const ALL: [Role; 7] = [
+        Role::Agent,
+        Role::Pipeline,
+        Role::Account,
+        Role::Narrow,
+        Role::Second,
+        Role::AgentMcp,
+        Role::PipelineMcp,
+    ];
+
+    /// The account, resource and scopes of the role.
+    pub fn request(self) -> TokenRequest {
+        let (account, resource, scopes): (Account, &str, &[&str]) = match self {
+            Role::Agent => (Account::Primary, "agent", &AGENT_SCOPES),
+            Role::Pipeline => (Account::Primary, "pipeline", &PIPELINE_SCOPES),
+            Role::Account => (Account::Primary, "account", &ACCOUNT_SCOPES),
+            Role::Narrow => (Account::Primary, "agent", &["agent:read"]),
+            Role::Second => (Account::Secondary, "agent", &["agent:read", "agent:write"]),
+            Role::AgentMcp => (Account::Primary, "agent-mcp", &["mcp:agent", "agent:read"]),
+            Role::PipelineMcp => (
+                Account::Primary,
+                "pipeline-mcp",
+                &["mcp:pipeline", "pipeline:catalog", "pipeline:execute"],
+            ),
+        };
+        TokenRequest::new(account, resource, scopes)
+    }
+
+    /// The role's flag, such as `--agent-token`.
+    pub fn flag(self) -> &'static str {
+        match self {
+            Role::Agent => "--agent-token",
+            Role::Pipeline => "--pipeline-token",
+            Role::Account => "--account-token",
+            Role::Narrow => "--narrow-token",
+            Role::Second => "--second-token",
+            Role::AgentMcp => "--agent-mcp-token",
+            Role::PipelineMcp => "--pipeline-mcp-token",
+        }
+    }
+
+    fn given(self, tokens: &Tokens) -> Option<&String> {
+        match self {
+            Role::Agent => tokens.agent.as_ref(),
+            Role::Pipeline => tokens.pipeline.as_ref(),
+            Role::Account => tokens.account.as_ref(),
+            Role::Narrow => tokens.narrow.as_ref(),
+            Role::Second => tokens.second.as_ref(),
+            Role::AgentMcp => tokens.agent_mcp.as_ref(),
+            Role::PipelineMcp => tokens.pipeline_mcp.as_ref(),
+        }
+    }
+}
+
+/// The Agent resource's scopes.
+pub const AGENT_SCOPES: [&str; 3] = ["agent:read", "agent:write", "agent:actions:resolve"];
+/// The Pipeline resource's scopes.
+pub const PIPELINE_SCOPES: [&str; 2] = ["pipeline:catalog", "pipeline:execute"];
+/// The Account resource's scopes that its operations use.
+pub const ACCOUNT_SCOPES: [&str; 5] = [
+    "account:apps:read",
+    "account:apps:write",
+    "account:credentials:read",
+    "account:credentials:write",
+    "account:usage:read",
+];
+
+/// Makes a token for a request, given the resource's identifier (its URL).
+pub type Mint = Arc<dyn Fn(&TokenRequest, &str) -> Result<String, String> + Send + Sync>;
+
+/// Where the tokens that no flag gives come from.
+#[derive(Clone, Default)]
+pub enum TokenSource {
+    /// Nowhere: checks that need another token skip.
+    #[default]
+    Given,
+    /// A shell command (`sh -c`), run with `INTENT_RESOURCE` (the resource's URL),
+    /// `INTENT_SCOPE` (space-separated) and `INTENT_ACCOUNT` (`primary` or `secondary`) in its
+    /// environment; the last line of its standard output is the token.
+    Command(String),
+    /// A function in this process (the embedded server's key).
+    Mint(Mint),
+}
+
+/// Runs the token command for `request`.
+fn run_token_command(
+    command: &str,
+    request: &TokenRequest,
+    resource: &str,
+) -> Result<String, String> {
+    let output = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .env("INTENT_RESOURCE", resource)
+        .env("INTENT_SCOPE", request.scopes.join(" "))
+        .env("INTENT_ACCOUNT", request.account.as_str())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("running the token command: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "the token command exited with {}: {}",
+            output.status,
+            excerpt(String::from_utf8_lossy(&output.stderr).trim())
+        ));
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    match stdout.lines().map(str::trim).rfind(|line| !line.is_empty()) {
+        Some(token) => Ok(token.to_owned()),
+        None => Err("the token command printed no token".into()),
+    }
+}
+
 /// What the run knows of the deployment besides its tokens.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -64,10 +241,15 @@ pub struct Settings {
     /// A second address of the same deployment (another instance), for the `deployment`
     /// checks.
     pub peer_url: Option<String>,
+    /// How long a turn may take to reach a terminal state.
+    pub turn_timeout: Duration,
 }
 
 /// The message that makes the reference runtime raise an action.
 pub const DEFAULT_ACTION_PROMPT: &str = "send 1 USDC to 0x70997970C51812dc3A010C7d01b50e0d17dc79C8";
+
+/// How long a turn may take to settle unless `--turn-timeout` says otherwise.
+pub const DEFAULT_TURN_TIMEOUT: Duration = Duration::from_secs(20);
 
 impl Default for Settings {
     fn default() -> Self {
@@ -76,6 +258,7 @@ impl Default for Settings {
             action_prompt: DEFAULT_ACTION_PROMPT.to_owned(),
             rate_limit_probe: None,
             peer_url: None,
+            turn_timeout: DEFAULT_TURN_TIMEOUT,
         }
     }
 }
@@ -89,6 +272,9 @@ pub struct Violation {
     pub request: String,
     /// The status of the response.
     pub status: u16,
+    /// Normative when the body breaks what every deployment must follow; profile when it breaks
+    /// only a choice of our reference profile.
+    pub level: Level,
     /// What is wrong.
     pub errors: Vec<String>,
 }
@@ -110,8 +296,10 @@ pub struct Seen {
 pub struct Target {
     base: String,
     http: reqwest::Client,
-    /// The tokens this run holds.
-    pub tokens: Tokens,
+    /// The tokens given for the roles.
+    tokens: Tokens,
+    source: TokenSource,
+    minted: Mutex<HashMap<TokenRequest, String>>,
     /// What the run knows of the deployment.
     pub settings: Settings,
     current: Mutex<&'static str>,
@@ -167,6 +355,7 @@ impl Reply {
 
     /// Fails unless the status is `expected`.
     pub fn expect(&self, expected: u16, what: &str) -> Result<&Self, Finding> {
+        crate::finding::asserted();
         if self.status == expected {
             Ok(self)
         } else {
@@ -225,6 +414,8 @@ impl Target {
             base: base.trim_end_matches('/').to_owned(),
             http,
             tokens,
+            source: TokenSource::Given,
+            minted: Mutex::default(),
             settings,
             current: Mutex::new(""),
             secrets: Mutex::default(),
@@ -234,9 +425,84 @@ impl Target {
         }
     }
 
+    /// Asks `source` for every token that no flag gives.
+    pub fn with_source(mut self, source: TokenSource) -> Self {
+        self.source = source;
+        self
+    }
+
     /// The base URL.
     pub fn base(&self) -> &str {
         &self.base
+    }
+
+    /// The identifier (URL) of the resource called `name` in `x-resources`.
+    pub fn resource_url(&self, name: &str) -> String {
+        let template = spec()
+            .element("#/components/securitySchemes/oauth2/x-resources")
+            .and_then(|resources| resources.get(name))
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default();
+        template.replace("{base_url}", &self.base)
+    }
+
+    /// The token of `role`: its flag's, or the token source's.
+    pub async fn role(&self, role: Role) -> Result<String, Finding> {
+        match role.given(&self.tokens) {
+            Some(token) => Ok(token.clone()),
+            None => self
+                .token(&role.request())
+                .await
+                .map_err(|finding| match finding {
+                    Finding::Skip(_) => Finding::Skip(format!(
+                        "needs the {} or a token command (--token-command)",
+                        role.flag()
+                    )),
+                    other => other,
+                }),
+        }
+    }
+
+    /// A token for `request`: a role's given token when it is exactly that, else the token
+    /// source's (asked once per request); a skip when neither has one.
+    pub async fn token(&self, request: &TokenRequest) -> Result<String, Finding> {
+        let given = Role::ALL
+            .into_iter()
+            .find(|role| &role.request() == request)
+            .and_then(|role| role.given(&self.tokens));
+        if let Some(token) = given {
+            return Ok(token.clone());
+        }
+        if let Some(token) = self.minted.lock().expect("minted tokens").get(request) {
+            return Ok(token.clone());
+        }
+        let resource = self.resource_url(&request.resource);
+        let token = match &self.source {
+            TokenSource::Given => {
+                return crate::finding::skip(format!(
+                    "needs a token of the {} account for {} with scopes `{}` (--token-command)",
+                    request.account.as_str(),
+                    request.resource,
+                    request.scopes.join(" ")
+                ));
+            }
+            TokenSource::Mint(mint) => mint(request, &resource),
+            TokenSource::Command(command) => {
+                let (command, request) = (command.clone(), request.clone());
+                tokio::task::spawn_blocking(move || {
+                    run_token_command(&command, &request, &resource)
+                })
+                .await
+                .map_err(|e| Finding::Error(format!("the token command: {e}")))?
+            }
+        }
+        .map_err(Finding::Error)?;
+        self.secret(&token);
+        self.minted
+            .lock()
+            .expect("minted tokens")
+            .insert(request.clone(), token.clone());
+        Ok(token)
     }
 
     /// The HTTP client, for requests that read a stream.
@@ -334,19 +600,34 @@ impl Target {
         let check = *self.current.lock().expect("current check");
         let request = format!("{method} {path}");
         if let Some(operation) = operation {
-            let errors = match spec().response(operation, status) {
-                Err(undeclared) => vec![undeclared],
-                Ok(Some(_)) if body.is_null() => {
+            let normative = match spec().normative_response(operation, status) {
+                Some(validator) if !validator.is_valid(body) && body.is_null() => {
                     vec![format!("not a JSON body: {}", excerpt(text))]
                 }
-                Ok(Some(validator)) => validator.errors(body).iter().map(|e| excerpt(e)).collect(),
-                Ok(None) => Vec::new(),
+                Some(validator) => validator.errors(body).iter().map(|e| excerpt(e)).collect(),
+                None => Vec::new(),
+            };
+            let (level, errors) = if normative.is_empty() {
+                let profile = match spec().response(operation, status) {
+                    Err(undeclared) => vec![undeclared],
+                    Ok(Some(_)) if body.is_null() => {
+                        vec![format!("not a JSON body: {}", excerpt(text))]
+                    }
+                    Ok(Some(validator)) => {
+                        validator.errors(body).iter().map(|e| excerpt(e)).collect()
+                    }
+                    Ok(None) => Vec::new(),
+                };
+                (Level::Profile, profile)
+            } else {
+                (Level::Normative, normative)
             };
             if !errors.is_empty() {
                 self.violations.lock().expect("violations").push(Violation {
                     check,
                     request: request.clone(),
                     status,
+                    level,
                     errors,
                 });
             }

@@ -11,6 +11,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{Next, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
+use base64::Engine;
 use futures_util::StreamExt;
 use intent_conformance::check::Status;
 use intent_conformance::embedded::Embedded;
@@ -156,7 +157,8 @@ impl Fault {
         Fault::McpIgnoresScopes,
     ];
 
-    /// The checks this fault must fail; every other check must pass.
+    /// The checks this fault must fail (an entry ending in `.*` names every check under it);
+    /// every other check must pass.
     fn breaks(self) -> &'static [&'static str] {
         match self {
             Fault::ExtraSimulationField => &["schema.simulation", "schema.responses"],
@@ -167,16 +169,19 @@ impl Fault {
             ],
             Fault::AcceptsExpiredBuild => &["pipeline.commit-expired"],
             Fault::SkipsSequence => &["agent.events.round-trip", "agent.sse.resume"],
-            Fault::LeaksSessions => &["auth.session-ownership"],
-            Fault::OpenStatement => &["auth.no-token"],
-            Fault::UnauthorizedIs403 => &[
-                "auth.no-token",
-                "auth.bad-token",
-                "auth.other-resource",
-                "mcp.unauthorized",
-                "mcp.audience",
+            Fault::LeaksSessions => &["auth.isolation.*"],
+            Fault::OpenStatement => &["auth.matrix.getStatement"],
+            Fault::UnauthorizedIs403 => &["auth.matrix.*", "mcp.unauthorized", "mcp.audience"],
+            Fault::IgnoresScopes => &[
+                "auth.matrix.startChat",
+                "auth.matrix.getChatEvents",
+                "auth.matrix.streamChatEvents",
+                "auth.matrix.getSession",
+                "auth.matrix.updateSession",
+                "auth.matrix.deleteSession",
+                "auth.matrix.interruptTurn",
+                "auth.matrix.resolveAction",
             ],
-            Fault::IgnoresScopes => &["auth.missing-scope"],
             Fault::RenamesPageEvents => &["agent.sse.events", "agent.sse.ids", "agent.sse.resume"],
             Fault::IgnoresWait => &[
                 "agent.events.wait",
@@ -266,6 +271,17 @@ fn bearer(token: &Option<String>) -> HeaderValue {
         .expect("a token is a header value")
 }
 
+/// The claims of a bearer JWT, `Null` for anything else.
+fn claims(authorization: &HeaderValue) -> Value {
+    let token = authorization.to_str().unwrap_or_default();
+    let payload = token.split('.').nth(1).unwrap_or_default();
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .unwrap_or_default()
+}
+
 fn now() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -325,6 +341,7 @@ async fn inject(
     let method = request.method().clone();
     let authorization = request.headers().get(header::AUTHORIZATION).cloned();
     let tokens = injector.tokens.lock().unwrap().clone();
+    let claims = authorization.as_ref().map(claims).unwrap_or_default();
     let is_events =
         method == "GET" && path.starts_with("/v1/agent/chat/") && !path.ends_with("/stream");
     let is_lifecycle =
@@ -366,7 +383,8 @@ async fn inject(
         Fault::UninstallKeepsApp
             if method == "DELETE"
                 && path.starts_with("/v1/account/apps/")
-                && !path.contains("/secrets") =>
+                && !path.contains("/secrets")
+                && authorization == Some(bearer(&tokens.account)) =>
         {
             let id: i64 = path
                 .rsplit('/')
@@ -381,7 +399,9 @@ async fn inject(
             let (parts, _) = request.into_parts();
             request = with_body(parts, "{}");
         }
-        Fault::DeleteKeepsSession if method == "DELETE" && is_session => {
+        Fault::DeleteKeepsSession
+            if method == "DELETE" && is_session && authorization == Some(bearer(&tokens.agent)) =>
+        {
             return StatusCode::NO_CONTENT.into_response();
         }
         Fault::RefusesSkillCalls
@@ -392,12 +412,23 @@ async fn inject(
             let error = json!({ "error": { "code": "invalid_request", "message": "refused" } });
             return json_response(StatusCode::BAD_REQUEST, &error);
         }
-        Fault::LeaksSessions if authorization == Some(bearer(&tokens.second)) => {
+        Fault::LeaksSessions if claims["sub"] == "conformance-other" => {
+            let own = if path.starts_with("/v1/account/") {
+                &tokens.account
+            } else {
+                &tokens.agent
+            };
             request
                 .headers_mut()
-                .insert(header::AUTHORIZATION, bearer(&tokens.agent));
+                .insert(header::AUTHORIZATION, bearer(own));
         }
-        Fault::IgnoresScopes if authorization == Some(bearer(&tokens.narrow)) => {
+        Fault::IgnoresScopes
+            if claims["sub"] == "conformance"
+                && claims["aud"]
+                    .as_str()
+                    .is_some_and(|aud| aud.ends_with("/v1/agent"))
+                && path.starts_with("/v1/agent/") =>
+        {
             request
                 .headers_mut()
                 .insert(header::AUTHORIZATION, bearer(&tokens.agent));
@@ -852,7 +883,20 @@ async fn each_fault_fails_exactly_its_checks_and_every_normative_check_has_a_fau
                 .collect()
         };
         let failed = ids(|status| status == Status::Fail);
-        let expected: BTreeSet<&str> = fault.breaks().iter().copied().collect();
+        let expected: BTreeSet<&str> = report
+            .outcomes
+            .iter()
+            .map(|outcome| outcome.id)
+            .filter(|id| {
+                fault
+                    .breaks()
+                    .iter()
+                    .any(|pattern| match pattern.strip_suffix('*') {
+                        Some(prefix) => id.starts_with(prefix),
+                        None => id == pattern,
+                    })
+            })
+            .collect();
         let unpassed = ids(|status| !matches!(status, Status::Pass | Status::Disabled));
         if failed != expected || unpassed != expected {
             wrong.push(format!(

@@ -6,6 +6,7 @@ mod agent_sse;
 mod auth_matrix;
 mod conformance;
 mod conformance_mock;
+mod conformance_variations;
 mod deployment;
 mod key_rotation;
 mod mcp;

@@ -24,7 +24,21 @@ fn document() -> String {
          document states: every deployment must pass them. **Profile** checks rest on at least one \
          element of `openapi.json` marked `x-profile: reference` (or listed in `x-profile-fills`): \
          they hold for deployments that follow our reference profile; `--level normative` leaves \
-         them out. Sections are those of the interface document.\n\n",
+         them out. Sections are those of the interface document.\n\n\
+         Levels hold per assertion too. Inside a check, what rests on our profile (an error code \
+         other than `invalid_cursor`, the scope of an operation part 5 does not name, the event \
+         entries and their kinds, a status only our profile declares) is a *profile finding*: a \
+         note at `--level normative`, a failure of level profile at `--level all`. Response bodies \
+         are judged normatively against the document's normative view, in which every schema \
+         marked `x-profile: reference` accepts any value and every keyword listed in \
+         `x-profile-fills` is gone; a page gets the same verdict from the long-poll and from the \
+         stream. A check that passes without asserting anything is the suite's error.\n\n\
+         `auth.matrix.<operationId>` tries each operation without a token, with malformed ones, \
+         with a token of another resource (401) and with one holding every scope of its resource \
+         but its own (403). `auth.isolation.<operationId>` sends a second account's request for \
+         the first account's session: it must get what a missing session gets, and change \
+         nothing. Tokens come from `--token-command` (or the seven token flags); a case no token \
+         allows is skipped with the reason.\n\n",
     );
     let normative = checks
         .iter()

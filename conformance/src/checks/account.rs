@@ -3,10 +3,10 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use super::{fresh_key, read, run, token};
+use super::{fresh_key, read, run};
 use crate::check::{Category, Check};
 use crate::finding::{Verdict, ensure, skip};
-use crate::target::Target;
+use crate::target::{Role, Target};
 
 pub(super) fn checks() -> Vec<Check> {
     vec![
@@ -16,6 +16,7 @@ pub(super) fn checks() -> Vec<Check> {
             requirement: "The priced usage statement MUST be returned with 200 as a JSON object.",
             section: "4.3",
             rests_on: &["GET /v1/account/statement"],
+            operation: None,
             run: run!(statement),
         },
         Check {
@@ -30,13 +31,14 @@ pub(super) fn checks() -> Vec<Check> {
                 "GET /v1/account/apps",
                 "GET /v1/account/apps/{applicationId}/secrets",
             ],
+            operation: None,
             run: run!(install),
         },
     ]
 }
 
 async fn statement(target: &Target) -> Verdict {
-    let token = token(&target.tokens.account, "account")?;
+    let token = &target.role(Role::Account).await?;
     let reply = target
         .request(Method::GET, "/v1/account/statement")
         .bearer(token)
@@ -49,7 +51,7 @@ async fn statement(target: &Target) -> Verdict {
 }
 
 async fn install(target: &Target) -> Verdict {
-    let token = token(&target.tokens.account, "account")?;
+    let token = &target.role(Role::Account).await?;
     let apps = target
         .request(Method::GET, "/v1/account/apps")
         .bearer(token)

@@ -3,10 +3,10 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use super::{fresh_key, read_log, run, settle, start_turn, text, token};
+use super::{fresh_key, read_log, run, settle, start_turn, text};
 use crate::check::{Category, Check};
 use crate::finding::{Finding, Verdict, ensure, skip};
-use crate::target::{Reply, Target};
+use crate::target::{Reply, Role, Target};
 
 const ON: &[&str] = &[
     "POST /v1/agent/sessions/{sessionId}/actions/{actionId}/resolve",
@@ -21,6 +21,7 @@ pub(super) fn checks() -> Vec<Check> {
             requirement: "A resolution naming another revision than the action's current one MUST be refused with 409 and leave the action pending.",
             section: "4.2",
             rests_on: ON,
+            operation: None,
             run: run!(revision_conflict),
         },
         Check {
@@ -32,6 +33,7 @@ pub(super) fn checks() -> Vec<Check> {
                 "POST /v1/agent/sessions/{sessionId}/actions/{actionId}/resolve",
                 "#/components/parameters/IdempotencyKey",
             ],
+            operation: None,
             run: run!(idempotency),
         },
         Check {
@@ -40,21 +42,22 @@ pub(super) fn checks() -> Vec<Check> {
             requirement: "A result MUST be the one produced by the reviewed request: one naming another Build's digest, or carrying transaction fields, MUST be refused with 400, and the accepted one MUST enter the log as the action's result.",
             section: "4.2",
             rests_on: ON,
+            operation: None,
             run: run!(reviewed_result),
         },
     ]
 }
 
 /// A pending action: its session, id, revision and Build digest.
-struct Pending {
-    session: String,
-    action: String,
-    revision: i64,
+pub(super) struct Pending {
+    pub(super) session: String,
+    pub(super) action: String,
+    pub(super) revision: i64,
     digest: String,
 }
 
 /// Starts a turn that raises an action and waits until it awaits it.
-async fn pending_action(target: &Target, token: &str) -> Result<Pending, Finding> {
+pub(super) async fn pending_action(target: &Target, token: &str) -> Result<Pending, Finding> {
     let prompt = &target.settings.action_prompt;
     let (session, turn) = start_turn(target, token, None, prompt).await?;
     let (events, _) = settle(target, token, &session, &turn).await?;
@@ -75,7 +78,8 @@ async fn pending_action(target: &Target, token: &str) -> Result<Pending, Finding
 }
 
 impl Pending {
-    fn body(&self, revision: i64, outcome: &str) -> Value {
+    /// A resolution body at `revision` with `outcome`.
+    pub(super) fn body(&self, revision: i64, outcome: &str) -> Value {
         json!({ "revision": revision, "result": { "outcome": outcome, "digest": self.digest } })
     }
 
@@ -99,7 +103,7 @@ impl Pending {
 }
 
 async fn revision_conflict(target: &Target) -> Verdict {
-    let token = token(&target.tokens.agent, "agent")?;
+    let token = &target.role(Role::Agent).await?;
     let pending = pending_action(target, token).await?;
     let stale = pending.body(pending.revision + 1, "rejected");
     pending
@@ -118,7 +122,7 @@ async fn revision_conflict(target: &Target) -> Verdict {
 }
 
 async fn idempotency(target: &Target) -> Verdict {
-    let token = token(&target.tokens.agent, "agent")?;
+    let token = &target.role(Role::Agent).await?;
     let pending = pending_action(target, token).await?;
     let body = pending.body(pending.revision, "rejected");
     pending
@@ -169,7 +173,7 @@ async fn idempotency(target: &Target) -> Verdict {
 }
 
 async fn reviewed_result(target: &Target) -> Verdict {
-    let token = token(&target.tokens.agent, "agent")?;
+    let token = &target.role(Role::Agent).await?;
     let pending = pending_action(target, token).await?;
     let other_digest = format!("sha256:{}", "0".repeat(64));
     let wrong = json!({

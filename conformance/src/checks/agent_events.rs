@@ -4,12 +4,10 @@ use std::time::{Duration, Instant};
 
 use reqwest::Method;
 
-use super::{
-    alter_signature, encode, poll, read_log, read_pages, run, seqs, settle, start_turn, token,
-};
+use super::{alter_signature, encode, poll, read_log, read_pages, run, seqs, settle, start_turn};
 use crate::check::{Category, Check};
 use crate::finding::{Finding, Verdict, ensure, skip};
-use crate::target::{Target, excerpt};
+use crate::target::{Role, Target, excerpt};
 
 const ON: &[&str] = &[
     "GET /v1/agent/chat/{sessionId}",
@@ -29,6 +27,7 @@ pub(super) fn checks() -> Vec<Check> {
                 "#/components/parameters/Limit",
                 "#/components/schemas/AgentEvent",
             ],
+            operation: None,
             run: run!(round_trip),
         },
         Check {
@@ -37,6 +36,7 @@ pub(super) fn checks() -> Vec<Check> {
             requirement: "A malformed cursor MUST be answered with 400 and error `invalid_cursor`.",
             section: "7.3",
             rests_on: ON,
+            operation: None,
             run: run!(invalid_cursor),
         },
         Check {
@@ -45,6 +45,7 @@ pub(super) fn checks() -> Vec<Check> {
             requirement: "A cursor of another session MUST be answered with 400 and error `invalid_cursor`.",
             section: "7.3",
             rests_on: ON,
+            operation: None,
             run: run!(foreign_cursor),
         },
         Check {
@@ -57,6 +58,7 @@ pub(super) fn checks() -> Vec<Check> {
                 "GET /v1/agent/chat/{sessionId}/stream",
                 "#/components/parameters/Cursor",
             ],
+            operation: None,
             run: run!(expired_cursor),
         },
         Check {
@@ -65,6 +67,7 @@ pub(super) fn checks() -> Vec<Check> {
             requirement: "A poll with `wait` and nothing new MUST be held for about `wait` milliseconds and then answered with a page without events.",
             section: "4.2",
             rests_on: ON,
+            operation: None,
             run: run!(wait),
         },
         Check {
@@ -73,6 +76,7 @@ pub(super) fn checks() -> Vec<Check> {
             requirement: "A held poll MUST NOT be answered before an event is appended, and MUST be answered with the appended events as soon as one is, before `wait` ends.",
             section: "4.2",
             rests_on: ON,
+            operation: None,
             run: run!(wake),
         },
     ]
@@ -90,7 +94,7 @@ async fn settled_session(
 }
 
 async fn round_trip(target: &Target) -> Verdict {
-    let token = token(&target.tokens.agent, "agent")?;
+    let token = &target.role(Role::Agent).await?;
     let (session, first) = start_turn(target, token, None, "conformance: first turn").await?;
     settle(target, token, &session, &first).await?;
     let (_, second) = start_turn(target, token, Some(&session), "conformance: second turn").await?;
@@ -120,7 +124,7 @@ async fn round_trip(target: &Target) -> Verdict {
 }
 
 async fn invalid_cursor(target: &Target) -> Verdict {
-    let token = token(&target.tokens.agent, "agent")?;
+    let token = &target.role(Role::Agent).await?;
     let (session, cursor) = settled_session(target, token, "conformance: cursors").await?;
     let altered = alter_signature(&cursor);
     for bad in ["not-a-cursor", "v1.e30.AAAA", altered.as_str()] {
@@ -132,7 +136,7 @@ async fn invalid_cursor(target: &Target) -> Verdict {
 }
 
 async fn foreign_cursor(target: &Target) -> Verdict {
-    let token = token(&target.tokens.agent, "agent")?;
+    let token = &target.role(Role::Agent).await?;
     let (first, _) = settled_session(target, token, "conformance: one session").await?;
     let (second, _) = settled_session(target, token, "conformance: another session").await?;
     // A cursor issued now, so that a short cursor lifetime cannot turn the answer into 410.
@@ -148,7 +152,7 @@ async fn foreign_cursor(target: &Target) -> Verdict {
 }
 
 async fn expired_cursor(target: &Target) -> Verdict {
-    let token = token(&target.tokens.agent, "agent")?;
+    let token = &target.role(Role::Agent).await?;
     let Some(ttl) = target
         .settings
         .cursor_ttl
@@ -184,7 +188,7 @@ async fn expired_cursor(target: &Target) -> Verdict {
 }
 
 async fn wait(target: &Target) -> Verdict {
-    let token = token(&target.tokens.agent, "agent")?;
+    let token = &target.role(Role::Agent).await?;
     let (session, cursor) = settled_session(target, token, "conformance: wait").await?;
     let started = Instant::now();
     let reply = poll(target, token, &session, Some(&cursor), "wait=1000").await?;
@@ -201,7 +205,7 @@ async fn wait(target: &Target) -> Verdict {
 }
 
 async fn wake(target: &Target) -> Verdict {
-    let token = token(&target.tokens.agent, "agent")?;
+    let token = &target.role(Role::Agent).await?;
     let (session, cursor) = settled_session(target, token, "conformance: wake").await?;
     let started = Instant::now();
     let ((reply, answered), (turn, appended)) = tokio::join!(

@@ -5,10 +5,10 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use super::{fresh_key, read, run, settle, start_turn, token};
+use super::{fresh_key, read, run, settle, start_turn};
 use crate::check::{Category, Check};
 use crate::finding::{Finding, Verdict, ensure};
-use crate::target::Target;
+use crate::target::{Role, Target};
 
 pub(super) fn checks() -> Vec<Check> {
     vec![
@@ -21,6 +21,7 @@ pub(super) fn checks() -> Vec<Check> {
                 "GET /v1/agent/sessions/{sessionId}",
                 "PATCH /v1/agent/sessions/{sessionId}",
             ],
+            operation: None,
             run: run!(update),
         },
         Check {
@@ -29,6 +30,7 @@ pub(super) fn checks() -> Vec<Check> {
             requirement: "A deleted session MUST be gone: reading it and its log MUST answer 404, and it MUST take no new turn (404).",
             section: "4.2",
             rests_on: &["DELETE /v1/agent/sessions/{sessionId}"],
+            operation: None,
             run: run!(delete),
         },
     ]
@@ -47,7 +49,7 @@ async fn patch(target: &Target, token: &str, path: &str, body: Value) -> Result<
 }
 
 async fn update(target: &Target) -> Verdict {
-    let token = token(&target.tokens.agent, "agent")?;
+    let token = &target.role(Role::Agent).await?;
     let (session, turn) = start_turn(target, token, None, "hello").await?;
     settle(target, token, &session, &turn).await?;
     let path = format!("/v1/agent/sessions/{session}");
@@ -90,7 +92,7 @@ async fn update(target: &Target) -> Verdict {
 }
 
 async fn delete(target: &Target) -> Verdict {
-    let token = token(&target.tokens.agent, "agent")?;
+    let token = &target.role(Role::Agent).await?;
     let (session, _) = start_turn(target, token, None, "hello").await?;
     let path = format!("/v1/agent/sessions/{session}");
     let deleted = target

@@ -6,11 +6,11 @@ use reqwest::Method;
 use serde_json::Value;
 
 use super::sse::{Frame, Reader};
-use super::{encode, poll, run, seqs, settle, start_turn, text, token};
+use super::{encode, poll, run, seqs, settle, start_turn, text};
 use crate::check::{Category, Check};
 use crate::finding::{Finding, Verdict, ensure, fail};
 use crate::spec::spec;
-use crate::target::Target;
+use crate::target::{Role, Target};
 
 pub(super) fn checks() -> Vec<Check> {
     vec![
@@ -23,6 +23,7 @@ pub(super) fn checks() -> Vec<Check> {
                 "GET /v1/agent/chat/{sessionId}/stream",
                 "#/components/schemas/EventPage",
             ],
+            operation: None,
             run: run!(event_names),
         },
         Check {
@@ -34,6 +35,7 @@ pub(super) fn checks() -> Vec<Check> {
                 "GET /v1/agent/chat/{sessionId}/stream",
                 "#/components/parameters/LastEventId",
             ],
+            operation: None,
             run: run!(ids),
         },
         Check {
@@ -46,6 +48,7 @@ pub(super) fn checks() -> Vec<Check> {
                 "#/components/parameters/Cursor",
                 "#/components/parameters/Limit",
             ],
+            operation: None,
             run: run!(resume),
         },
     ]
@@ -129,11 +132,16 @@ async fn frames_of_a_turn(target: &Target, token: &str) -> Result<Vec<Frame>, Fi
 }
 
 async fn event_names(target: &Target) -> Verdict {
-    let token = token(&target.tokens.agent, "agent")?;
+    let token = &target.role(Role::Agent).await?;
     let frames = frames_of_a_turn(target, token).await?;
-    let page = spec()
-        .component("EventPage")
-        .ok_or_else(|| Finding::Error("no EventPage schema".into()))?;
+    // One shape, one verdict: the page is judged as the long-poll page is, normatively on what
+    // the interface shows and against the profile's event entries as a profile assertion.
+    let (Some(page), Some(profile_page)) = (
+        spec().normative_component("EventPage"),
+        spec().component("EventPage"),
+    ) else {
+        return Err(Finding::Error("no EventPage schema".into()));
+    };
     let mut pages = 0;
     for frame in &frames {
         match frame.event.as_str() {
@@ -145,6 +153,13 @@ async fn event_names(target: &Target) -> Verdict {
                 ensure(errors.is_empty(), || {
                     format!("a page that is not an EventPage: {}", errors.join("; "))
                 })?;
+                let differs = profile_page.errors(&data);
+                crate::finding::profile(differs.is_empty(), || {
+                    format!(
+                        "a page the profile's EventPage does not hold: {}",
+                        differs.join("; ")
+                    )
+                });
             }
             "message" | "resync" => {}
             other => return fail(format!("an SSE event named {other:?}")),
@@ -156,7 +171,7 @@ async fn event_names(target: &Target) -> Verdict {
 }
 
 async fn ids(target: &Target) -> Verdict {
-    let token = token(&target.tokens.agent, "agent")?;
+    let token = &target.role(Role::Agent).await?;
     let frames = frames_of_a_turn(target, token).await?;
     ensure(frames.iter().any(|frame| frame.event == "page"), || {
         "no `page` event".into()
@@ -185,7 +200,7 @@ async fn ids(target: &Target) -> Verdict {
 }
 
 async fn resume(target: &Target) -> Verdict {
-    let token = token(&target.tokens.agent, "agent")?;
+    let token = &target.role(Role::Agent).await?;
     let (session, first) = start_turn(target, token, None, "conformance: before the break").await?;
     let (before, _) = settle(target, token, &session, &first).await?;
     let (_, second) = start_turn(

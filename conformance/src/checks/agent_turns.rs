@@ -2,10 +2,10 @@
 
 use reqwest::Method;
 
-use super::{TERMINAL, poll, run, settle, start_turn, token, turn_state, turn_states};
+use super::{TERMINAL, poll, run, settle, start_turn, turn_state, turn_states};
 use crate::check::{Category, Check};
 use crate::finding::{Verdict, ensure, skip};
-use crate::target::Target;
+use crate::target::{Role, Target};
 
 pub(super) fn checks() -> Vec<Check> {
     vec![
@@ -15,6 +15,7 @@ pub(super) fn checks() -> Vec<Check> {
             requirement: "A turn MUST reach one of the states complete, failed, interrupted or awaiting_action, once, and then stay in it.",
             section: "3",
             rests_on: &["POST /v1/agent/chat", "#/components/schemas/AgentEvent"],
+            operation: None,
             run: run!(terminal),
         },
         Check {
@@ -23,13 +24,14 @@ pub(super) fn checks() -> Vec<Check> {
             requirement: "Interrupting a processing turn MUST end it `interrupted`, and interrupting it again MUST be refused with 409.",
             section: "3",
             rests_on: &["POST /v1/agent/sessions/{sessionId}/interrupt"],
+            operation: None,
             run: run!(interrupt),
         },
     ]
 }
 
 async fn terminal(target: &Target) -> Verdict {
-    let token = token(&target.tokens.agent, "agent")?;
+    let token = &target.role(Role::Agent).await?;
     let (session, turn) = start_turn(target, token, None, "conformance: hello").await?;
     let (events, cursor) = settle(target, token, &session, &turn).await?;
     let states: Vec<&str> = turn_states(&events, &turn).collect();
@@ -53,7 +55,7 @@ async fn terminal(target: &Target) -> Verdict {
 }
 
 async fn interrupt(target: &Target) -> Verdict {
-    let token = token(&target.tokens.agent, "agent")?;
+    let token = &target.role(Role::Agent).await?;
     let (session, turn) = start_turn(target, token, None, "wait 5000").await?;
     let path = format!("/v1/agent/sessions/{session}/interrupt");
     let first = target

@@ -1,201 +1,497 @@
-//! Part 5: bearer tokens bound to one resource and carrying scopes; session ownership (part 1).
+//! Part 5 over every operation of openapi.json: the authorization matrix (no token, a malformed
+//! one, one of another resource, one without the operation's scope), and the isolation of one
+//! account's sessions and apps from another's (part 1).
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{LazyLock, Mutex};
 
 use reqwest::Method;
+use serde_json::{Value, json};
 
-use super::{run, start_turn, token};
+use super::agent_actions::pending_action;
+use super::{read, read_log, settle, start_turn};
 use crate::check::{Category, Check};
-use crate::finding::{Finding, Verdict, ensure};
+use crate::finding::{Finding, Verdict, ensure, fail, profile, skip};
 use crate::spec::{Operation, spec};
-use crate::target::Target;
+use crate::target::{
+    ACCOUNT_SCOPES, AGENT_SCOPES, Account, PIPELINE_SCOPES, Reply, Role, Target, TokenRequest,
+};
 
-pub(super) fn checks() -> Vec<Check> {
-    vec![
-        Check {
-            id: "auth.no-token",
-            category: Category::Auth,
-            requirement: "Every operation MUST answer a request without a bearer token with 401 and an error envelope.",
-            section: "5.5",
-            rests_on: &["#/components/securitySchemes/oauth2"],
-            run: run!(no_token),
-        },
-        Check {
-            id: "auth.bad-token",
-            category: Category::Auth,
-            requirement: "Every operation MUST answer a request whose bearer token is not a valid access token with 401 and an error envelope.",
-            section: "5.5",
-            rests_on: &["#/components/securitySchemes/oauth2"],
-            run: run!(bad_token),
-        },
-        Check {
-            id: "auth.other-resource",
-            category: Category::Auth,
-            requirement: "A token bound to one resource MUST be refused with 401 by the operations of every other resource.",
-            section: "5.2",
-            rests_on: &["#/components/securitySchemes/oauth2"],
-            run: run!(other_resource),
-        },
-        Check {
-            id: "auth.missing-scope",
-            category: Category::Auth,
-            requirement: "A valid token without the scope an operation needs MUST be refused with 403 and an error envelope.",
-            section: "5.5",
-            rests_on: &["POST /v1/agent/chat"],
-            run: run!(missing_scope),
-        },
-        Check {
-            id: "auth.session-ownership",
-            category: Category::Auth,
-            requirement: "A session MUST be visible only to the account that owns it: another account's requests for it get 404.",
-            section: "1",
-            rests_on: &[
-                "GET /v1/agent/sessions/{sessionId}",
-                "GET /v1/agent/chat/{sessionId}",
-            ],
-            run: run!(session_ownership),
-        },
-    ]
-}
-
-/// The operations of the interface itself (not those only our profile adds), with their
-/// parameters filled in.
-fn interface_operations() -> Vec<(&'static Operation, String)> {
-    spec()
-        .operations()
-        .iter()
-        .filter(|op| {
-            spec()
-                .operation_object(&op.method, &op.template)
-                .is_some_and(|object| object.get("x-profile").is_none())
-        })
-        .map(|op| (op, fill(&op.template)))
-        .collect()
-}
-
-/// A concrete path for `template`, with harmless values for its parameters.
-fn fill(template: &str) -> String {
-    template
-        .replace("{sessionId}", "conformance-session")
-        .replace("{actionId}", "conformance-action")
-        .replace("{applicationId}", "1")
-        .replace("{name}", "CONFORMANCE")
-        .replace("{app}", "conformance-app")
-        .replace("{skill}", "conformance-skill")
-        .replace("{operation}", "conformance-operation")
-}
-
-/// Sends every interface operation with `authorization` (or none) and expects 401.
-async fn expect_unauthorized(target: &Target, authorization: Option<&str>) -> Verdict {
-    let mut wrong = Vec::new();
-    for (operation, path) in interface_operations() {
-        let method = Method::from_bytes(operation.method.as_bytes()).expect("a method");
-        let mut call = target.request(method.clone(), &path);
-        if let Some(value) = authorization {
-            call = call.header("authorization", value);
-        }
-        if [Method::POST, Method::PUT, Method::PATCH].contains(&method) {
-            call = call.json(&serde_json::json!({}));
-        }
-        let reply = call.send().await?;
-        if reply.status != 401 || reply.body.get("error").is_none() {
-            wrong.push(format!("{method} {path}: {}", reply.status));
+/// A check id made from an operation id, kept for the whole process (a check's id is static).
+fn interned(id: String) -> &'static str {
+    static IDS: LazyLock<Mutex<HashSet<&'static str>>> = LazyLock::new(Mutex::default);
+    let mut ids = IDS.lock().expect("check ids");
+    match ids.get(id.as_str()) {
+        Some(id) => id,
+        None => {
+            let id: &'static str = Box::leak(id.into_boxed_str());
+            ids.insert(id);
+            id
         }
     }
-    ensure(wrong.is_empty(), || {
-        format!("not 401 with an error envelope: {}", wrong.join("; "))
+}
+
+/// `operationId` of `operation`.
+fn operation_id(operation: &Operation) -> &'static str {
+    spec()
+        .operation_object(&operation.method, &operation.template)
+        .and_then(|object| object["operationId"].as_str())
+        .unwrap_or("unnamed")
+}
+
+/// `METHOD template` of `operation`, as `rests_on` names it.
+fn reference(operation: &'static Operation) -> &'static str {
+    interned(format!("{} {}", operation.method, operation.template))
+}
+
+pub(super) fn checks() -> Vec<Check> {
+    let operations = spec().operations();
+    let matrix = operations.iter().map(|operation| Check {
+        id: interned(format!("auth.matrix.{}", operation_id(operation))),
+        category: Category::Auth,
+        requirement: "The operation MUST answer 401 with an error envelope without a token, with a malformed one and with one bound to another resource, and 403 with one that lacks its scope.",
+        section: "5",
+        rests_on: Box::leak(Box::new([
+            reference(operation),
+            "#/components/securitySchemes/oauth2",
+        ])),
+        operation: Some(operation),
+        run: run_matrix,
+    });
+    let isolated = operations.iter().filter(|operation| {
+        operation.template.contains("{sessionId}")
+            || operation.template == "/v1/agent/chat"
+            || ["listAccountApps", "listCredentials"].contains(&operation_id(operation))
+    });
+    let isolation = isolated.map(|operation| Check {
+        id: interned(format!("auth.isolation.{}", operation_id(operation))),
+        category: Category::Auth,
+        requirement: "Another account's request MUST get the answer a missing session gets, and MUST change nothing; another account MUST see none of the account's apps and credentials.",
+        section: "1",
+        rests_on: Box::leak(Box::new([reference(operation)])),
+        operation: Some(operation),
+        run: run_isolation,
+    });
+    matrix.chain(isolation).collect()
+}
+
+fn run_matrix<'a>(
+    target: &'a Target,
+    check: &'a Check,
+) -> Pin<Box<dyn Future<Output = Verdict> + Send + 'a>> {
+    Box::pin(matrix(
+        target,
+        check.operation.expect("a matrix check has an operation"),
+    ))
+}
+
+fn run_isolation<'a>(
+    target: &'a Target,
+    check: &'a Check,
+) -> Pin<Box<dyn Future<Output = Verdict> + Send + 'a>> {
+    Box::pin(isolation(
+        target,
+        check
+            .operation
+            .expect("an isolation check has an operation"),
+    ))
+}
+
+/// The resource (`x-resource`) and scope of `operation`.
+fn resource_and_scope(operation: &Operation) -> (&'static str, &'static str) {
+    let object = spec()
+        .operation_object(&operation.method, &operation.template)
+        .expect("operations come from the document");
+    (
+        object["x-resource"].as_str().unwrap_or_default(),
+        object
+            .pointer("/security/0/oauth2/0")
+            .and_then(Value::as_str)
+            .unwrap_or_default(),
+    )
+}
+
+/// Every scope of `resource` that its operations use.
+fn scopes_of(resource: &str) -> &'static [&'static str] {
+    match resource {
+        "agent" => &AGENT_SCOPES,
+        "pipeline" => &PIPELINE_SCOPES,
+        _ => &ACCOUNT_SCOPES,
+    }
+}
+
+/// A full token of a resource other than `resource`.
+fn other_role(resource: &str) -> Role {
+    match resource {
+        "agent" => Role::Pipeline,
+        "pipeline" => Role::Account,
+        _ => Role::Agent,
+    }
+}
+
+/// Whether the interface itself names the scope of `operation` (part 5 names two): the
+/// operation's `security` is not a fill of our profile.
+fn scope_is_normative(operation: &Operation) -> bool {
+    let object = spec()
+        .operation_object(&operation.method, &operation.template)
+        .expect("operations come from the document");
+    let filled = object["x-profile-fills"]
+        .as_array()
+        .is_some_and(|fills| fills.iter().any(|fill| fill == "security"));
+    object.get("x-profile").is_none() && !filled
+}
+
+/// A concrete path for `operation`: `session` and `action` for their parameters, and every
+/// other path parameter its example in openapi.json.
+fn path_of(operation: &Operation, session: &str, action: &str) -> String {
+    let object = spec()
+        .operation_object(&operation.method, &operation.template)
+        .expect("operations come from the document");
+    let mut path = operation.template.clone();
+    for parameter in object["parameters"].as_array().into_iter().flatten() {
+        let parameter = spec().resolve(parameter);
+        if parameter["in"] != "path" {
+            continue;
+        }
+        let name = parameter["name"].as_str().unwrap_or_default();
+        let value = match name {
+            "sessionId" => session.to_owned(),
+            "actionId" => action.to_owned(),
+            _ => match &parameter["example"] {
+                Value::String(text) => text.clone(),
+                other => other.to_string(),
+            },
+        };
+        path = path.replace(&format!("{{{name}}}"), &value);
+    }
+    path
+}
+
+/// Sends `operation` to `path` with `authorization` (a whole header value) or none; a JSON body
+/// `{}` where it takes one, and an Idempotency-Key.
+async fn send(
+    target: &Target,
+    operation: &Operation,
+    path: &str,
+    authorization: Option<&str>,
+) -> Result<Reply, Finding> {
+    let method: Method = operation.method.parse().expect("the document's methods");
+    let mut call = target
+        .request(method.clone(), path)
+        .header("idempotency-key", &super::fresh_key("auth"));
+    if let Some(value) = authorization {
+        call = call.header("authorization", value);
+    }
+    if [Method::POST, Method::PUT, Method::PATCH].contains(&method) {
+        call = call.json(&json!({}));
+    }
+    if !operation.template.ends_with("/stream") {
+        return call.send().await;
+    }
+    // A stream that opens is read no further: only its status and headers count.
+    let response = call.open().await?;
+    let (status, headers) = (response.status().as_u16(), response.headers().clone());
+    let text = match status {
+        200 => String::new(),
+        _ => response.text().await.unwrap_or_default(),
+    };
+    let body = serde_json::from_str(&text).unwrap_or(Value::Null);
+    Ok(Reply {
+        status,
+        headers,
+        body,
+        text,
     })
 }
 
-async fn no_token(target: &Target) -> Verdict {
-    expect_unauthorized(target, None).await
-}
-
-async fn bad_token(target: &Target) -> Verdict {
-    expect_unauthorized(target, Some("Bearer conformance.not-a.token")).await?;
-    expect_unauthorized(target, Some("Basic Y29uZm9ybWFuY2U6Y29uZm9ybWFuY2U=")).await
-}
-
-async fn other_resource(target: &Target) -> Verdict {
-    let tokens = &target.tokens;
-    let probes = [
-        (
-            &tokens.pipeline,
-            "pipeline",
-            Method::GET,
-            "/v1/agent/sessions/conformance-session",
-        ),
-        (
-            &tokens.account,
-            "account",
-            Method::GET,
-            "/v1/pipeline/apps/evm-assets/operations/erc20-transfer",
-        ),
-        (&tokens.agent, "agent", Method::GET, "/v1/account/statement"),
-    ];
-    let mut tried = 0;
-    for (token, name, method, path) in probes {
-        let Some(token) = token else { continue };
-        tried += 1;
-        target
-            .request(method.clone(), path)
-            .bearer(token)
-            .send()
-            .await?
-            .expect_envelope(401, &format!("the {name} token on {method} {path}"))?;
-    }
-    if tried == 0 {
-        return Err(Finding::Skip("needs at least one resource token".into()));
-    }
-    Ok(())
-}
-
-async fn missing_scope(target: &Target) -> Verdict {
-    let narrow = token(&target.tokens.narrow, "narrow")?;
-    let reply = target
-        .request(Method::POST, "/v1/agent/chat")
-        .bearer(narrow)
-        .json(&serde_json::json!({ "message": "conformance: a token without agent:write" }))
-        .send()
-        .await?;
-    reply.expect_envelope(
-        403,
-        "POST /v1/agent/chat with a token holding agent:read only",
+async fn matrix(target: &Target, operation: &'static Operation) -> Verdict {
+    let (resource, scope) = resource_and_scope(operation);
+    let session = match resource {
+        "agent" => {
+            let agent = target.role(Role::Agent).await?;
+            start_turn(target, &agent, None, "conformance: the auth matrix")
+                .await?
+                .0
+        }
+        _ => String::new(),
+    };
+    let path = path_of(operation, &session, "act_conformance");
+    let what = format!("{} {path}", operation.method);
+    let mut skipped = Vec::new();
+    let unauthorized = |reply: &Reply, case: &str| -> Verdict {
+        reply.expect_envelope(401, &format!("{what} {case}"))?;
+        let challenge = reply
+            .headers
+            .get("www-authenticate")
+            .and_then(|value| value.to_str().ok())
+            .unwrap_or_default();
+        profile(challenge.contains("resource_metadata"), || {
+            format!("{what} {case}: the 401's WWW-Authenticate names no resource_metadata")
+        });
+        Ok(())
+    };
+    unauthorized(
+        &send(target, operation, &path, None).await?,
+        "without a token",
     )?;
-    Ok(())
+    for malformed in [
+        "Bearer conformance.not-a.token",
+        "Basic Y29uZm9ybWFuY2U6Y29uZm9ybWFuY2U=",
+    ] {
+        let reply = send(target, operation, &path, Some(malformed)).await?;
+        unauthorized(&reply, &format!("with `{malformed}`"))?;
+    }
+    let other = other_role(resource);
+    match target.role(other).await {
+        Ok(token) => {
+            let reply = send(target, operation, &path, Some(&format!("Bearer {token}"))).await?;
+            let case = format!("with a token of {}", other.request().resource);
+            unauthorized(&reply, &case)?;
+        }
+        Err(Finding::Skip(reason)) => skipped.push(format!("another resource: {reason}")),
+        Err(other) => return Err(other),
+    }
+    let rest: Vec<&str> = scopes_of(resource)
+        .iter()
+        .copied()
+        .filter(|held| *held != scope)
+        .collect();
+    let mut without = target
+        .token(&TokenRequest::new(Account::Primary, resource, &rest))
+        .await;
+    // Given tokens only: the narrow token (agent:read alone) lacks every other agent scope.
+    if matches!(without, Err(Finding::Skip(_))) && resource == "agent" && scope != "agent:read" {
+        without = target.role(Role::Narrow).await;
+    }
+    match without {
+        Ok(token) => {
+            let reply = send(target, operation, &path, Some(&format!("Bearer {token}"))).await?;
+            let case = format!("{what} with every {resource} scope but {scope}");
+            if scope_is_normative(operation) {
+                reply.expect_envelope(403, &case)?;
+            } else {
+                profile(
+                    reply.status == 403 && reply.body.get("error").is_some(),
+                    || {
+                        format!(
+                            "{case}: expected 403 with an error envelope, got {}",
+                            reply.status
+                        )
+                    },
+                );
+            }
+            let code = reply.error_code();
+            profile(code == Some("insufficient_scope"), || {
+                format!("{case}: the error code is {code:?}, not insufficient_scope")
+            });
+        }
+        Err(Finding::Skip(reason)) => skipped.push(format!("a missing scope: {reason}")),
+        Err(other) => return Err(other),
+    }
+    if skipped.is_empty() {
+        Ok(())
+    } else {
+        skip(format!(
+            "the other cases passed; not tried: {}",
+            skipped.join("; ")
+        ))
+    }
 }
 
-async fn session_ownership(target: &Target) -> Verdict {
-    let owner = token(&target.tokens.agent, "agent")?;
-    let other = token(&target.tokens.second, "second")?;
-    let (session, _) = start_turn(target, owner, None, "conformance: ownership").await?;
-    for path in [
-        format!("/v1/agent/sessions/{session}"),
-        format!("/v1/agent/chat/{session}"),
-    ] {
-        let reply = target
-            .request(Method::GET, &path)
-            .bearer(other)
-            .send()
-            .await?;
-        reply.expect(404, &format!("GET {path} by another account"))?;
+/// What the owner reads of a session: its title, archived flag and log length.
+async fn session_state(target: &Target, owner: &str, session: &str) -> Result<Value, Finding> {
+    let read_back = read(target, owner, &format!("/v1/agent/sessions/{session}")).await?;
+    let (events, _) = read_log(target, owner, session).await?;
+    Ok(json!([
+        read_back["title"],
+        read_back["archived"],
+        events.len()
+    ]))
+}
+
+/// `id` with its last character changed: an id of the same shape that names nothing.
+fn missing(id: &str) -> String {
+    let mut changed = id.to_owned();
+    let last = changed.pop().unwrap_or('x');
+    changed.push(if last == 'z' { 'y' } else { 'z' });
+    changed
+}
+
+async fn isolation(target: &Target, operation: &'static Operation) -> Verdict {
+    let (resource, scope) = resource_and_scope(operation);
+    if resource == "account" {
+        return account_isolation(target, operation).await;
     }
-    let path = format!("/v1/agent/chat/{session}/stream");
-    let stream = target
-        .request(Method::GET, &path)
-        .bearer(other)
-        .open()
+    let owner = target.role(Role::Agent).await?;
+    let scopes: &[&str] = match scope {
+        "agent:actions:resolve" => &AGENT_SCOPES,
+        _ => &["agent:read", "agent:write"],
+    };
+    let other = target
+        .token(&TokenRequest::new(Account::Secondary, "agent", scopes))
         .await?;
-    ensure(stream.status() == 404, || {
+    // The body the owner could send, so that only ownership can refuse the request.
+    let (session, action, body) = if operation.template.contains("{actionId}") {
+        let pending = pending_action(target, &owner).await?;
+        let body = pending.body(pending.revision, "rejected");
+        (pending.session, pending.action, body)
+    } else {
+        let (session, turn) = start_turn(target, &owner, None, "conformance: isolation").await?;
+        settle(target, &owner, &session, &turn).await?;
+        let body = match operation.method.as_str() {
+            "PATCH" => json!({ "title": "conformance: renamed by another", "archived": true }),
+            _ => json!({}),
+        };
+        (session, "act_conformance".to_owned(), body)
+    };
+    let before = session_state(target, &owner, &session).await?;
+    let bearer = format!("Bearer {other}");
+    let (theirs, absent) = if operation.template == "/v1/agent/chat" {
+        let into = |session: &str| {
+            target
+                .request(Method::POST, "/v1/agent/chat")
+                .bearer(&other)
+                .json(&json!({ "message": "conformance: not mine", "sessionId": session }))
+                .send()
+        };
+        (into(&session).await?, into(&missing(&session)).await?)
+    } else if operation.template.ends_with("/stream") {
+        let open = |session: String| {
+            let path = path_of(operation, &session, &action);
+            target
+                .request(Method::GET, &path)
+                .header("authorization", &bearer)
+                .open()
+        };
+        let statuses = (
+            open(session.clone()).await?.status().as_u16(),
+            open(missing(&session)).await?.status().as_u16(),
+        );
+        return compare(
+            target,
+            &owner,
+            &session,
+            &before,
+            statuses,
+            &operation.template,
+        )
+        .await;
+    } else {
+        let mine = path_of(operation, &session, &action);
+        let nobody = path_of(operation, &missing(&session), &action);
+        let method: Method = operation.method.parse().expect("the document's methods");
+        let send = |path: String| {
+            let mut call = target
+                .request(method.clone(), &path)
+                .header("authorization", &bearer)
+                .header("idempotency-key", &super::fresh_key("isolation"));
+            if method != Method::GET && method != Method::DELETE {
+                call = call.json(&body);
+            }
+            call.send()
+        };
+        (send(mine).await?, send(nobody).await?)
+    };
+    let statuses = (theirs.status, absent.status);
+    compare(
+        target,
+        &owner,
+        &session,
+        &before,
+        statuses,
+        &operation.template,
+    )
+    .await
+}
+
+/// Fails unless another account's request got what a missing session gets (and no success),
+/// and the owner reads the session back unchanged.
+async fn compare(
+    target: &Target,
+    owner: &str,
+    session: &str,
+    before: &Value,
+    (theirs, absent): (u16, u16),
+    template: &str,
+) -> Verdict {
+    ensure(!(200..300).contains(&theirs), || {
+        format!("{template}: another account's request succeeded ({theirs})")
+    })?;
+    ensure(theirs == absent, || {
         format!(
-            "GET {path} by another account: expected 404, got {}",
-            stream.status()
+            "{template}: another account's session answered {theirs}, a missing one {absent}: \
+             the answer tells that the session exists"
         )
     })?;
-    let reply = target
-        .request(Method::POST, "/v1/agent/chat")
-        .bearer(other)
-        .json(&serde_json::json!({ "message": "conformance: not mine", "sessionId": session }))
+    let after = session_state(target, owner, session).await?;
+    ensure(&after == before, || {
+        format!("{template}: another account's request changed the session: {before} -> {after}")
+    })
+}
+
+/// The second account's view of apps or credentials must not change when the first installs an
+/// app or saves a credential.
+async fn account_isolation(target: &Target, operation: &'static Operation) -> Verdict {
+    let owner = target.role(Role::Account).await?;
+    let other = target
+        .token(&TokenRequest::new(
+            Account::Secondary,
+            "account",
+            &ACCOUNT_SCOPES,
+        ))
+        .await?;
+    let path = path_of(operation, "", "");
+    let application = path_of(
+        spec()
+            .operation("POST", "/v1/account/apps/1")
+            .expect("installApp"),
+        "",
+        "",
+    );
+    let credential = path_of(
+        spec()
+            .operation("PUT", "/v1/account/apps/1/secrets/x")
+            .expect("saveCredential"),
+        "",
+        "",
+    );
+    // From nothing installed and nothing saved, so that what the owner does shows.
+    for cleared in [&application, &credential] {
+        target
+            .request(Method::DELETE, cleared)
+            .bearer(&owner)
+            .send()
+            .await?;
+    }
+    let before = read(target, &other, &path).await?;
+    let value = super::fresh_key("isolation-secret");
+    target.secret(&value);
+    let saved = target
+        .request(Method::PUT, &credential)
+        .bearer(&owner)
+        .json(&json!({ "value": value }))
         .send()
         .await?;
-    reply.expect(404, "POST /v1/agent/chat into another account's session")?;
-    Ok(())
+    if !(200..300).contains(&saved.status) {
+        return fail(format!(
+            "PUT {credential} by the owner: {} {}",
+            saved.status,
+            crate::target::excerpt(&saved.text)
+        ));
+    }
+    let installed = target
+        .request(Method::POST, &application)
+        .bearer(&owner)
+        .send()
+        .await?;
+    let after = read(target, &other, &path).await?;
+    ensure(before == after, || {
+        format!(
+            "GET {path} by another account changed when the owner saved a credential and \
+             installed (answered {}): {before} -> {after}",
+            installed.status
+        )
+    })
 }

@@ -9,10 +9,10 @@ use serde_json::{Value, json};
 
 use super::pipeline::{EVM, build_request};
 use super::sse::Reader;
-use super::{encode, nanos, run, seqs, settle, start_turn, text, token};
+use super::{encode, nanos, run, seqs, settle, start_turn, text};
 use crate::check::{Category, Check};
 use crate::finding::{Finding, Verdict, ensure, fail};
-use crate::target::{Reply, Target};
+use crate::target::{Reply, Role, Target};
 
 const PROFILE: &[&str] = &["#/x-deployment"];
 
@@ -27,6 +27,7 @@ pub(super) fn checks() -> Vec<Check> {
             requirement: "A cursor issued by one address of the deployment MUST open on the other, at the same place of the same log.",
             section: "2.11, 6",
             rests_on: PROFILE,
+            operation: None,
             run: run!(cursor),
         },
         Check {
@@ -35,6 +36,7 @@ pub(super) fn checks() -> Vec<Check> {
             requirement: "A long-poll waiting on one address MUST be answered with the events appended through the other, within 3 s, not at the end of its wait.",
             section: "6",
             rests_on: PROFILE,
+            operation: None,
             run: run!(wake),
         },
         Check {
@@ -43,6 +45,7 @@ pub(super) fn checks() -> Vec<Check> {
             requirement: "An SSE stream opened on one address with the id of a page the other address sent MUST continue right after that page.",
             section: "6",
             rests_on: PROFILE,
+            operation: None,
             run: run!(sse_resume),
         },
         Check {
@@ -51,6 +54,7 @@ pub(super) fn checks() -> Vec<Check> {
             requirement: "A Build one address issued MUST commit through the other, once: committing it again through the first MUST be refused.",
             section: "2.8, 4.1",
             rests_on: PROFILE,
+            operation: None,
             run: run!(commit),
         },
     ]
@@ -87,7 +91,7 @@ async fn settled_session(
 }
 
 async fn cursor(target: &Target) -> Verdict {
-    let token = token(&target.tokens.agent, "agent")?;
+    let token = &target.role(Role::Agent).await?;
     target.peer()?;
     let (session, events, _) = settled_session(target, token, "deployment cursor").await?;
     // The cursor after the first event, from the first address.
@@ -112,7 +116,7 @@ async fn cursor(target: &Target) -> Verdict {
 }
 
 async fn wake(target: &Target) -> Verdict {
-    let token = token(&target.tokens.agent, "agent")?;
+    let token = &target.role(Role::Agent).await?;
     target.peer()?;
     let (session, _, cursor) = settled_session(target, token, "deployment wake").await?;
     let waiting = peer_page(target, token, &session, &cursor, 15_000);
@@ -136,7 +140,7 @@ async fn wake(target: &Target) -> Verdict {
 }
 
 async fn sse_resume(target: &Target) -> Verdict {
-    let token = token(&target.tokens.agent, "agent")?;
+    let token = &target.role(Role::Agent).await?;
     target.peer()?;
     let (session, events, cursor) = settled_session(target, token, "deployment sse").await?;
     let last = seqs(&events).last().copied().unwrap_or(0);
@@ -173,7 +177,7 @@ async fn sse_resume(target: &Target) -> Verdict {
 }
 
 async fn commit(target: &Target) -> Verdict {
-    let token = token(&target.tokens.pipeline, "pipeline")?;
+    let token = &target.role(Role::Pipeline).await?;
     // A transfer to a recipient no run used, so that no other commit shares its Build.
     let mut request = build_request(EVM)?;
     if let Some(to) = request.pointer_mut("/operations/0/input/to") {

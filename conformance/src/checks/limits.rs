@@ -5,10 +5,10 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::Value;
 
-use super::{run, simulations, token};
+use super::{run, simulations};
 use crate::check::{Category, Check};
 use crate::finding::{Verdict, ensure, fail, skip};
-use crate::target::Target;
+use crate::target::{Role, Target};
 
 pub(super) fn checks() -> Vec<Check> {
     vec![
@@ -21,6 +21,7 @@ pub(super) fn checks() -> Vec<Check> {
                 "GET /v1/agent/chat/{sessionId}",
                 "#/components/parameters/Wait",
             ],
+            operation: None,
             run: run!(wait),
         },
         Check {
@@ -32,6 +33,7 @@ pub(super) fn checks() -> Vec<Check> {
                 "GET /v1/agent/sessions/{sessionId}",
                 "#/components/parameters/SessionId",
             ],
+            operation: None,
             run: run!(session_id),
         },
         Check {
@@ -43,6 +45,7 @@ pub(super) fn checks() -> Vec<Check> {
                 "GET /v1/pipeline/apps/{app}/operations/{operation}",
                 "POST /v1/pipeline/skills/{skill}/operations/{operation}",
             ],
+            operation: None,
             run: run!(names),
         },
         Check {
@@ -54,6 +57,7 @@ pub(super) fn checks() -> Vec<Check> {
                 "POST /v1/account/apps/{applicationId}",
                 "#/components/parameters/ApplicationId",
             ],
+            operation: None,
             run: run!(application_id),
         },
         Check {
@@ -65,6 +69,7 @@ pub(super) fn checks() -> Vec<Check> {
                 "DELETE /v1/account/apps/{applicationId}/secrets/{name}",
                 "#/components/parameters/CredentialName",
             ],
+            operation: None,
             run: run!(credential_name),
         },
         Check {
@@ -73,6 +78,7 @@ pub(super) fn checks() -> Vec<Check> {
             requirement: "Every `step` of a balance change, approval or log MUST be at least 1.",
             section: "2.3, 2.4, 2.8, 8",
             rests_on: &["#/components/schemas/PipelineSimulation"],
+            operation: None,
             run: run!(step),
         },
         Check {
@@ -84,6 +90,7 @@ pub(super) fn checks() -> Vec<Check> {
                 "GET /v1/account/apps",
                 "#/components/responses/TooManyRequests",
             ],
+            operation: None,
             run: run!(rate_limit),
         },
     ]
@@ -103,13 +110,13 @@ async fn refused(target: &Target, token: &str, requests: &[(Method, String)]) ->
 }
 
 async fn wait(target: &Target) -> Verdict {
-    let token = token(&target.tokens.agent, "agent")?;
+    let token = &target.role(Role::Agent).await?;
     let path = "/v1/agent/chat/conformance-session?wait=30001".to_owned();
     refused(target, token, &[(Method::GET, path)]).await
 }
 
 async fn session_id(target: &Target) -> Verdict {
-    let token = token(&target.tokens.agent, "agent")?;
+    let token = &target.role(Role::Agent).await?;
     let long = "s".repeat(161);
     refused(
         target,
@@ -123,7 +130,7 @@ async fn session_id(target: &Target) -> Verdict {
 }
 
 async fn names(target: &Target) -> Verdict {
-    let token = token(&target.tokens.pipeline, "pipeline")?;
+    let token = &target.role(Role::Pipeline).await?;
     let long = "n".repeat(161);
     refused(
         target,
@@ -151,7 +158,7 @@ async fn names(target: &Target) -> Verdict {
 }
 
 async fn application_id(target: &Target) -> Verdict {
-    let token = token(&target.tokens.account, "account")?;
+    let token = &target.role(Role::Account).await?;
     refused(
         target,
         token,
@@ -164,7 +171,7 @@ async fn application_id(target: &Target) -> Verdict {
 }
 
 async fn credential_name(target: &Target) -> Verdict {
-    let token = token(&target.tokens.account, "account")?;
+    let token = &target.role(Role::Account).await?;
     let long = "N".repeat(129);
     refused(
         target,
@@ -216,7 +223,7 @@ async fn rate_limit(target: &Target) -> Verdict {
             "needs --rate-limit-probe N: how many requests in a burst pass the deployment's limit",
         );
     };
-    let token = token(&target.tokens.account, "account")?;
+    let token = &target.role(Role::Account).await?;
     for _ in 0..probe {
         let reply = target
             .request(Method::GET, "/v1/account/apps")

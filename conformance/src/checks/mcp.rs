@@ -13,10 +13,10 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
-use super::{run, token};
+use super::run;
 use crate::check::{Category, Check};
 use crate::finding::{Finding, Verdict, ensure, fail};
-use crate::target::Target;
+use crate::target::{Role, Target};
 
 const AGENT_MCP: &str = "/v1/agent/mcp";
 const PIPELINE_MCP: &str = "/v1/pipeline/mcp";
@@ -31,6 +31,7 @@ pub(super) fn checks() -> Vec<Check> {
             requirement: "An MCP resource MUST answer a request without a token with 401 and a WWW-Authenticate challenge whose resource_metadata names that MCP resource's metadata (RFC 9728).",
             section: "5.4",
             rests_on: RESOURCES,
+            operation: None,
             run: run!(unauthorized),
         },
         Check {
@@ -39,6 +40,7 @@ pub(super) fn checks() -> Vec<Check> {
             requirement: "An MCP resource MUST refuse with 401 a token bound to another resource, such as the Agent's.",
             section: "5.2",
             rests_on: RESOURCES,
+            operation: None,
             run: run!(audience),
         },
         Check {
@@ -47,6 +49,7 @@ pub(super) fn checks() -> Vec<Check> {
             requirement: "Agent MCP and Pipeline MCP MUST complete an MCP initialization over Streamable HTTP with a token for them and offer tools.",
             section: "5.4",
             rests_on: PROFILE,
+            operation: None,
             run: run!(initialize),
         },
         Check {
@@ -55,6 +58,7 @@ pub(super) fn checks() -> Vec<Check> {
             requirement: "tools/list MUST give tools with unique names, each with an object input schema.",
             section: "5.4",
             rests_on: PROFILE,
+            operation: None,
             run: run!(tools),
         },
         Check {
@@ -63,6 +67,7 @@ pub(super) fn checks() -> Vec<Check> {
             requirement: "A catalog tool of Pipeline MCP MUST answer with the structured content the HTTP operation answers.",
             section: "5.4",
             rests_on: PROFILE,
+            operation: None,
             run: run!(catalog_tool),
         },
         Check {
@@ -71,6 +76,7 @@ pub(super) fn checks() -> Vec<Check> {
             requirement: "A Build made through Pipeline MCP MUST be the Build the HTTP API makes for the same request, apart from expiresAt, digest and attestation.",
             section: "5.4",
             rests_on: PROFILE,
+            operation: None,
             run: run!(build),
         },
         Check {
@@ -79,6 +85,7 @@ pub(super) fn checks() -> Vec<Check> {
             requirement: "A tool beyond the token's scopes MUST NOT be listed, and calling it MUST NOT succeed.",
             section: "5.5",
             rests_on: PROFILE,
+            operation: None,
             run: run!(scope),
         },
     ]
@@ -162,7 +169,7 @@ async fn unauthorized(target: &Target) -> Verdict {
 }
 
 async fn audience(target: &Target) -> Verdict {
-    let agent = token(&target.tokens.agent, "agent")?;
+    let agent = &target.role(Role::Agent).await?;
     post_initialize(target, AGENT_MCP, Some(agent))
         .await?
         .expect(401, "the Agent's token on Agent MCP")?;
@@ -170,8 +177,8 @@ async fn audience(target: &Target) -> Verdict {
 }
 
 async fn initialize(target: &Target) -> Verdict {
-    let agent = token(&target.tokens.agent_mcp, "agent-mcp")?;
-    let pipeline = token(&target.tokens.pipeline_mcp, "pipeline-mcp")?;
+    let agent = &target.role(Role::AgentMcp).await?;
+    let pipeline = &target.role(Role::PipelineMcp).await?;
     for (path, token) in [(AGENT_MCP, agent), (PIPELINE_MCP, pipeline)] {
         let client = connect(target, path, token).await?;
         let offers_tools = client
@@ -184,8 +191,8 @@ async fn initialize(target: &Target) -> Verdict {
 }
 
 async fn tools(target: &Target) -> Verdict {
-    let agent = token(&target.tokens.agent_mcp, "agent-mcp")?;
-    let pipeline = token(&target.tokens.pipeline_mcp, "pipeline-mcp")?;
+    let agent = &target.role(Role::AgentMcp).await?;
+    let pipeline = &target.role(Role::PipelineMcp).await?;
     for (path, token) in [(AGENT_MCP, agent), (PIPELINE_MCP, pipeline)] {
         let client = connect(target, path, token).await?;
         let listed = client.list_all_tools().await;
@@ -210,8 +217,8 @@ async fn tools(target: &Target) -> Verdict {
 }
 
 async fn catalog_tool(target: &Target) -> Verdict {
-    let mcp = token(&target.tokens.pipeline_mcp, "pipeline-mcp")?;
-    let http = token(&target.tokens.pipeline, "pipeline")?;
+    let mcp = &target.role(Role::PipelineMcp).await?;
+    let http = &target.role(Role::Pipeline).await?;
     let client = connect(target, PIPELINE_MCP, mcp).await?;
     let result = call(&client, "listPipelineApps", json!({})).await;
     let _ = client.cancel().await;
@@ -258,8 +265,8 @@ fn timeless(mut build: Value) -> Value {
 }
 
 async fn build(target: &Target) -> Verdict {
-    let mcp = token(&target.tokens.pipeline_mcp, "pipeline-mcp")?;
-    let http = token(&target.tokens.pipeline, "pipeline")?;
+    let mcp = &target.role(Role::PipelineMcp).await?;
+    let http = &target.role(Role::Pipeline).await?;
     let client = connect(target, PIPELINE_MCP, mcp).await?;
     let result = call(&client, "evmBuild", json!({ "body": transfer() })).await;
     let _ = client.cancel().await;
@@ -284,7 +291,7 @@ async fn build(target: &Target) -> Verdict {
 }
 
 async fn scope(target: &Target) -> Verdict {
-    let agent = token(&target.tokens.agent_mcp, "agent-mcp")?;
+    let agent = &target.role(Role::AgentMcp).await?;
     let client = connect(target, AGENT_MCP, agent).await?;
     let listed = client.list_all_tools().await;
     let result = call(

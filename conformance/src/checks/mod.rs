@@ -15,13 +15,13 @@ mod pipeline;
 mod schema;
 pub(crate) mod sse;
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::check::Check;
-use crate::finding::{Finding, skip};
+use crate::finding::Finding;
 use crate::target::{Reply, Target};
 
 /// Wraps an `async fn(&Target) -> Verdict` as a [`crate::check::Run`].
@@ -29,6 +29,7 @@ macro_rules! run {
     ($check:path) => {{
         fn run<'a>(
             target: &'a $crate::target::Target,
+            _: &'a $crate::check::Check,
         ) -> std::pin::Pin<
             Box<dyn std::future::Future<Output = $crate::finding::Verdict> + Send + 'a>,
         > {
@@ -63,14 +64,6 @@ pub fn all() -> Vec<Check> {
 
 /// Turn states that end polling (part 3).
 pub(crate) const TERMINAL: [&str; 4] = ["complete", "failed", "interrupted", "awaiting_action"];
-
-/// The token `name` of the run, or a skip saying it is missing.
-pub(crate) fn token<'a>(token: &'a Option<String>, name: &str) -> Result<&'a str, Finding> {
-    match token {
-        Some(token) => Ok(token),
-        None => skip(format!("needs the {name} token (--{name}-token)")),
-    }
-}
 
 /// A string member of a JSON body, or a failure naming it.
 pub(crate) fn text<'a>(body: &'a Value, pointer: &str) -> Result<&'a str, Finding> {
@@ -218,14 +211,16 @@ pub(crate) fn nanos() -> u128 {
         .as_nanos()
 }
 
-/// Polls the log until `turn` reaches a terminal state (at most 20 s); returns the log.
+/// Polls the log until `turn` reaches a terminal state (within the run's turn timeout); returns
+/// the log.
 pub(crate) async fn settle(
     target: &Target,
     token: &str,
     session: &str,
     turn: &str,
 ) -> Result<(Vec<Value>, String), Finding> {
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let timeout = target.settings.turn_timeout;
+    let deadline = Instant::now() + timeout;
     loop {
         let (events, cursor) = read_log(target, token, session).await?;
         if turn_state(&events, turn).is_some_and(|state| TERMINAL.contains(&state)) {
@@ -233,7 +228,8 @@ pub(crate) async fn settle(
         }
         if Instant::now() > deadline {
             return Err(Finding::Fail(format!(
-                "turn {turn} did not reach a terminal state within 20 s"
+                "turn {turn} did not reach a terminal state within {} s (--turn-timeout)",
+                timeout.as_secs()
             )));
         }
         poll(target, token, session, Some(&cursor), "wait=2000").await?;

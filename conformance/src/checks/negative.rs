@@ -8,11 +8,11 @@ use std::fmt::Write as _;
 use reqwest::Method;
 use serde_json::{Map, Value, json};
 
-use super::{encode, read, run, start_turn, token};
+use super::{encode, read, run, start_turn};
 use crate::check::{Category, Check};
 use crate::finding::{Finding, Verdict, ensure, skip};
 use crate::spec::{Operation, spec};
-use crate::target::{Target, excerpt};
+use crate::target::{Role, Target, excerpt};
 
 pub(super) fn checks() -> Vec<Check> {
     vec![
@@ -26,6 +26,7 @@ pub(super) fn checks() -> Vec<Check> {
                 "#/components/schemas/ActionResolutionRequest",
                 "#/components/parameters/Wait",
             ],
+            operation: None,
             run: run!(normative),
         },
         Check {
@@ -38,6 +39,7 @@ pub(super) fn checks() -> Vec<Check> {
                 "#/components/schemas/ChatStartRequest",
                 "#/components/schemas/CredentialValue",
             ],
+            operation: None,
             run: run!(profile),
         },
     ]
@@ -323,7 +325,7 @@ async fn state(target: &Target, agent: &str, session: &str) -> Result<Value, Fin
     let session = read(target, agent, &format!("/v1/agent/sessions/{session}")).await?;
     let mut state = json!({ "session": [session["title"], session["archived"]] });
     // The statement is compared when the deployment answers it; its own check judges it.
-    if let Some(account) = &target.tokens.account {
+    if let Ok(account) = &target.role(Role::Account).await {
         let path = "/v1/account/statement";
         let statement = target
             .request(Method::GET, path)
@@ -340,7 +342,7 @@ async fn state(target: &Target, agent: &str, session: &str) -> Result<Value, Fin
 /// Sends every case of the level (`profile` or normative); each must get a 4xx envelope, and
 /// the session and statement must read the same afterwards.
 async fn refused(target: &Target, profile: bool) -> Verdict {
-    let agent = token(&target.tokens.agent, "agent")?;
+    let agent = &target.role(Role::Agent).await?;
     let (session, _) = start_turn(target, agent, None, "hello").await?;
     let cases: Vec<Case> = spec()
         .operations()
@@ -362,13 +364,14 @@ async fn refused(target: &Target, profile: bool) -> Verdict {
         let (method, template) = (&case.operation.method, &case.operation.template);
         let object = spec().operation_object(method, template);
         let resource = object.and_then(|object| object["x-resource"].as_str());
-        let held = match resource.unwrap_or_default() {
-            "agent" => &target.tokens.agent,
-            "pipeline" => &target.tokens.pipeline,
-            "account" => &target.tokens.account,
-            _ => &None,
+        let role = match resource.unwrap_or_default() {
+            "agent" => Role::Agent,
+            "pipeline" => Role::Pipeline,
+            _ => Role::Account,
         };
-        let Some(token) = held else { continue };
+        let Ok(token) = &target.role(role).await else {
+            continue;
+        };
         let mut request = target
             .request(
                 method.parse().expect("the document's methods parse"),

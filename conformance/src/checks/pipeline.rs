@@ -7,11 +7,11 @@ use jsonwebtoken::{DecodingKey, Validation};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use super::{alter_signature, nanos, read, run, text, token};
+use super::{alter_signature, nanos, read, run, text};
 use crate::check::{Category, Check};
 use crate::finding::{Finding, Verdict, ensure, fail, skip};
 use crate::spec::spec;
-use crate::target::{Reply, Target};
+use crate::target::{Reply, Role, Target};
 
 pub(super) const EVM: &str = "/v1/pipeline/evm/build";
 const SVM: &str = "/v1/pipeline/svm/stage";
@@ -24,6 +24,7 @@ pub(super) fn checks() -> Vec<Check> {
             requirement: "A build request MUST be answered with a Build of version 2, status `staged` or `simulated`, the requested app as `origin.app`, a future `expiresAt`, a `sha256:` digest and an attestation.",
             section: "2.1, 4.1",
             rests_on: &["POST /v1/pipeline/evm/build"],
+            operation: None,
             run: run!(build),
         },
         Check {
@@ -35,6 +36,7 @@ pub(super) fn checks() -> Vec<Check> {
                 "POST /v1/pipeline/evm/build",
                 "#/components/schemas/PipelineBuild/properties/digest/description",
             ],
+            operation: None,
             run: run!(digest),
         },
         Check {
@@ -46,6 +48,7 @@ pub(super) fn checks() -> Vec<Check> {
                 "POST /v1/pipeline/evm/build",
                 "#/components/schemas/PipelineBuild/properties/attestation/description",
             ],
+            operation: None,
             run: run!(attestation),
         },
         Check {
@@ -54,6 +57,7 @@ pub(super) fn checks() -> Vec<Check> {
             requirement: "The app catalog MUST list the app and operation that assemble a Build.",
             section: "4.1",
             rests_on: &["GET /v1/pipeline/apps"],
+            operation: None,
             run: run!(apps),
         },
         Check {
@@ -62,6 +66,7 @@ pub(super) fn checks() -> Vec<Check> {
             requirement: "A skill operation called with input valid against its `inputSchema` MUST answer 200 with a JSON object.",
             section: "4.1",
             rests_on: &["POST /v1/pipeline/skills/{skill}/operations/{operation}"],
+            operation: None,
             run: run!(skill_call),
         },
         Check {
@@ -70,6 +75,7 @@ pub(super) fn checks() -> Vec<Check> {
             requirement: "A fresh Build presented back to its lifecycle endpoint MUST be revalidated, re-simulated and committed once: the commit result MUST name the Build's digest, a second commit of it MUST be refused, and what it committed MUST change what the chain simulates next.",
             section: "1, 3",
             rests_on: &["POST /v1/pipeline/evm/build"],
+            operation: None,
             run: run!(commit),
         },
         Check {
@@ -78,6 +84,7 @@ pub(super) fn checks() -> Vec<Check> {
             requirement: "The SVM lifecycle endpoint MUST answer a build request with an SVM Build and commit it once when presented back.",
             section: "1, 4.1",
             rests_on: &["POST /v1/pipeline/svm/stage"],
+            operation: None,
             run: run!(svm),
         },
         Check {
@@ -86,6 +93,7 @@ pub(super) fn checks() -> Vec<Check> {
             requirement: "A Build changed in any way after it was issued (its actions, digest, attestation or expiry) MUST NOT be committed.",
             section: "2.1, 3",
             rests_on: &["POST /v1/pipeline/evm/build"],
+            operation: None,
             run: run!(tampered),
         },
         Check {
@@ -94,6 +102,7 @@ pub(super) fn checks() -> Vec<Check> {
             requirement: "A Build presented for commit after its `expiresAt` MUST be rejected with an error envelope.",
             section: "3, 7.6",
             rests_on: &["POST /v1/pipeline/evm/build"],
+            operation: None,
             run: run!(expired),
         },
         Check {
@@ -102,6 +111,7 @@ pub(super) fn checks() -> Vec<Check> {
             requirement: "Reading an app operation MUST return an Operation descriptor: kind `operation`, its name, an HTTP method, an href and an object `inputSchema`.",
             section: "2.10, 4.1",
             rests_on: &["GET /v1/pipeline/apps/{app}/operations/{operation}"],
+            operation: None,
             run: run!(operation_descriptor),
         },
         Check {
@@ -113,6 +123,7 @@ pub(super) fn checks() -> Vec<Check> {
                 "POST /v1/pipeline/skills/{skill}/operations/{operation}",
                 "GET /v1/pipeline/skills",
             ],
+            operation: None,
             run: run!(skill_input),
         },
     ]
@@ -171,7 +182,7 @@ async fn build_from(
 }
 
 async fn build(target: &Target) -> Verdict {
-    let token = token(&target.tokens.pipeline, "pipeline")?;
+    let token = &target.role(Role::Pipeline).await?;
     let request = build_request(EVM)?;
     let build = fresh_build(target, token, EVM).await?;
     ensure(build["version"] == 2, || {
@@ -206,7 +217,7 @@ async fn build(target: &Target) -> Verdict {
 }
 
 async fn digest(target: &Target) -> Verdict {
-    let token = token(&target.tokens.pipeline, "pipeline")?;
+    let token = &target.role(Role::Pipeline).await?;
     for path in [EVM, SVM] {
         let build = fresh_build(target, token, path).await?;
         let object = build
@@ -232,7 +243,7 @@ struct Attested {
 }
 
 async fn attestation(target: &Target) -> Verdict {
-    let token = token(&target.tokens.pipeline, "pipeline")?;
+    let token = &target.role(Role::Pipeline).await?;
     let metadata = "/.well-known/oauth-authorization-server";
     let reply = target.request(Method::GET, metadata).send().await?;
     let jwks_uri = text(&reply.expect(200, metadata)?.body, "/jwks_uri")?;
@@ -273,7 +284,7 @@ async fn attestation(target: &Target) -> Verdict {
 }
 
 async fn commit(target: &Target) -> Verdict {
-    let token = token(&target.tokens.pipeline, "pipeline")?;
+    let token = &target.role(Role::Pipeline).await?;
     // The example's token transfer, to a recipient no run used: its first transfer writes the
     // recipient's zero balance, so once it is committed the same transfer needs less gas.
     let mut request = build_request(EVM)?;
@@ -311,7 +322,7 @@ async fn commit_once(target: &Target, token: &str, path: &str, build: &Value) ->
 }
 
 async fn svm(target: &Target) -> Verdict {
-    let token = token(&target.tokens.pipeline, "pipeline")?;
+    let token = &target.role(Role::Pipeline).await?;
     let build = fresh_build(target, token, SVM).await?;
     let chains: Vec<&Value> = build["actions"]
         .as_array()
@@ -370,7 +381,7 @@ fn refused(reply: &Reply, what: &str) -> Verdict {
 }
 
 async fn tampered(target: &Target) -> Verdict {
-    let token = token(&target.tokens.pipeline, "pipeline")?;
+    let token = &target.role(Role::Pipeline).await?;
     // From the stage input, so that it differs from the Build `pipeline.commit` committed: a
     // deployment may refuse a Build it already committed, which would hide what this checks.
     let build = build_from(target, token, EVM, example(EVM, "actions")?).await?;
@@ -396,7 +407,7 @@ async fn tampered(target: &Target) -> Verdict {
 }
 
 async fn expired(target: &Target) -> Verdict {
-    let token = token(&target.tokens.pipeline, "pipeline")?;
+    let token = &target.role(Role::Pipeline).await?;
     let build = fresh_build(target, token, EVM).await?;
     let expires = build["expiresAt"].as_i64().unwrap_or(0);
     let left = expires - now();
@@ -411,7 +422,7 @@ async fn expired(target: &Target) -> Verdict {
 }
 
 async fn operation_descriptor(target: &Target) -> Verdict {
-    let token = token(&target.tokens.pipeline, "pipeline")?;
+    let token = &target.role(Role::Pipeline).await?;
     let request = build_request(EVM)?;
     let app = text(&request, "/app")?;
     let operation = text(&request, "/operations/0/operation")?;
@@ -444,7 +455,7 @@ async fn operation_descriptor(target: &Target) -> Verdict {
 }
 
 async fn apps(target: &Target) -> Verdict {
-    let token = token(&target.tokens.pipeline, "pipeline")?;
+    let token = &target.role(Role::Pipeline).await?;
     let request = build_request(EVM)?;
     let (app, operation) = (
         text(&request, "/app")?,
@@ -486,7 +497,7 @@ fn sample(schema: &Value) -> Value {
 }
 
 async fn skill_call(target: &Target) -> Verdict {
-    let token = token(&target.tokens.pipeline, "pipeline")?;
+    let token = &target.role(Role::Pipeline).await?;
     let list = read(target, token, "/v1/pipeline/skills").await?;
     let skill = &list["skills"][0];
     let operation = &skill["operations"][0];
@@ -519,7 +530,7 @@ async fn skill_call(target: &Target) -> Verdict {
 }
 
 async fn skill_input(target: &Target) -> Verdict {
-    let token = token(&target.tokens.pipeline, "pipeline")?;
+    let token = &target.role(Role::Pipeline).await?;
     let list = read(target, token, "/v1/pipeline/skills").await?;
     let Some((skill, operation)) =
         list["skills"]

@@ -19,6 +19,9 @@ pub fn redacted(report: &Report, secrets: &[String]) -> Report {
     report.target = redact(&report.target, secrets);
     for outcome in &mut report.outcomes {
         outcome.message = outcome.message.as_deref().map(|m| redact(m, secrets));
+        for finding in &mut outcome.profile_findings {
+            *finding = redact(finding, secrets);
+        }
     }
     for warning in &mut report.warnings {
         *warning = redact(warning, secrets);
@@ -61,6 +64,14 @@ pub fn redact(text: &str, secrets: &[String]) -> String {
 pub fn console(report: &Report) -> String {
     let mut out = String::new();
     for outcome in &report.outcomes {
+        if outcome.status == Status::Pass && !outcome.profile_findings.is_empty() {
+            let _ = writeln!(
+                out,
+                "NOTE  {} [profile] differs from the reference profile: {}",
+                outcome.id,
+                outcome.profile_findings.join("; ")
+            );
+        }
         if matches!(outcome.status, Status::Pass | Status::Disabled) {
             continue;
         }
@@ -96,6 +107,8 @@ pub(crate) fn fixture() -> Report {
         section: "2.1",
         status,
         message: message.map(str::to_owned),
+        assertions: 3,
+        profile_findings: Vec::new(),
         millis: 12,
     };
     Report {

@@ -5,10 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use intent_server::config::Config;
-use intent_server::resource::Resource;
 use intent_server::token::Grant;
 
-use crate::target::{Account, Mint, Role, Settings, Target, TokenRequest, TokenSource, Tokens};
+use crate::target::{Account, Mint, Settings, Target, TokenRequest, TokenSource, Tokens};
 
 /// Cursor lifetime of the embedded server: short, so that the expiry check can wait it out.
 pub const CURSOR_TTL: Duration = Duration::from_secs(2);
@@ -19,7 +18,6 @@ pub const BUILD_TTL: Duration = Duration::from_secs(4);
 /// A running embedded reference server; it stops, and its data dir goes, when dropped.
 pub struct Embedded {
     base: String,
-    tokens: Tokens,
     mint: Mint,
     task: tokio::task::JoinHandle<std::io::Result<()>>,
     _data_dir: tempfile::TempDir,
@@ -62,29 +60,10 @@ impl Embedded {
                 ttl: Duration::from_secs(3600),
             }))
         });
-        // The roles' tokens are minted up front, through the same function, so that a test
-        // layer in front of the server can tell them apart.
-        let role = |role: Role| {
-            let request = role.request();
-            let resource = Resource::from_name(&request.resource)
-                .map(|resource| resource.identifier(&base))
-                .unwrap_or_default();
-            mint(&request, &resource).ok()
-        };
-        let tokens = Tokens {
-            agent: role(Role::Agent),
-            pipeline: role(Role::Pipeline),
-            account: role(Role::Account),
-            narrow: role(Role::Narrow),
-            second: role(Role::Second),
-            agent_mcp: role(Role::AgentMcp),
-            pipeline_mcp: role(Role::PipelineMcp),
-        };
         let app = wrap(intent_server::app(state));
         let task = tokio::spawn(async move { axum::serve(listener, app).await });
         Ok(Self {
             base,
-            tokens,
             mint,
             task,
             _data_dir: data_dir,
@@ -96,18 +75,13 @@ impl Embedded {
         &self.base
     }
 
-    /// The tokens minted for the run.
-    pub fn tokens(&self) -> &Tokens {
-        &self.tokens
-    }
-
     /// A target for this server, knowing its short cursor lifetime.
     pub fn target(&self) -> Target {
         let settings = Settings {
             cursor_ttl: Some(CURSOR_TTL),
             ..Settings::default()
         };
-        Target::new(&self.base, self.tokens.clone(), settings)
+        Target::new(&self.base, Tokens::default(), settings)
             .with_source(TokenSource::Mint(self.mint.clone()))
     }
 }

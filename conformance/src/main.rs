@@ -177,13 +177,7 @@ async fn run_command(args: RunArgs) -> Result<ExitCode, String> {
     #[cfg(feature = "embedded")]
     let embedded;
     let target = match &resolved.base_url {
-        Some(base) => {
-            let target = Target::new(base, resolved.tokens.clone(), resolved.settings.clone());
-            match &resolved.token_command {
-                Some(command) => target.with_source(TokenSource::Command(command.clone())),
-                None => target,
-            }
-        }
+        Some(base) => Target::new(base, resolved.tokens.clone(), resolved.settings.clone()),
         #[cfg(feature = "embedded")]
         None => {
             embedded = intent_conformance::embedded::Embedded::start().await?;
@@ -191,15 +185,14 @@ async fn run_command(args: RunArgs) -> Result<ExitCode, String> {
                 "intent-conformance: no --base-url; checking an embedded reference server at {}",
                 embedded.base()
             );
-            match &resolved.token_command {
-                Some(command) => embedded
-                    .target()
-                    .with_source(TokenSource::Command(command.clone())),
-                None => embedded.target(),
-            }
+            embedded.target()
         }
         #[cfg(not(feature = "embedded"))]
         None => return Err("--base-url is required (built without the embedded server)".into()),
+    };
+    let target = match &resolved.token_command {
+        Some(command) => target.with_source(TokenSource::Command(command.clone())),
+        None => target,
     };
     let bar = (!args.no_progress && std::io::stderr().is_terminal()).then(|| {
         let style = ProgressStyle::with_template("[{bar:30}] {pos}/{len} {msg}")

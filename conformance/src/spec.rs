@@ -114,6 +114,20 @@ fn normative_view(mut document: Value) -> Value {
     document
 }
 
+/// The response `document` declares for `operation` and `status` (or its `default`), with its
+/// `$ref` followed.
+fn declared<'a>(document: &'a Value, operation: &Operation, status: u16) -> Option<&'a Value> {
+    let responses = document
+        .get("paths")?
+        .get(&operation.template)?
+        .get(operation.method.to_lowercase())?
+        .get("responses")?;
+    let response = responses
+        .get(status.to_string())
+        .or_else(|| responses.get("default"))?;
+    Some(resolve_in(document, response))
+}
+
 /// Follows a local `$ref` of `document` once.
 fn resolve_in<'a>(document: &'a Value, value: &'a Value) -> &'a Value {
     value
@@ -201,19 +215,12 @@ impl Spec {
         operation: &Operation,
         status: u16,
     ) -> Result<Option<Arc<SchemaValidator>>, String> {
-        let responses = &self
-            .operation_object(&operation.method, &operation.template)
-            .expect("operations come from the document")["responses"];
-        let Some(response) = responses
-            .get(status.to_string())
-            .or_else(|| responses.get("default"))
-        else {
+        let Some(response) = declared(&self.document, operation, status) else {
             return Err(format!(
                 "{} {} does not declare status {status}",
                 operation.method, operation.template
             ));
         };
-        let response = self.resolve(response);
         let key = format!("{} {} {status}", operation.method, operation.template);
         Ok(self.cached(key, || {
             let schema = response.pointer("/content/application~1json/schema")?;
@@ -229,16 +236,7 @@ impl Spec {
         operation: &Operation,
         status: u16,
     ) -> Option<Arc<SchemaValidator>> {
-        let object = self
-            .normative_document
-            .get("paths")?
-            .get(&operation.template)?
-            .get(operation.method.to_lowercase())?;
-        let responses = object.get("responses")?;
-        let response = responses
-            .get(status.to_string())
-            .or_else(|| responses.get("default"))?;
-        let response = resolve_in(&self.normative_document, response);
+        let response = declared(&self.normative_document, operation, status)?;
         let key = format!(
             "normative {} {} {status}",
             operation.method, operation.template

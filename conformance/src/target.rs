@@ -36,19 +36,11 @@ pub struct Tokens {
 impl Tokens {
     /// Every token held, to redact from reports.
     pub fn secrets(&self) -> Vec<String> {
-        [
-            &self.agent,
-            &self.pipeline,
-            &self.account,
-            &self.narrow,
-            &self.second,
-            &self.agent_mcp,
-            &self.pipeline_mcp,
-        ]
-        .into_iter()
-        .flatten()
-        .cloned()
-        .collect()
+        Role::ALL
+            .into_iter()
+            .filter_map(|role| role.given(self))
+            .cloned()
+            .collect()
     }
 }
 

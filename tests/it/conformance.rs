@@ -17,7 +17,7 @@ use intent_conformance::check::Status;
 use intent_conformance::embedded::Embedded;
 use intent_conformance::run::{Report, Selection, run};
 use intent_conformance::spec::Level;
-use intent_conformance::target::Tokens;
+use intent_conformance::target::{Role, Target, Tokens};
 use serde_json::{Value, json};
 
 /// One way a deployment can be broken.
@@ -761,6 +761,19 @@ fn reopen(injector: &Injector, path: &str, query: &str, page: &mut Value) -> boo
     }
 }
 
+/// The token of each role, as the run will use it.
+async fn role_tokens(target: &Target) -> Tokens {
+    Tokens {
+        agent: target.role(Role::Agent).await.ok(),
+        pipeline: target.role(Role::Pipeline).await.ok(),
+        account: target.role(Role::Account).await.ok(),
+        narrow: target.role(Role::Narrow).await.ok(),
+        second: target.role(Role::Second).await.ok(),
+        agent_mcp: target.role(Role::AgentMcp).await.ok(),
+        pipeline_mcp: target.role(Role::PipelineMcp).await.ok(),
+    }
+}
+
 /// Runs the whole suite against the reference server, broken by `fault` when given.
 async fn suite(fault: Option<Fault>) -> Report {
     let injector = Arc::new(Injector {
@@ -777,8 +790,9 @@ async fn suite(fault: Option<Fault>) -> Report {
     })
     .await
     .expect("the embedded server starts");
-    *injector.tokens.lock().unwrap() = server.tokens().clone();
     let target = server.target();
+    // The tokens the run will use, asked for first so that the layer can tell them apart.
+    *injector.tokens.lock().unwrap() = role_tokens(&target).await;
     // The embedded server sets no rate limit; `rate_limit_probe_*` below runs that check. It is
     // one instance; `deployment_checks_*` below runs two.
     let selection = Selection {

@@ -169,13 +169,14 @@ fn path_of(operation: &Operation, session: &str, action: &str) -> String {
     path
 }
 
-/// Sends `operation` to `path` with `authorization` (a whole header value) or none; a JSON body
-/// `{}` where it takes one, and an Idempotency-Key.
+/// Sends `operation` to `path` with `authorization` (a whole header value) or none, `body` where
+/// the method takes one, and an Idempotency-Key. A stream is read only when it does not open.
 async fn send(
     target: &Target,
     operation: &Operation,
     path: &str,
     authorization: Option<&str>,
+    body: &Value,
 ) -> Result<Reply, Finding> {
     let method: Method = operation.method.parse().expect("the document's methods");
     let mut call = target
@@ -185,7 +186,7 @@ async fn send(
         call = call.header("authorization", value);
     }
     if [Method::POST, Method::PUT, Method::PATCH].contains(&method) {
-        call = call.json(&json!({}));
+        call = call.json(body);
     }
     if !operation.template.ends_with("/stream") {
         return call.send().await;
@@ -218,6 +219,8 @@ async fn matrix(target: &Target, operation: &'static Operation) -> Verdict {
         _ => String::new(),
     };
     let path = path_of(operation, &session, "act_conformance");
+    // The body is refused, if at all, only after the token: an empty one will do.
+    let empty = json!({});
     let what = format!("{} {path}", operation.method);
     let mut skipped = Vec::new();
     let unauthorized = |reply: &Reply, case: &str| -> Verdict {
@@ -233,20 +236,27 @@ async fn matrix(target: &Target, operation: &'static Operation) -> Verdict {
         Ok(())
     };
     unauthorized(
-        &send(target, operation, &path, None).await?,
+        &send(target, operation, &path, None, &empty).await?,
         "without a token",
     )?;
     for malformed in [
         "Bearer conformance.not-a.token",
         "Basic Y29uZm9ybWFuY2U6Y29uZm9ybWFuY2U=",
     ] {
-        let reply = send(target, operation, &path, Some(malformed)).await?;
+        let reply = send(target, operation, &path, Some(malformed), &empty).await?;
         unauthorized(&reply, &format!("with `{malformed}`"))?;
     }
     let other = other_role(resource);
     match target.role(other).await {
         Ok(token) => {
-            let reply = send(target, operation, &path, Some(&format!("Bearer {token}"))).await?;
+            let reply = send(
+                target,
+                operation,
+                &path,
+                Some(&format!("Bearer {token}")),
+                &empty,
+            )
+            .await?;
             let case = format!("with a token of {}", other.request().resource);
             unauthorized(&reply, &case)?;
         }
@@ -267,7 +277,14 @@ async fn matrix(target: &Target, operation: &'static Operation) -> Verdict {
     }
     match without {
         Ok(token) => {
-            let reply = send(target, operation, &path, Some(&format!("Bearer {token}"))).await?;
+            let reply = send(
+                target,
+                operation,
+                &path,
+                Some(&format!("Bearer {token}")),
+                &empty,
+            )
+            .await?;
             let case = format!("{what} with every {resource} scope but {scope}");
             if scope_is_normative(operation) {
                 reply.expect_envelope(403, &case)?;
@@ -357,42 +374,13 @@ async fn isolation(target: &Target, operation: &'static Operation) -> Verdict {
                 .send()
         };
         (into(&session).await?, into(&missing(&session)).await?)
-    } else if operation.template.ends_with("/stream") {
-        let open = |session: String| {
-            let path = path_of(operation, &session, &action);
-            target
-                .request(Method::GET, &path)
-                .header("authorization", &bearer)
-                .open()
-        };
-        let statuses = (
-            open(session.clone()).await?.status().as_u16(),
-            open(missing(&session)).await?.status().as_u16(),
-        );
-        return compare(
-            target,
-            &owner,
-            &session,
-            &before,
-            statuses,
-            &operation.template,
-        )
-        .await;
     } else {
         let mine = path_of(operation, &session, &action);
         let nobody = path_of(operation, &missing(&session), &action);
-        let method: Method = operation.method.parse().expect("the document's methods");
-        let send = |path: String| {
-            let mut call = target
-                .request(method.clone(), &path)
-                .header("authorization", &bearer)
-                .header("idempotency-key", &super::fresh_key("isolation"));
-            if method != Method::GET && method != Method::DELETE {
-                call = call.json(&body);
-            }
-            call.send()
-        };
-        (send(mine).await?, send(nobody).await?)
+        (
+            send(target, operation, &mine, Some(&bearer), &body).await?,
+            send(target, operation, &nobody, Some(&bearer), &body).await?,
+        )
     };
     let statuses = (theirs.status, absent.status);
     compare(

@@ -7,6 +7,13 @@
 //! {
 //!   "tokenCommand": "intent-server token --data-dir data --sub \"conformance-$INTENT_ACCOUNT\" --scope \"$INTENT_SCOPE\" --resource \"$INTENT_RESOURCE\"",
 //!   "turnTimeout": 60,
+//!   "inputs": {
+//!     "evmBuild": { "app": "acme-tokens", "operations": [{ "operation": "transfer", "input": {} }] },
+//!     "svmStage": { "app": "acme-sol", "operations": [{ "operation": "transfer", "input": {} }] },
+//!     "skillCall": { "skill": "address", "operation": "validate", "input": { "address": "0x..." } },
+//!     "chat": "hello", "actionChat": "send 1 USDC to 0x...",
+//!     "install": { "applicationId": 7, "credentials": { "API_KEY": "..." } }
+//!   },
 //!   "tokens": { "agent": "...", "pipeline": "...", "account": "...", "narrow": "...", "second": "...",
 //!               "agentMcp": "...", "pipelineMcp": "..." },
 //!   "environments": {
@@ -21,6 +28,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::inputs::Inputs;
 use crate::target::{Settings, Tokens};
 
 /// The values one source gives; absent ones fall through to the next source.
@@ -34,8 +42,9 @@ pub struct Layer {
     pub tokens: TokenLayer,
     /// The deployment's cursor lifetime in seconds.
     pub cursor_ttl: Option<u64>,
-    /// A chat message that makes the runtime raise an action.
-    pub action_prompt: Option<String>,
+    /// What to send where the deployment's catalog and runtime decide what is valid.
+    #[serde(default)]
+    pub inputs: Inputs,
     /// How many requests in a burst pass the deployment's rate limit.
     pub rate_limit_probe: Option<u32>,
     /// A second address of the same deployment.
@@ -156,9 +165,9 @@ pub fn resolve(
     if let Some(seconds) = layers.iter().find_map(|layer| layer.turn_timeout) {
         settings.turn_timeout = Duration::from_secs(seconds);
     }
-    if let Some(prompt) = first(|layer| layer.action_prompt.as_ref()) {
-        settings.action_prompt = prompt;
-    }
+    settings.inputs = layers
+        .iter()
+        .fold(Inputs::default(), |inputs, layer| inputs.or(&layer.inputs));
     let base_url = first(|layer| layer.base_url.as_ref());
     if let (Some(name), None) = (env, &base_url) {
         return Err(format!("the environment {name:?} has no baseUrl"));

@@ -28,6 +28,7 @@ tokio::task_local! {
 struct Ledger {
     assertions: AtomicUsize,
     profile: Mutex<Vec<String>>,
+    warnings: Mutex<Vec<String>>,
 }
 
 /// The tally of one check's run: how many assertions it made at its own level, and the
@@ -38,6 +39,8 @@ pub struct Tally {
     pub assertions: usize,
     /// What differed from our reference profile, one line each.
     pub profile_findings: Vec<String>,
+    /// What the check met that is worth knowing but judges nothing (a 429 waited out).
+    pub warnings: Vec<String>,
 }
 
 /// Runs `body` with a fresh ledger and returns what it asserted.
@@ -49,6 +52,7 @@ pub async fn tallied<F: Future>(body: F) -> (F::Output, Tally) {
             let tally = LEDGER.with(|ledger| Tally {
                 assertions: ledger.assertions.load(Ordering::Relaxed),
                 profile_findings: ledger.profile.lock().expect("ledger").clone(),
+                warnings: ledger.warnings.lock().expect("ledger").clone(),
             });
             (output, tally)
         })
@@ -82,6 +86,11 @@ pub fn profile(condition: bool, message: impl FnOnce() -> String) {
     }
 }
 
+/// A warning of the running check: shown with its outcome, it judges nothing.
+pub(crate) fn warn(message: String) {
+    let _ = LEDGER.try_with(|ledger| ledger.warnings.lock().expect("ledger").push(message));
+}
+
 /// A skip with `reason`.
 pub fn skip<T>(reason: impl Into<String>) -> Result<T, Finding> {
     Err(Finding::Skip(reason.into()))
@@ -103,12 +112,14 @@ mod tests {
             ensure(true, String::new)?;
             profile(false, || "the code differs".into());
             profile(true, String::new);
+            warn("waited out a 429".into());
             ensure(false, || "broken".into())
         })
         .await;
         assert_eq!(verdict, Err(Finding::Fail("broken".into())));
         assert_eq!(tally.assertions, 4);
         assert_eq!(tally.profile_findings, ["the code differs"]);
+        assert_eq!(tally.warnings, ["waited out a 429"]);
         let (_, empty) = tallied(async { skip::<()>("no token") }).await;
         assert_eq!(empty, Tally::default());
     }

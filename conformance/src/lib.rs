@@ -15,6 +15,7 @@ pub mod config;
 #[cfg(feature = "embedded")]
 pub mod embedded;
 pub mod finding;
+pub mod inputs;
 pub mod report;
 pub mod run;
 pub mod spec;

@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use intent_conformance::check::Status;
 use intent_conformance::config::{self, Layer, TokenLayer};
+use intent_conformance::inputs::Inputs;
 use intent_conformance::run::{Outcome, Selection};
 use intent_conformance::spec::spec;
 use intent_conformance::target::{Target, TokenSource};
@@ -86,7 +87,7 @@ struct RunArgs {
     /// Seconds a turn may take to reach a terminal state (20 unless set).
     #[arg(long, env = "INTENT_CONFORMANCE_TURN_TIMEOUT")]
     turn_timeout: Option<u64>,
-    /// A chat message that makes the deployment's runtime raise an action.
+    /// A chat message that makes the deployment's runtime raise an action (`inputs.actionChat`).
     #[arg(long, env = "INTENT_CONFORMANCE_ACTION_PROMPT")]
     action_prompt: Option<String>,
     /// How many requests in a burst pass the deployment's rate limit (enables the 429 check).
@@ -256,7 +257,10 @@ fn resolve(args: &RunArgs) -> Result<config::Resolved, String> {
             pipeline_mcp: args.pipeline_mcp_token.clone(),
         },
         cursor_ttl: args.cursor_ttl,
-        action_prompt: args.action_prompt.clone(),
+        inputs: Inputs {
+            action_chat: args.action_prompt.clone(),
+            ..Inputs::default()
+        },
         rate_limit_probe: args.rate_limit_probe,
         peer_url: args.peer_url.clone(),
         token_command: args.token_command.clone(),

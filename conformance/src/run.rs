@@ -83,6 +83,9 @@ pub struct Outcome {
     /// a failure at level `all`, a note at level `normative`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub profile_findings: Vec<String>,
+    /// What the check met that judges nothing, such as a 429 it waited out.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     /// How long it took, in milliseconds.
     pub millis: u64,
 }
@@ -252,6 +255,7 @@ fn outcome(
         message,
         assertions: tally.assertions,
         profile_findings: tally.profile_findings,
+        warnings: tally.warnings,
         millis: took.as_millis() as u64,
     }
 }

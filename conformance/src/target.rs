@@ -10,6 +10,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::finding::Finding;
+use crate::inputs::Inputs;
 use crate::spec::{Level, Operation, spec};
 
 /// The tokens a run holds. Checks that need one the run lacks are skipped.
@@ -226,8 +227,8 @@ fn run_token_command(
 pub struct Settings {
     /// The deployment's cursor lifetime, when it is short enough to wait out.
     pub cursor_ttl: Option<Duration>,
-    /// A chat message that makes the deployment's runtime raise an action.
-    pub action_prompt: String,
+    /// What to send where the deployment's catalog and runtime decide what is valid.
+    pub inputs: Inputs,
     /// How many requests in a burst pass the deployment's rate limit, to probe its 429.
     pub rate_limit_probe: Option<u32>,
     /// A second address of the same deployment (another instance), for the `deployment`
@@ -237,9 +238,6 @@ pub struct Settings {
     pub turn_timeout: Duration,
 }
 
-/// The message that makes the reference runtime raise an action.
-pub const DEFAULT_ACTION_PROMPT: &str = "send 1 USDC to 0x70997970C51812dc3A010C7d01b50e0d17dc79C8";
-
 /// How long a turn may take to settle unless `--turn-timeout` says otherwise.
 pub const DEFAULT_TURN_TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -247,7 +245,7 @@ impl Default for Settings {
     fn default() -> Self {
         Self {
             cursor_ttl: None,
-            action_prompt: DEFAULT_ACTION_PROMPT.to_owned(),
+            inputs: Inputs::default(),
             rate_limit_probe: None,
             peer_url: None,
             turn_timeout: DEFAULT_TURN_TIMEOUT,
@@ -514,6 +512,7 @@ impl Target {
             method: method.clone(),
             path: path.to_owned(),
             builder: self.http.request(method, format!("{}{path}", self.base)),
+            patient: true,
         }
     }
 
@@ -533,6 +532,7 @@ impl Target {
             method: method.clone(),
             path: path.to_owned(),
             builder: self.http.request(method, url),
+            patient: true,
         })
     }
 
@@ -633,12 +633,17 @@ impl Target {
     }
 }
 
+/// How long one request may wait out 429 answers with `Retry-After`, in all.
+pub const RETRY_AFTER_BUDGET: Duration = Duration::from_secs(30);
+
 /// One request being made ready.
 pub struct Call<'a> {
     target: &'a Target,
     method: Method,
     path: String,
     builder: reqwest::RequestBuilder,
+    /// Whether a 429 with `Retry-After` is waited out and the request sent again.
+    patient: bool,
 }
 
 impl Call<'_> {
@@ -660,34 +665,80 @@ impl Call<'_> {
         self
     }
 
+    /// Takes a 429 as the answer, instead of waiting out its `Retry-After`: for checks of the
+    /// rate limit itself.
+    pub fn impatient(mut self) -> Self {
+        self.patient = false;
+        self
+    }
+
+    /// Sends the request. A 429 with `Retry-After` in whole seconds is waited out and the request
+    /// sent again while [`RETRY_AFTER_BUDGET`] lasts, each time a warning of the running check:
+    /// a deployment's rate limit is never a failure of the check that met it.
+    async fn dispatch(&self, what: &str) -> Result<reqwest::Response, Finding> {
+        let mut waited = Duration::ZERO;
+        loop {
+            let builder = self
+                .builder
+                .try_clone()
+                .ok_or_else(|| Finding::Error(format!("{what}: a request that cannot be sent")))?;
+            let response = builder
+                .send()
+                .await
+                .map_err(|e| Finding::Error(format!("{what}: {e}")))?;
+            let delay = response
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|value| value.to_str().ok())
+                .and_then(|value| value.trim().parse().ok())
+                .map(Duration::from_secs);
+            match delay {
+                Some(delay)
+                    if self.patient
+                        && response.status() == reqwest::StatusCode::TOO_MANY_REQUESTS
+                        && waited + delay <= RETRY_AFTER_BUDGET =>
+                {
+                    crate::finding::warn(format!(
+                        "{what}: 429, waited out its Retry-After of {} s and sent it again",
+                        delay.as_secs()
+                    ));
+                    tokio::time::sleep(delay).await;
+                    waited += delay;
+                }
+                _ => return Ok(response),
+            }
+        }
+    }
+
     /// Sends the request and returns the response unread, for streams; only its status is
     /// recorded, for the coverage.
     pub async fn open(self) -> Result<reqwest::Response, Finding> {
         let what = format!("{} {}", self.method, self.path);
-        let response = self
-            .builder
-            .send()
-            .await
-            .map_err(|e| Finding::Error(format!("{what}: {e}")))?;
+        let response = self.dispatch(&what).await?;
         let status = response.status().as_u16();
         self.target.answered(&self.method, &self.path, status);
         Ok(response)
     }
 
-    /// Sends the request and reads the whole response; a transport failure is the suite's error.
+    /// Sends the request and reads the whole response, unless it is an event stream (then its
+    /// body is left unread and empty); a transport failure is the suite's error.
     pub async fn send(self) -> Result<Reply, Finding> {
         let what = format!("{} {}", self.method, self.path);
-        let response = self
-            .builder
-            .send()
-            .await
-            .map_err(|e| Finding::Error(format!("{what}: {e}")))?;
+        let response = self.dispatch(&what).await?;
         let status = response.status().as_u16();
         let headers = response.headers().clone();
-        let text = response
-            .text()
-            .await
-            .map_err(|e| Finding::Error(format!("{what}: reading the body: {e}")))?;
+        let streams = headers
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|kind| kind.to_str().ok())
+            .is_some_and(|kind| kind.starts_with("text/event-stream"));
+        let text = if streams {
+            String::new()
+        } else {
+            response
+                .text()
+                .await
+                .map_err(|e| Finding::Error(format!("{what}: reading the body: {e}")))?
+        };
         let body = serde_json::from_str(&text).unwrap_or(Value::Null);
         self.target
             .record(&self.method, &self.path, status, &body, &text);

@@ -1,9 +1,10 @@
 //! The suite against deployments that differ from the reference server only where the interface
 //! leaves room: a layer in front of the reference server changes event kinds, error codes, key
-//! order and profile objects. The normative level must pass through each variation; at level
-//! `all`, the profile findings must name what differed.
+//! order, profile objects and the catalog. The normative level must pass through each variation;
+//! at level `all`, the profile findings must name what differed.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use axum::body::{Body, Bytes, to_bytes};
 use axum::extract::{Request, State};
@@ -13,6 +14,7 @@ use axum::response::Response;
 use futures_util::StreamExt;
 use intent_conformance::check::Status;
 use intent_conformance::embedded::Embedded;
+use intent_conformance::inputs::Inputs;
 use intent_conformance::run::{Report, Selection, run};
 use serde_json::{Value, json};
 
@@ -30,15 +32,23 @@ enum Variation {
     ReorderedKeys,
     /// Objects of our profile's schemas carry an extra member.
     ProfileExtraMembers,
+    /// The catalog lacks the operations and the skill of openapi.json's examples (part 4.1: the
+    /// catalog is the deployment's), and the run is given inputs from what it holds.
+    AnotherCatalog,
+    /// Every 40th request under `/v1/` is refused with 429 and `Retry-After: 1` (part 7: rate
+    /// limits are not shown).
+    RateLimited,
 }
 
 impl Variation {
-    const ALL: [Variation; 5] = [
+    const ALL: [Variation; 7] = [
         Variation::EventKinds,
         Variation::ErrorCodes,
         Variation::BareErrorCodes,
         Variation::ReorderedKeys,
         Variation::ProfileExtraMembers,
+        Variation::AnotherCatalog,
+        Variation::RateLimited,
     ];
 
     /// What the profile findings at level `all` must mention, where our profile differs.
@@ -51,8 +61,97 @@ impl Variation {
             Variation::ReorderedKeys => None,
             // The profile's objects are open to members it does not name.
             Variation::ProfileExtraMembers => None,
+            // The catalog is not part of the profile.
+            Variation::AnotherCatalog => None,
+            // A 429 waited out is a warning at every level.
+            Variation::RateLimited => None,
         }
     }
+}
+
+/// The operations and skill of openapi.json's examples, which the other catalog lacks.
+const HIDDEN: [&str; 3] = ["erc20-transfer", "spl-transfer", "address"];
+
+/// Inputs from what the other catalog holds.
+fn catalog_inputs() -> Inputs {
+    let evm = "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266";
+    let svm = "9WzDXwBbmkg8ZTbNMqUxvQRAyrZzDsGYdLVL9zYtAWWM";
+    serde_json::from_value(json!({
+        "evmBuild": { "app": "evm-assets", "operations": [{ "operation": "native-transfer",
+            "input": { "chainId": 31337, "from": evm, "to": "0x70997970C51812dc3A010C7d01b50e0d17dc79C8",
+                       "amount": "0.001" } }] },
+        "svmStage": { "app": "svm-assets", "operations": [{ "operation": "sol-transfer",
+            "input": { "cluster": "localnet", "from": svm,
+                       "to": "4Nd1mBQtrMJVYVfKf2PJy9NZUZdTAsp7D4xWLs4gDB4T", "amount": "0.01" } }] },
+        "skillCall": { "skill": "fees", "operation": "quote", "input": { "chainId": 31337 } }
+    }))
+    .expect("inputs")
+}
+
+/// Whether a request to `path` with `body` names what the other catalog lacks.
+fn names_hidden(path: &str, body: &[u8]) -> bool {
+    let in_path = path.starts_with("/v1/pipeline/")
+        && path.split('/').any(|segment| HIDDEN.contains(&segment));
+    let in_body = serde_json::from_slice::<Value>(body).is_ok_and(|body| {
+        body["operations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|operation| {
+                HIDDEN
+                    .iter()
+                    .any(|hidden| operation["operation"] == *hidden)
+            })
+    });
+    in_path || in_body
+}
+
+/// The catalog list under `list` in `body` without what the other catalog lacks.
+fn hide(body: &mut Value, list: &str) {
+    let Some(entries) = body.get_mut(list).and_then(Value::as_array_mut) else {
+        return;
+    };
+    entries.retain(|entry| !HIDDEN.iter().any(|hidden| entry["name"] == *hidden));
+    for entry in entries {
+        if let Some(operations) = entry.get_mut("operations").and_then(Value::as_array_mut) {
+            operations
+                .retain(|operation| !HIDDEN.iter().any(|hidden| operation["name"] == *hidden));
+        }
+    }
+}
+
+/// A deployment whose catalog lacks [`HIDDEN`]: requests naming them that the server would
+/// grant get 404, and the catalog lists leave them out.
+async fn another_catalog(request: Request, next: Next) -> Response {
+    let (parts, body) = request.into_parts();
+    let bytes = to_bytes(body, usize::MAX).await.unwrap_or_default();
+    let path = parts.uri.path().to_owned();
+    let hidden = names_hidden(&path, &bytes);
+    let response = next
+        .run(Request::from_parts(parts, Body::from(bytes)))
+        .await;
+    if hidden && response.status().is_success() {
+        let envelope =
+            json!({ "error": { "code": "not_found", "message": "not in this catalog" } });
+        return Response::builder()
+            .status(404)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(envelope.to_string()))
+            .expect("a response");
+    }
+    let list = match path.as_str() {
+        "/v1/pipeline/apps" => "apps",
+        "/v1/pipeline/skills" => "skills",
+        _ => return response,
+    };
+    let (mut parts, body) = response.into_parts();
+    let bytes = to_bytes(body, usize::MAX).await.unwrap_or_default();
+    let Ok(mut value) = serde_json::from_slice::<Value>(&bytes) else {
+        return Response::from_parts(parts, Body::from(bytes));
+    };
+    hide(&mut value, list);
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::from(value.to_string()))
 }
 
 /// The page or entry list in `body` with its user messages renamed and a member added to every
@@ -146,6 +245,21 @@ fn vary_sse(chunk: &Bytes) -> Bytes {
 
 async fn vary(State(variation): State<Arc<Variation>>, request: Request, next: Next) -> Response {
     let variation = *variation;
+    if variation == Variation::AnotherCatalog {
+        return another_catalog(request, next).await;
+    }
+    if variation == Variation::RateLimited && request.uri().path().starts_with("/v1/") {
+        static REQUESTS: AtomicUsize = AtomicUsize::new(0);
+        if REQUESTS.fetch_add(1, Ordering::Relaxed) % 40 == 39 {
+            let envelope = json!({ "error": { "code": "rate_limited", "message": "slow down" } });
+            return Response::builder()
+                .status(429)
+                .header(header::CONTENT_TYPE, "application/json")
+                .header(header::RETRY_AFTER, "1")
+                .body(Body::from(envelope.to_string()))
+                .expect("a response");
+        }
+    }
     let method = request.method().as_str().to_owned();
     let path = request.uri().path().to_owned();
     let response = next.run(request).await;
@@ -180,8 +294,17 @@ async fn vary(State(variation): State<Arc<Variation>>, request: Request, next: N
     Response::from_parts(parts, Body::from(text))
 }
 
-/// The suite at `level` against the reference server behind `variation`.
+/// The suite at `level` against the reference server behind `variation`, given the inputs the
+/// variation's catalog needs.
 async fn suite(variation: Variation, normative_only: bool) -> Report {
+    let inputs = match variation {
+        Variation::AnotherCatalog => catalog_inputs(),
+        _ => Inputs::default(),
+    };
+    suite_with(variation, normative_only, inputs).await
+}
+
+async fn suite_with(variation: Variation, normative_only: bool, inputs: Inputs) -> Report {
     let state = Arc::new(variation);
     let server = Embedded::start_with(move |app| app.layer(from_fn_with_state(state, vary)))
         .await
@@ -191,7 +314,9 @@ async fn suite(variation: Variation, normative_only: bool) -> Report {
         normative_only,
         ..Selection::default()
     };
-    run(&server.target(), &selection, |_, _, _| {}).await
+    let mut target = server.target();
+    target.settings.inputs = inputs;
+    run(&target, &selection, |_, _, _| {}).await
 }
 
 fn broken(report: &Report) -> Vec<String> {
@@ -219,6 +344,17 @@ async fn the_normative_level_passes_every_variation_the_interface_allows() {
         );
         assert!(report.count(Status::Pass) > 30, "{}", report.summary());
     }
+    let limited = &reports[Variation::ALL
+        .iter()
+        .position(|variation| *variation == Variation::RateLimited)
+        .expect("in ALL")];
+    let warned = limited
+        .outcomes
+        .iter()
+        .flat_map(|outcome| &outcome.warnings)
+        .filter(|warning| warning.contains("429"))
+        .count();
+    assert!(warned >= 5, "only {warned} waited-out 429s were reported");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -246,4 +382,25 @@ async fn at_level_all_the_profile_findings_name_what_differed() {
             broken(report)
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_inputs_the_checks_another_catalog_cannot_serve_skip_and_name_the_key() {
+    let report = suite_with(Variation::AnotherCatalog, true, Inputs::default()).await;
+    let failed: Vec<String> = broken(&report)
+        .into_iter()
+        .filter(|line| !line.contains("inputs."))
+        .collect();
+    assert!(failed.is_empty(), "{failed:#?}");
+    let skipped = |key: &str| {
+        report
+            .outcomes
+            .iter()
+            .filter(|outcome| outcome.status == Status::Skip)
+            .filter(|outcome| outcome.message.as_deref().is_some_and(|m| m.contains(key)))
+            .count()
+    };
+    assert!(skipped("inputs.evmBuild") >= 5, "{:#?}", broken(&report));
+    assert!(skipped("inputs.svmStage") >= 1, "{:#?}", broken(&report));
+    assert!(skipped("inputs.skillCall") >= 1, "{:#?}", broken(&report));
 }

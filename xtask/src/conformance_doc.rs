@@ -38,7 +38,13 @@ fn document() -> String {
          but its own (403). `auth.isolation.<operationId>` sends a second account's request for \
          the first account's session: it must get what a missing session gets, and change \
          nothing. Tokens come from `--token-command` (or the seven token flags); a case no token \
-         allows is skipped with the reason.\n\n",
+         allows is skipped with the reason.\n\n\
+         What a check sends where the deployment's catalog and runtime decide what is valid comes \
+         from the config file's `inputs` (`evmBuild`, `svmStage`, `skillCall`, `chat`, \
+         `actionChat`, `install`). Without them a check sends the examples of `openapi.json`, but \
+         only where the deployment's catalog lists what they name; otherwise it skips and names \
+         the key to set. A 429 with `Retry-After` is waited out (30 s at most per request) and \
+         shown as a warning, never a failure.\n\n",
     );
     let normative = checks
         .iter()

@@ -3,9 +3,9 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use super::{fresh_key, read, run};
+use super::{read, run};
 use crate::check::{Category, Check};
-use crate::finding::{Verdict, ensure, skip};
+use crate::finding::{Verdict, ensure};
 use crate::target::{Role, Target};
 
 pub(super) fn checks() -> Vec<Check> {
@@ -52,81 +52,77 @@ async fn statement(target: &Target) -> Verdict {
 
 async fn install(target: &Target) -> Verdict {
     let token = &target.role(Role::Account).await?;
-    let apps = target
-        .request(Method::GET, "/v1/account/apps")
-        .bearer(token)
-        .send()
-        .await?;
-    apps.expect(200, "GET /v1/account/apps")?;
-    let Some(app) = apps.body["apps"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|app| {
-            app["requiredCredentials"]
-                .as_array()
-                .is_some_and(|names| names.len() == 1)
-        })
-    else {
-        return skip("no app needs exactly one credential");
-    };
-    let id = app["id"].as_i64().unwrap_or(0);
-    let name = app["requiredCredentials"][0].as_str().unwrap_or_default();
-    let secret_path = format!("/v1/account/apps/{id}/secrets/{name}");
+    let install = crate::inputs::install(target).await?;
+    let id = install.application_id;
     let app_path = format!("/v1/account/apps/{id}");
-    let remove = || {
+    let secret_path = |name: &str| format!("/v1/account/apps/{id}/secrets/{name}");
+    let remove = |name: &str| {
         target
-            .request(Method::DELETE, &secret_path)
+            .request(Method::DELETE, &secret_path(name))
             .bearer(token)
             .send()
     };
-    let cleared = remove().await?;
-    ensure([200, 404].contains(&cleared.status), || {
-        format!(
-            "DELETE {secret_path} before the check: {} {}",
-            cleared.status, cleared.text
-        )
-    })?;
+    let names: Vec<&str> = install.credentials.keys().map(String::as_str).collect();
+    for name in &names {
+        let cleared = remove(name).await?;
+        ensure([200, 404].contains(&cleared.status), || {
+            format!(
+                "DELETE {} before the check: {} {}",
+                secret_path(name),
+                cleared.status,
+                cleared.text
+            )
+        })?;
+    }
     target
         .request(Method::POST, &app_path)
         .bearer(token)
         .send()
         .await?
-        .expect(422, &format!("POST {app_path} without {name}"))?;
-    let value = fresh_key("secret");
-    target.secret(&value);
-    target
-        .request(Method::PUT, &secret_path)
-        .bearer(token)
-        .json(&json!({ "value": value }))
-        .send()
-        .await?
-        .expect(200, &format!("PUT {secret_path}"))?;
-    present(target, token, id, name, true).await?;
+        .expect(
+            422,
+            &format!("POST {app_path} without {}", names.join(", ")),
+        )?;
+    for (name, value) in &install.credentials {
+        target
+            .request(Method::PUT, &secret_path(name))
+            .bearer(token)
+            .json(&json!({ "value": value }))
+            .send()
+            .await?
+            .expect(200, &format!("PUT {}", secret_path(name)))?;
+        present(target, token, id, name, true).await?;
+    }
     let installed = target
         .request(Method::POST, &app_path)
         .bearer(token)
         .send()
         .await?;
-    installed.expect(200, &format!("POST {app_path} with {name} saved"))?;
+    installed.expect(
+        200,
+        &format!("POST {app_path} with {} saved", names.join(", ")),
+    )?;
     ensure(installed.body.is_object(), || {
         "the installation is not a JSON object".into()
     })?;
     listed(target, token, id, true).await?;
-    let removed = remove().await?;
-    removed.expect(200, &format!("DELETE {secret_path}"))?;
-    ensure(
-        removed.body.is_object() && removed.body["present"] != Value::Bool(true),
-        || format!("after removal: {}", removed.text),
-    )?;
-    present(target, token, id, name, false).await?;
-    let leaked = target
-        .seen()
-        .iter()
-        .any(|seen| seen.body.to_string().contains(&value));
-    ensure(!leaked, || {
-        "a response carried the credential's value".into()
-    })?;
+    for name in &names {
+        let removed = remove(name).await?;
+        removed.expect(200, &format!("DELETE {}", secret_path(name)))?;
+        ensure(
+            removed.body.is_object() && removed.body["present"] != Value::Bool(true),
+            || format!("after removal: {}", removed.text),
+        )?;
+        present(target, token, id, name, false).await?;
+    }
+    let leaked = target.seen().iter().any(|seen| {
+        let body = seen.body.to_string();
+        install
+            .credentials
+            .values()
+            .any(|value| body.contains(value))
+    });
+    ensure(!leaked, || "a response carried a credential's value".into())?;
     target
         .request(Method::DELETE, &app_path)
         .bearer(token)

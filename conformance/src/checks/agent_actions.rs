@@ -3,7 +3,7 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use super::{fresh_key, read_log, run, settle, start_turn, text};
+use super::{fresh_key, read_log, run, settle, start_turn_saying, text};
 use crate::check::{Category, Check};
 use crate::finding::{Finding, Verdict, ensure, skip};
 use crate::target::{Reply, Role, Target};
@@ -58,15 +58,15 @@ pub(super) struct Pending {
 
 /// Starts a turn that raises an action and waits until it awaits it.
 pub(super) async fn pending_action(target: &Target, token: &str) -> Result<Pending, Finding> {
-    let prompt = &target.settings.action_prompt;
-    let (session, turn) = start_turn(target, token, None, prompt).await?;
+    let prompt = crate::inputs::action_chat(target);
+    let (session, turn) = start_turn_saying(target, token, None, prompt).await?;
     let (events, _) = settle(target, token, &session, &turn).await?;
     let Some(event) = events
         .iter()
         .find(|event| event["type"] == "action" && event["turnId"] == turn.as_str())
     else {
         return skip(format!(
-            "the runtime raised no action for {prompt:?} (--action-prompt)"
+            "the runtime raised no action for {prompt:?}; set inputs.actionChat (--action-prompt)"
         ));
     };
     Ok(Pending {

@@ -14,6 +14,12 @@ const ON: &[&str] = &[
     "#/components/parameters/Cursor",
 ];
 
+const ON_STREAM: &[&str] = &[
+    "GET /v1/agent/chat/{sessionId}",
+    "GET /v1/agent/chat/{sessionId}/stream",
+    "#/components/parameters/Cursor",
+];
+
 pub(super) fn checks() -> Vec<Check> {
     vec![
         Check {
@@ -33,9 +39,9 @@ pub(super) fn checks() -> Vec<Check> {
         Check {
             id: "agent.events.invalid-cursor",
             category: Category::AgentEvents,
-            requirement: "A malformed cursor MUST be answered with 400 and error `invalid_cursor`.",
+            requirement: "A malformed cursor MUST be answered with 400 and error `invalid_cursor`, on the event page and when it opens the stream.",
             section: "7.3",
-            rests_on: ON,
+            rests_on: ON_STREAM,
             operation: None,
             run: run!(invalid_cursor),
         },
@@ -131,6 +137,17 @@ async fn invalid_cursor(target: &Target) -> Verdict {
         poll(target, token, &session, Some(bad), "")
             .await?
             .expect_error(400, "invalid_cursor", &format!("cursor {bad:?}"))?;
+        let path = format!("/v1/agent/chat/{session}/stream?cursor={}", encode(bad));
+        target
+            .request(Method::GET, &path)
+            .bearer(token)
+            .send()
+            .await?
+            .expect_error(
+                400,
+                "invalid_cursor",
+                &format!("the stream with cursor {bad:?}"),
+            )?;
     }
     Ok(())
 }

@@ -2,7 +2,7 @@
 
 use reqwest::Method;
 
-use super::{TERMINAL, poll, run, settle, start_turn, turn_state, turn_states};
+use super::{TERMINAL, poll, run, settle, start_turn, start_turn_saying, turn_state, turn_states};
 use crate::check::{Category, Check};
 use crate::finding::{Verdict, ensure, skip};
 use crate::target::{Role, Target};
@@ -56,7 +56,7 @@ async fn terminal(target: &Target) -> Verdict {
 
 async fn interrupt(target: &Target) -> Verdict {
     let token = &target.role(Role::Agent).await?;
-    let (session, turn) = start_turn(target, token, None, "wait 5000").await?;
+    let (session, turn) = start_turn_saying(target, token, None, "wait 5000").await?;
     let path = format!("/v1/agent/sessions/{session}/interrupt");
     let first = target
         .request(Method::POST, &path)

@@ -431,43 +431,35 @@ async fn account_isolation(target: &Target, operation: &'static Operation) -> Ve
         ))
         .await?;
     let path = path_of(operation, "", "");
-    let application = path_of(
-        spec()
-            .operation("POST", "/v1/account/apps/1")
-            .expect("installApp"),
-        "",
-        "",
-    );
-    let credential = path_of(
-        spec()
-            .operation("PUT", "/v1/account/apps/1/secrets/x")
-            .expect("saveCredential"),
-        "",
-        "",
-    );
+    let install = crate::inputs::install(target).await?;
+    let application = format!("/v1/account/apps/{}", install.application_id);
+    let credential = |name: &str| format!("{application}/secrets/{name}");
     // From nothing installed and nothing saved, so that what the owner does shows.
-    for cleared in [&application, &credential] {
+    let cleared = std::iter::once(application.clone())
+        .chain(install.credentials.keys().map(|name| credential(name)));
+    for cleared in cleared {
         target
-            .request(Method::DELETE, cleared)
+            .request(Method::DELETE, &cleared)
             .bearer(&owner)
             .send()
             .await?;
     }
     let before = read(target, &other, &path).await?;
-    let value = super::fresh_key("isolation-secret");
-    target.secret(&value);
-    let saved = target
-        .request(Method::PUT, &credential)
-        .bearer(&owner)
-        .json(&json!({ "value": value }))
-        .send()
-        .await?;
-    if !(200..300).contains(&saved.status) {
-        return fail(format!(
-            "PUT {credential} by the owner: {} {}",
-            saved.status,
-            crate::target::excerpt(&saved.text)
-        ));
+    for (name, value) in &install.credentials {
+        let saved = target
+            .request(Method::PUT, &credential(name))
+            .bearer(&owner)
+            .json(&json!({ "value": value }))
+            .send()
+            .await?;
+        if !(200..300).contains(&saved.status) {
+            return fail(format!(
+                "PUT {} by the owner: {} {}",
+                credential(name),
+                saved.status,
+                crate::target::excerpt(&saved.text)
+            ));
+        }
     }
     let installed = target
         .request(Method::POST, &application)

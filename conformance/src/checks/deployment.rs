@@ -7,11 +7,12 @@ use std::time::{Duration, Instant};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use super::pipeline::{EVM, build_request};
+use super::pipeline::EVM;
 use super::sse::Reader;
 use super::{encode, nanos, run, seqs, settle, start_turn, text};
 use crate::check::{Category, Check};
 use crate::finding::{Finding, Verdict, ensure, fail};
+use crate::inputs::build_request;
 use crate::target::{Reply, Role, Target};
 
 const PROFILE: &[&str] = &["#/x-deployment"];
@@ -179,7 +180,7 @@ async fn sse_resume(target: &Target) -> Verdict {
 async fn commit(target: &Target) -> Verdict {
     let token = &target.role(Role::Pipeline).await?;
     // A transfer to a recipient no run used, so that no other commit shares its Build.
-    let mut request = build_request(EVM)?;
+    let mut request = build_request(target, EVM).await?;
     if let Some(to) = request.pointer_mut("/operations/0/input/to") {
         *to = json!(format!("0x{:040x}", nanos()));
     }

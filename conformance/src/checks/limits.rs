@@ -228,6 +228,7 @@ async fn rate_limit(target: &Target) -> Verdict {
         let reply = target
             .request(Method::GET, "/v1/account/apps")
             .bearer(token)
+            .impatient()
             .send()
             .await?;
         if reply.status != 429 {

@@ -77,8 +77,20 @@ pub(crate) fn text<'a>(body: &'a Value, pointer: &str) -> Result<&'a str, Findin
         })
 }
 
-/// Starts a turn with `message`, in `session` or a new one; returns `(sessionId, turnId)`.
+/// Starts a turn that ends by itself, in `session` or a new one: the configured chat message
+/// (`inputs.chat`), else `label`. Returns `(sessionId, turnId)`.
 pub(crate) async fn start_turn(
+    target: &Target,
+    token: &str,
+    session: Option<&str>,
+    label: &str,
+) -> Result<(String, String), Finding> {
+    start_turn_saying(target, token, session, crate::inputs::chat(target, label)).await
+}
+
+/// Starts a turn with exactly `message`, in `session` or a new one; returns
+/// `(sessionId, turnId)`.
+pub(crate) async fn start_turn_saying(
     target: &Target,
     token: &str,
     session: Option<&str>,

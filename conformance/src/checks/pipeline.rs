@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use super::{alter_signature, nanos, read, run, text};
 use crate::check::{Category, Check};
 use crate::finding::{Finding, Verdict, ensure, fail, skip};
+use crate::inputs::build_request;
 use crate::spec::spec;
 use crate::target::{Reply, Role, Target};
 
@@ -79,6 +80,15 @@ pub(super) fn checks() -> Vec<Check> {
             run: run!(commit),
         },
         Check {
+            id: "pipeline.commit-resimulates",
+            category: Category::Pipeline,
+            requirement: "A commit MUST re-simulate the Build against the chain as it then is: of two Builds that each pass alone but together overspend an account, the second MUST be refused at commit.",
+            section: "1, 3",
+            rests_on: &["POST /v1/pipeline/evm/build"],
+            operation: None,
+            run: run!(resimulates),
+        },
+        Check {
             id: "pipeline.svm",
             category: Category::Pipeline,
             requirement: "The SVM lifecycle endpoint MUST answer a build request with an SVM Build and commit it once when presented back.",
@@ -135,21 +145,6 @@ fn now() -> i64 {
         .map_or(0, |elapsed| elapsed.as_secs() as i64)
 }
 
-/// openapi.json's request example of the endpoint at `path` with `member`: `operations` for
-/// a build request, `actions` for a stage input.
-fn example(path: &str, member: &str) -> Result<Value, Finding> {
-    spec().request_example("POST", path, member).ok_or_else(|| {
-        Finding::Error(format!(
-            "openapi.json has no example with `{member}` for {path}"
-        ))
-    })
-}
-
-/// openapi.json's build request example of the endpoint at `path`.
-pub(super) fn build_request(path: &str) -> Result<Value, Finding> {
-    example(path, "operations")
-}
-
 async fn lifecycle(
     target: &Target,
     token: &str,
@@ -164,9 +159,9 @@ async fn lifecycle(
         .await
 }
 
-/// A Build made from the endpoint's example build request.
+/// A Build made from the endpoint's build request input.
 async fn fresh_build(target: &Target, token: &str, path: &str) -> Result<Value, Finding> {
-    build_from(target, token, path, build_request(path)?).await
+    build_from(target, token, path, build_request(target, path).await?).await
 }
 
 /// A Build made from `request`.
@@ -177,14 +172,20 @@ async fn build_from(
     request: Value,
 ) -> Result<Value, Finding> {
     let reply = lifecycle(target, token, path, &request).await?;
-    reply.expect(200, &format!("POST {path} with an example of openapi.json"))?;
+    reply.expect(
+        200,
+        &format!(
+            "POST {path} {}",
+            crate::target::excerpt(&request.to_string())
+        ),
+    )?;
     Ok(reply.body.clone())
 }
 
 async fn build(target: &Target) -> Verdict {
     let token = &target.role(Role::Pipeline).await?;
-    let request = build_request(EVM)?;
-    let build = fresh_build(target, token, EVM).await?;
+    let request = build_request(target, EVM).await?;
+    let build = build_from(target, token, EVM, request.clone()).await?;
     ensure(build["version"] == 2, || {
         format!("version {}", build["version"])
     })?;
@@ -285,14 +286,19 @@ async fn attestation(target: &Target) -> Verdict {
 
 async fn commit(target: &Target) -> Verdict {
     let token = &target.role(Role::Pipeline).await?;
-    // The example's token transfer, to a recipient no run used: its first transfer writes the
-    // recipient's zero balance, so once it is committed the same transfer needs less gas.
-    let mut request = build_request(EVM)?;
+    let mut request = build_request(target, EVM).await?;
+    // A recipient no run used, so that no other commit shares the Build.
     if let Some(to) = request.pointer_mut("/operations/0/input/to") {
         *to = json!(format!("0x{:040x}", nanos()));
     }
     let build = build_from(target, token, EVM, request.clone()).await?;
     commit_once(target, token, EVM, &build).await?;
+    if target.settings.inputs.evm_build.is_some() {
+        // What a configured operation changes on its chain is the deployment's to know.
+        return Ok(());
+    }
+    // The reference example is a token transfer: its first transfer to a fresh recipient writes
+    // the recipient's zero balance, so once it is committed the same transfer needs less gas.
     let again = build_from(target, token, EVM, request).await?;
     let gas = |build: &Value| build["simulation"]["gas"]["units"].clone();
     let (before, after) = (gas(&build), gas(&again));
@@ -304,6 +310,70 @@ async fn commit(target: &Target) -> Verdict {
              commit and {after} after: the commit did not change the chain"
             )
         },
+    )
+}
+
+/// The reference catalog's operation that moves the EVM chain's native coin.
+const NATIVE_TRANSFER: &str = "native-transfer";
+
+/// A build request of the reference catalog's native transfer of `amount` from `from` to a fresh
+/// address, in the app and on the chain of openapi.json's build example.
+fn native_transfer(from: &str, amount: &str) -> Result<Value, Finding> {
+    let example = spec()
+        .request_example("POST", EVM, "operations")
+        .ok_or_else(|| Finding::Error(format!("openapi.json has no build example for {EVM}")))?;
+    Ok(
+        json!({ "app": example["app"], "operations": [{ "operation": NATIVE_TRANSFER, "input": {
+        "chainId": example["operations"][0]["input"]["chainId"],
+        "from": from,
+        "to": format!("0x{:040x}", nanos()),
+        "amount": amount,
+    } }] }),
+    )
+}
+
+async fn resimulates(target: &Target) -> Verdict {
+    let token = &target.role(Role::Pipeline).await?;
+    let funder = spec()
+        .request_example("POST", EVM, "operations")
+        .and_then(|example| {
+            example["operations"][0]["input"]["from"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .unwrap_or_default();
+    // A fresh account with exactly 1 coin, and two Builds that each spend 0.6 of it.
+    let funding = native_transfer(&funder, "1")?;
+    let account = text(&funding, "/operations/0/input/to")?.to_owned();
+    let funded = lifecycle(target, token, EVM, &funding).await?;
+    if funded.status != 200 {
+        return skip(format!(
+            "needs the reference catalog's {NATIVE_TRANSFER}, to move a known amount: POST {EVM} \
+             answered {}",
+            funded.status
+        ));
+    }
+    lifecycle(target, token, EVM, &funded.body)
+        .await?
+        .expect(200, "committing the transfer that funds a fresh account")?;
+    let mut spends = Vec::new();
+    for _ in 0..2 {
+        let build = build_from(target, token, EVM, native_transfer(&account, "0.6")?).await?;
+        ensure(build["simulation"]["status"] == "passed", || {
+            format!(
+                "after 1 coin was committed to a fresh account, spending 0.6 of it simulated {}",
+                build["simulation"]["status"]
+            )
+        })?;
+        spends.push(build);
+    }
+    lifecycle(target, token, EVM, &spends[0])
+        .await?
+        .expect(200, "committing the first of two spends of 0.6")?;
+    let second = lifecycle(target, token, EVM, &spends[1]).await?;
+    refused(
+        &second,
+        "the second spend of 0.6, which the first left the account unable to pay",
     )
 }
 
@@ -382,9 +452,9 @@ fn refused(reply: &Reply, what: &str) -> Verdict {
 
 async fn tampered(target: &Target) -> Verdict {
     let token = &target.role(Role::Pipeline).await?;
-    // From the stage input, so that it differs from the Build `pipeline.commit` committed: a
-    // deployment may refuse a Build it already committed, which would hide what this checks.
-    let build = build_from(target, token, EVM, example(EVM, "actions")?).await?;
+    // A Build of its own: it differs from the one `pipeline.commit` committed by its expiry at
+    // least, so that no refusal of a Build already committed hides what this checks.
+    let build = fresh_build(target, token, EVM).await?;
     let mut variants = Vec::new();
     let mut actions = build.clone();
     if alter_action(&mut actions) {
@@ -423,7 +493,7 @@ async fn expired(target: &Target) -> Verdict {
 
 async fn operation_descriptor(target: &Target) -> Verdict {
     let token = &target.role(Role::Pipeline).await?;
-    let request = build_request(EVM)?;
+    let request = build_request(target, EVM).await?;
     let app = text(&request, "/app")?;
     let operation = text(&request, "/operations/0/operation")?;
     let path = format!("/v1/pipeline/apps/{app}/operations/{operation}");
@@ -456,7 +526,17 @@ async fn operation_descriptor(target: &Target) -> Verdict {
 
 async fn apps(target: &Target) -> Verdict {
     let token = &target.role(Role::Pipeline).await?;
-    let request = build_request(EVM)?;
+    // What assembles a Build here, whether or not the catalog lists it: only a request the
+    // deployment builds can show a catalog that leaves it out.
+    let request = crate::inputs::given_build_request(target, EVM)?;
+    let built = lifecycle(target, token, EVM, &request).await?;
+    if built.status != 200 {
+        return skip(format!(
+            "POST {EVM} {} was answered {}; set inputs.evmBuild in the config file",
+            crate::target::excerpt(&request.to_string()),
+            built.status
+        ));
+    }
     let (app, operation) = (
         text(&request, "/app")?,
         text(&request, "/operations/0/operation")?,
@@ -479,48 +559,20 @@ async fn apps(target: &Target) -> Verdict {
     })
 }
 
-/// A value for a property of `schema`: its example, default or first enum value, or the
-/// smallest value of its type.
-fn sample(schema: &Value) -> Value {
-    let given = [&schema["example"], &schema["default"], &schema["enum"][0]];
-    if let Some(value) = given.into_iter().find(|value| !value.is_null()) {
-        return value.clone();
-    }
-    let minimum = schema["minimum"].as_i64().unwrap_or(1);
-    match schema["type"].as_str() {
-        Some("integer" | "number") => json!(minimum),
-        Some("boolean") => json!(true),
-        Some("array") => json!([]),
-        Some("object") => json!({}),
-        _ => json!("x".repeat(schema["minLength"].as_u64().unwrap_or(1).max(1) as usize)),
-    }
-}
-
 async fn skill_call(target: &Target) -> Verdict {
     let token = &target.role(Role::Pipeline).await?;
-    let list = read(target, token, "/v1/pipeline/skills").await?;
-    let skill = &list["skills"][0];
-    let operation = &skill["operations"][0];
-    let (Some(skill), Some(name)) = (skill["name"].as_str(), operation["name"].as_str()) else {
-        return skip("the deployment lists no skill operation");
-    };
-    let schema = &operation["inputSchema"];
-    let input: serde_json::Map<String, Value> = schema["required"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .map(|field| (field.to_owned(), sample(&schema["properties"][field])))
-        .collect();
-    let path = format!("/v1/pipeline/skills/{skill}/operations/{name}");
-    let input = Value::Object(input);
+    let call = crate::inputs::skill_call(target).await?;
+    let path = format!(
+        "/v1/pipeline/skills/{}/operations/{}",
+        call.skill, call.operation
+    );
     let reply = target
         .request(Method::POST, &path)
         .bearer(token)
-        .json(&input)
+        .json(&call.input)
         .send()
         .await?;
-    reply.expect(200, &format!("POST {path} {input}"))?;
+    reply.expect(200, &format!("POST {path} {}", call.input))?;
     ensure(reply.body.is_object(), || {
         format!(
             "POST {path} answered {}",

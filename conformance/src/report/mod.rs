@@ -19,8 +19,12 @@ pub fn redacted(report: &Report, secrets: &[String]) -> Report {
     report.target = redact(&report.target, secrets);
     for outcome in &mut report.outcomes {
         outcome.message = outcome.message.as_deref().map(|m| redact(m, secrets));
-        for finding in &mut outcome.profile_findings {
-            *finding = redact(finding, secrets);
+        for line in outcome
+            .profile_findings
+            .iter_mut()
+            .chain(outcome.warnings.iter_mut())
+        {
+            *line = redact(line, secrets);
         }
     }
     for warning in &mut report.warnings {
@@ -72,6 +76,9 @@ pub fn console(report: &Report) -> String {
                 outcome.profile_findings.join("; ")
             );
         }
+        for warning in &outcome.warnings {
+            let _ = writeln!(out, "WARN  {} {warning}", outcome.id);
+        }
         if matches!(outcome.status, Status::Pass | Status::Disabled) {
             continue;
         }
@@ -109,6 +116,7 @@ pub(crate) fn fixture() -> Report {
         message: message.map(str::to_owned),
         assertions: 3,
         profile_findings: Vec::new(),
+        warnings: Vec::new(),
         millis: 12,
     };
     Report {

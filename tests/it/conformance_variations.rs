@@ -1,7 +1,8 @@
 //! The suite against deployments that differ from the reference server only where the interface
 //! leaves room: a layer in front of the reference server changes event kinds, error codes, key
 //! order, profile objects and the catalog. The normative level must pass through each variation;
-//! at level `all`, the profile findings must name what differed.
+//! at level `all`, the profile findings must name what differed. The SDK reads through the same
+//! layer: an event kind it does not know is kept whole, on a turn and on both streams.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -16,6 +17,9 @@ use intent_conformance::check::Status;
 use intent_conformance::embedded::Embedded;
 use intent_conformance::inputs::Inputs;
 use intent_conformance::run::{Report, Selection, run};
+use intent_models::{AgentEvent, TurnState};
+use intent_sdk::agent::LogItem;
+use intent_sdk::{Intent, Resource, StaticToken};
 use serde_json::{Value, json};
 
 /// One way a deployment may differ from the reference server and still follow the interface.
@@ -403,4 +407,59 @@ async fn without_inputs_the_checks_another_catalog_cannot_serve_skip_and_name_th
     assert!(skipped("inputs.evmBuild") >= 5, "{:#?}", broken(&report));
     assert!(skipped("inputs.svmStage") >= 1, "{:#?}", broken(&report));
     assert!(skipped("inputs.skillCall") >= 1, "{:#?}", broken(&report));
+}
+
+/// Follows `session` until an event with `seq` arrives; every event seen.
+async fn followed(
+    stream: impl futures_util::Stream<Item = Result<LogItem, intent_sdk::Error>>,
+    seq: u64,
+) -> Vec<AgentEvent> {
+    let mut stream = Box::pin(stream);
+    let mut events = Vec::new();
+    while events
+        .last()
+        .is_none_or(|event: &AgentEvent| event.seq() < seq)
+    {
+        let item = tokio::time::timeout(std::time::Duration::from_secs(10), stream.next())
+            .await
+            .expect("an item within 10 s")
+            .expect("the stream goes on")
+            .expect("the stream reads every entry");
+        if let LogItem::Event(event) = item {
+            events.push(*event);
+        }
+    }
+    events
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_sdk_keeps_entries_of_kinds_it_does_not_know_on_a_turn_and_on_both_streams() {
+    let state = Arc::new(Variation::EventKinds);
+    let server = Embedded::start_with(move |app| app.layer(from_fn_with_state(state, vary)))
+        .await
+        .expect("the embedded server starts");
+    let token = server
+        .target()
+        .role(intent_conformance::target::Role::Agent)
+        .await
+        .expect("an agent token");
+    let intent = Intent::builder(server.base())
+        .token(Resource::Agent, StaticToken::new(token))
+        .build()
+        .expect("an SDK client");
+    let agent = intent.agent();
+    let outcome = agent.run_turn("hello", None).await.expect("the turn runs");
+    assert_eq!(outcome.state, TurnState::Complete);
+    let renamed = |events: &[AgentEvent]| {
+        events.iter().any(|event| {
+            matches!(event, AgentEvent::Unknown(unknown)
+                if unknown.kind == "user_input" && unknown.members.contains_key("x-trace"))
+        })
+    };
+    assert!(renamed(&outcome.events), "{:#?}", outcome.events);
+    let last = outcome.events.last().expect("events").seq();
+    let polled = followed(agent.follow(&outcome.session_id, None), last).await;
+    let streamed = followed(agent.follow_sse(&outcome.session_id, None), last).await;
+    assert_eq!(polled, outcome.events);
+    assert_eq!(streamed, outcome.events);
 }

@@ -3,13 +3,16 @@
 //! Writing and checking share one path: generate, format, then either write the files or
 //! compare them with the files on disk and fail with a diff.
 
+use std::collections::BTreeSet;
 use std::fs;
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
 use openapiv3::OpenAPI;
+use proc_macro2::{Punct, Spacing, TokenTree};
 use progenitor::{GenerationSettings, Generator, HooksMode, InterfaceStyle, TagStyle};
+use serde_json::Value;
 
 use crate::sync::Mode;
 
@@ -48,7 +51,8 @@ fn settings() -> GenerationSettings {
 }
 
 /// Serde types of every component schema, taken from progenitor's own type space so that
-/// OpenAPI 3.0 `nullable` is converted the way the client sees it.
+/// OpenAPI 3.0 `nullable` is converted the way the client sees it, then opened for tolerant
+/// reading ([`tolerant_reading`]).
 fn models(spec: &OpenAPI) -> Result<String, String> {
     let mut components_only = spec.clone();
     components_only.paths.paths.clear();
@@ -56,7 +60,149 @@ fn models(spec: &OpenAPI) -> Result<String, String> {
     generator
         .generate_tokens(&components_only)
         .map_err(|e| format!("generating models: {e}"))?;
-    format(generator.get_type_space().to_stream())
+    let mut file = parse(generator.get_type_space().to_stream())?;
+    let document = serde_json::to_value(spec).map_err(|e| format!("openapi.json: {e}"))?;
+    tolerant_reading(&mut file, &request_only(&document))?;
+    format_file(&file)
+}
+
+/// Open enums: the interface does not fix their values, so each gets a variant that keeps an
+/// unknown one whole (a hand-written type of `intent-models`) and is `#[non_exhaustive]`.
+const OPEN_ENUMS: &[(&str, &str)] = &[("AgentEvent", "UnknownEvent")];
+
+/// Tolerant reading, strict writing: every model the client reads accepts members it does not
+/// know (no `deny_unknown_fields`), and the open enums take values they do not know. Models of
+/// request bodies only (`strict`) keep refusing unknown members; the server validates every
+/// request against openapi.json besides.
+fn tolerant_reading(file: &mut syn::File, strict: &BTreeSet<String>) -> Result<(), String> {
+    for item in &mut file.items {
+        let (name, attrs) = match item {
+            syn::Item::Struct(item) => (item.ident.to_string(), &mut item.attrs),
+            syn::Item::Enum(item) => (item.ident.to_string(), &mut item.attrs),
+            _ => continue,
+        };
+        if !strict.contains(&name) {
+            attrs.retain_mut(|attr| !without_deny_unknown_fields(attr));
+        }
+        let (syn::Item::Enum(item), Some((_, unknown))) =
+            (item, OPEN_ENUMS.iter().find(|(open, _)| *open == name))
+        else {
+            continue;
+        };
+        let template: syn::ItemEnum = syn::parse_str(&format!(
+            "#[non_exhaustive] enum Open {{ \
+             #[doc = \"A value this version does not know, kept whole (the interface leaves \
+             the values open).\"] #[serde(untagged)] Unknown(crate::{unknown}) }}"
+        ))
+        .map_err(|e| format!("the open-enum template: {e}"))?;
+        item.attrs.extend(template.attrs);
+        item.variants.extend(template.variants);
+    }
+    Ok(())
+}
+
+/// Takes `deny_unknown_fields` out of a `#[serde(...)]` attribute; true when nothing is left of
+/// it.
+fn without_deny_unknown_fields(attr: &mut syn::Attribute) -> bool {
+    let syn::Meta::List(list) = &mut attr.meta else {
+        return false;
+    };
+    if !list.path.is_ident("serde") {
+        return false;
+    }
+    let mut kept: Vec<Vec<TokenTree>> = vec![Vec::new()];
+    for tree in list.tokens.clone() {
+        match &tree {
+            TokenTree::Punct(punct) if punct.as_char() == ',' => kept.push(Vec::new()),
+            _ => kept.last_mut().expect("one group at least").push(tree),
+        }
+    }
+    kept.retain(|group| {
+        !group.is_empty()
+            && !matches!(group.as_slice(), [TokenTree::Ident(ident)] if ident == "deny_unknown_fields")
+    });
+    let separator = TokenTree::Punct(Punct::new(',', Spacing::Alone));
+    list.tokens = kept
+        .iter()
+        .enumerate()
+        .flat_map(|(index, group)| {
+            (index > 0)
+                .then(|| separator.clone())
+                .into_iter()
+                .chain(group.iter().cloned())
+        })
+        .collect();
+    kept.is_empty()
+}
+
+/// Names of the models only request bodies use: component schemas that no response reaches,
+/// and the titled schemas inside them.
+fn request_only(document: &Value) -> BTreeSet<String> {
+    let operations = document["paths"]
+        .as_object()
+        .into_iter()
+        .flat_map(|paths| paths.values())
+        .filter_map(Value::as_object)
+        .flat_map(|item| item.values());
+    let (mut read, mut written) = (Vec::new(), Vec::new());
+    for operation in operations {
+        references(&operation["responses"], &mut read);
+        references(&operation["requestBody"], &mut written);
+    }
+    let read = reachable(document, read);
+    let mut only = BTreeSet::new();
+    for name in reachable(document, written).difference(&read) {
+        titles(&document["components"]["schemas"][name.as_str()], &mut only);
+        only.insert(name.clone());
+    }
+    only
+}
+
+/// Every `$ref` under `value`.
+fn references(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::Object(members) => {
+            for (key, member) in members {
+                match (key.as_str(), member) {
+                    ("$ref", Value::String(reference)) => out.push(reference.clone()),
+                    _ => references(member, out),
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|item| references(item, out)),
+        _ => {}
+    }
+}
+
+/// The component schemas `start` reaches, following references.
+fn reachable(document: &Value, mut pending: Vec<String>) -> BTreeSet<String> {
+    let mut seen = BTreeSet::new();
+    while let Some(reference) = pending.pop() {
+        let Some(name) = reference.strip_prefix("#/components/schemas/") else {
+            if let Some(target) = document.pointer(reference.trim_start_matches('#')) {
+                references(target, &mut pending);
+            }
+            continue;
+        };
+        if seen.insert(name.to_owned()) {
+            references(&document["components"]["schemas"][name], &mut pending);
+        }
+    }
+    seen
+}
+
+/// The `title` of every schema under `value`.
+fn titles(value: &Value, out: &mut BTreeSet<String>) {
+    match value {
+        Value::Object(members) => {
+            if let Some(Value::String(title)) = members.get("title") {
+                out.insert(title.clone());
+            }
+            members.values().for_each(|member| titles(member, out));
+        }
+        Value::Array(items) => items.iter().for_each(|item| titles(item, out)),
+        _ => {}
+    }
 }
 
 /// The progenitor client, with every component schema replaced by its `intent-models` type.
@@ -77,11 +223,17 @@ fn client(spec: &OpenAPI) -> Result<String, String> {
     format(tokens)
 }
 
+fn parse(tokens: proc_macro2::TokenStream) -> Result<syn::File, String> {
+    syn::parse2(tokens).map_err(|e| format!("generated code does not parse: {e}"))
+}
+
 /// Pretty-prints the tokens, then formats them with stable rustfmt and adds the banner.
 fn format(tokens: proc_macro2::TokenStream) -> Result<String, String> {
-    let file: syn::File =
-        syn::parse2(tokens).map_err(|e| format!("generated code does not parse: {e}"))?;
-    let pretty = line_doc_comments(&prettyplease::unparse(&file));
+    format_file(&parse(tokens)?)
+}
+
+fn format_file(file: &syn::File) -> Result<String, String> {
+    let pretty = line_doc_comments(&prettyplease::unparse(file));
     Ok(format!("{BANNER}{}", rustfmt(&pretty)?))
 }
 
@@ -152,7 +304,33 @@ fn rustfmt(source: &str) -> Result<String, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::line_doc_comments;
+    use std::collections::BTreeSet;
+
+    use super::{line_doc_comments, tolerant_reading};
+
+    #[test]
+    fn reading_models_lose_deny_unknown_fields_and_request_models_keep_it() {
+        let source = "#[serde(tag = \"t\", deny_unknown_fields)] enum Read { A }\n\
+                      #[serde(deny_unknown_fields)] struct Request;\n\
+                      #[serde(tag = \"type\")] enum AgentEvent { A }\n";
+        let mut file: syn::File = syn::parse_str(source).unwrap();
+        let strict = BTreeSet::from(["Request".to_owned()]);
+        tolerant_reading(&mut file, &strict).unwrap();
+        let printed = prettyplease::unparse(&file);
+        assert!(
+            printed.contains("#[serde(tag = \"t\")]\nenum Read"),
+            "{printed}"
+        );
+        assert!(
+            printed.contains("#[serde(deny_unknown_fields)]\nstruct Request"),
+            "{printed}"
+        );
+        assert!(printed.contains("#[non_exhaustive]"), "{printed}");
+        assert!(
+            printed.contains("Unknown(crate::UnknownEvent)"),
+            "{printed}"
+        );
+    }
 
     #[test]
     fn block_doc_comments_become_line_comments_at_their_indent() {

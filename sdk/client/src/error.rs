@@ -94,9 +94,12 @@ pub enum Error {
     /// is in the message), or a token that cannot be sent.
     #[error("no token: {0}")]
     Token(String),
-    /// A response the SDK cannot read.
+    /// A response the SDK cannot read. Sending the request again would not help.
     #[error("invalid response: {0}")]
     InvalidResponse(String),
+    /// The connection dropped in the middle of a response, such as an event stream that broke.
+    #[error("disconnected: {0}")]
+    Disconnected(String),
 }
 
 impl Error {
@@ -160,6 +163,7 @@ impl Error {
             Self::Transport(_)
             | Self::InvalidInput(_)
             | Self::InvalidResponse(_)
+            | Self::Disconnected(_)
             | Self::Token(_)
             | Self::Build(_) => None,
         }

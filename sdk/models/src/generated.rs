@@ -24,7 +24,6 @@ pub struct AccountAppList {
 }
 ///A request for the client to review and resolve.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct ActionRequest {
     #[serde(rename = "actionId")]
     pub action_id: ActionRequestActionId,
@@ -154,7 +153,7 @@ pub struct ActionResolutionRequest {
 }
 ///The client's answer to an ActionRequest, tagged by `outcome`. It names the reviewed Build's digest; transaction fields are not accepted.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-#[serde(tag = "outcome", deny_unknown_fields)]
+#[serde(tag = "outcome")]
 pub enum ActionResult {
     ///Approve the reviewed Build; the runtime commits it.
     #[serde(rename = "approved")]
@@ -276,6 +275,7 @@ impl<'de> ::serde::Deserialize<'de> for ActionResultReason {
 ///One durable entry of a session's event log, tagged by `type`. The latest `turn_state` event gives the turn state.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 #[serde(tag = "type")]
+#[non_exhaustive]
 pub enum AgentEvent {
     ///A complete user or assistant message.
     #[serde(rename = "message")]
@@ -382,6 +382,9 @@ pub enum AgentEvent {
         #[serde(rename = "turnId")]
         turn_id: ::std::string::String,
     },
+    ///A value this version does not know, kept whole (the interface leaves the values open).
+    #[serde(untagged)]
+    Unknown(crate::UnknownEvent),
 }
 ///`AgentEventRole`
 #[derive(
@@ -1006,7 +1009,7 @@ impl ::std::convert::TryFrom<::std::string::String> for OperationDescriptorKind 
 }
 ///One chain action, tagged by `chain`.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-#[serde(tag = "chain", deny_unknown_fields)]
+#[serde(tag = "chain")]
 pub enum PipelineAction {
     ///An EVM transaction.
     #[serde(rename = "evm")]
@@ -1485,7 +1488,6 @@ impl<'de> ::serde::Deserialize<'de> for PipelineAppName {
 }
 ///One approval change. No extra properties.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct PipelineApprovalChange {
     pub account: ::std::string::String,
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -1638,7 +1640,6 @@ impl ::std::convert::TryFrom<::std::string::String> for PipelineApprovalChangeSt
 }
 ///One balance change. No extra properties.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct PipelineBalanceChange {
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub account: ::std::option::Option<::std::string::String>,
@@ -2119,7 +2120,6 @@ impl ::std::convert::TryFrom<::std::string::String> for PipelineChain {
 }
 ///A committed Build: its digest, its transactions and the re-simulation that admitted it.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct PipelineCommitResult {
     pub chain: PipelineChain,
     ///Unix timestamp in seconds.
@@ -2232,7 +2232,6 @@ impl ::std::convert::TryFrom<::std::string::String> for PipelineCommitResultStat
 }
 ///`PipelineCommittedTransaction`
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct PipelineCommittedTransaction {
     ///EVM transaction hash (0x hex) or SVM signature (base58).
     pub id: ::std::string::String,
@@ -2240,7 +2239,6 @@ pub struct PipelineCommittedTransaction {
 }
 ///One fee estimate. No extra properties.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct PipelineFeeEstimate {
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub account: ::std::option::Option<::std::string::String>,
@@ -2262,7 +2260,6 @@ pub struct PipelineFeeEstimate {
 }
 ///Gas estimate. No extra properties; all fields optional.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct PipelineGasEstimate {
     #[serde(
         rename = "nativeCost",
@@ -2279,7 +2276,6 @@ pub struct PipelineGasEstimate {
 }
 ///One guard result. No extra properties.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct PipelineGuardResult {
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub message: ::std::option::Option<::std::string::String>,
@@ -2383,7 +2379,6 @@ impl ::std::convert::From<PipelineCommitResult> for PipelineLifecycleResponse {
 }
 ///One log entry. No extra properties.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct PipelineLog {
     pub address: ::std::string::String,
     #[serde(
@@ -2642,7 +2637,6 @@ impl<'de> ::serde::Deserialize<'de> for PipelineOriginSkillsItem {
 }
 ///Result of simulating a Build. No extra properties.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct PipelineSimulation {
     pub approvals: ::std::vec::Vec<PipelineApprovalChange>,
     #[serde(rename = "balanceChanges")]
@@ -3171,7 +3165,6 @@ pub struct StatementPeriod {
 }
 ///`SvmAccountMeta`
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct SvmAccountMeta {
     #[serde(rename = "isSigner")]
     pub is_signer: bool,
@@ -3235,7 +3228,6 @@ impl<'de> ::serde::Deserialize<'de> for SvmAccountMetaPubkey {
 }
 ///One SVM instruction.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct SvmInstruction {
     pub accounts: ::std::vec::Vec<SvmAccountMeta>,
     ///Instruction data, standard base64.

@@ -1,19 +1,26 @@
 //! Serde types of every component schema in `openapi.json`, shared by the SDK, the reference
 //! server and the conformance suite.
 //!
-//! The types keep the document's strictness: the simulation objects (`PipelineSimulation` and
-//! the entries it holds) refuse unknown fields, and JSON `null` is accepted exactly where the
+//! Reading is tolerant and writing strict. Every model a response carries accepts members it
+//! does not know, and [`AgentEvent`] keeps an entry of a kind it does not know whole, as
+//! [`AgentEvent::Unknown`]: the interface leaves kind names and entry shapes open. Models of
+//! request bodies only refuse unknown members. JSON `null` is accepted exactly where the
 //! document marks a field nullable. [`digest`] computes a Build's digest. With the `schema`
 //! feature, `schema` validates JSON bodies against the document's schemas.
 //!
 //! ```
-//! let simulation: Result<intent_models::PipelineSimulation, _> = serde_json::from_value(
-//!     serde_json::json!({
-//!         "status": "passed", "balanceChanges": [], "approvals": [], "fees": [],
-//!         "warnings": [], "guards": [], "gas": null, "logs": [], "extra": 1
-//!     }),
-//! );
-//! assert!(simulation.is_err(), "unknown fields are refused");
+//! use intent_models::AgentEvent;
+//!
+//! let event: AgentEvent = serde_json::from_value(serde_json::json!({
+//!     "type": "user_input", "seq": 3, "turnId": "turn_1", "text": "hi", "x-trace": "t-1"
+//! }))
+//! .unwrap();
+//! assert_eq!((event.seq(), event.turn_id()), (3, "turn_1"));
+//! assert!(matches!(event, AgentEvent::Unknown(ref unknown) if unknown.kind == "user_input"));
+//!
+//! let update: Result<intent_models::SessionUpdate, _> =
+//!     serde_json::from_value(serde_json::json!({ "title": "t", "extra": 1 }));
+//! assert!(update.is_err(), "a request model refuses unknown members");
 //! ```
 
 #![forbid(unsafe_code)]
@@ -26,4 +33,5 @@ pub mod schema;
 #[allow(clippy::all, clippy::pedantic, missing_docs)]
 mod generated;
 
+pub use event::UnknownEvent;
 pub use generated::*;

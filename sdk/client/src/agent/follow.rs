@@ -150,7 +150,8 @@ impl<T: Transport> Follower<T> {
                 let wait = retry_after.unwrap_or_else(|| self.backoff.next_delay());
                 tokio::time::sleep(wait).await;
             }
-            Error::Transport(_) | Error::InvalidResponse(_) => {
+            // A body that does not decode would not decode again: it ends the stream.
+            Error::Transport(_) | Error::Disconnected(_) => {
                 tokio::time::sleep(self.backoff.next_delay()).await;
             }
             other if other.status().is_some_and(|status| status >= 500) => {

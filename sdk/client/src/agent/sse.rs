@@ -47,7 +47,7 @@ impl Transport for Sse {
                 Ok(frame) => frame,
                 Err(reason) => {
                     let broke = format!("the event stream broke: {reason}");
-                    return Some(Err(Error::InvalidResponse(broke)));
+                    return Some(Err(Error::Disconnected(broke)));
                 }
             };
             let data = |what: &str, e: serde_json::Error| {

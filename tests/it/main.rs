@@ -20,5 +20,6 @@ mod pipeline_svm;
 mod sdk_agent;
 mod sdk_auth;
 mod sdk_contract;
+mod sdk_resilience;
 mod server_basics;
 mod services;

@@ -8,8 +8,10 @@ use std::fmt;
 use std::time::Duration;
 
 use intent_models::ErrorEnvelope;
-use reqwest::header::{HeaderMap, RETRY_AFTER, WWW_AUTHENTICATE};
+use reqwest::header::{HeaderMap, WWW_AUTHENTICATE};
 use serde_json::Value;
+
+use crate::retry::retry_after;
 
 /// `Result` with the SDK's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -100,6 +102,9 @@ pub enum Error {
     /// The connection dropped in the middle of a response, such as an event stream that broke.
     #[error("disconnected: {0}")]
     Disconnected(String),
+    /// A turn did not settle within the client's turn deadline.
+    #[error("the turn did not settle within {0:?}")]
+    Deadline(Duration),
 }
 
 impl Error {
@@ -164,6 +169,7 @@ impl Error {
             | Self::InvalidInput(_)
             | Self::InvalidResponse(_)
             | Self::Disconnected(_)
+            | Self::Deadline(_)
             | Self::Token(_)
             | Self::Build(_) => None,
         }
@@ -212,18 +218,6 @@ impl From<progenitor_client::Error<ErrorEnvelope>> for Error {
             Generated::Custom(message) => Self::Token(message),
         }
     }
-}
-
-/// `Retry-After` in seconds (an HTTP date is not read).
-fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let seconds = headers
-        .get(RETRY_AFTER)?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse()
-        .ok()?;
-    Some(Duration::from_secs(seconds))
 }
 
 /// `scope="..."` of a `Bearer` challenge.

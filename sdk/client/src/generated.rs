@@ -697,7 +697,7 @@ pub mod types {
 pub struct Client {
     pub(crate) baseurl: String,
     pub(crate) client: reqwest::Client,
-    pub(crate) inner: crate::auth::Tokens,
+    pub(crate) inner: crate::hooks::ClientContext,
 }
 impl Client {
     /// Create a new client.
@@ -705,7 +705,7 @@ impl Client {
     /// `baseurl` is the base URL provided to the internal
     /// `reqwest::Client`, and should include a scheme and hostname,
     /// as well as port and a path stem if applicable.
-    pub fn new(baseurl: &str, inner: crate::auth::Tokens) -> Self {
+    pub fn new(baseurl: &str, inner: crate::hooks::ClientContext) -> Self {
         #[cfg(not(target_arch = "wasm32"))]
         let client = {
             let dur = ::std::time::Duration::from_secs(15u64);
@@ -726,7 +726,7 @@ impl Client {
     pub fn new_with_client(
         baseurl: &str,
         client: reqwest::Client,
-        inner: crate::auth::Tokens,
+        inner: crate::hooks::ClientContext,
     ) -> Self {
         Self {
             baseurl: baseurl.to_string(),
@@ -735,7 +735,7 @@ impl Client {
         }
     }
 }
-impl ClientInfo<crate::auth::Tokens> for Client {
+impl ClientInfo<crate::hooks::ClientContext> for Client {
     fn api_version() -> &'static str {
         "1.0.0"
     }
@@ -745,7 +745,7 @@ impl ClientInfo<crate::auth::Tokens> for Client {
     fn client(&self) -> &reqwest::Client {
         &self.client
     }
-    fn inner(&self) -> &crate::auth::Tokens {
+    fn inner(&self) -> &crate::hooks::ClientContext {
         &self.inner
     }
 }
@@ -753,7 +753,7 @@ const _: () = {
     #[allow(dead_code)]
     fn assert_client_hooks()
     where
-        Client: ClientHooks<crate::auth::Tokens>,
+        Client: ClientHooks<crate::hooks::ClientContext>,
     {
     }
 };

@@ -1,20 +1,74 @@
-//! The generated [`Client`]'s hooks: each request gets its resource's token as it is sent, and a
-//! 401 is answered by renewing the token once and sending the request once more.
+//! The generated [`Client`]'s hooks and what every call carries ([`ClientContext`]): each request
+//! gets its resource's token as it is sent, a 401 is answered by renewing the token once, a
+//! failure the [`RetryPolicy`] retries is sent again, and each call gets its timeout.
+
+use std::time::Duration;
 
 use progenitor_client::{ClientHooks, ClientInfo, OperationInfo};
 use reqwest::header::{AUTHORIZATION, HeaderValue};
 use reqwest::{Request, Response, StatusCode};
 
 use crate::auth::Tokens;
+use crate::retry::{Outcome, RetryPolicy};
 use crate::{Client, Error};
 
-impl ClientHooks<Tokens> for Client {
+/// What every call of the generated [`Client`] carries: the token sources, the retry policy, the
+/// per-request timeout and the deadline of a turn. [`Intent`](crate::Intent)'s builder sets it
+/// up; the default sends calls without a token, with the default [`RetryPolicy`], no timeout
+/// and a 5-minute turn deadline.
+#[derive(Clone, Debug)]
+pub struct ClientContext {
+    pub(crate) tokens: Tokens,
+    pub(crate) retry: RetryPolicy,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) turn_deadline: Duration,
+}
+
+/// How long a turn may take to settle unless the builder says otherwise.
+pub(crate) const TURN_DEADLINE: Duration = Duration::from_secs(300);
+
+impl Default for ClientContext {
+    fn default() -> Self {
+        Self {
+            tokens: Tokens::default(),
+            retry: RetryPolicy::default(),
+            timeout: None,
+            turn_deadline: TURN_DEADLINE,
+        }
+    }
+}
+
+/// Operations whose answer is a stream: no timeout cuts them.
+const STREAMS: &[&str] = &["stream_chat_events"];
+
+impl ClientContext {
+    /// The timeout of one sending of `request`: none for a stream; for a long-poll, the
+    /// timeout beyond its `wait`.
+    fn timeout_of(&self, request: &Request, info: &OperationInfo) -> Option<Duration> {
+        let timeout = self.timeout?;
+        if STREAMS.contains(&info.operation_id) {
+            return None;
+        }
+        let wait = request
+            .url()
+            .query_pairs()
+            .find(|(name, _)| name == "wait")
+            .and_then(|(_, value)| value.parse().ok())
+            .map_or(Duration::ZERO, Duration::from_millis);
+        Some(timeout + wait)
+    }
+}
+
+impl ClientHooks<ClientContext> for Client {
     async fn pre<E>(
         &self,
         request: &mut Request,
-        _info: &OperationInfo,
+        info: &OperationInfo,
     ) -> Result<(), progenitor_client::Error<E>> {
-        let Some(source) = self.inner().source_for(request.url()) else {
+        if let Some(timeout) = self.inner().timeout_of(request, info) {
+            *request.timeout_mut() = Some(timeout);
+        }
+        let Some(source) = self.inner().tokens.source_for(request.url()) else {
             return Ok(());
         };
         let token = source
@@ -24,8 +78,30 @@ impl ClientHooks<Tokens> for Client {
         bear(request, &token).map_err(|e| progenitor_client::Error::Custom(token_failure(e)))
     }
 
-    async fn exec(&self, request: Request, _info: &OperationInfo) -> reqwest::Result<Response> {
-        let Some(source) = self.inner().source_for(request.url()) else {
+    async fn exec(&self, mut request: Request, _info: &OperationInfo) -> reqwest::Result<Response> {
+        let retry = &self.inner().retry;
+        let mut attempt = 1;
+        loop {
+            let again = request.try_clone();
+            let (method, headers) = (request.method().clone(), request.headers().clone());
+            let sent = self.authorized(request).await;
+            let delay = retry.delay(attempt, &method, &headers, Outcome::of(&sent));
+            match (again, delay) {
+                (Some(again), Some(delay)) => {
+                    tokio::time::sleep(delay).await;
+                    request = again;
+                    attempt += 1;
+                }
+                _ => return sent,
+            }
+        }
+    }
+}
+
+impl Client {
+    /// Sends `request`; a 401 is answered by renewing the token and sending it once more.
+    async fn authorized(&self, request: Request) -> reqwest::Result<Response> {
+        let Some(source) = self.inner().tokens.source_for(request.url()) else {
             return self.client().execute(request).await;
         };
         let again = request.try_clone();
@@ -47,7 +123,6 @@ impl ClientHooks<Tokens> for Client {
         }
     }
 }
-
 /// Sends a request built outside the generated methods through the same hooks.
 pub(crate) async fn send(client: &Client, mut request: Request) -> Result<Response, Error> {
     let info = OperationInfo {

@@ -9,7 +9,7 @@ use crate::account::Account;
 use crate::agent::Agent;
 use crate::auth::{DeviceCode, DynSource, OAuth, Resource, TokenSource, Tokens};
 use crate::pipeline::Pipeline;
-use crate::{Client, Error};
+use crate::{Client, ClientContext, Error, RetryPolicy};
 
 /// The deployment at a base address, called with a token per resource. It is cheap to clone
 /// and `Send + Sync`: tasks share one, and with it one connection pool and one renewal of each
@@ -32,11 +32,13 @@ pub struct Intent {
     client: Client,
 }
 
-/// Sets up an [`Intent`]: its base address, its token sources and its HTTP client.
+/// Sets up an [`Intent`]: its base address, its token sources, its HTTP client, how it retries
+/// and how long it waits.
 pub struct IntentBuilder {
     base: String,
     sources: HashMap<Resource, Arc<dyn DynSource>>,
     http: Option<reqwest::Client>,
+    context: ClientContext,
 }
 
 /// Connect within this long.
@@ -59,6 +61,27 @@ impl IntentBuilder {
         self
     }
 
+    /// Retries calls by `policy` ([`RetryPolicy::default`] unless set).
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.context.retry = policy;
+        self
+    }
+
+    /// Gives up on one sending of a call after `timeout` (a long-poll gets its `wait` more; a
+    /// stream has none). Without it, only the HTTP client's timeouts apply.
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.context.timeout = Some(timeout);
+        self
+    }
+
+    /// Gives up on [`run_turn`](crate::agent::Agent::run_turn) and
+    /// [`wait_turn`](crate::agent::Agent::wait_turn) after `deadline` (5 minutes unless set), with
+    /// [`Error::Deadline`].
+    pub fn turn_deadline(mut self, deadline: Duration) -> Self {
+        self.context.turn_deadline = deadline;
+        self
+    }
+
     /// The client; fails on a base address that is not an absolute URL.
     pub fn build(self) -> Result<Intent, Error> {
         let base = self.base.trim_end_matches('/');
@@ -73,9 +96,12 @@ impl IntentBuilder {
                 .build()
                 .map_err(Error::Transport)?,
         };
-        let tokens = Tokens::new(&url, self.sources);
+        let context = ClientContext {
+            tokens: Tokens::new(&url, self.sources),
+            ..self.context
+        };
         Ok(Intent {
-            client: Client::new_with_client(base, http, tokens),
+            client: Client::new_with_client(base, http, context),
         })
     }
 }
@@ -101,6 +127,7 @@ impl Intent {
             base: base.into(),
             sources: HashMap::new(),
             http: None,
+            context: ClientContext::default(),
         }
     }
 

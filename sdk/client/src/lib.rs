@@ -68,6 +68,7 @@ mod generated;
 mod hooks;
 mod intent;
 pub mod pipeline;
+mod retry;
 
 pub use auth::{
     AuthorizationStart, CommandToken, DeviceCode, OAuth, OAuthTokens, Resource, StaticToken,
@@ -77,5 +78,7 @@ pub use error::{Error, ErrorResponse};
 /// The error type of the generated [`Client`]'s methods; convert it with `Error::from`.
 pub use generated::Error as GeneratedError;
 pub use generated::*;
+pub use hooks::ClientContext;
 pub use intent::{DeviceLogin, Intent, IntentBuilder};
 pub use intent_models as models;
+pub use retry::RetryPolicy;

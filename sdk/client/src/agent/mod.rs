@@ -83,9 +83,15 @@ impl<'a> Agent<'a> {
             message: message.parse().map_err(invalid)?,
             session_id: session.map(str::parse).transpose().map_err(invalid)?,
         };
-        let started = self.start(&request).await?;
-        self.wait_turn(&started.session_id, &started.turn_id, &started.cursor)
+        let deadline = self.client.inner.turn_deadline;
+        let run = async {
+            let started = self.start(&request).await?;
+            self.settle(&started.session_id, &started.turn_id, &started.cursor)
+                .await
+        };
+        tokio::time::timeout(deadline, run)
             .await
+            .unwrap_or(Err(Error::Deadline(deadline)))
     }
 
     /// Starts a turn and returns at once (`POST /v1/agent/chat`).
@@ -94,8 +100,22 @@ impl<'a> Agent<'a> {
     }
 
     /// Long-polls the session from `cursor` until turn `turn_id` is in a state other than
-    /// `processing` and no more events are ready (part 3, rules 3 and 4).
+    /// `processing` and no more events are ready (part 3, rules 3 and 4), within the client's
+    /// turn deadline. A cursor that expired or no longer reads is reconciled: the log is read
+    /// again from its retained start, and the events already read are left out.
     pub async fn wait_turn(
+        &self,
+        session: &str,
+        turn_id: &str,
+        cursor: &str,
+    ) -> Result<TurnOutcome, Error> {
+        let deadline = self.client.inner.turn_deadline;
+        tokio::time::timeout(deadline, self.settle(session, turn_id, cursor))
+            .await
+            .unwrap_or(Err(Error::Deadline(deadline)))
+    }
+
+    async fn settle(
         &self,
         session: &str,
         turn_id: &str,
@@ -110,13 +130,24 @@ impl<'a> Agent<'a> {
             action: None,
             cursor: cursor.to_owned(),
         };
+        let mut cursor = Some(outcome.cursor.parse().map_err(invalid)?);
+        let mut last = 0;
         loop {
-            let cursor = outcome.cursor.parse().map_err(invalid)?;
-            let page = self
+            let read = self
                 .client
-                .get_chat_events(&session_id, Some(&cursor), None, Some(LONG_POLL_MS))
-                .await?
-                .into_inner();
+                .get_chat_events(&session_id, cursor.as_ref(), None, Some(LONG_POLL_MS))
+                .await
+                .map_err(Error::from);
+            let mut page = match read {
+                Ok(page) => page.into_inner(),
+                Err(Error::CursorExpired(_) | Error::InvalidCursor(_)) if cursor.is_some() => {
+                    cursor = None;
+                    continue;
+                }
+                Err(error) => return Err(error),
+            };
+            page.events.retain(|event| event.seq() > last);
+            last = page.events.last().map_or(last, AgentEvent::seq);
             for event in &page.events {
                 if event.turn_id() != turn_id {
                     continue;
@@ -128,6 +159,7 @@ impl<'a> Agent<'a> {
                 }
             }
             outcome.events.extend(page.events);
+            cursor = Some(page.cursor.parse().map_err(invalid)?);
             outcome.cursor = page.cursor;
             if outcome.state != TurnState::Processing && !page.has_more {
                 if outcome.state != TurnState::AwaitingAction {
@@ -213,6 +245,8 @@ impl<'a> Agent<'a> {
         let key = idempotency_key().parse().map_err(invalid)?;
         let session = session_id(session)?;
         let action_id = action.action_id.to_string().parse().map_err(invalid)?;
+        // The client's retry policy resends it on a transport failure or a 429 (it carries its
+        // key); here only a duplicate still in flight is waited for.
         let mut backoff = Backoff::new();
         let mut attempt = 1;
         loop {
@@ -224,18 +258,10 @@ impl<'a> Agent<'a> {
                 Ok(resolution) => return Ok(resolution.into_inner()),
                 Err(error) => Error::from(error),
             };
-            let wait = match &error {
-                Error::RateLimited { retry_after, .. } => {
-                    Some(retry_after.unwrap_or_else(|| backoff.next_delay()))
-                }
-                Error::Transport(_) => Some(backoff.next_delay()),
-                _ if error.code() == Some("idempotency_in_flight") => Some(backoff.next_delay()),
-                _ => None,
-            };
-            match wait {
-                Some(wait) if attempt < RESOLVE_ATTEMPTS => tokio::time::sleep(wait).await,
-                _ => return Err(error),
+            if error.code() != Some("idempotency_in_flight") || attempt >= RESOLVE_ATTEMPTS {
+                return Err(error);
             }
+            tokio::time::sleep(backoff.next_delay()).await;
             attempt += 1;
         }
     }

@@ -1,0 +1,245 @@
+//! [`RetryPolicy`]: which failed calls are sent again, and after how long.
+
+use std::time::Duration;
+
+use reqwest::header::{HeaderMap, RETRY_AFTER};
+use reqwest::{Method, StatusCode};
+
+/// How the client sends a call again, in the manner of the AWS SDK's standard mode:
+///
+/// - what is retried: a request that never reached the server (a connect error), and the
+///   answers 408, 429, 502, 503 and 504, or a timeout;
+/// - which requests: GET, HEAD, PUT and DELETE always; a POST only when it carries an
+///   `Idempotency-Key`, or when it never reached the server;
+/// - how long to wait: the answer's `Retry-After` (in seconds) when it has one, up to
+///   [`max_retry_after`](Self::max_retry_after); otherwise exponential backoff with full jitter,
+///   a random delay below `initial × 2^(retry − 1)`, capped at `max_backoff`.
+///
+/// ```
+/// use std::time::Duration;
+/// use intent_sdk::RetryPolicy;
+///
+/// let patient = RetryPolicy::default()
+///     .max_attempts(6)
+///     .backoff(Duration::from_millis(200), Duration::from_secs(10));
+/// let never = RetryPolicy::none();
+/// # let _ = (patient, never);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetryPolicy {
+    max_attempts: u32,
+    initial_backoff: Duration,
+    max_backoff: Duration,
+    max_retry_after: Duration,
+}
+
+impl Default for RetryPolicy {
+    /// Three attempts, backoff from 100 ms capped at 5 s, a `Retry-After` of up to 60 s.
+    fn default() -> Self {
+        Self {
+            max_attempts: 3,
+            initial_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(5),
+            max_retry_after: Duration::from_secs(60),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// Every call is sent once.
+    pub fn none() -> Self {
+        Self::default().max_attempts(1)
+    }
+
+    /// Sends a call at most `attempts` times in all (at least once).
+    pub fn max_attempts(mut self, attempts: u32) -> Self {
+        self.max_attempts = attempts.max(1);
+        self
+    }
+
+    /// Backoff from `initial`, doubling, capped at `max`.
+    pub fn backoff(mut self, initial: Duration, max: Duration) -> Self {
+        self.initial_backoff = initial;
+        self.max_backoff = max.max(initial);
+        self
+    }
+
+    /// The longest `Retry-After` waited out; an answer asking for longer is returned as it is.
+    pub fn max_retry_after(mut self, longest: Duration) -> Self {
+        self.max_retry_after = longest;
+        self
+    }
+
+    /// The delay before sending again a call that was sent `attempt` times and ended in
+    /// `outcome`, or `None` when it is not sent again.
+    pub(crate) fn delay(
+        &self,
+        attempt: u32,
+        method: &Method,
+        request: &HeaderMap,
+        outcome: Outcome<'_>,
+    ) -> Option<Duration> {
+        if attempt >= self.max_attempts {
+            return None;
+        }
+        let repeatable = matches!(
+            *method,
+            Method::GET | Method::HEAD | Method::PUT | Method::DELETE
+        ) || request.contains_key("idempotency-key");
+        let retry_after = match outcome {
+            Outcome::NotSent => None,
+            Outcome::TimedOut if repeatable => None,
+            Outcome::Answered(status, headers) if repeatable && retried_status(status) => {
+                retry_after(headers)
+            }
+            _ => return None,
+        };
+        match retry_after {
+            Some(wait) if wait > self.max_retry_after => None,
+            Some(wait) => Some(wait),
+            None => Some(self.jittered(attempt)),
+        }
+    }
+
+    /// Full jitter: a random delay below the backoff of retry number `retry`.
+    fn jittered(&self, retry: u32) -> Duration {
+        let ceiling = self
+            .initial_backoff
+            .saturating_mul(2u32.saturating_pow(retry.saturating_sub(1)))
+            .min(self.max_backoff);
+        let mut bytes = [0u8; 8];
+        // Without an entropy source the full delay is waited: slower, never wrong.
+        if getrandom::fill(&mut bytes).is_err() {
+            return ceiling;
+        }
+        let fraction = u64::from_le_bytes(bytes) as f64 / u64::MAX as f64;
+        ceiling.mul_f64(fraction)
+    }
+}
+
+/// How one sending of a call ended, as far as retrying goes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Outcome<'a> {
+    /// The request never reached the server (a connect error).
+    NotSent,
+    /// No answer in time.
+    TimedOut,
+    /// An answer, with its headers.
+    Answered(StatusCode, &'a HeaderMap),
+    /// Any other failure.
+    Failed,
+}
+
+impl<'a> Outcome<'a> {
+    /// The outcome of `sent`.
+    pub(crate) fn of(sent: &'a Result<reqwest::Response, reqwest::Error>) -> Self {
+        match sent {
+            Ok(response) => Self::Answered(response.status(), response.headers()),
+            Err(error) if error.is_connect() => Self::NotSent,
+            Err(error) if error.is_timeout() => Self::TimedOut,
+            Err(_) => Self::Failed,
+        }
+    }
+}
+
+fn retried_status(status: StatusCode) -> bool {
+    matches!(status.as_u16(), 408 | 429 | 502 | 503 | 504)
+}
+
+/// A `Retry-After` in whole seconds (an HTTP date is not read).
+pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let seconds = headers
+        .get(RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(Duration::from_secs(seconds))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        pairs
+            .iter()
+            .map(|(name, value)| {
+                (
+                    reqwest::header::HeaderName::from_static(name),
+                    value.parse().unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn idempotent_calls_are_retried_on_the_statuses_and_a_post_only_with_a_key_or_unsent() {
+        let policy = RetryPolicy::default();
+        let none = HeaderMap::new();
+        let keyed = headers(&[("idempotency-key", "k")]);
+        let unavailable = Outcome::Answered(StatusCode::SERVICE_UNAVAILABLE, &none);
+        assert!(policy.delay(1, &Method::GET, &none, unavailable).is_some());
+        assert!(
+            policy
+                .delay(1, &Method::DELETE, &none, unavailable)
+                .is_some()
+        );
+        assert!(policy.delay(1, &Method::POST, &none, unavailable).is_none());
+        assert!(
+            policy
+                .delay(1, &Method::POST, &keyed, unavailable)
+                .is_some()
+        );
+        assert!(
+            policy
+                .delay(1, &Method::POST, &none, Outcome::NotSent)
+                .is_some()
+        );
+        assert!(
+            policy
+                .delay(1, &Method::POST, &none, Outcome::TimedOut)
+                .is_none()
+        );
+        let internal = Outcome::Answered(StatusCode::INTERNAL_SERVER_ERROR, &none);
+        assert!(policy.delay(1, &Method::GET, &none, internal).is_none());
+        assert!(
+            policy.delay(3, &Method::GET, &none, unavailable).is_none(),
+            "3 attempts"
+        );
+        assert!(
+            RetryPolicy::none()
+                .delay(1, &Method::GET, &none, Outcome::NotSent)
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn retry_after_is_honoured_up_to_its_limit_and_backoff_is_jittered_below_its_cap() {
+        let policy =
+            RetryPolicy::default().backoff(Duration::from_millis(100), Duration::from_millis(300));
+        let asked = headers(&[("retry-after", "2")]);
+        let limited = Outcome::Answered(StatusCode::TOO_MANY_REQUESTS, &asked);
+        assert_eq!(
+            policy.delay(1, &Method::GET, &HeaderMap::new(), limited),
+            Some(Duration::from_secs(2))
+        );
+        let short = policy.clone().max_retry_after(Duration::from_secs(1));
+        assert_eq!(
+            short.delay(1, &Method::GET, &HeaderMap::new(), limited),
+            None
+        );
+        let delays: Vec<Duration> = (0..200).map(|_| policy.jittered(5)).collect();
+        assert!(
+            delays
+                .iter()
+                .all(|delay| *delay <= Duration::from_millis(300))
+        );
+        assert!(
+            delays.iter().any(|delay| *delay != delays[0]),
+            "the delays are random"
+        );
+        assert!(policy.jittered(1) <= Duration::from_millis(100));
+    }
+}

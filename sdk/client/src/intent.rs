@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use crate::account::Account;
 use crate::agent::Agent;
-use crate::auth::{DeviceCode, DynSource, OAuth, Resource, TokenSource, Tokens};
+#[cfg(feature = "oauth")]
+use crate::auth::{DeviceCode, OAuth};
+use crate::auth::{DynSource, Resource, TokenSource, Tokens};
 use crate::pipeline::Pipeline;
 use crate::{Client, ClientContext, Error, RetryPolicy};
 
@@ -107,6 +109,7 @@ impl IntentBuilder {
 }
 
 /// A device login the person is asked to approve: the `step`th code of `of`.
+#[cfg(feature = "oauth")]
 #[derive(Debug, Clone)]
 pub struct DeviceLogin {
     /// The resource this code logs in to.
@@ -134,7 +137,8 @@ impl Intent {
     /// Logs in with the device flow as OAuth client `client_id`: one device authorization per
     /// resource (a token is bound to one resource), each with the `scopes` of that resource.
     /// `show` gets each code with its number and the count, to tell the person how many they
-    /// will approve. The tokens renew by refresh-token rotation.
+    /// will approve. The tokens renew by refresh-token rotation. Needs the `oauth` feature.
+    #[cfg(feature = "oauth")]
     pub async fn login_device(
         base: &str,
         client_id: &str,

@@ -70,15 +70,16 @@ mod intent;
 pub mod pipeline;
 mod retry;
 
-pub use auth::{
-    AuthorizationStart, CommandToken, DeviceCode, OAuth, OAuthTokens, Resource, StaticToken,
-    TokenSource, Tokens,
-};
+#[cfg(feature = "oauth")]
+pub use auth::{AuthorizationStart, DeviceCode, OAuth, OAuthTokens};
+pub use auth::{CommandToken, Resource, StaticToken, TokenSource, Tokens};
 pub use error::{Error, ErrorResponse};
 /// The error type of the generated [`Client`]'s methods; convert it with `Error::from`.
 pub use generated::Error as GeneratedError;
 pub use generated::*;
 pub use hooks::ClientContext;
-pub use intent::{DeviceLogin, Intent, IntentBuilder};
+#[cfg(feature = "oauth")]
+pub use intent::DeviceLogin;
+pub use intent::{Intent, IntentBuilder};
 pub use intent_models as models;
 pub use retry::RetryPolicy;

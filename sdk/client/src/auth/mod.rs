@@ -3,11 +3,12 @@
 //! as it is sent and, on a 401, renew it once and send the request once more.
 //!
 //! Sources: [`StaticToken`]; [`CommandToken`], a credential process that prints a token;
-//! [`OAuthTokens`] from [`OAuth::device`] (the device flow) or [`OAuth::authorize_url`] plus
-//! [`OAuth::exchange_code`] (authorization code with PKCE), renewed by refresh-token rotation.
-//! A source of your own implements [`TokenSource`].
+//! with the `oauth` feature, `OAuthTokens` from `OAuth::device` (the device flow) or
+//! `OAuth::authorize_url` plus `OAuth::exchange_code` (authorization code with PKCE), renewed by
+//! refresh-token rotation. A source of your own implements [`TokenSource`].
 
 mod command;
+#[cfg(feature = "oauth")]
 mod oauth;
 
 use std::collections::HashMap;
@@ -21,6 +22,7 @@ use tokio::time::Instant;
 use crate::Error;
 
 pub use command::CommandToken;
+#[cfg(feature = "oauth")]
 pub use oauth::{AuthorizationStart, DeviceCode, OAuth, OAuthTokens, http};
 
 /// A protected resource of part 5.4; each takes tokens of its own.
@@ -101,7 +103,7 @@ pub trait TokenSource: Send + Sync + 'static {
     -> impl Future<Output = Result<Option<String>, Error>> + Send;
 }
 
-/// A shared source: keep a handle on it (to store an [`OAuthTokens`]' refresh token, say)
+/// A shared source: keep a handle on it (to store an OAuth source's refresh token, say)
 /// while an [`Intent`](crate::Intent) uses it.
 impl<T: TokenSource> TokenSource for Arc<T> {
     fn token(&self) -> impl Future<Output = Result<String, Error>> + Send {
@@ -242,6 +244,7 @@ pub(crate) struct Slot {
 
 impl Slot {
     /// A slot holding `held`.
+    #[cfg(any(test, feature = "oauth"))]
     pub(crate) fn holding(held: Held) -> Self {
         Self {
             held: Mutex::new(Some(held)),

@@ -425,7 +425,7 @@ async fn followed(
             .expect("an item within 10 s")
             .expect("the stream goes on")
             .expect("the stream reads every entry");
-        if let LogItem::Event(event) = item {
+        if let LogItem::Event { event, .. } = item {
             events.push(*event);
         }
     }

@@ -61,7 +61,7 @@ fn seqs(items: &[LogItem]) -> Vec<Option<u64>> {
     items
         .iter()
         .map(|item| match item {
-            LogItem::Event(event) => Some(event.seq()),
+            LogItem::Event { event, .. } => Some(event.seq()),
             LogItem::Restart => None,
             LogItem::Snapshot(_) => panic!("long-poll pages carry no snapshot"),
         })
@@ -82,7 +82,7 @@ async fn the_log_stream_delivers_each_event_once_and_restarts_on_cursor_errors()
     agent.run_turn("hello", Some(&session)).await.unwrap();
     let items = take(&mut stream, 4).await;
     assert_eq!(seqs(&items), [Some(5), Some(6), Some(7), Some(8)]);
-    let LogItem::Event(last) = &items[3] else {
+    let LogItem::Event { event: last, .. } = &items[3] else {
         panic!("an event")
     };
     assert!(matches!(
@@ -124,7 +124,7 @@ async fn the_sse_follower_delivers_events_in_order_and_restarts() {
             .expect("the stream goes on")
             .unwrap();
         match item {
-            LogItem::Event(event) => seqs.push(event.seq()),
+            LogItem::Event { event, .. } => seqs.push(event.seq()),
             // Transient: whether one arrives depends on timing.
             LogItem::Snapshot(_) => {}
             LogItem::Restart => panic!("no restart on a fresh stream"),
@@ -149,6 +149,37 @@ async fn the_sse_follower_delivers_events_in_order_and_restarts() {
             }
         }
         assert_eq!(items[0], LogItem::Restart);
-        assert!(matches!(&items[1], LogItem::Event(e) if e.seq() == 1));
+        assert!(matches!(&items[1], LogItem::Event { event: e, .. } if e.seq() == 1));
+    }
+}
+
+#[tokio::test]
+async fn a_follower_resumes_from_a_stored_position_after_the_event_it_names() {
+    let server = TestServer::start().await;
+    let intent = server.intent("alice");
+    let agent = intent.agent();
+    let first = agent.run_turn("hello", None).await.unwrap();
+    let session = first.session_id.clone();
+    agent.run_turn("hello again", Some(&session)).await.unwrap();
+    let all = take(&mut Box::pin(agent.follow(&session, None)), 8).await;
+    // The position of an event in the middle of a page, kept as text across a "restart".
+    let LogItem::Event { position, .. } = &all[1] else {
+        panic!("an event")
+    };
+    let stored = position.to_string();
+    assert_eq!(position.seq(), 2);
+    for sse in [false, true] {
+        let from: intent_sdk::agent::Position = stored.parse().unwrap();
+        let mut resumed = if sse {
+            Box::pin(agent.follow_sse_from(&session, from)).left_stream()
+        } else {
+            Box::pin(agent.follow_from(&session, from)).right_stream()
+        };
+        let items = take(&mut resumed, 6).await;
+        assert_eq!(
+            seqs(&items),
+            [Some(3), Some(4), Some(5), Some(6), Some(7), Some(8)],
+            "sse: {sse}"
+        );
     }
 }

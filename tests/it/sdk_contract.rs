@@ -83,7 +83,7 @@ async fn a_cursor_expiring_mid_stream_restarts_the_page_follower() {
         .await
         .into_iter()
         .map(|item| match item.unwrap() {
-            LogItem::Event(event) => Some(event.seq()),
+            LogItem::Event { event, .. } => Some(event.seq()),
             LogItem::Restart => None,
             LogItem::Snapshot(_) => panic!("long-poll pages carry no snapshot"),
         })
@@ -122,7 +122,7 @@ async fn sse_resync_restarts_and_a_dropped_connection_resumes_from_the_last_page
         .await
         .into_iter()
         .map(|item| match item {
-            Ok(LogItem::Event(event)) => event.seq().to_string(),
+            Ok(LogItem::Event { event, .. }) => event.seq().to_string(),
             Ok(LogItem::Restart) => "restart".to_owned(),
             Ok(LogItem::Snapshot(_)) => "snapshot".to_owned(),
             Err(error) => format!("error {error}"),

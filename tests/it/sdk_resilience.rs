@@ -49,7 +49,7 @@ async fn events_up_to(
             .expect("an item within 20 s")
             .expect("the stream goes on")
             .expect("every failure is retried");
-        if let LogItem::Event(event) = item {
+        if let LogItem::Event { event, .. } = item {
             events.push(*event);
         }
     }

@@ -25,7 +25,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut events = Box::pin(intent.agent().follow_sse(&started.session_id, None));
     while let Some(item) = events.next().await {
         match item {
-            Ok(LogItem::Event(event)) => {
+            Ok(LogItem::Event { event, .. }) => {
                 println!("{:>4} {}", event.seq(), serde_json::to_string(&event)?);
                 if let AgentEvent::TurnState { state, .. } = *event
                     && state != TurnState::Processing

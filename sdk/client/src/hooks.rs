@@ -80,12 +80,16 @@ impl ClientHooks<ClientContext> for Client {
 
     async fn exec(&self, mut request: Request, _info: &OperationInfo) -> reqwest::Result<Response> {
         let retry = &self.inner().retry;
+        if !retry.retries() {
+            return self.authorized(request).await;
+        }
+        let method = request.method().clone();
+        let keyed = request.headers().contains_key("idempotency-key");
         let mut attempt = 1;
         loop {
             let again = request.try_clone();
-            let (method, headers) = (request.method().clone(), request.headers().clone());
             let sent = self.authorized(request).await;
-            let delay = retry.delay(attempt, &method, &headers, Outcome::of(&sent));
+            let delay = retry.delay(attempt, &method, keyed, Outcome::of(&sent));
             match (again, delay) {
                 (Some(again), Some(delay)) => {
                     tokio::time::sleep(delay).await;

@@ -35,7 +35,7 @@
 //! let mut log = Box::pin(intent.agent().follow(&outcome.session_id, None));
 //! while let Some(item) = log.next().await {
 //!     match item {
-//!         Ok(LogItem::Event(event)) => println!("{} {}", event.seq(), event.turn_id()),
+//!         Ok(LogItem::Event { event, .. }) => println!("{} {}", event.seq(), event.turn_id()),
 //!         Ok(LogItem::Restart) => println!("-- the view starts over"),
 //!         Ok(LogItem::Snapshot(_)) => {}
 //!         // A 403 or a 404 ends the stream; lost connections are retried inside it.

@@ -70,22 +70,29 @@ impl RetryPolicy {
         self
     }
 
+    /// Whether calls may be sent more than once at all.
+    pub(crate) fn retries(&self) -> bool {
+        self.max_attempts > 1
+    }
+
     /// The delay before sending again a call that was sent `attempt` times and ended in
-    /// `outcome`, or `None` when it is not sent again.
+    /// `outcome`, or `None` when it is not sent again. `keyed`: the call carries an
+    /// `Idempotency-Key`.
     pub(crate) fn delay(
         &self,
         attempt: u32,
         method: &Method,
-        request: &HeaderMap,
+        keyed: bool,
         outcome: Outcome<'_>,
     ) -> Option<Duration> {
         if attempt >= self.max_attempts {
             return None;
         }
-        let repeatable = matches!(
-            *method,
-            Method::GET | Method::HEAD | Method::PUT | Method::DELETE
-        ) || request.contains_key("idempotency-key");
+        let repeatable = keyed
+            || matches!(
+                *method,
+                Method::GET | Method::HEAD | Method::PUT | Method::DELETE
+            );
         let retry_after = match outcome {
             Outcome::NotSent => None,
             Outcome::TimedOut if repeatable => None,
@@ -162,55 +169,31 @@ pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 mod tests {
     use super::*;
 
-    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
-        pairs
-            .iter()
-            .map(|(name, value)| {
-                (
-                    reqwest::header::HeaderName::from_static(name),
-                    value.parse().unwrap(),
-                )
-            })
-            .collect()
-    }
-
     #[test]
     fn idempotent_calls_are_retried_on_the_statuses_and_a_post_only_with_a_key_or_unsent() {
         let policy = RetryPolicy::default();
         let none = HeaderMap::new();
-        let keyed = headers(&[("idempotency-key", "k")]);
         let unavailable = Outcome::Answered(StatusCode::SERVICE_UNAVAILABLE, &none);
-        assert!(policy.delay(1, &Method::GET, &none, unavailable).is_some());
-        assert!(
-            policy
-                .delay(1, &Method::DELETE, &none, unavailable)
-                .is_some()
-        );
-        assert!(policy.delay(1, &Method::POST, &none, unavailable).is_none());
-        assert!(
-            policy
-                .delay(1, &Method::POST, &keyed, unavailable)
-                .is_some()
-        );
-        assert!(
-            policy
-                .delay(1, &Method::POST, &none, Outcome::NotSent)
-                .is_some()
-        );
-        assert!(
-            policy
-                .delay(1, &Method::POST, &none, Outcome::TimedOut)
-                .is_none()
-        );
+        let delay = |method: Method, keyed: bool, outcome: Outcome<'_>| {
+            policy.delay(1, &method, keyed, outcome)
+        };
+        assert!(delay(Method::GET, false, unavailable).is_some());
+        assert!(delay(Method::DELETE, false, unavailable).is_some());
+        assert!(delay(Method::POST, false, unavailable).is_none());
+        assert!(delay(Method::POST, true, unavailable).is_some());
+        assert!(delay(Method::POST, false, Outcome::NotSent).is_some());
+        assert!(delay(Method::POST, false, Outcome::TimedOut).is_none());
         let internal = Outcome::Answered(StatusCode::INTERNAL_SERVER_ERROR, &none);
-        assert!(policy.delay(1, &Method::GET, &none, internal).is_none());
+        assert!(delay(Method::GET, false, internal).is_none());
         assert!(
-            policy.delay(3, &Method::GET, &none, unavailable).is_none(),
+            policy.delay(3, &Method::GET, false, unavailable).is_none(),
             "3 attempts"
         );
+        let never = RetryPolicy::none();
+        assert!(!never.retries());
         assert!(
-            RetryPolicy::none()
-                .delay(1, &Method::GET, &none, Outcome::NotSent)
+            never
+                .delay(1, &Method::GET, false, Outcome::NotSent)
                 .is_none()
         );
     }
@@ -219,17 +202,15 @@ mod tests {
     fn retry_after_is_honoured_up_to_its_limit_and_backoff_is_jittered_below_its_cap() {
         let policy =
             RetryPolicy::default().backoff(Duration::from_millis(100), Duration::from_millis(300));
-        let asked = headers(&[("retry-after", "2")]);
+        let mut asked = HeaderMap::new();
+        asked.insert(RETRY_AFTER, "2".parse().unwrap());
         let limited = Outcome::Answered(StatusCode::TOO_MANY_REQUESTS, &asked);
         assert_eq!(
-            policy.delay(1, &Method::GET, &HeaderMap::new(), limited),
+            policy.delay(1, &Method::GET, false, limited),
             Some(Duration::from_secs(2))
         );
         let short = policy.clone().max_retry_after(Duration::from_secs(1));
-        assert_eq!(
-            short.delay(1, &Method::GET, &HeaderMap::new(), limited),
-            None
-        );
+        assert_eq!(short.delay(1, &Method::GET, false, limited), None);
         let delays: Vec<Duration> = (0..200).map(|_| policy.jittered(5)).collect();
         assert!(
             delays

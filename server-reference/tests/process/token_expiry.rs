@@ -65,7 +65,7 @@ async fn record(
         }
         tokio::select! {
             item = stream.next() => match item {
-                Some(Ok(LogItem::Event(event))) => {
+                Some(Ok(LogItem::Event { event, .. })) => {
                     last = event.seq();
                     seen.push(format!("e{last}"));
                 }

@@ -4,7 +4,9 @@
 //! a cursor error, a gap or a `resync`, and retries what retrying can fix.
 
 use std::collections::VecDeque;
+use std::fmt;
 use std::future::Future;
+use std::str::FromStr;
 
 use futures_util::Stream;
 use intent_models::{AgentEvent, EventPage, MessageSnapshot};
@@ -16,12 +18,78 @@ use crate::backoff::Backoff;
 #[derive(Debug, Clone, PartialEq)]
 pub enum LogItem {
     /// The next durable event, in sequence order; none is delivered twice or skipped.
-    Event(Box<AgentEvent>),
+    Event {
+        /// The event.
+        event: Box<AgentEvent>,
+        /// Where to resume after it ([`Agent::follow_from`](super::Agent::follow_from)).
+        position: Position,
+    },
     /// A transient snapshot of a message being written (SSE only); never a position in the log.
     Snapshot(MessageSnapshot),
     /// Drop the view built so far; the events that follow start again at the retained log's
     /// start.
     Restart,
+}
+
+/// Where a follower stands in a session's log: after the event at `seq`, reading on from the
+/// cursor of the page that held it. Keep its text (`to_string`) and resume with
+/// [`Agent::follow_from`](super::Agent::follow_from) after a restart: the events after `seq`
+/// come once each, none skipped.
+///
+/// ```
+/// use intent_sdk::agent::Position;
+///
+/// let position: Position = "42:AQAAAA".parse().unwrap();
+/// assert_eq!(position.seq(), 42);
+/// assert_eq!(position.to_string(), "42:AQAAAA");
+/// assert_eq!(Position::start().to_string(), "0:");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Position {
+    cursor: Option<String>,
+    seq: u64,
+}
+
+impl Position {
+    /// The retained log's start.
+    pub fn start() -> Self {
+        Self::default()
+    }
+
+    /// After the page whose cursor is `cursor` (from a long-poll page or an SSE `page` id).
+    pub fn after_page(cursor: impl Into<String>) -> Self {
+        Self::from_cursor(Some(cursor.into()))
+    }
+
+    /// After the page whose cursor is `cursor`, or at the retained log's start.
+    pub(crate) fn from_cursor(cursor: Option<String>) -> Self {
+        Self { cursor, seq: 0 }
+    }
+
+    /// The sequence number of the last event delivered (0 before any).
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+}
+
+impl fmt::Display for Position {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.seq, self.cursor.as_deref().unwrap_or(""))
+    }
+}
+
+impl FromStr for Position {
+    type Err = Error;
+
+    /// Reads `<seq>:<cursor>`, as `to_string` writes it.
+    fn from_str(text: &str) -> Result<Self, Error> {
+        let invalid = || Error::InvalidInput(format!("not a log position: {text:?}"));
+        let (seq, cursor) = text.split_once(':').ok_or_else(invalid)?;
+        Ok(Self {
+            seq: seq.parse().map_err(|_| invalid())?,
+            cursor: (!cursor.is_empty()).then(|| cursor.to_owned()),
+        })
+    }
 }
 
 /// One unit read from a projection.
@@ -75,17 +143,17 @@ struct Follower<T: Transport> {
     backoff: Backoff,
 }
 
-/// Follows the log over `transport` from `cursor` (or the retained log's start), forever, as
+/// Follows the log over `transport` from `from`, forever, as
 /// [`Agent::follow`](super::Agent::follow) describes.
 pub(crate) fn follow<T: Transport>(
     transport: T,
-    cursor: Option<String>,
+    from: Position,
 ) -> impl Stream<Item = Result<LogItem, Error>> + Send + 'static {
     let follower = Follower {
         transport,
         state: State::Closed,
-        cursor,
-        last: 0,
+        cursor: from.cursor,
+        last: from.seq,
         ready: VecDeque::new(),
         backoff: Backoff::new(),
     };
@@ -173,6 +241,7 @@ impl<T: Transport> Follower<T> {
     fn take(&mut self, frame: Frame) {
         match frame {
             Frame::Page(page) => {
+                let read_from = self.cursor.take();
                 for event in page.events {
                     let seq = event.seq();
                     if seq <= self.last {
@@ -184,7 +253,14 @@ impl<T: Transport> Follower<T> {
                         return;
                     }
                     self.last = seq;
-                    self.ready.push_back(LogItem::Event(Box::new(event)));
+                    let position = Position {
+                        cursor: read_from.clone(),
+                        seq,
+                    };
+                    self.ready.push_back(LogItem::Event {
+                        event: Box::new(event),
+                        position,
+                    });
                 }
                 self.cursor = Some(page.cursor);
             }
@@ -274,10 +350,10 @@ mod tests {
 
     /// The stream's first `n` items, as `e<seq>`, `restart` or `error <status>`.
     async fn items(script: Script, n: usize) -> Vec<String> {
-        follow(script, Some("c0".to_owned()))
+        follow(script, Position::after_page("c0"))
             .take(n)
             .map(|item| match item {
-                Ok(LogItem::Event(event)) => format!("e{}", event.seq()),
+                Ok(LogItem::Event { event, .. }) => format!("e{}", event.seq()),
                 Ok(LogItem::Snapshot(_)) => "snapshot".to_owned(),
                 Ok(LogItem::Restart) => "restart".to_owned(),
                 Err(error) => format!("error {}", error.status().unwrap_or(0)),

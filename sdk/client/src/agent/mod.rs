@@ -30,7 +30,7 @@ use crate::backoff::Backoff;
 use crate::error::invalid;
 use crate::{Client, Error};
 
-pub use follow::LogItem;
+pub use follow::{LogItem, Position};
 
 /// How long one long-poll waits on the server, in milliseconds.
 const LONG_POLL_MS: i64 = 25_000;
@@ -199,11 +199,21 @@ impl<'a> Agent<'a> {
         session: &str,
         cursor: Option<String>,
     ) -> impl Stream<Item = Result<LogItem, Error>> + Send + 'static {
+        self.follow_from(session, Position::from_cursor(cursor))
+    }
+
+    /// Follows the session's log by long-poll pages like [`Agent::follow`], from `position`:
+    /// the [`Position`] of the last event a consumer handled, kept across a restart.
+    pub fn follow_from(
+        &self,
+        session: &str,
+        position: Position,
+    ) -> impl Stream<Item = Result<LogItem, Error>> + Send + 'static {
         let transport = session_id(session).map(|session| poll::Poll {
             client: self.client.clone(),
             session,
         });
-        follow_or_fail(transport, cursor)
+        follow_or_fail(transport, position)
     }
 
     /// Follows the session's log over SSE like [`Agent::follow`]; it also hands out the
@@ -213,11 +223,20 @@ impl<'a> Agent<'a> {
         session: &str,
         cursor: Option<String>,
     ) -> impl Stream<Item = Result<LogItem, Error>> + Send + 'static {
+        self.follow_sse_from(session, Position::from_cursor(cursor))
+    }
+
+    /// Follows the session's log over SSE like [`Agent::follow_sse`], from `position`.
+    pub fn follow_sse_from(
+        &self,
+        session: &str,
+        position: Position,
+    ) -> impl Stream<Item = Result<LogItem, Error>> + Send + 'static {
         let transport = session_id(session).map(|session| sse::Sse {
             client: self.client.clone(),
             session,
         });
-        follow_or_fail(transport, cursor)
+        follow_or_fail(transport, position)
     }
 
     /// Resolves `action` at its revision with a result naming its Build's digest. One
@@ -304,11 +323,11 @@ impl<'a> Agent<'a> {
 /// The follower over `transport`, or a stream of the one error that made it impossible.
 fn follow_or_fail<T: follow::Transport>(
     transport: Result<T, Error>,
-    cursor: Option<String>,
+    from: Position,
 ) -> impl Stream<Item = Result<LogItem, Error>> + Send + 'static {
     use futures_util::StreamExt;
     match transport {
-        Ok(transport) => follow::follow(transport, cursor).left_stream(),
+        Ok(transport) => follow::follow(transport, from).left_stream(),
         Err(error) => futures_util::stream::once(async { Err(error) }).right_stream(),
     }
 }

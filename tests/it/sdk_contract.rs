@@ -34,9 +34,13 @@ fn sse_page(cursor: &str, seqs: &[u64]) -> String {
     )
 }
 
-/// A client of the mock server, sending no token.
+/// A client of the mock server, with a token for every resource.
 fn intent(server: &MockServer) -> Intent {
-    Intent::builder(server.uri()).build().unwrap()
+    let mut builder = Intent::builder(server.uri());
+    for resource in intent_sdk::Resource::ALL {
+        builder = builder.token(resource, intent_sdk::StaticToken::new("contract-token"));
+    }
+    builder.build().unwrap()
 }
 
 async fn items<T>(stream: &mut (impl futures_util::Stream<Item = T> + Unpin), n: usize) -> Vec<T> {

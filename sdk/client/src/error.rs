@@ -11,6 +11,7 @@ use intent_models::ErrorEnvelope;
 use reqwest::header::{HeaderMap, WWW_AUTHENTICATE};
 use serde_json::Value;
 
+use crate::auth::Resource;
 use crate::retry::retry_after;
 
 /// `Result` with the SDK's [`Error`].
@@ -102,6 +103,9 @@ pub enum Error {
     /// The connection dropped in the middle of a response, such as an event stream that broke.
     #[error("disconnected: {0}")]
     Disconnected(String),
+    /// The client has no token source for this resource: the request was not sent.
+    #[error("no token for the {0:?} resource: the request was not sent")]
+    NoToken(Resource),
     /// A turn did not settle within the client's turn deadline.
     #[error("the turn did not settle within {0:?}")]
     Deadline(Duration),
@@ -170,6 +174,7 @@ impl Error {
             | Self::InvalidResponse(_)
             | Self::Disconnected(_)
             | Self::Deadline(_)
+            | Self::NoToken(_)
             | Self::Token(_)
             | Self::Build(_) => None,
         }
@@ -187,6 +192,14 @@ impl Error {
     pub fn code(&self) -> Option<&str> {
         self.response().and_then(|r| r.code.as_deref())
     }
+}
+
+/// How the hooks say, through progenitor's `Custom` error, that a resource has no token source.
+const NO_TOKEN: &str = "intent-sdk: no token source for ";
+
+/// The hooks' message for `resource` without a token source, which becomes [`Error::NoToken`].
+pub(crate) fn no_token(resource: Resource) -> String {
+    format!("{NO_TOKEN}{}", resource.path())
 }
 
 /// Input the SDK refuses before sending, with the reason.
@@ -214,8 +227,14 @@ impl From<progenitor_client::Error<ErrorEnvelope>> for Error {
             | Generated::InvalidUpgrade(e) => Self::Transport(e),
             Generated::InvalidRequest(message) => Self::InvalidInput(message),
             Generated::InvalidResponsePayload(_, e) => Self::InvalidResponse(e.to_string()),
-            // Only the SDK's hooks make `Custom` errors: a token source failed.
-            Generated::Custom(message) => Self::Token(message),
+            // Only the SDK's hooks make `Custom` errors: a resource without a token source, or a
+            // token source that failed.
+            Generated::Custom(message) => {
+                match message.strip_prefix(NO_TOKEN).and_then(Resource::of_path) {
+                    Some(resource) => Self::NoToken(resource),
+                    None => Self::Token(message),
+                }
+            }
         }
     }
 }

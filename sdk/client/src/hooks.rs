@@ -68,8 +68,14 @@ impl ClientHooks<ClientContext> for Client {
         if let Some(timeout) = self.inner().timeout_of(request, info) {
             *request.timeout_mut() = Some(timeout);
         }
-        let Some(source) = self.inner().tokens.source_for(request.url()) else {
-            return Ok(());
+        let source = match self.inner().tokens.source_for(request.url()) {
+            Ok(Some(source)) => source,
+            Ok(None) => return Ok(()),
+            Err(resource) => {
+                return Err(progenitor_client::Error::Custom(crate::error::no_token(
+                    resource,
+                )));
+            }
         };
         let token = source
             .token()
@@ -105,7 +111,7 @@ impl ClientHooks<ClientContext> for Client {
 impl Client {
     /// Sends `request`; a 401 is answered by renewing the token and sending it once more.
     async fn authorized(&self, request: Request) -> reqwest::Result<Response> {
-        let Some(source) = self.inner().tokens.source_for(request.url()) else {
+        let Ok(Some(source)) = self.inner().tokens.source_for(request.url()) else {
             return self.client().execute(request).await;
         };
         let again = request.try_clone();

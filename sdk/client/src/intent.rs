@@ -122,7 +122,40 @@ pub struct DeviceLogin {
     pub of: usize,
 }
 
+/// The environment variables [`Intent::from_env`] reads.
+const BASE_URL_ENV: &str = "INTENT_BASE_URL";
+/// A token sent to every resource (see [`Intent::from_env`]).
+const TOKEN_ENV: &str = "INTENT_TOKEN";
+/// A command that prints a token for `INTENT_RESOURCE` (see [`Intent::from_env`]).
+const TOKEN_COMMAND_ENV: &str = "INTENT_TOKEN_COMMAND";
+
 impl Intent {
+    /// A client set up from the environment: the deployment at `INTENT_BASE_URL`, with a token
+    /// for each resource from `INTENT_TOKEN_COMMAND` (run through `sh -c` with
+    /// `INTENT_RESOURCE` set to the resource's identifier, as the conformance suite's
+    /// `--token-command`; the last line it prints is the token), or else `INTENT_TOKEN` (one
+    /// token, sent to every resource). Without either, every call is [`Error::NoToken`].
+    pub fn from_env() -> Result<Intent, Error> {
+        Self::from_vars(|name| std::env::var(name).ok())
+    }
+
+    /// [`Intent::from_env`] with the variables `var` gives.
+    fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Intent, Error> {
+        let base = var(BASE_URL_ENV)
+            .ok_or_else(|| Error::InvalidInput(format!("{BASE_URL_ENV} is not set")))?;
+        let mut builder = Intent::builder(base.clone());
+        for resource in Resource::ALL {
+            if let Some(command) = var(TOKEN_COMMAND_ENV) {
+                let source = crate::auth::CommandToken::new("sh", ["-c", command.as_str()])
+                    .env("INTENT_RESOURCE", resource.identifier(&base));
+                builder = builder.token(resource, source);
+            } else if let Some(token) = var(TOKEN_ENV) {
+                builder = builder.token(resource, crate::auth::StaticToken::new(token));
+            }
+        }
+        builder.build()
+    }
+
     /// Starts setting up a client of the deployment at `base` (such as
     /// `https://api.example.com`; a path stem is kept).
     pub fn builder(base: impl Into<String>) -> IntentBuilder {
@@ -202,6 +235,57 @@ mod tests {
     use super::*;
 
     fn assert_shareable<T: Clone + Send + Sync + 'static>() {}
+
+    #[tokio::test]
+    async fn a_resource_without_a_token_source_is_no_token_and_nothing_is_sent() {
+        // Nothing listens on port 9: a request that went out would be a transport error.
+        let vars = |name: &str| (name == BASE_URL_ENV).then(|| "http://127.0.0.1:9".to_owned());
+        let intent = Intent::from_vars(vars).unwrap();
+        let error = intent.account().statement(None).await.unwrap_err();
+        assert!(
+            matches!(error, Error::NoToken(Resource::Account)),
+            "{error:?}"
+        );
+        let agent_only = Intent::builder("http://127.0.0.1:9")
+            .token(Resource::Agent, crate::auth::StaticToken::new("t"))
+            .retry(RetryPolicy::none())
+            .build()
+            .unwrap();
+        let error = agent_only.pipeline().apps().await.unwrap_err();
+        assert!(
+            matches!(error, Error::NoToken(Resource::Pipeline)),
+            "{error:?}"
+        );
+        let sent = agent_only.agent().session("ses_1").await.unwrap_err();
+        assert!(matches!(sent, Error::Transport(_)), "{sent:?}");
+    }
+
+    #[tokio::test]
+    async fn from_env_runs_the_token_command_with_the_resource_in_its_environment() {
+        let vars = |name: &str| match name {
+            BASE_URL_ENV => Some("http://127.0.0.1:9/api".to_owned()),
+            TOKEN_COMMAND_ENV => Some("echo \"tok-$INTENT_RESOURCE\" | tr '/:' '__'".to_owned()),
+            TOKEN_ENV => Some("ignored".to_owned()),
+            _ => None,
+        };
+        let intent = Intent::from_vars(vars).unwrap();
+        let url = reqwest::Url::parse("http://127.0.0.1:9/api/v1/pipeline/apps").unwrap();
+        let source = intent
+            .client
+            .inner
+            .tokens
+            .source_for(&url)
+            .unwrap()
+            .expect("a source for the pipeline");
+        assert_eq!(
+            source.token().await.unwrap(),
+            "tok-http___127.0.0.1_9_api_v1_pipeline"
+        );
+        assert!(matches!(
+            Intent::from_vars(|_| None),
+            Err(Error::InvalidInput(_))
+        ));
+    }
 
     #[test]
     fn an_intent_is_shared_between_tasks() {

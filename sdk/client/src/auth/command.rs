@@ -27,6 +27,7 @@ use crate::Error;
 pub struct CommandToken {
     program: OsString,
     args: Vec<OsString>,
+    envs: Vec<(OsString, OsString)>,
     slot: Slot,
 }
 
@@ -49,14 +50,22 @@ impl CommandToken {
         Self {
             program: program.into(),
             args: args.into_iter().map(Into::into).collect(),
+            envs: Vec::new(),
             slot: Slot::default(),
         }
+    }
+
+    /// Runs the program with the environment variable `name` set to `value` too.
+    pub fn env(mut self, name: impl Into<OsString>, value: impl Into<OsString>) -> Self {
+        self.envs.push((name.into(), value.into()));
+        self
     }
 
     async fn run(&self) -> Result<Option<Held>, Error> {
         let name = self.program.to_string_lossy();
         let running = tokio::process::Command::new(&self.program)
             .args(&self.args)
+            .envs(self.envs.iter().map(|(name, value)| (name, value)))
             .kill_on_drop(true)
             .output();
         let output = tokio::time::timeout(PROGRAM_TIMEOUT, running)

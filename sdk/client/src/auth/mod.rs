@@ -161,13 +161,25 @@ impl Tokens {
         })))
     }
 
-    /// The source for a request to `url`, if it has one.
-    pub(crate) fn source_for(&self, url: &reqwest::Url) -> Option<&dyn DynSource> {
-        let sources = self.0.as_deref()?;
+    /// The source for a request to `url`: `Ok(None)` for a path of no resource, or without any
+    /// sources (the default: requests go as they are); `Err(resource)` when its resource has
+    /// none.
+    pub(crate) fn source_for(
+        &self,
+        url: &reqwest::Url,
+    ) -> Result<Option<&dyn DynSource>, Resource> {
+        let Some(sources) = self.0.as_deref() else {
+            return Ok(None);
+        };
         let path = url.path();
         let below = path.strip_prefix(&sources.base_path).unwrap_or(path);
-        let resource = Resource::of_path(below)?;
-        sources.by_resource.get(&resource).map(|source| &**source)
+        let Some(resource) = Resource::of_path(below) else {
+            return Ok(None);
+        };
+        match sources.by_resource.get(&resource) {
+            Some(source) => Ok(Some(&**source)),
+            None => Err(resource),
+        }
     }
 }
 
@@ -336,13 +348,22 @@ mod tests {
         let agent: Arc<dyn DynSource> = Arc::new(StaticToken::new("a"));
         let tokens = Tokens::new(&base, HashMap::from([(Resource::Agent, agent)]));
         let url = |path: &str| reqwest::Url::parse(&format!("https://example.test{path}")).unwrap();
-        assert!(tokens.source_for(&url("/api/v1/agent/chat")).is_some());
-        assert!(tokens.source_for(&url("/api/v1/pipeline/apps")).is_none());
-        assert!(
-            Tokens::default()
-                .source_for(&url("/api/v1/agent/chat"))
-                .is_none()
-        );
+        assert!(matches!(
+            tokens.source_for(&url("/api/v1/agent/chat")),
+            Ok(Some(_))
+        ));
+        assert!(matches!(
+            tokens.source_for(&url("/api/v1/pipeline/apps")),
+            Err(Resource::Pipeline)
+        ));
+        assert!(matches!(
+            tokens.source_for(&url("/api/.well-known/x")),
+            Ok(None)
+        ));
+        assert!(matches!(
+            Tokens::default().source_for(&url("/api/v1/agent/chat")),
+            Ok(None)
+        ));
     }
 
     /// Renewals counted, each giving a token that lives 10 s.

@@ -36,7 +36,11 @@ mod wellknown;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
+use axum::http::{HeaderName, HeaderValue};
 use axum::routing::get;
+use tower_http::request_id::{
+    MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer,
+};
 
 pub use clock::now;
 pub use state::{AppState, StartError};
@@ -70,13 +74,41 @@ pub fn app(state: AppState) -> Router {
     guarded(&state, mcp.merge(api), body_limit)
 }
 
-/// `router` behind the gateway, the body limit and request tracing.
+/// `router` behind the gateway, the body limit and request tracing: every answer carries an
+/// `x-request-id` (the request's own, or a new one), which the request's log span names.
 fn guarded(state: &AppState, router: Router, body_limit: usize) -> Router {
+    let trace = tower_http::trace::TraceLayer::new_for_http().make_span_with(
+        |request: &axum::http::Request<axum::body::Body>| {
+            let id = request
+                .headers()
+                .get(REQUEST_ID)
+                .and_then(|id| id.to_str().ok())
+                .unwrap_or_default();
+            tracing::info_span!("request", method = %request.method(), uri = %request.uri(), request_id = id)
+        },
+    );
     router
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             gateway::authorize,
         ))
         .layer(DefaultBodyLimit::max(body_limit))
-        .layer(tower_http::trace::TraceLayer::new_for_http())
+        .layer(trace)
+        .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+        .layer(SetRequestIdLayer::new(REQUEST_ID, NewRequestId))
+}
+
+/// The header that names a request in the logs and in its answer.
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// A request id for a request that came without one: `req_` and 32 random hex digits.
+#[derive(Clone, Copy)]
+struct NewRequestId;
+
+impl MakeRequestId for NewRequestId {
+    fn make_request_id<B>(&mut self, _: &axum::http::Request<B>) -> Option<RequestId> {
+        HeaderValue::from_str(&random::id("req"))
+            .ok()
+            .map(RequestId::new)
+    }
 }

@@ -306,3 +306,19 @@ async fn a_simulation_with_an_extra_field_is_read_by_the_tolerant_types() {
     };
     assert_eq!(json!(build.digest), example_build()["digest"]);
 }
+
+#[tokio::test]
+async fn a_body_that_does_not_decode_is_an_invalid_response_quoting_it() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/v1/pipeline/apps"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({ "apps": 7 })))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let error = intent(&server).pipeline().apps().await.unwrap_err();
+    let intent_sdk::Error::InvalidResponse(message) = &error else {
+        panic!("{error:?}");
+    };
+    assert!(message.contains(r#"the body: {"apps":7}"#), "{message}");
+}

@@ -378,3 +378,32 @@ async fn bodies_that_break_the_request_schemas_are_refused_with_400() {
         "{list}"
     );
 }
+
+#[tokio::test]
+async fn every_answer_carries_a_request_id_and_a_given_one_is_kept() {
+    let server = TestServer::start().await;
+    let client = reqwest::Client::new();
+    let mut ids = Vec::new();
+    for path in ["/healthz", "/v1/agent/sessions/ses_1", "/nowhere"] {
+        let response = client
+            .get(format!("{}{path}", server.base_url()))
+            .send()
+            .await
+            .unwrap();
+        let id = response.headers()["x-request-id"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        assert!(id.starts_with("req_") && id.len() == 36, "{path}: {id}");
+        ids.push(id);
+    }
+    ids.dedup();
+    assert_eq!(ids.len(), 3, "each answer has its own id: {ids:?}");
+    let given = client
+        .get(format!("{}/healthz", server.base_url()))
+        .header("x-request-id", "trace-42")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(given.headers()["x-request-id"], "trace-42");
+}

@@ -226,7 +226,11 @@ impl From<progenitor_client::Error<ErrorEnvelope>> for Error {
             | Generated::ResponseBodyError(e)
             | Generated::InvalidUpgrade(e) => Self::Transport(e),
             Generated::InvalidRequest(message) => Self::InvalidInput(message),
-            Generated::InvalidResponsePayload(_, e) => Self::InvalidResponse(e.to_string()),
+            Generated::InvalidResponsePayload(body, e) => {
+                let text = String::from_utf8_lossy(&body);
+                let excerpt: String = text.chars().take(200).collect();
+                Self::InvalidResponse(format!("{e}; the body: {excerpt}"))
+            }
             // Only the SDK's hooks make `Custom` errors: a resource without a token source, or a
             // token source that failed.
             Generated::Custom(message) => {

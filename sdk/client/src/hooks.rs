@@ -1,6 +1,7 @@
 //! The generated [`Client`]'s hooks and what every call carries ([`ClientContext`]): each request
 //! gets its resource's token as it is sent, a 401 is answered by renewing the token once, a
-//! failure the [`RetryPolicy`] retries is sent again, and each call gets its timeout.
+//! failure the [`RetryPolicy`] retries is sent again, each call gets its timeout, and each
+//! sending is a `tracing` span.
 
 use std::time::Duration;
 
@@ -84,17 +85,14 @@ impl ClientHooks<ClientContext> for Client {
         bear(request, &token).map_err(|e| progenitor_client::Error::Custom(token_failure(e)))
     }
 
-    async fn exec(&self, mut request: Request, _info: &OperationInfo) -> reqwest::Result<Response> {
+    async fn exec(&self, mut request: Request, info: &OperationInfo) -> reqwest::Result<Response> {
         let retry = &self.inner().retry;
-        if !retry.retries() {
-            return self.authorized(request).await;
-        }
         let method = request.method().clone();
         let keyed = request.headers().contains_key("idempotency-key");
         let mut attempt = 1;
         loop {
-            let again = request.try_clone();
-            let sent = self.authorized(request).await;
+            let again = retry.retries().then(|| request.try_clone()).flatten();
+            let sent = self.traced(request, info, attempt).await;
             let delay = retry.delay(attempt, &method, keyed, Outcome::of(&sent));
             match (again, delay) {
                 (Some(again), Some(delay)) => {
@@ -108,7 +106,45 @@ impl ClientHooks<ClientContext> for Client {
     }
 }
 
+/// The header in which a deployment names its answer, for its logs.
+const REQUEST_ID: &str = "x-request-id";
+
 impl Client {
+    /// Sends `request` as attempt `attempt` of `info`'s operation in a `tracing` span `request`
+    /// with the method, the operation, the attempt, and once answered the status and the
+    /// deployment's request id.
+    async fn traced(
+        &self,
+        request: Request,
+        info: &OperationInfo,
+        attempt: u32,
+    ) -> reqwest::Result<Response> {
+        let span = tracing::debug_span!(
+            "request",
+            method = %request.method(),
+            operation = info.operation_id,
+            attempt,
+            status = tracing::field::Empty,
+            request_id = tracing::field::Empty,
+        );
+        let sent = tracing::Instrument::instrument(self.authorized(request), span.clone()).await;
+        match &sent {
+            Ok(response) => {
+                span.record("status", response.status().as_u16());
+                if let Some(id) = response
+                    .headers()
+                    .get(REQUEST_ID)
+                    .and_then(|id| id.to_str().ok())
+                {
+                    span.record("request_id", id);
+                }
+                tracing::debug!(parent: &span, status = response.status().as_u16(), "answered");
+            }
+            Err(error) => tracing::debug!(parent: &span, %error, "not answered"),
+        }
+        sent
+    }
+
     /// Sends `request`; a 401 is answered by renewing the token and sending it once more.
     async fn authorized(&self, request: Request) -> reqwest::Result<Response> {
         let Ok(Some(source)) = self.inner().tokens.source_for(request.url()) else {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use intent_models::ChatStartRequest;
 use intent_sdk::Intent;
-use intent_sdk::auth::{OAuth, Resource, StaticToken, TokenSource};
+use intent_sdk::auth::{FileTokenStore, OAuth, Resource, StaticToken, TokenSource, TokenStore};
 use intent_tests::{TEST_CLIENT, TEST_REDIRECT_URI, TestServer};
 
 use crate::oauth::{decide, param, redirect_query};
@@ -63,8 +63,24 @@ async fn authorization_code_with_pkce_then_refresh_with_rotation() {
         TestServer::start_with(|config| config.access_token_ttl(Duration::from_secs(1))).await;
     let resource = Resource::Agent.identifier(server.base_url());
     let oauth = OAuth::new(server.base_url(), TEST_CLIENT);
+    let tokens = Arc::new(logged_in(&oauth, &resource).await);
+    let first_refresh = tokens.refresh_token().unwrap();
+    let agent = with_agent(&server, tokens.clone());
+    start_chat(&agent).await.unwrap();
+    // The access token lives a second: the next call refreshes, and the refresh token rotates.
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    start_chat(&agent).await.unwrap();
+    let second_refresh = tokens.refresh_token().unwrap();
+    assert_ne!(first_refresh, second_refresh);
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    start_chat(&agent).await.unwrap();
+    assert_ne!(tokens.refresh_token().unwrap(), second_refresh);
+}
+
+/// Tokens for `resource` by the authorization code with PKCE, approved as alice.
+async fn logged_in(oauth: &OAuth, resource: &str) -> intent_sdk::auth::OAuthTokens {
     let start = oauth
-        .authorize_url(&resource, &["agent:write"], TEST_REDIRECT_URI)
+        .authorize_url(resource, &["agent:write"], TEST_REDIRECT_URI)
         .unwrap();
     let url = reqwest::Url::parse(&start.url).unwrap();
     let mut form: Vec<(String, String)> = url
@@ -77,23 +93,37 @@ async fn authorization_code_with_pkce_then_refresh_with_rotation() {
     let query = redirect_query(&decided);
     assert_eq!(param(&query, "state"), Some(start.state.secret().as_str()));
     let code = param(&query, "code").unwrap();
-    let tokens = Arc::new(
-        oauth
-            .exchange_code(code, start.verifier, &resource, TEST_REDIRECT_URI)
-            .await
-            .unwrap(),
+    oauth
+        .exchange_code(code, start.verifier, resource, TEST_REDIRECT_URI)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_stored_refresh_token_starts_the_next_run_and_each_rotation_is_stored() {
+    let server =
+        TestServer::start_with(|config| config.access_token_ttl(Duration::from_secs(1))).await;
+    let resource = Resource::Agent.identifier(server.base_url());
+    let oauth = OAuth::new(server.base_url(), TEST_CLIENT);
+    let dir = tempfile::tempdir().unwrap();
+    let store = || FileTokenStore::new(dir.path());
+    let key = oauth.store_key(&resource);
+    assert!(oauth.from_store(&resource, store()).unwrap().is_none());
+    let first_run = logged_in(&oauth, &resource).await.stored(store()).unwrap();
+    let first_refresh = first_run.refresh_token().unwrap();
+    assert_eq!(store().load(&key).unwrap(), Some(first_refresh.clone()));
+    drop(first_run);
+    // The next run: no login, the stored refresh token gets the first access token.
+    let next_run = Arc::new(oauth.from_store(&resource, store()).unwrap().unwrap());
+    start_chat(&with_agent(&server, next_run.clone()))
+        .await
+        .unwrap();
+    let rotated = store().load(&key).unwrap().unwrap();
+    assert_ne!(
+        rotated, first_refresh,
+        "the rotated refresh token is stored"
     );
-    let first_refresh = tokens.refresh_token().unwrap();
-    let agent = with_agent(&server, tokens.clone());
-    start_chat(&agent).await.unwrap();
-    // The access token lives a second: the next call refreshes, and the refresh token rotates.
-    tokio::time::sleep(Duration::from_millis(1_100)).await;
-    start_chat(&agent).await.unwrap();
-    let second_refresh = tokens.refresh_token().unwrap();
-    assert_ne!(first_refresh, second_refresh);
-    tokio::time::sleep(Duration::from_millis(1_100)).await;
-    start_chat(&agent).await.unwrap();
-    assert_ne!(tokens.refresh_token().unwrap(), second_refresh);
+    assert_eq!(next_run.refresh_token(), Some(rotated));
 }
 
 /// A source whose first token is refused; its refresh mints a good one.

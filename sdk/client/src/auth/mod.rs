@@ -10,6 +10,8 @@
 mod command;
 #[cfg(feature = "oauth")]
 mod oauth;
+#[cfg(feature = "oauth")]
+mod store;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -24,6 +26,8 @@ use crate::Error;
 pub use command::CommandToken;
 #[cfg(feature = "oauth")]
 pub use oauth::{AuthorizationStart, DeviceCode, OAuth, OAuthTokens, http};
+#[cfg(feature = "oauth")]
+pub use store::{FileTokenStore, TokenStore};
 
 /// A protected resource of part 5.4; each takes tokens of its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -10,7 +10,7 @@ use oauth2::{
     TokenResponse, TokenUrl,
 };
 
-use super::{Held, Slot, TokenSource};
+use super::{Held, Slot, TokenSource, TokenStore};
 use crate::Error;
 use crate::error::invalid;
 
@@ -127,6 +127,38 @@ impl OAuth {
         })
     }
 
+    /// Tokens for `resource` from a refresh token kept from an earlier run: the first token
+    /// asked for is fetched by the refresh grant.
+    pub fn from_refresh_token(&self, resource: &str, refresh_token: &str) -> OAuthTokens {
+        OAuthTokens {
+            oauth: self.clone(),
+            resource: resource.to_owned(),
+            access: Slot::default(),
+            refresh: Arc::new(Mutex::new(Some(refresh_token.to_owned()))),
+            store: None,
+        }
+    }
+
+    /// Tokens for `resource` from the refresh token `store` keeps for this client and resource
+    /// ([`OAuth::store_key`]), kept there as it rotates; `None` when it keeps none (log in,
+    /// then [`OAuthTokens::stored`]).
+    pub fn from_store(
+        &self,
+        resource: &str,
+        store: impl TokenStore,
+    ) -> Result<Option<OAuthTokens>, Error> {
+        let key = self.store_key(resource);
+        Ok(match store.load(&key)? {
+            Some(refresh) => Some(self.from_refresh_token(resource, &refresh).stored(store)?),
+            None => None,
+        })
+    }
+
+    /// The key under which this client's refresh token for `resource` is stored.
+    pub fn store_key(&self, resource: &str) -> String {
+        format!("{resource} {}", self.client_id)
+    }
+
     /// Exchanges the code of an authorization-code redirect for tokens.
     pub async fn exchange_code(
         &self,
@@ -155,6 +187,8 @@ pub struct OAuthTokens {
     access: Slot,
     /// The refresh token; a rotated one is good for one use, so renewals take turns in `access`.
     refresh: Arc<Mutex<Option<String>>>,
+    /// Where each rotated refresh token is kept, under its key.
+    store: Option<(Arc<dyn TokenStore>, String)>,
 }
 
 impl OAuthTokens {
@@ -166,7 +200,19 @@ impl OAuthTokens {
             refresh: Arc::new(Mutex::new(
                 response.refresh_token().map(|r| r.secret().clone()),
             )),
+            store: None,
         })
+    }
+
+    /// Keeps the refresh token in `store` (under [`OAuth::store_key`]) now and after each
+    /// rotation, so that a later run starts from it ([`OAuth::from_store`]).
+    pub fn stored(mut self, store: impl TokenStore) -> Result<Self, Error> {
+        let key = self.oauth.store_key(&self.resource);
+        if let Some(refresh) = self.refresh_token() {
+            store.save(&key, &refresh)?;
+        }
+        self.store = Some((Arc::new(store), key));
+        Ok(self)
     }
 
     /// The current refresh token, for an app that stores it between runs.
@@ -189,6 +235,7 @@ impl OAuthTokens {
         };
         let client = self.oauth.client()?;
         let (resource, kept) = (self.resource.clone(), self.refresh.clone());
+        let store = self.store.clone();
         let exchange = tokio::spawn(async move {
             let response = client
                 .exchange_refresh_token(&RefreshToken::new(refresh))
@@ -199,6 +246,9 @@ impl OAuthTokens {
             if let Some(rotated) = response.refresh_token() {
                 *kept.lock().expect("the refresh lock is not poisoned") =
                     Some(rotated.secret().clone());
+                if let Some((store, key)) = &store {
+                    store.save(key, rotated.secret())?;
+                }
             }
             Ok(held(&response))
         });

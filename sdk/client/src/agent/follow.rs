@@ -7,6 +7,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::future::Future;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use futures_util::Stream;
 use intent_models::{AgentEvent, EventPage, MessageSnapshot};
@@ -46,7 +47,8 @@ pub enum LogItem {
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Position {
-    cursor: Option<String>,
+    /// Shared by the events of one page.
+    cursor: Option<Arc<str>>,
     seq: u64,
 }
 
@@ -63,7 +65,10 @@ impl Position {
 
     /// After the page whose cursor is `cursor`, or at the retained log's start.
     pub(crate) fn from_cursor(cursor: Option<String>) -> Self {
-        Self { cursor, seq: 0 }
+        Self {
+            cursor: cursor.map(Arc::from),
+            seq: 0,
+        }
     }
 
     /// The sequence number of the last event delivered (0 before any).
@@ -87,7 +92,7 @@ impl FromStr for Position {
         let (seq, cursor) = text.split_once(':').ok_or_else(invalid)?;
         Ok(Self {
             seq: seq.parse().map_err(|_| invalid())?,
-            cursor: (!cursor.is_empty()).then(|| cursor.to_owned()),
+            cursor: (!cursor.is_empty()).then(|| Arc::from(cursor)),
         })
     }
 }
@@ -136,7 +141,7 @@ struct Follower<T: Transport> {
     transport: T,
     state: State<T::Connection>,
     /// Where the next connection resumes: the cursor of the last page taken.
-    cursor: Option<String>,
+    cursor: Option<Arc<str>>,
     /// The last sequence number delivered.
     last: u64,
     ready: VecDeque<LogItem>,
@@ -262,7 +267,7 @@ impl<T: Transport> Follower<T> {
                         position,
                     });
                 }
-                self.cursor = Some(page.cursor);
+                self.cursor = Some(Arc::from(page.cursor));
             }
             Frame::Snapshot(snapshot) => self.ready.push_back(LogItem::Snapshot(snapshot)),
             Frame::Resync => {

@@ -968,12 +968,12 @@ async fn deployment_checks(
     first: &intent_tests::TestServer,
     peer: &intent_tests::TestServer,
 ) -> Vec<(&'static str, Status, Option<String>)> {
+    use intent_conformance::target::{AGENT_SCOPES, PIPELINE_SCOPES};
     use intent_conformance::target::{Settings, Target};
     use intent_server::resource::Resource;
-    let agent = ["agent:read", "agent:write", "agent:actions:resolve"];
     let tokens = Tokens {
-        agent: Some(first.token("conformance", Resource::Agent, &agent)),
-        pipeline: Some(first.token("conformance", Resource::Pipeline, &["pipeline:execute"])),
+        agent: Some(first.token("conformance", Resource::Agent, &AGENT_SCOPES)),
+        pipeline: Some(first.token("conformance", Resource::Pipeline, &PIPELINE_SCOPES)),
         ..Tokens::default()
     };
     let settings = Settings {

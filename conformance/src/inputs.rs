@@ -84,7 +84,7 @@ fn configured<'a>(target: &'a Target, path: &str) -> (&'static str, Option<&'a V
 }
 
 /// openapi.json's build request example of the lifecycle endpoint at `path`.
-fn reference_build_request(path: &str) -> Result<Value, Finding> {
+pub(crate) fn reference_build_request(path: &str) -> Result<Value, Finding> {
     spec()
         .request_example("POST", path, "operations")
         .ok_or_else(|| {
@@ -133,7 +133,7 @@ pub async fn build_request(target: &Target, path: &str) -> Result<Value, Finding
 }
 
 /// Whether `entries` (apps or skills) hold `name` with the operation `operation`.
-fn lists(entries: &[Value], name: &str, operation: &str) -> bool {
+pub(crate) fn lists(entries: &[Value], name: &str, operation: &str) -> bool {
     entries
         .iter()
         .filter(|entry| entry["name"] == name)

@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use axum::body::{Body, Bytes, to_bytes};
 use axum::extract::{Request, State};
@@ -18,9 +19,10 @@ use intent_conformance::embedded::Embedded;
 use intent_conformance::inputs::Inputs;
 use intent_conformance::run::{Report, Selection, run};
 use intent_models::{AgentEvent, TurnState};
-use intent_sdk::agent::LogItem;
-use intent_sdk::{Intent, Resource, StaticToken};
+use intent_sdk::RetryPolicy;
 use serde_json::{Value, json};
+
+use crate::fronts::{events_up_to, refusal, sdk_behind};
 
 /// One way a deployment may differ from the reference server and still follow the interface.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,13 +137,7 @@ async fn another_catalog(request: Request, next: Next) -> Response {
         .run(Request::from_parts(parts, Body::from(bytes)))
         .await;
     if hidden && response.status().is_success() {
-        let envelope =
-            json!({ "error": { "code": "not_found", "message": "not in this catalog" } });
-        return Response::builder()
-            .status(404)
-            .header(header::CONTENT_TYPE, "application/json")
-            .body(Body::from(envelope.to_string()))
-            .expect("a response");
+        return refusal(404, "not_found", None);
     }
     let list = match path.as_str() {
         "/v1/pipeline/apps" => "apps",
@@ -255,13 +251,7 @@ async fn vary(State(variation): State<Arc<Variation>>, request: Request, next: N
     if variation == Variation::RateLimited && request.uri().path().starts_with("/v1/") {
         static REQUESTS: AtomicUsize = AtomicUsize::new(0);
         if REQUESTS.fetch_add(1, Ordering::Relaxed) % 40 == 39 {
-            let envelope = json!({ "error": { "code": "rate_limited", "message": "slow down" } });
-            return Response::builder()
-                .status(429)
-                .header(header::CONTENT_TYPE, "application/json")
-                .header(header::RETRY_AFTER, "1")
-                .body(Body::from(envelope.to_string()))
-                .expect("a response");
+            return refusal(429, "rate_limited", Some("1"));
         }
     }
     let method = request.method().as_str().to_owned();
@@ -409,44 +399,14 @@ async fn without_inputs_the_checks_another_catalog_cannot_serve_skip_and_name_th
     assert!(skipped("inputs.skillCall") >= 1, "{:#?}", broken(&report));
 }
 
-/// Follows `session` until an event with `seq` arrives; every event seen.
-async fn followed(
-    stream: impl futures_util::Stream<Item = Result<LogItem, intent_sdk::Error>>,
-    seq: u64,
-) -> Vec<AgentEvent> {
-    let mut stream = Box::pin(stream);
-    let mut events = Vec::new();
-    while events
-        .last()
-        .is_none_or(|event: &AgentEvent| event.seq() < seq)
-    {
-        let item = tokio::time::timeout(std::time::Duration::from_secs(10), stream.next())
-            .await
-            .expect("an item within 10 s")
-            .expect("the stream goes on")
-            .expect("the stream reads every entry");
-        if let LogItem::Event { event, .. } = item {
-            events.push(*event);
-        }
-    }
-    events
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn the_sdk_keeps_entries_of_kinds_it_does_not_know_on_a_turn_and_on_both_streams() {
     let state = Arc::new(Variation::EventKinds);
-    let server = Embedded::start_with(move |app| app.layer(from_fn_with_state(state, vary)))
-        .await
-        .expect("the embedded server starts");
-    let token = server
-        .target()
-        .role(intent_conformance::target::Role::Agent)
-        .await
-        .expect("an agent token");
-    let intent = Intent::builder(server.base())
-        .token(Resource::Agent, StaticToken::new(token))
-        .build()
-        .expect("an SDK client");
+    let (_server, intent) = sdk_behind(
+        move |app| app.layer(from_fn_with_state(state, vary)),
+        RetryPolicy::default(),
+    )
+    .await;
     let agent = intent.agent();
     let outcome = agent.run_turn("hello", None).await.expect("the turn runs");
     assert_eq!(outcome.state, TurnState::Complete);
@@ -458,8 +418,9 @@ async fn the_sdk_keeps_entries_of_kinds_it_does_not_know_on_a_turn_and_on_both_s
     };
     assert!(renamed(&outcome.events), "{:#?}", outcome.events);
     let last = outcome.events.last().expect("events").seq();
-    let polled = followed(agent.follow(&outcome.session_id, None), last).await;
-    let streamed = followed(agent.follow_sse(&outcome.session_id, None), last).await;
+    let within = Duration::from_secs(10);
+    let polled = events_up_to(agent.follow(&outcome.session_id, None), last, within).await;
+    let streamed = events_up_to(agent.follow_sse(&outcome.session_id, None), last, within).await;
     assert_eq!(polled, outcome.events);
     assert_eq!(streamed, outcome.events);
 }

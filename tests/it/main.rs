@@ -8,6 +8,7 @@ mod conformance;
 mod conformance_mock;
 mod conformance_variations;
 mod deployment;
+mod fronts;
 mod key_rotation;
 mod mcp;
 mod model_strictness;

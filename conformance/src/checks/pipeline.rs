@@ -10,8 +10,7 @@ use serde_json::{Value, json};
 use super::{alter_signature, nanos, read, run, text};
 use crate::check::{Category, Check};
 use crate::finding::{Finding, Verdict, ensure, fail, skip};
-use crate::inputs::build_request;
-use crate::spec::spec;
+use crate::inputs::{build_request, lists, reference_build_request};
 use crate::target::{Reply, Role, Target};
 
 pub(super) const EVM: &str = "/v1/pipeline/evm/build";
@@ -317,33 +316,22 @@ async fn commit(target: &Target) -> Verdict {
 const NATIVE_TRANSFER: &str = "native-transfer";
 
 /// A build request of the reference catalog's native transfer of `amount` from `from` to a fresh
-/// address, in the app and on the chain of openapi.json's build example.
-fn native_transfer(from: &str, amount: &str) -> Result<Value, Finding> {
-    let example = spec()
-        .request_example("POST", EVM, "operations")
-        .ok_or_else(|| Finding::Error(format!("openapi.json has no build example for {EVM}")))?;
-    Ok(
-        json!({ "app": example["app"], "operations": [{ "operation": NATIVE_TRANSFER, "input": {
+/// address, in the app and on the chain of `example`, openapi.json's build example.
+fn native_transfer(example: &Value, from: &str, amount: &str) -> Value {
+    json!({ "app": example["app"], "operations": [{ "operation": NATIVE_TRANSFER, "input": {
         "chainId": example["operations"][0]["input"]["chainId"],
         "from": from,
         "to": format!("0x{:040x}", nanos()),
         "amount": amount,
-    } }] }),
-    )
+    } }] })
 }
 
 async fn resimulates(target: &Target) -> Verdict {
     let token = &target.role(Role::Pipeline).await?;
-    let funder = spec()
-        .request_example("POST", EVM, "operations")
-        .and_then(|example| {
-            example["operations"][0]["input"]["from"]
-                .as_str()
-                .map(str::to_owned)
-        })
-        .unwrap_or_default();
+    let example = reference_build_request(EVM)?;
+    let funder = text(&example, "/operations/0/input/from")?;
     // A fresh account with exactly 1 coin, and two Builds that each spend 0.6 of it.
-    let funding = native_transfer(&funder, "1")?;
+    let funding = native_transfer(&example, funder, "1");
     let account = text(&funding, "/operations/0/input/to")?.to_owned();
     let funded = lifecycle(target, token, EVM, &funding).await?;
     if funded.status != 200 {
@@ -358,7 +346,13 @@ async fn resimulates(target: &Target) -> Verdict {
         .expect(200, "committing the transfer that funds a fresh account")?;
     let mut spends = Vec::new();
     for _ in 0..2 {
-        let build = build_from(target, token, EVM, native_transfer(&account, "0.6")?).await?;
+        let build = build_from(
+            target,
+            token,
+            EVM,
+            native_transfer(&example, &account, "0.6"),
+        )
+        .await?;
         ensure(build["simulation"]["status"] == "passed", || {
             format!(
                 "after 1 coin was committed to a fresh account, spending 0.6 of it simulated {}",
@@ -541,20 +535,9 @@ async fn apps(target: &Target) -> Verdict {
         text(&request, "/app")?,
         text(&request, "/operations/0/operation")?,
     );
-    let reply = target
-        .request(Method::GET, "/v1/pipeline/apps")
-        .bearer(token)
-        .send()
-        .await?;
-    reply.expect(200, "GET /v1/pipeline/apps")?;
-    let listed = reply.body["apps"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|listed| listed["name"] == app)
-        .flat_map(|listed| listed["operations"].as_array().into_iter().flatten())
-        .any(|listed| listed["name"] == operation);
-    ensure(listed, || {
+    let catalog = read(target, token, "/v1/pipeline/apps").await?;
+    let apps = catalog["apps"].as_array().map_or(&[][..], Vec::as_slice);
+    ensure(lists(apps, app, operation), || {
         format!("GET /v1/pipeline/apps does not list {app}'s {operation}, which builds use")
     })
 }

@@ -83,15 +83,12 @@ impl<'a> Agent<'a> {
             message: message.parse().map_err(invalid)?,
             session_id: session.map(str::parse).transpose().map_err(invalid)?,
         };
-        let deadline = self.client.inner.turn_deadline;
-        let run = async {
+        self.within_deadline(async {
             let started = self.start(&request).await?;
             self.settle(&started.session_id, &started.turn_id, &started.cursor)
                 .await
-        };
-        tokio::time::timeout(deadline, run)
-            .await
-            .unwrap_or(Err(Error::Deadline(deadline)))
+        })
+        .await
     }
 
     /// Starts a turn and returns at once (`POST /v1/agent/chat`).
@@ -109,8 +106,17 @@ impl<'a> Agent<'a> {
         turn_id: &str,
         cursor: &str,
     ) -> Result<TurnOutcome, Error> {
+        self.within_deadline(self.settle(session, turn_id, cursor))
+            .await
+    }
+
+    /// `turn` within the client's turn deadline, else [`Error::Deadline`].
+    async fn within_deadline(
+        &self,
+        turn: impl Future<Output = Result<TurnOutcome, Error>>,
+    ) -> Result<TurnOutcome, Error> {
         let deadline = self.client.inner.turn_deadline;
-        tokio::time::timeout(deadline, self.settle(session, turn_id, cursor))
+        tokio::time::timeout(deadline, turn)
             .await
             .unwrap_or(Err(Error::Deadline(deadline)))
     }

@@ -1,7 +1,9 @@
 //! What a check is: its metadata, its level and the verdict of one run.
 
+use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::{LazyLock, Mutex};
 
 use serde::Serialize;
 
@@ -48,6 +50,9 @@ pub enum Category {
     /// Two addresses of one deployment behave as one (with `--peer-url`).
     #[serde(rename = "deployment")]
     Deployment,
+    /// An app's live traffic, seen by `intent-conformance proxy`.
+    #[serde(rename = "traffic")]
+    Traffic,
 }
 
 impl Category {
@@ -66,6 +71,7 @@ impl Category {
             Self::Limits => "limits",
             Self::Mcp => "mcp",
             Self::Deployment => "deployment",
+            Self::Traffic => "traffic",
         }
     }
 }
@@ -120,4 +126,19 @@ pub struct Check {
     pub operation: Option<&'static Operation>,
     /// The test.
     pub run: Run,
+}
+
+/// A name made at run time, kept for the whole process, once per distinct name (a check's id
+/// is static).
+pub(crate) fn interned(id: String) -> &'static str {
+    static IDS: LazyLock<Mutex<HashSet<&'static str>>> = LazyLock::new(Mutex::default);
+    let mut ids = IDS.lock().expect("check ids");
+    match ids.get(id.as_str()) {
+        Some(id) => id,
+        None => {
+            let id: &'static str = Box::leak(id.into_boxed_str());
+            ids.insert(id);
+            id
+        }
+    }
 }

@@ -11,6 +11,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use intent_conformance::check::Status;
 use intent_conformance::config::{self, Layer, TokenLayer};
 use intent_conformance::inputs::Inputs;
+use intent_conformance::proxy::Proxy;
 use intent_conformance::run::{Outcome, Selection};
 use intent_conformance::spec::spec;
 use intent_conformance::target::{Target, TokenSource};
@@ -30,6 +31,30 @@ struct Cli {
 enum Command {
     /// Runs the checks. Without a base URL, against a reference server started in-process.
     Run(Box<RunArgs>),
+    /// Forwards an app's traffic to a deployment and checks both directions against
+    /// openapi.json, reporting like `run` on SIGINT or SIGTERM and every `--flush` seconds.
+    Proxy(ProxyArgs),
+}
+
+#[derive(Parser)]
+struct ProxyArgs {
+    /// The deployment's base URL, such as https://staging.example.com.
+    #[arg(long, env = "INTENT_CONFORMANCE_UPSTREAM")]
+    upstream: String,
+    /// The address to listen on (port 0 picks one; the address is printed).
+    #[arg(long, default_value = "127.0.0.1:8081")]
+    listen: String,
+    #[command(flatten)]
+    reports: ReportFiles,
+    /// Which levels fail an operation: at `normative`, profile violations are notes.
+    #[arg(long, value_enum, default_value_t = Levels::All)]
+    level: Levels,
+    /// Exit 1 when an operation failed at the chosen level.
+    #[arg(long)]
+    fail_on_violation: bool,
+    /// Also write the reports every this many seconds.
+    #[arg(long, value_name = "SECONDS")]
+    flush: Option<u64>,
 }
 
 #[derive(Parser)]
@@ -103,12 +128,26 @@ struct RunArgs {
     /// Not these checks or categories (repeatable or comma-separated).
     #[arg(long, value_delimiter = ',')]
     skip: Vec<String>,
+    /// How many checks run at once; those that need the deployment to themselves run alone.
+    #[arg(long, env = "INTENT_CONFORMANCE_JOBS", default_value_t = run::DEFAULT_JOBS as u64,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    jobs: u64,
     /// Which levels to run.
     #[arg(long, value_enum, default_value_t = Levels::All)]
     level: Levels,
     /// List the checks and exit.
     #[arg(long)]
     list: bool,
+    #[command(flatten)]
+    reports: ReportFiles,
+    /// No progress bar (a line per check instead).
+    #[arg(long)]
+    no_progress: bool,
+}
+
+/// Where to write the reports, besides the console.
+#[derive(clap::Args)]
+struct ReportFiles {
     /// Write the report as JSON.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -118,9 +157,6 @@ struct RunArgs {
     /// Write the report as an HTML page.
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
-    /// No progress bar (a line per check instead).
-    #[arg(long)]
-    no_progress: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -132,9 +168,12 @@ enum Levels {
 }
 
 fn main() -> ExitCode {
-    let Command::Run(args) = Cli::parse().command;
     let runtime = tokio::runtime::Runtime::new().expect("a Tokio runtime");
-    match runtime.block_on(run_command(*args)) {
+    let ran = match Cli::parse().command {
+        Command::Run(args) => runtime.block_on(run_command(*args)),
+        Command::Proxy(args) => runtime.block_on(proxy_command(args)),
+    };
+    match ran {
         Ok(code) => code,
         Err(message) => {
             eprintln!("intent-conformance: {message}");
@@ -201,29 +240,19 @@ async fn run_command(args: RunArgs) -> Result<ExitCode, String> {
             .progress_chars("#>-");
         ProgressBar::new(0).with_style(style)
     });
-    let report = run::run(&target, &selection, |done, total, outcome| {
-        progress(bar.as_ref(), done, total, outcome)
-    })
+    let report = run::run(
+        &target,
+        &selection,
+        args.jobs as usize,
+        |done, total, outcome| progress(bar.as_ref(), done, total, outcome),
+    )
     .await;
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
     let report = report::redacted(&report, &target.secrets());
     print!("{}", report::console(&report));
-    let write = |path: &Option<PathBuf>, text: String| -> Result<(), String> {
-        match path {
-            Some(path) => {
-                std::fs::write(path, text).map_err(|e| format!("writing {}: {e}", path.display()))
-            }
-            None => Ok(()),
-        }
-    };
-    write(
-        &args.json,
-        serde_json::to_string_pretty(&report).expect("a report serializes") + "\n",
-    )?;
-    write(&args.junit, report::junit(&report))?;
-    write(&args.html, report::html(&report))?;
+    write_reports(&report, &args.reports)?;
     Ok(if report.failed() {
         ExitCode::FAILURE
     } else {
@@ -267,6 +296,68 @@ fn resolve(args: &RunArgs) -> Result<config::Resolved, String> {
         turn_timeout: args.turn_timeout,
     };
     config::resolve(command_line, file.as_ref(), args.env.as_deref())
+}
+
+/// Writes `report` to each file given, as JSON, JUnit XML and HTML.
+fn write_reports(report: &run::Report, files: &ReportFiles) -> Result<(), String> {
+    let write = |path: &Option<PathBuf>, text: String| -> Result<(), String> {
+        match path {
+            Some(path) => {
+                std::fs::write(path, text).map_err(|e| format!("writing {}: {e}", path.display()))
+            }
+            None => Ok(()),
+        }
+    };
+    let text = serde_json::to_string_pretty(report).expect("a report serializes") + "\n";
+    write(&files.json, text)?;
+    write(&files.junit, report::junit(report))?;
+    write(&files.html, report::html(report))
+}
+
+async fn proxy_command(args: ProxyArgs) -> Result<ExitCode, String> {
+    let listener = tokio::net::TcpListener::bind(&args.listen)
+        .await
+        .map_err(|e| format!("listening on {}: {e}", args.listen))?;
+    let address = listener.local_addr().map_err(|e| e.to_string())?;
+    let proxy = std::sync::Arc::new(Proxy::new(&args.upstream));
+    println!("listening on http://{address}");
+    let normative_only = args.level == Levels::Normative;
+    let serving = tokio::spawn(proxy.clone().serve(listener));
+    let flush = async {
+        let Some(seconds) = args.flush else {
+            return std::future::pending::<Result<ExitCode, String>>().await;
+        };
+        let mut every = tokio::time::interval(std::time::Duration::from_secs(seconds.max(1)));
+        every.tick().await;
+        loop {
+            every.tick().await;
+            let report = proxy.ledger().report(proxy.upstream(), normative_only);
+            write_reports(&report, &args.reports)?;
+        }
+    };
+    tokio::select! {
+        stopped = stop_signal() => stopped?,
+        flushed = flush => return flushed,
+        served = serving => return Err(format!("the proxy stopped: {served:?}")),
+    }
+    let report = proxy.ledger().report(proxy.upstream(), normative_only);
+    print!("{}", report::console(&report));
+    write_reports(&report, &args.reports)?;
+    Ok(if args.fail_on_violation && report.failed() {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Waits for SIGINT (Ctrl-C) or SIGTERM.
+async fn stop_signal() -> Result<(), String> {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| format!("listening for SIGTERM: {e}"))?;
+    tokio::select! {
+        interrupted = tokio::signal::ctrl_c() => interrupted.map_err(|e| e.to_string()),
+        _ = terminate.recv() => Ok(()),
+    }
 }
 
 /// Advances the progress bar, or without one prints a line per check that ran.

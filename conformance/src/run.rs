@@ -3,7 +3,7 @@
 use std::panic::AssertUnwindSafe;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use futures_util::FutureExt;
+use futures_util::{FutureExt, StreamExt, stream};
 use serde::Serialize;
 
 use crate::check::{Category, Check, Status};
@@ -11,7 +11,7 @@ use crate::checks;
 use crate::finding::{Finding, Tally, tallied};
 use crate::spec::Level;
 use crate::spec::spec;
-use crate::target::{Coverage, Target};
+use crate::target::{Coverage, Target, checking};
 
 /// The longest a single check may take before it counts as the suite's error.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(90);
@@ -154,27 +154,56 @@ impl Report {
     }
 }
 
-/// Runs the selected checks against `target`, one after another; `progress` hears of each
-/// outcome as `(done, total, outcome)`.
+/// How many checks a run takes at once unless told otherwise: they mostly wait on the deployment.
+pub const DEFAULT_JOBS: usize = 8;
+
+/// Runs the selected checks against `target`, up to `jobs` at once; those that need the
+/// deployment to themselves (`checks::alone`) run afterwards, one at a time. `progress` hears of
+/// each outcome as `(done, total, outcome)` as it ends; the report keeps the checks' order.
 pub async fn run(
     target: &Target,
     selection: &Selection,
+    jobs: usize,
     mut progress: impl FnMut(usize, usize, &Outcome),
 ) -> Report {
     let started = Instant::now();
     let checks = checks::all();
     let total = checks.len();
-    let mut outcomes = Vec::with_capacity(total);
-    for (index, check) in checks.iter().enumerate() {
-        let outcome = if selection.takes(check) {
-            run_one(target, check, selection.normative_only).await
-        } else {
-            let level = spec().level(check.rests_on);
-            let disabled = (Status::Disabled, None);
-            outcome(check, level, disabled, Duration::ZERO, Tally::default())
-        };
-        progress(index + 1, total, &outcome);
-        outcomes.push(outcome);
+    let mut outcomes: Vec<Option<Outcome>> = vec![None; total];
+    let mut done = 0;
+    let mut ended = |index: usize, outcome: Outcome| {
+        done += 1;
+        progress(done, total, &outcome);
+        outcomes[index] = Some(outcome);
+    };
+    let (taken, disabled): (Vec<usize>, Vec<usize>) =
+        (0..total).partition(|&index| selection.takes(&checks[index]));
+    for index in disabled {
+        let check = &checks[index];
+        let level = spec().level(check.rests_on);
+        let disabled = (Status::Disabled, None);
+        ended(
+            index,
+            outcome(check, level, disabled, Duration::ZERO, Tally::default()),
+        );
+    }
+    let (alone, together): (Vec<usize>, Vec<usize>) = taken
+        .into_iter()
+        .partition(|&index| checks::alone(&checks[index]));
+    let normative_only = selection.normative_only;
+    let run_at = |index: usize| {
+        let check = &checks[index];
+        async move { (index, run_one(target, check, normative_only).await) }
+    };
+    let mut running = stream::iter(together)
+        .map(run_at)
+        .buffer_unordered(jobs.max(1));
+    while let Some((index, outcome)) = running.next().await {
+        ended(index, outcome);
+    }
+    for index in alone {
+        let (index, outcome) = run_at(index).await;
+        ended(index, outcome);
     }
     let mut report = Report {
         target: target.base().to_owned(),
@@ -183,7 +212,7 @@ pub async fn run(
             .map_or(0, |now| now.as_secs())
             .saturating_sub(started.elapsed().as_secs()),
         millis: started.elapsed().as_millis() as u64,
-        outcomes,
+        outcomes: outcomes.into_iter().flatten().collect(),
         coverage: target.coverage(),
         warnings: Vec::new(),
     };
@@ -192,10 +221,10 @@ pub async fn run(
 }
 
 async fn run_one(target: &Target, check: &Check, normative_only: bool) -> Outcome {
-    target.begin(check.id);
     let started = Instant::now();
     let body = AssertUnwindSafe((check.run)(target, check)).catch_unwind();
-    let (ended, tally) = tallied(tokio::time::timeout(CHECK_TIMEOUT, body)).await;
+    let (ended, tally) =
+        checking(check.id, tallied(tokio::time::timeout(CHECK_TIMEOUT, body))).await;
     // A pass whose profile assertions did not hold fails at level `all`, as a profile matter.
     let by_profile = matches!(&ended, Ok(Ok(Ok(()))))
         && tally.assertions > 0

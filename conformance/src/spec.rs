@@ -39,6 +39,8 @@ pub struct Operation {
     pub method: String,
     /// The path template, such as `/v1/agent/sessions/{sessionId}`.
     pub template: String,
+    /// Its `operationId`.
+    pub id: String,
     segments: Vec<String>,
 }
 
@@ -152,11 +154,15 @@ impl Spec {
         let schemas = Schemas::from_openapi(&document)?;
         let mut operations = Vec::new();
         for (template, item) in document["paths"].as_object().into_iter().flatten() {
-            for method in item.as_object().into_iter().flatten().map(|(m, _)| m) {
+            for (method, object) in item.as_object().into_iter().flatten() {
                 if ["get", "put", "post", "delete", "patch"].contains(&method.as_str()) {
                     operations.push(Operation {
                         method: method.to_uppercase(),
                         template: template.clone(),
+                        id: object["operationId"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_owned(),
                         segments: template.split('/').map(str::to_owned).collect(),
                     });
                 }
@@ -262,6 +268,38 @@ impl Spec {
             let object = self.operation_object(&operation.method, &operation.template)?;
             let schema = object.pointer("/requestBody/content/application~1json/schema")?;
             self.schemas.inline(schema).ok()
+        })
+    }
+
+    /// The request body schema of `operation` in the normative view: what every deployment must
+    /// accept of a client.
+    pub fn normative_request_body(&self, operation: &Operation) -> Option<Arc<SchemaValidator>> {
+        let key = format!("normative {} {} body", operation.method, operation.template);
+        self.cached(key, || {
+            let object = self
+                .normative_document
+                .get("paths")?
+                .get(&operation.template)?
+                .get(operation.method.to_lowercase())?;
+            let schema = object.pointer("/requestBody/content/application~1json/schema")?;
+            self.normative_schemas.inline(schema).ok()
+        })
+    }
+
+    /// A validator for the schema of `operation`'s path or query parameter `name`.
+    pub fn parameter(&self, operation: &Operation, name: &str) -> Option<Arc<SchemaValidator>> {
+        let key = format!(
+            "{} {} parameter {name}",
+            operation.method, operation.template
+        );
+        self.cached(key, || {
+            let object = self.operation_object(&operation.method, &operation.template)?;
+            let parameter = object["parameters"]
+                .as_array()?
+                .iter()
+                .map(|parameter| self.resolve(parameter))
+                .find(|parameter| parameter["name"] == name)?;
+            self.schemas.inline(&parameter["schema"]).ok()
         })
     }
 

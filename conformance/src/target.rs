@@ -282,6 +282,16 @@ pub struct Seen {
     pub body: Value,
 }
 
+tokio::task_local! {
+    /// The id of the check whose requests the current task makes.
+    static CHECK: &'static str;
+}
+
+/// Runs `body` as the check `id`: the responses it sees are noted as its own.
+pub(crate) async fn checking<F: std::future::Future>(id: &'static str, body: F) -> F::Output {
+    CHECK.scope(id, body).await
+}
+
 /// A deployment and the run's view of it.
 pub struct Target {
     base: String,
@@ -292,7 +302,6 @@ pub struct Target {
     minted: Mutex<HashMap<TokenRequest, String>>,
     /// What the run knows of the deployment.
     pub settings: Settings,
-    current: Mutex<&'static str>,
     secrets: Mutex<Vec<String>>,
     seen: Mutex<Vec<Seen>>,
     violations: Mutex<Vec<Violation>>,
@@ -407,7 +416,6 @@ impl Target {
             source: TokenSource::Given,
             minted: Mutex::default(),
             settings,
-            current: Mutex::new(""),
             secrets: Mutex::default(),
             seen: Mutex::default(),
             violations: Mutex::default(),
@@ -500,11 +508,6 @@ impl Target {
         &self.http
     }
 
-    /// Marks the check whose requests follow.
-    pub(crate) fn begin(&self, check: &'static str) {
-        *self.current.lock().expect("current check") = check;
-    }
-
     /// A request to `path` (with its query) on the deployment.
     pub fn request(&self, method: Method, path: &str) -> Call<'_> {
         Call {
@@ -589,7 +592,7 @@ impl Target {
     /// Validates a response against openapi.json and keeps it.
     pub fn record(&self, method: &Method, path: &str, status: u16, body: &Value, text: &str) {
         let operation = self.answered(method, path, status);
-        let check = *self.current.lock().expect("current check");
+        let check = CHECK.try_with(|check| *check).unwrap_or_default();
         let request = format!("{method} {path}");
         if let Some(operation) = operation {
             let normative = match spec().normative_response(operation, status) {

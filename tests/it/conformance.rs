@@ -15,7 +15,7 @@ use base64::Engine;
 use futures_util::StreamExt;
 use intent_conformance::check::Status;
 use intent_conformance::embedded::Embedded;
-use intent_conformance::run::{Report, Selection, run};
+use intent_conformance::run::{DEFAULT_JOBS, Report, Selection, run};
 use intent_conformance::spec::Level;
 use intent_conformance::target::{Role, Target, Tokens};
 use serde_json::{Value, json};
@@ -791,8 +791,9 @@ async fn role_tokens(target: &Target) -> Tokens {
     }
 }
 
-/// Runs the whole suite against the reference server, broken by `fault` when given.
-async fn suite(fault: Option<Fault>) -> Report {
+/// Runs the whole suite, `jobs` checks at once, against the reference server, broken by `fault`
+/// when given.
+async fn suite(fault: Option<Fault>, jobs: usize) -> Report {
     let injector = Arc::new(Injector {
         fault: fault.unwrap_or(Fault::ExtraSimulationField),
         tokens: Mutex::default(),
@@ -816,7 +817,7 @@ async fn suite(fault: Option<Fault>) -> Report {
         skip: vec!["limits.rate-limit".into(), "deployment".into()],
         ..Selection::default()
     };
-    run(&target, &selection, |_, _, _| {}).await
+    run(&target, &selection, jobs, |_, _, _| {}).await
 }
 
 /// The outcome of `limits.rate-limit` against a reference server whose limit is `limit`,
@@ -840,7 +841,7 @@ async fn rate_limit_check(limit: Option<&str>, probe: u32) -> (Status, Option<St
         only: vec!["limits.rate-limit".into()],
         ..Selection::default()
     };
-    let report = run(&target, &selection, |_, _, _| {}).await;
+    let report = run(&target, &selection, DEFAULT_JOBS, |_, _, _| {}).await;
     let outcome = report
         .outcomes
         .iter()
@@ -875,9 +876,19 @@ fn not_passed(report: &Report) -> BTreeSet<String> {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_reference_server_passes_every_check() {
-    let report = suite(None).await;
+async fn the_reference_server_passes_every_check_at_any_number_of_jobs() {
+    let report = suite(None, DEFAULT_JOBS).await;
     assert!(not_passed(&report).is_empty(), "{:#?}", not_passed(&report));
+    // The verdicts do not depend on how many checks run at once, nor does the report's order.
+    let one_at_a_time = suite(None, 1).await;
+    let verdicts = |report: &Report| -> Vec<(&str, Status)> {
+        report
+            .outcomes
+            .iter()
+            .map(|outcome| (outcome.id, outcome.status))
+            .collect()
+    };
+    assert_eq!(verdicts(&report), verdicts(&one_at_a_time));
     assert!(report.warnings.is_empty(), "{:?}", report.warnings);
     let missed: Vec<_> = report.coverage.iter().filter(|o| !o.succeeded()).collect();
     assert!(missed.is_empty(), "{}", report.coverage_summary());
@@ -900,8 +911,9 @@ async fn the_reference_server_passes_every_check() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn each_fault_fails_exactly_its_checks_and_every_normative_check_has_a_fault() {
+    // The faults run at once, so each suite takes its checks one at a time.
     let reports =
-        futures_util::future::join_all(Fault::ALL.iter().map(|fault| suite(Some(*fault)))).await;
+        futures_util::future::join_all(Fault::ALL.iter().map(|fault| suite(Some(*fault), 1))).await;
     let mut wrong = Vec::new();
     let mut caught = BTreeSet::new();
     for (fault, report) in Fault::ALL.iter().zip(&reports) {
@@ -985,7 +997,7 @@ async fn deployment_checks(
         only: vec!["deployment".into()],
         ..Selection::default()
     };
-    let report = run(&target, &selection, |_, _, _| {}).await;
+    let report = run(&target, &selection, DEFAULT_JOBS, |_, _, _| {}).await;
     report
         .outcomes
         .iter()

@@ -10,7 +10,7 @@ use axum::extract::Request;
 use axum::http::{StatusCode, header};
 use axum::response::Response;
 use intent_conformance::check::Status;
-use intent_conformance::run::{Selection, run};
+use intent_conformance::run::{DEFAULT_JOBS, Selection, run};
 use intent_conformance::spec::{Operation, spec};
 use intent_conformance::target::{Settings, Target, Tokens};
 use serde_json::{Value, json};
@@ -166,7 +166,7 @@ async fn a_static_mock_passes_no_behaviour_check() {
         pipeline_mcp: token(),
     };
     let target = Target::new(&base, tokens, Settings::default());
-    let report = run(&target, &Selection::default(), |_, _, _| {}).await;
+    let report = run(&target, &Selection::default(), DEFAULT_JOBS, |_, _, _| {}).await;
     let passed: BTreeSet<&str> = report
         .outcomes
         .iter()

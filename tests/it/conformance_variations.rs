@@ -17,7 +17,7 @@ use futures_util::StreamExt;
 use intent_conformance::check::Status;
 use intent_conformance::embedded::Embedded;
 use intent_conformance::inputs::Inputs;
-use intent_conformance::run::{Report, Selection, run};
+use intent_conformance::run::{DEFAULT_JOBS, Report, Selection, run};
 use intent_models::{AgentEvent, TurnState};
 use intent_sdk::RetryPolicy;
 use serde_json::{Value, json};
@@ -310,7 +310,7 @@ async fn suite_with(variation: Variation, normative_only: bool, inputs: Inputs) 
     };
     let mut target = server.target();
     target.settings.inputs = inputs;
-    run(&target, &selection, |_, _, _| {}).await
+    run(&target, &selection, DEFAULT_JOBS, |_, _, _| {}).await
 }
 
 fn broken(report: &Report) -> Vec<String> {

@@ -18,6 +18,7 @@ mod openapi_examples;
 mod openapi_facts;
 mod pipeline;
 mod pipeline_svm;
+mod proxy;
 mod sdk_agent;
 mod sdk_auth;
 mod sdk_contract;

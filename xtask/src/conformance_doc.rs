@@ -44,7 +44,12 @@ fn document() -> String {
          `actionChat`, `install`). Without them a check sends the examples of `openapi.json`, but \
          only where the deployment's catalog lists what they name; otherwise it skips and names \
          the key to set. A 429 with `Retry-After` is waited out (30 s at most per request) and \
-         shown as a warning, never a failure.\n\n",
+         shown as a warning, never a failure.\n\n\
+         A run takes `--jobs` checks at once (8 unless set), since checks mostly wait on the \
+         deployment. The checks marked *alone* below need the deployment to themselves: they \
+         read every response the run saw, change the accounts' apps and credentials, or spend \
+         the rate limit. They run after the others, one at a time, so that the verdicts do not \
+         depend on `--jobs`.\n\n",
     );
     let normative = checks
         .iter()
@@ -61,8 +66,9 @@ fn document() -> String {
         let rests_on: Vec<String> = check.rests_on.iter().map(|r| format!("`{r}`")).collect();
         let _ = writeln!(
             out,
-            "| `{}` | {} | {} | {} | {} |",
+            "| `{}`{} | {} | {} | {} | {} |",
             check.id,
+            if checks::alone(check) { " *alone*" } else { "" },
             spec().level(check.rests_on).as_str(),
             check.section,
             check.requirement.replace('|', "\\|"),

@@ -5,11 +5,11 @@ use std::time::{Duration, Instant};
 use reqwest::Method;
 use serde_json::Value;
 
-use super::sse::{Frame, Reader};
 use super::{encode, poll, run, seqs, settle, start_turn, text};
 use crate::check::{Category, Check};
 use crate::finding::{Finding, Verdict, ensure, fail};
 use crate::spec::spec;
+use crate::sse::{Frame, Reader};
 use crate::target::{Role, Target};
 
 pub(super) fn checks() -> Vec<Check> {

@@ -2,44 +2,20 @@
 //! one, one of another resource, one without the operation's scope), and the isolation of one
 //! account's sessions and apps from another's (part 1).
 
-use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{LazyLock, Mutex};
 
 use reqwest::Method;
 use serde_json::{Value, json};
 
 use super::agent_actions::pending_action;
 use super::{read, read_log, settle, start_turn};
-use crate::check::{Category, Check};
+use crate::check::{Category, Check, interned};
 use crate::finding::{Finding, Verdict, ensure, fail, profile, skip};
 use crate::spec::{Operation, spec};
 use crate::target::{
     ACCOUNT_SCOPES, AGENT_SCOPES, Account, PIPELINE_SCOPES, Reply, Role, Target, TokenRequest,
 };
-
-/// A check id made from an operation id, kept for the whole process (a check's id is static).
-fn interned(id: String) -> &'static str {
-    static IDS: LazyLock<Mutex<HashSet<&'static str>>> = LazyLock::new(Mutex::default);
-    let mut ids = IDS.lock().expect("check ids");
-    match ids.get(id.as_str()) {
-        Some(id) => id,
-        None => {
-            let id: &'static str = Box::leak(id.into_boxed_str());
-            ids.insert(id);
-            id
-        }
-    }
-}
-
-/// `operationId` of `operation`.
-fn operation_id(operation: &Operation) -> &'static str {
-    spec()
-        .operation_object(&operation.method, &operation.template)
-        .and_then(|object| object["operationId"].as_str())
-        .unwrap_or("unnamed")
-}
 
 /// `METHOD template` of `operation`, as `rests_on` names it.
 fn reference(operation: &'static Operation) -> &'static str {
@@ -49,7 +25,7 @@ fn reference(operation: &'static Operation) -> &'static str {
 pub(super) fn checks() -> Vec<Check> {
     let operations = spec().operations();
     let matrix = operations.iter().map(|operation| Check {
-        id: interned(format!("auth.matrix.{}", operation_id(operation))),
+        id: interned(format!("auth.matrix.{}", operation.id.as_str())),
         category: Category::Auth,
         requirement: "The operation MUST answer 401 with an error envelope without a token, with a malformed one and with one bound to another resource, and 403 with one that lacks its scope.",
         section: "5",
@@ -63,10 +39,10 @@ pub(super) fn checks() -> Vec<Check> {
     let isolated = operations.iter().filter(|operation| {
         operation.template.contains("{sessionId}")
             || operation.template == "/v1/agent/chat"
-            || ["listAccountApps", "listCredentials"].contains(&operation_id(operation))
+            || ["listAccountApps", "listCredentials"].contains(&operation.id.as_str())
     });
     let isolation = isolated.map(|operation| Check {
-        id: interned(format!("auth.isolation.{}", operation_id(operation))),
+        id: interned(format!("auth.isolation.{}", operation.id.as_str())),
         category: Category::Auth,
         requirement: "Another account's request MUST get the answer a missing session gets, and MUST change nothing; another account MUST see none of the account's apps and credentials.",
         section: "1",

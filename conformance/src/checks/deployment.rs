@@ -8,11 +8,11 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use super::pipeline::EVM;
-use super::sse::Reader;
 use super::{encode, nanos, run, seqs, settle, start_turn, text};
 use crate::check::{Category, Check};
 use crate::finding::{Finding, Verdict, ensure, fail};
 use crate::inputs::build_request;
+use crate::sse::Reader;
 use crate::target::{Reply, Role, Target};
 
 const PROFILE: &[&str] = &["#/x-deployment"];

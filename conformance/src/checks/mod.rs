@@ -13,7 +13,6 @@ mod mcp;
 mod negative;
 mod pipeline;
 mod schema;
-pub(crate) mod sse;
 
 use std::time::Instant;
 
@@ -60,6 +59,24 @@ pub fn all() -> Vec<Check> {
     .into_iter()
     .flatten()
     .collect()
+}
+
+/// Whether `check` needs the deployment to itself. Such checks run after the others, one at a
+/// time, at any `--jobs`:
+/// - the schema checks and `limits.step` judge every response the run saw, and the account leak
+///   check reads them all too;
+/// - the account checks, and the auth checks of account operations, change the apps and
+///   credentials of the accounts that the others list;
+/// - `limits.rate-limit` spends the deployment's rate limit, which would make others wait.
+pub fn alone(check: &Check) -> bool {
+    use crate::check::Category;
+    match check.category {
+        Category::Schema | Category::Limits | Category::Account => true,
+        Category::Auth => check
+            .operation
+            .is_some_and(|operation| operation.template.starts_with("/v1/account")),
+        _ => false,
+    }
 }
 
 /// Turn states that end polling (part 3).

@@ -159,10 +159,42 @@ impl SchemaValidator {
             .map(|e| describe(&e))
     }
 
+    /// Every way `instance` fails the schema, told without echoing any value: the JSON pointer
+    /// of each failing member (of a missing one, for `required`) and the keyword it breaks.
+    /// Empty when it holds.
+    pub fn violations(&self, instance: &Value) -> Vec<Violation> {
+        self.inner
+            .iter_errors(instance)
+            .map(|error| {
+                let at = error.instance_path().as_str().to_owned();
+                let pointer = match error.kind() {
+                    ValidationErrorKind::Required {
+                        property: Value::String(name),
+                    } => format!("{at}/{}", name.replace('~', "~0").replace('/', "~1")),
+                    _ if at.is_empty() => "/".to_owned(),
+                    _ => at,
+                };
+                Violation {
+                    pointer,
+                    keyword: error.kind().keyword().to_owned(),
+                }
+            })
+            .collect()
+    }
+
     /// Whether `instance` holds against the schema.
     pub fn is_valid(&self, instance: &Value) -> bool {
         self.inner.is_valid(instance)
     }
+}
+
+/// Where an instance fails a schema, without its value.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Violation {
+    /// The JSON pointer of the failing member, `/` for the whole instance.
+    pub pointer: String,
+    /// The JSON Schema keyword it breaks, such as `required` or `type`.
+    pub keyword: String,
 }
 
 /// The JSON pointer of the failing value, `/` for the whole instance.
@@ -377,6 +409,23 @@ mod tests {
             validator.errors(&json!({ "gas": null, "direction": null, "x-not-an-extension": "s" }));
         assert_eq!(errors.len(), 1, "{errors:?}");
         assert!(errors[0].starts_with("/x-not-an-extension: "), "{errors:?}");
+    }
+
+    #[test]
+    fn violations_name_the_member_and_keyword_but_no_value() {
+        let schemas = Schemas::from_openapi(&document()).unwrap();
+        let sim = schemas.component("Sim").unwrap();
+        let violations = sim.violations(&json!({ "direction": "secret-value" }));
+        let mut told: Vec<(&str, &str)> = violations
+            .iter()
+            .map(|v| (v.pointer.as_str(), v.keyword.as_str()))
+            .collect();
+        told.sort();
+        assert_eq!(told, [("/direction", "enum"), ("/gas", "required")]);
+        assert!(
+            sim.violations(&json!({ "gas": null, "direction": null }))
+                .is_empty()
+        );
     }
 
     #[test]

@@ -18,43 +18,21 @@ pub(crate) struct Frame {
     pub data: String,
 }
 
-/// An open stream.
-pub(crate) struct Reader {
-    body: futures_util::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>,
-    /// Bytes received and not yet dispatched: a frame is decoded only once it is whole, so that
-    /// a character or a CRLF split across chunks survives.
+/// Bytes of a stream received and not yet dispatched: a frame is decoded only once it is whole,
+/// so that a character or a CRLF split across chunks survives.
+#[derive(Debug, Default)]
+pub(crate) struct Decoder {
     buffer: Vec<u8>,
 }
 
-impl Reader {
-    /// Reads `response`'s body as SSE.
-    pub(crate) fn new(response: reqwest::Response) -> Self {
-        Self {
-            body: response.bytes_stream().boxed(),
-            buffer: Vec::new(),
-        }
+impl Decoder {
+    /// Takes in the next chunk of the stream.
+    pub(crate) fn push(&mut self, chunk: &[u8]) {
+        self.buffer.extend_from_slice(chunk);
     }
 
-    /// The next frame, `None` at the end of the stream or when `timeout` passes first.
-    pub(crate) async fn next(&mut self, timeout: Duration) -> Result<Option<Frame>, Finding> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            if let Some(frame) = self.take_frame() {
-                if frame.data.is_empty() && frame.event.is_empty() && frame.id.is_none() {
-                    continue; // a comment (keep-alive) only
-                }
-                return Ok(Some(frame));
-            }
-            match tokio::time::timeout_at(deadline, self.body.next()).await {
-                Err(_) | Ok(None) => return Ok(None),
-                Ok(Some(Err(e))) => return Err(Finding::Error(format!("reading the stream: {e}"))),
-                Ok(Some(Ok(chunk))) => self.buffer.extend_from_slice(&chunk),
-            }
-        }
-    }
-
-    /// Takes the first frame from the buffer: the lines up to the first blank one.
-    fn take_frame(&mut self) -> Option<Frame> {
+    /// The next whole frame received, comments (keep-alives) included as empty frames.
+    pub(crate) fn frame(&mut self) -> Option<Frame> {
         let mut start = 0;
         let end = loop {
             let newline = start + self.buffer[start..].iter().position(|&b| b == b'\n')?;
@@ -85,6 +63,47 @@ impl Reader {
     }
 }
 
+impl Frame {
+    /// Whether the frame is a comment only, such as a keep-alive.
+    pub(crate) fn is_comment(&self) -> bool {
+        self.data.is_empty() && self.event.is_empty() && self.id.is_none()
+    }
+}
+
+/// An open stream.
+pub(crate) struct Reader {
+    body: futures_util::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>,
+    decoder: Decoder,
+}
+
+impl Reader {
+    /// Reads `response`'s body as SSE.
+    pub(crate) fn new(response: reqwest::Response) -> Self {
+        Self {
+            body: response.bytes_stream().boxed(),
+            decoder: Decoder::default(),
+        }
+    }
+
+    /// The next frame, `None` at the end of the stream or when `timeout` passes first.
+    pub(crate) async fn next(&mut self, timeout: Duration) -> Result<Option<Frame>, Finding> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if let Some(frame) = self.decoder.frame() {
+                if frame.is_comment() {
+                    continue;
+                }
+                return Ok(Some(frame));
+            }
+            match tokio::time::timeout_at(deadline, self.body.next()).await {
+                Err(_) | Ok(None) => return Ok(None),
+                Ok(Some(Err(e))) => return Err(Finding::Error(format!("reading the stream: {e}"))),
+                Ok(Some(Ok(chunk))) => self.decoder.push(&chunk),
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use futures_util::stream;
@@ -101,7 +120,7 @@ mod tests {
             .map(|chunk| Ok(bytes::Bytes::copy_from_slice(chunk)));
         let mut reader = Reader {
             body: stream::iter(chunks).boxed(),
-            buffer: Vec::new(),
+            decoder: Decoder::default(),
         };
         let timeout = Duration::from_secs(1);
         assert_eq!(

@@ -1,0 +1,304 @@
+//! What the proxy finds wrong in one exchange, judged with the suite's own validators and
+//! levels: the request is the client's to get right, the status, the body and each SSE frame
+//! the server's. A violation names where and which rule, never a value, which may be a secret.
+
+use percent_encoding::percent_decode_str;
+use reqwest::header::{AUTHORIZATION, HeaderMap};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::spec::{Level, Operation, spec};
+use crate::sse::Frame;
+
+/// Which side of an exchange broke the contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Side {
+    /// The app: its request.
+    Client,
+    /// The deployment: its answer.
+    Server,
+}
+
+impl Side {
+    /// The side as logs and reports spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Side::Client => "client",
+            Side::Server => "server",
+        }
+    }
+}
+
+/// One way an exchange broke openapi.json.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Violation {
+    /// Who broke it.
+    pub side: Side,
+    /// The `operationId`, or `METHOD path` for a request that is no operation of the document.
+    pub operation: String,
+    /// Where: a JSON pointer under the part of the exchange, such as `/body/message`,
+    /// `/query/wait`, `/header/authorization`, `/status`, `/sse/event` or `/sse/data/cursor`.
+    pub pointer: String,
+    /// The rule broken: a JSON Schema keyword, `security`, `responses`, `paths` or `id`.
+    pub keyword: String,
+    /// Whether every deployment and client must keep the rule, or only our reference profile.
+    pub level: Level,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} broke {} at {} ({}, {})",
+            self.side.as_str(),
+            self.operation,
+            self.pointer,
+            self.keyword,
+            self.level.as_str()
+        )
+    }
+}
+
+/// A request as the proxy received it.
+pub struct Request<'a> {
+    /// Upper-case method.
+    pub method: &'a str,
+    /// The path and its query.
+    pub path: &'a str,
+    /// Its headers.
+    pub headers: &'a HeaderMap,
+    /// Its body.
+    pub body: &'a [u8],
+}
+
+/// The operation `request` is an instance of, `None` outside `/v1/` (OAuth, health, metadata:
+/// not judged), and what the client broke.
+pub fn request(request: &Request<'_>) -> (Option<&'static Operation>, Vec<Violation>) {
+    let (route, query) = request.path.split_once('?').unwrap_or((request.path, ""));
+    if !route.starts_with("/v1/") {
+        return (None, Vec::new());
+    }
+    let Some(operation) = spec().operation(request.method, route) else {
+        let violation = Violation {
+            side: Side::Client,
+            operation: format!("{} {route}", request.method),
+            pointer: "/path".into(),
+            keyword: "paths".into(),
+            level: Level::Normative,
+        };
+        return (None, vec![violation]);
+    };
+    let mut found = Found::new(Side::Client, operation);
+    let bearer = request
+        .headers
+        .get(AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.get(..7))
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("bearer "));
+    if !bearer {
+        found.push("/header/authorization", "security", Level::Normative);
+    }
+    parameters(operation, request, route, query, &mut found);
+    if let Some(schema) = spec().request_body(operation) {
+        let normative = spec().normative_request_body(operation);
+        found.body(
+            "/body",
+            request.body,
+            normative.as_deref(),
+            Ok(Some(&schema)),
+        );
+    }
+    (Some(operation), found.violations)
+}
+
+/// What the server broke in answering `operation` with `status` and `body` (empty for a stream,
+/// whose frames are judged one by one).
+pub fn response(operation: &Operation, status: u16, body: &[u8]) -> Vec<Violation> {
+    let mut found = Found::new(Side::Server, operation);
+    let normative = spec().normative_response(operation, status);
+    let profile = spec().response(operation, status);
+    match &profile {
+        Err(_) if normative.is_none() => found.push("/status", "responses", Level::Profile),
+        _ => {
+            let profile = profile.as_ref().map(|schema| schema.as_deref());
+            found.body("/body", body, normative.as_deref(), profile);
+        }
+    }
+    found.violations
+}
+
+/// What the server broke in one frame of `operation`'s event stream (part 6): only `page`,
+/// `message` and `resync` events, a page's data an EventPage and its id its cursor, no id on a
+/// message.
+pub(crate) fn frame(operation: &Operation, frame: &Frame) -> Vec<Violation> {
+    let mut found = Found::new(Side::Server, operation);
+    match frame.event.as_str() {
+        _ if frame.is_comment() => {}
+        "page" => {
+            let normative = spec().normative_component("EventPage");
+            let profile = spec().component("EventPage");
+            let data = frame.data.as_bytes();
+            found.body(
+                "/sse/data",
+                data,
+                normative.as_deref(),
+                Ok(profile.as_deref()),
+            );
+            let cursor = serde_json::from_slice::<Value>(data).ok();
+            let cursor = cursor.as_ref().and_then(|page| page["cursor"].as_str());
+            if frame.id.is_none() || frame.id.as_deref() != cursor {
+                found.push("/sse/id", "id", Level::Normative);
+            }
+        }
+        "message" if frame.id.is_some() => found.push("/sse/id", "id", Level::Normative),
+        "message" | "resync" => {}
+        _ => found.push("/sse/event", "enum", Level::Normative),
+    }
+    found.violations
+}
+
+/// The violations of one side in one exchange, as they are found.
+struct Found {
+    side: Side,
+    operation: String,
+    /// The level of what the operation itself rests on: an operation of our profile breaks
+    /// nothing normative.
+    ceiling: Level,
+    violations: Vec<Violation>,
+}
+
+impl Found {
+    fn new(side: Side, operation: &Operation) -> Self {
+        let reference = format!("{} {}", operation.method, operation.template);
+        Self {
+            side,
+            operation: operation.id.clone(),
+            ceiling: spec().level(&[reference.as_str()]),
+            violations: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, pointer: &str, keyword: &str, level: Level) {
+        let level = if self.ceiling == Level::Profile {
+            Level::Profile
+        } else {
+            level
+        };
+        self.violations.push(Violation {
+            side: self.side,
+            operation: self.operation.clone(),
+            pointer: pointer.to_owned(),
+            keyword: keyword.to_owned(),
+            level,
+        });
+    }
+
+    /// Judges a JSON body at `under`: normatively against `normative` when there is one, and
+    /// only when that holds, against the profile's schema (`Err` when our profile does not
+    /// declare the answer at all).
+    fn body(
+        &mut self,
+        under: &str,
+        body: &[u8],
+        normative: Option<&intent_models::schema::SchemaValidator>,
+        profile: Result<Option<&intent_models::schema::SchemaValidator>, &String>,
+    ) {
+        let Ok(value) = serde_json::from_slice::<Value>(body) else {
+            match (normative, profile) {
+                (Some(_), _) => self.push(under, "type", Level::Normative),
+                (None, Ok(Some(_))) => self.push(under, "type", Level::Profile),
+                _ => {}
+            }
+            return;
+        };
+        let normative = normative.map(|schema| schema.violations(&value));
+        if let Some(violations) = normative.filter(|found| !found.is_empty()) {
+            for violation in violations {
+                let pointer = format!("{under}{}", violation.pointer.trim_end_matches('/'));
+                self.push(&pointer, &violation.keyword, Level::Normative);
+            }
+            return;
+        }
+        match profile {
+            Err(_) => self.push("/status", "responses", Level::Profile),
+            Ok(Some(schema)) => {
+                for violation in schema.violations(&value) {
+                    let pointer = format!("{under}{}", violation.pointer.trim_end_matches('/'));
+                    self.push(&pointer, &violation.keyword, Level::Profile);
+                }
+            }
+            Ok(None) => {}
+        }
+    }
+}
+
+/// The path, query and header parameters of `operation` against their schemas: a missing required one,
+/// or a value its schema refuses (numbers and booleans read from their text).
+fn parameters(
+    operation: &Operation,
+    request: &Request<'_>,
+    route: &str,
+    query: &str,
+    found: &mut Found,
+) {
+    let Some(object) = spec().operation_object(&operation.method, &operation.template) else {
+        return;
+    };
+    let segments: Vec<&str> = route.split('/').collect();
+    let pairs: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes())
+        .into_owned()
+        .collect();
+    for parameter in object["parameters"].as_array().into_iter().flatten() {
+        let parameter = spec().resolve(parameter);
+        let (Some(name), Some(place)) = (parameter["name"].as_str(), parameter["in"].as_str())
+        else {
+            continue;
+        };
+        let value = match place {
+            "query" => pairs
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.clone()),
+            "path" => {
+                let template = format!("{{{name}}}");
+                operation
+                    .template
+                    .split('/')
+                    .position(|segment| segment == template)
+                    .and_then(|index| segments.get(index))
+                    .map(|segment| percent_decode_str(segment).decode_utf8_lossy().into_owned())
+            }
+            "header" => request
+                .headers
+                .get(name)
+                .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned()),
+            _ => continue,
+        };
+        let pointer = format!("/{place}/{name}");
+        let Some(value) = value else {
+            if parameter["required"] == true {
+                found.push(&pointer, "required", Level::Normative);
+            }
+            continue;
+        };
+        let Some(schema) = spec().parameter(operation, name) else {
+            continue;
+        };
+        let typed = typed(&value, &parameter["schema"]);
+        if let Some(violation) = schema.violations(&typed).first() {
+            found.push(&pointer, &violation.keyword, Level::Normative);
+        }
+    }
+}
+
+/// A parameter's text as the JSON value its schema describes.
+fn typed(text: &str, schema: &Value) -> Value {
+    let parsed = match spec().resolve(schema)["type"].as_str() {
+        Some("integer") => text.parse::<i64>().ok().map(Value::from),
+        Some("number") => text.parse::<f64>().ok().map(Value::from),
+        Some("boolean") => text.parse::<bool>().ok().map(Value::from),
+        _ => None,
+    };
+    parsed.unwrap_or_else(|| Value::String(text.to_owned()))
+}

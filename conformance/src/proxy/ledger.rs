@@ -1,0 +1,182 @@
+//! What the proxy saw, per operation, and the report it makes of it: one outcome per operation
+//! of openapi.json, with the statuses answered and the violations by side and level.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use super::judge::Violation;
+use crate::check::{Category, Status, interned};
+use crate::run::{Outcome, Report};
+use crate::spec::{Level, spec};
+use crate::target::Coverage;
+
+/// The most distinct violations an outcome's message names; the rest are counted.
+const NAMED: usize = 5;
+
+/// The requirement each traffic outcome stands for.
+const REQUIREMENT: &str = "Every exchange of the operation MUST hold against openapi.json: the client's request (path, parameters, bearer, body), and the server's status, body or SSE frames.";
+
+/// What the proxy saw of one operation.
+#[derive(Debug, Default)]
+struct Traffic {
+    exchanges: usize,
+    statuses: BTreeSet<u16>,
+    /// Each distinct violation and how many times it was seen.
+    violations: BTreeMap<Violation, usize>,
+}
+
+/// Everything the proxy saw since it started.
+#[derive(Debug)]
+pub struct Ledger {
+    started: Instant,
+    started_unix: u64,
+    /// Keyed by `operationId`; requests that are no operation under `""`.
+    traffic: Mutex<BTreeMap<String, Traffic>>,
+}
+
+impl Default for Ledger {
+    fn default() -> Self {
+        Self {
+            started: Instant::now(),
+            started_unix: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |now| now.as_secs()),
+            traffic: Mutex::default(),
+        }
+    }
+}
+
+impl Ledger {
+    /// Notes one exchange of `operation` (`None`: a request that is no operation) answered
+    /// with `status` (`None`: not answered), and what it broke.
+    pub fn exchange(&self, operation: Option<&str>, status: Option<u16>, found: &[Violation]) {
+        let mut traffic = self.traffic.lock().expect("traffic");
+        let seen = traffic
+            .entry(operation.unwrap_or_default().to_owned())
+            .or_default();
+        seen.exchanges += 1;
+        seen.statuses.extend(status);
+        for violation in found {
+            *seen.violations.entry(violation.clone()).or_default() += 1;
+        }
+    }
+
+    /// Notes what one more frame of `operation`'s stream broke.
+    pub fn frame(&self, operation: &str, found: &[Violation]) {
+        let mut traffic = self.traffic.lock().expect("traffic");
+        let seen = traffic.entry(operation.to_owned()).or_default();
+        for violation in found {
+            *seen.violations.entry(violation.clone()).or_default() += 1;
+        }
+    }
+
+    /// How many violations were seen, of either level.
+    pub fn violations(&self) -> usize {
+        let traffic = self.traffic.lock().expect("traffic");
+        traffic
+            .values()
+            .flat_map(|seen| seen.violations.values())
+            .sum()
+    }
+
+    /// The report so far, of the traffic to `upstream`: one outcome per operation of
+    /// openapi.json (skipped when the app never called it), and `traffic.paths` for requests
+    /// that are no operation. At `normative_only`, profile violations are notes.
+    pub fn report(&self, upstream: &str, normative_only: bool) -> Report {
+        let traffic = self.traffic.lock().expect("traffic");
+        let none = Traffic::default();
+        let operations = spec().operations();
+        let mut outcomes: Vec<Outcome> = operations
+            .iter()
+            .map(|operation| {
+                let id = interned(format!("traffic.{}", operation.id));
+                let seen = traffic.get(&operation.id).unwrap_or(&none);
+                outcome(id, seen, normative_only)
+            })
+            .collect();
+        outcomes.push(outcome(
+            "traffic.paths",
+            traffic.get("").unwrap_or(&none),
+            normative_only,
+        ));
+        let coverage = operations
+            .iter()
+            .map(|operation| Coverage {
+                method: operation.method.clone(),
+                path: operation.template.clone(),
+                statuses: traffic
+                    .get(&operation.id)
+                    .map(|seen| seen.statuses.iter().copied().collect())
+                    .unwrap_or_default(),
+            })
+            .collect();
+        Report {
+            target: upstream.to_owned(),
+            started: self.started_unix,
+            millis: self.started.elapsed().as_millis() as u64,
+            outcomes,
+            coverage,
+            warnings: Vec::new(),
+        }
+    }
+}
+
+/// The outcome of one operation's traffic.
+fn outcome(id: &'static str, seen: &Traffic, normative_only: bool) -> Outcome {
+    let (normative, profile): (Vec<_>, Vec<_>) = seen
+        .violations
+        .iter()
+        .partition(|(violation, _)| violation.level == Level::Normative);
+    let told = |violations: &[(&Violation, &usize)]| -> Vec<String> {
+        violations
+            .iter()
+            .map(|(violation, count)| format!("{violation} x{count}"))
+            .collect()
+    };
+    let (status, level, message) = if seen.exchanges == 0 {
+        let reason = "the app made no request of this operation";
+        (Status::Skip, Level::Normative, Some(reason.to_owned()))
+    } else if !normative.is_empty() {
+        (
+            Status::Fail,
+            Level::Normative,
+            Some(summary(&told(&normative))),
+        )
+    } else if !profile.is_empty() && !normative_only {
+        (Status::Fail, Level::Profile, Some(summary(&told(&profile))))
+    } else {
+        (Status::Pass, Level::Normative, None)
+    };
+    Outcome {
+        id,
+        category: Category::Traffic,
+        level,
+        requirement: REQUIREMENT,
+        section: "7",
+        status,
+        message,
+        assertions: seen.exchanges,
+        profile_findings: if status == Status::Pass {
+            told(&profile)
+        } else {
+            Vec::new()
+        },
+        warnings: Vec::new(),
+        millis: 0,
+    }
+}
+
+/// The first [`NAMED`] violations, and how many more there were.
+fn summary(told: &[String]) -> String {
+    let mut text = told
+        .iter()
+        .take(NAMED)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join("; ");
+    if told.len() > NAMED {
+        text.push_str(&format!("; and {} more", told.len() - NAMED));
+    }
+    text
+}

@@ -148,8 +148,9 @@ struct RunArgs {
 /// Where to write the reports, besides the console.
 #[derive(clap::Args)]
 struct ReportFiles {
-    /// Write the report as JSON.
-    #[arg(long, value_name = "FILE")]
+    /// Write the report as JSON; without FILE, or with `-`, to standard output (and the console
+    /// summary to standard error). With `--list`, the checks as JSON.
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
     json: Option<PathBuf>,
     /// Write the report as JUnit XML.
     #[arg(long, value_name = "FILE")]
@@ -199,6 +200,11 @@ async fn run_command(args: RunArgs) -> Result<ExitCode, String> {
             unknown.join(", "),
             categories.join(", ")
         ));
+    }
+    if args.list && args.reports.json.is_some() {
+        let text = serde_json::to_string_pretty(&run::listing(&selection));
+        println!("{}", text.expect("checks serialize"));
+        return Ok(ExitCode::SUCCESS);
     }
     if args.list {
         for check in &all {
@@ -251,7 +257,7 @@ async fn run_command(args: RunArgs) -> Result<ExitCode, String> {
         bar.finish_and_clear();
     }
     let report = report::redacted(&report, &target.secrets());
-    print!("{}", report::console(&report));
+    console(&report, &args.reports);
     write_reports(&report, &args.reports)?;
     Ok(if report.failed() {
         ExitCode::FAILURE
@@ -298,10 +304,28 @@ fn resolve(args: &RunArgs) -> Result<config::Resolved, String> {
     config::resolve(command_line, file.as_ref(), args.env.as_deref())
 }
 
+/// Prints the console summary of `report`: to standard error when the JSON report goes to
+/// standard output.
+fn console(report: &run::Report, files: &ReportFiles) {
+    if files
+        .json
+        .as_ref()
+        .is_some_and(|path| path.as_os_str() == "-")
+    {
+        eprint!("{}", report::console(report));
+    } else {
+        print!("{}", report::console(report));
+    }
+}
+
 /// Writes `report` to each file given, as JSON, JUnit XML and HTML.
 fn write_reports(report: &run::Report, files: &ReportFiles) -> Result<(), String> {
     let write = |path: &Option<PathBuf>, text: String| -> Result<(), String> {
         match path {
+            Some(path) if path.as_os_str() == "-" => {
+                print!("{text}");
+                Ok(())
+            }
             Some(path) => {
                 std::fs::write(path, text).map_err(|e| format!("writing {}: {e}", path.display()))
             }
@@ -341,7 +365,7 @@ async fn proxy_command(args: ProxyArgs) -> Result<ExitCode, String> {
         served = serving => return Err(format!("the proxy stopped: {served:?}")),
     }
     let report = proxy.ledger().report(proxy.upstream(), normative_only);
-    print!("{}", report::console(&report));
+    console(&report, &args.reports);
     write_reports(&report, &args.reports)?;
     Ok(if args.fail_on_violation && report.failed() {
         ExitCode::FAILURE

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures_util::{FutureExt, StreamExt, stream};
 use serde::Serialize;
+use serde_json::{Value, json};
 
 use crate::check::{Category, Check, Status};
 use crate::checks;
@@ -59,6 +60,27 @@ impl Selection {
     }
 }
 
+/// Every check as `--list --json` prints it: `id`, `category`, `level`, `section`,
+/// `requirement`, `restsOn`, `alone` (it needs the deployment to itself) and `selected`
+/// (`selection` takes it).
+pub fn listing(selection: &Selection) -> Value {
+    checks::all()
+        .iter()
+        .map(|check| {
+            json!({
+                "id": check.id,
+                "category": check.category,
+                "level": spec().level(check.rests_on),
+                "section": check.section,
+                "requirement": check.requirement,
+                "restsOn": check.rests_on,
+                "alone": checks::alone(check),
+                "selected": selection.takes(check),
+            })
+        })
+        .collect()
+}
+
 /// What one check concluded.
 #[derive(Debug, Clone, Serialize)]
 pub struct Outcome {
@@ -90,9 +112,15 @@ pub struct Outcome {
     pub millis: u64,
 }
 
+/// The version of the JSON report's format (`conformance/report.schema.json`): it changes when a
+/// member is removed or changes its meaning, not when one is added.
+pub const REPORT_VERSION: u32 = 1;
+
 /// A whole run.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
+    /// The format's version, [`REPORT_VERSION`].
+    pub version: u32,
     /// The deployment's base URL.
     pub target: String,
     /// When the run started, Unix seconds.
@@ -206,6 +234,7 @@ pub async fn run(
         ended(index, outcome);
     }
     let mut report = Report {
+        version: REPORT_VERSION,
         target: target.base().to_owned(),
         started: SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -306,6 +335,36 @@ fn warnings(report: &Report) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_listing_names_every_check_once_with_its_level_and_whether_it_runs() {
+        let selection = Selection {
+            only: vec!["agent.sse".into(), "schema.responses".into()],
+            ..Selection::default()
+        };
+        let listing = listing(&selection);
+        let entries = listing.as_array().unwrap();
+        assert_eq!(entries.len(), checks::all().len());
+        let ids: std::collections::BTreeSet<&str> =
+            entries.iter().map(|e| e["id"].as_str().unwrap()).collect();
+        assert_eq!(ids.len(), entries.len(), "each id once");
+        let entry = |id: &str| entries.iter().find(|e| e["id"] == id).unwrap();
+        let responses = entry("schema.responses");
+        assert_eq!(
+            (
+                &responses["category"],
+                &responses["level"],
+                &responses["alone"]
+            ),
+            (&json!("schema"), &json!("normative"), &json!(true))
+        );
+        assert_eq!(responses["selected"], true);
+        assert_eq!(entry("agent.sse.ids")["selected"], true);
+        assert_eq!(entry("agent.sse.ids")["alone"], false);
+        assert_eq!(entry("pipeline.commit")["selected"], false);
+        let selected = entries.iter().filter(|e| e["selected"] == true).count();
+        assert_eq!(selected, 4, "the three SSE checks and schema.responses");
+    }
 
     #[test]
     fn a_selection_entry_that_names_no_check_or_category_is_unknown() {

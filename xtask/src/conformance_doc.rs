@@ -49,7 +49,15 @@ fn document() -> String {
          deployment. The checks marked *alone* below need the deployment to themselves: they \
          read every response the run saw, change the accounts' apps and credentials, or spend \
          the rate limit. They run after the others, one at a time, so that the verdicts do not \
-         depend on `--jobs`.\n\n",
+         depend on `--jobs`.\n\n\
+         `intent-conformance run --list --json` prints the checks as JSON: `id`, `category`, \
+         `level`, `section`, `requirement`, `restsOn`, `alone` and `selected` (whether \
+         `--only`, `--skip` and `--level` take it). The JSON report (`--json FILE`, or `--json` \
+         alone for standard output) holds to `conformance/report.schema.json`, which describes \
+         every member: `version` (now 1; it changes when a member is removed or changes its \
+         meaning, not when one is added), `target`, `started`, `millis`, `outcomes` (one per \
+         check, in the order of the table below), `coverage` (each operation of `openapi.json` \
+         with the statuses it was answered with) and `warnings`.\n\n",
     );
     let normative = checks
         .iter()

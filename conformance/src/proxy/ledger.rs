@@ -7,7 +7,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use super::judge::Violation;
 use crate::check::{Category, Status, interned};
-use crate::run::{Outcome, Report};
+use crate::run::{Outcome, REPORT_VERSION, Report};
 use crate::spec::{Level, spec};
 use crate::target::Coverage;
 
@@ -112,6 +112,7 @@ impl Ledger {
             })
             .collect();
         Report {
+            version: REPORT_VERSION,
             target: upstream.to_owned(),
             started: self.started_unix,
             millis: self.started.elapsed().as_millis() as u64,

@@ -120,6 +120,7 @@ pub(crate) fn fixture() -> Report {
         millis: 12,
     };
     Report {
+        version: crate::run::REPORT_VERSION,
         target: "http://127.0.0.1:1".into(),
         started: 1_795_000_000,
         millis: 100,

@@ -6,6 +6,8 @@
 //! `x-profile: reference`. [`run::run`] takes them against a [`target::Target`] (any base URL,
 //! or the [`embedded`] reference server), validating every response body it sees against its
 //! schema (`intent_models::schema`); [`report`] renders the outcome for people and for CI.
+//! [`proxy::Proxy`] stands between an app and a deployment instead, judging their live traffic
+//! with the same validators and levels and reporting it the same way.
 
 #![forbid(unsafe_code)]
 

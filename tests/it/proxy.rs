@@ -171,6 +171,14 @@ async fn each_side_that_breaks_the_contract_is_named_with_its_pointer() {
     assert_eq!(anonymous.status(), 401);
     assert_eq!(anonymous.headers()[VIOLATIONS_HEADER], "1");
 
+    // A browser's CORS preflight is transport, not an operation: not judged.
+    let preflight = http
+        .request(reqwest::Method::OPTIONS, format!("{base}/v1/agent/chat"))
+        .send()
+        .await
+        .unwrap();
+    assert!(preflight.headers().get(VIOLATIONS_HEADER).is_none());
+
     let normative = proxy.ledger().report(proxy.upstream(), true);
     let outcome = |report: &intent_conformance::run::Report, id: &str| {
         let outcome = report.outcomes.iter().find(|outcome| outcome.id == id);

@@ -72,11 +72,11 @@ pub struct Request<'a> {
     pub body: &'a [u8],
 }
 
-/// The operation `request` is an instance of, `None` outside `/v1/` (OAuth, health, metadata:
-/// not judged), and what the client broke.
+/// The operation `request` is an instance of, `None` outside `/v1/` (OAuth, health, metadata)
+/// and for a CORS preflight (`OPTIONS`), which are not judged, and what the client broke.
 pub fn request(request: &Request<'_>) -> (Option<&'static Operation>, Vec<Violation>) {
     let (route, query) = request.path.split_once('?').unwrap_or((request.path, ""));
-    if !route.starts_with("/v1/") {
+    if !route.starts_with("/v1/") || request.method == "OPTIONS" {
         return (None, Vec::new());
     }
     let Some(operation) = spec().operation(request.method, route) else {

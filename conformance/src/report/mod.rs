@@ -64,38 +64,87 @@ pub fn redact(text: &str, secrets: &[String]) -> String {
     out
 }
 
-/// The console summary: every check that did not pass, with its message, then the counts.
+/// The longest line the console prints; the JSON report keeps the whole text.
+const LINE: usize = 300;
+
+/// The most lines the console gives one outcome.
+const LINES: usize = 5;
+
+/// The console summary: every check that did not pass, with its findings (at most five lines of
+/// at most 300 characters each; the JSON report has them all), then the counts.
 pub fn console(report: &Report) -> String {
     let mut out = String::new();
     for outcome in &report.outcomes {
         if outcome.status == Status::Pass && !outcome.profile_findings.is_empty() {
-            let _ = writeln!(
-                out,
-                "NOTE  {} [profile] differs from the reference profile: {}",
-                outcome.id,
-                outcome.profile_findings.join("; ")
+            let head = format!(
+                "NOTE  {} [profile] differs from the reference profile:",
+                outcome.id
             );
+            findings(&mut out, &head, &outcome.profile_findings.join("; "));
         }
         for warning in &outcome.warnings {
-            let _ = writeln!(out, "WARN  {} {warning}", outcome.id);
+            line(&mut out, &format!("WARN  {} {warning}", outcome.id));
         }
         if matches!(outcome.status, Status::Pass | Status::Disabled) {
             continue;
         }
-        let _ = writeln!(
-            out,
-            "{:<5} {} [{}] {}",
+        let head = format!(
+            "{:<5} {} [{}]",
             outcome.status.as_str().to_uppercase(),
             outcome.id,
             outcome.level.as_str(),
-            outcome.message.as_deref().unwrap_or_default()
+        );
+        findings(
+            &mut out,
+            &head,
+            outcome.message.as_deref().unwrap_or_default(),
         );
     }
-    let _ = writeln!(out, "\n{}\n{}", report.summary(), report.coverage_summary());
+    let _ = writeln!(out);
+    line(&mut out, &report.summary());
+    line(&mut out, &report.coverage_summary());
     for warning in &report.warnings {
-        let _ = writeln!(out, "\nWARNING: {warning}");
+        let _ = writeln!(out);
+        line(&mut out, &format!("WARNING: {warning}"));
     }
     out
+}
+
+/// `head` and the first of `text`'s findings (its `; `-separated parts) on one line, the next
+/// ones indented below, up to [`LINES`] lines in all.
+fn findings(out: &mut String, head: &str, text: &str) {
+    let parts: Vec<&str> = text.split("; ").filter(|part| !part.is_empty()).collect();
+    let shown = if parts.len() > LINES {
+        LINES - 1
+    } else {
+        parts.len()
+    };
+    match parts.first() {
+        Some(first) => line(out, &format!("{head} {first}")),
+        None => line(out, head),
+    }
+    for part in parts.iter().take(shown).skip(1) {
+        line(out, &format!("      {part}"));
+    }
+    if parts.len() > shown {
+        let more = parts.len() - shown;
+        line(
+            out,
+            &format!("      and {more} more (the JSON report has them all)"),
+        );
+    }
+}
+
+/// Writes `text` as one line, cut to [`LINE`] characters.
+fn line(out: &mut String, text: &str) {
+    match text.char_indices().nth(LINE - 1) {
+        Some((at, _)) => {
+            let _ = writeln!(out, "{}…", &text[..at]);
+        }
+        None => {
+            let _ = writeln!(out, "{text}");
+        }
+    }
 }
 
 /// A fixed run result for the report tests: a pass, a failure whose message needs escaping, a
@@ -161,6 +210,32 @@ mod tests {
         insta::assert_snapshot!("json", json);
         insta::assert_snapshot!("junit", junit(&report));
         insta::assert_snapshot!("html", html(&report));
+    }
+
+    #[test]
+    fn a_long_failure_takes_five_lines_of_at_most_300_characters() {
+        let mut report = fixture();
+        let findings: Vec<String> = (1..=8)
+            .map(|n| format!("finding {n}: {}", "x".repeat(400)))
+            .collect();
+        report.outcomes[1].message = Some(findings.join("; "));
+        let text = console(&report);
+        assert!(
+            text.lines().all(|line| line.chars().count() <= 300),
+            "{text}"
+        );
+        let failure: Vec<&str> = text
+            .lines()
+            .skip_while(|line| !line.starts_with("FAIL"))
+            .take_while(|line| !line.starts_with("SKIP"))
+            .collect();
+        assert_eq!(failure.len(), 5, "{failure:?}");
+        assert!(failure[0].starts_with("FAIL  pipeline.commit [normative] finding 1: xxx"));
+        assert!(failure[3].starts_with("      finding 4: "));
+        assert_eq!(
+            failure[4],
+            "      and 4 more (the JSON report has them all)"
+        );
     }
 
     #[test]

@@ -917,6 +917,10 @@ async fn each_fault_fails_exactly_its_checks_and_every_normative_check_has_a_fau
     let mut wrong = Vec::new();
     let mut caught = BTreeSet::new();
     for (fault, report) in Fault::ALL.iter().zip(&reports) {
+        // Behind any broken deployment, the console stays readable.
+        let console = intent_conformance::report::console(report);
+        let long = console.lines().find(|line| line.chars().count() > 300);
+        assert!(long.is_none(), "{fault:?}: {long:?}");
         let ids = |keep: fn(Status) -> bool| -> BTreeSet<&str> {
             report
                 .outcomes

@@ -1,5 +1,7 @@
 //! Every response seen in the run against openapi.json (parts 2 and 7). These checks run last.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use super::{run, simulations};
 use crate::check::{Category, Check};
 use crate::finding::{Finding, Verdict, ensure, skip};
@@ -166,20 +168,83 @@ async fn responses(target: &Target) -> Verdict {
     })
 }
 
-/// The first ten violations, one clause each.
+/// The distinct causes of `violations`, one clause each: what broke (array indices read as `*`),
+/// in how many responses, of which operations, most frequent first.
 fn listed(violations: &[Violation]) -> String {
-    let listed: Vec<String> = violations
+    let mut causes: BTreeMap<String, (usize, BTreeSet<String>)> = BTreeMap::new();
+    for violation in violations {
+        let (method, path) = violation
+            .request
+            .split_once(' ')
+            .unwrap_or(("", &violation.request));
+        let route = path.split('?').next().unwrap_or(path);
+        let operation = spec()
+            .operation(method, route)
+            .map_or_else(|| format!("{method} {route}"), |o| o.id.clone());
+        for error in &violation.errors {
+            let cause = causes.entry(any_index(error)).or_default();
+            cause.0 += 1;
+            cause.1.insert(operation.clone());
+        }
+    }
+    let mut causes: Vec<_> = causes.into_iter().collect();
+    causes.sort_by_key(|(_, (count, _))| std::cmp::Reverse(*count));
+    causes
         .iter()
-        .take(10)
-        .map(|v| {
-            format!(
-                "{} -> {} (from {}): {}",
-                v.request,
-                v.status,
-                v.check,
-                v.errors.join(", ")
-            )
+        .map(|(cause, (count, operations))| {
+            let operations: Vec<&str> = operations.iter().map(String::as_str).collect();
+            let responses = if *count == 1 { "response" } else { "responses" };
+            format!("{cause} ({count} {responses} of {})", operations.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// `error` (`pointer: message`) with the array indices of its pointer as `*`, so that the same
+/// cause in different entries reads the same.
+fn any_index(error: &str) -> String {
+    let (pointer, message) = error.split_once(": ").unwrap_or(("", error));
+    let pointer: Vec<&str> = pointer
+        .split('/')
+        .map(|segment| {
+            if !segment.is_empty() && segment.bytes().all(|b| b.is_ascii_digit()) {
+                "*"
+            } else {
+                segment
+            }
         })
         .collect();
-    listed.join("; ")
+    format!("{}: {message}", pointer.join("/"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_cause_seen_in_many_responses_is_listed_once_with_its_count_and_operations() {
+        let violation = |request: &str, errors: &[&str]| Violation {
+            check: "pipeline.build",
+            request: request.into(),
+            status: 200,
+            level: Level::Normative,
+            errors: errors.iter().map(|e| e.to_string()).collect(),
+        };
+        let violations = [
+            violation(
+                "POST /v1/pipeline/evm/build",
+                &["/actions/0/gas: \"gas\" is a required property"],
+            ),
+            violation(
+                "POST /v1/pipeline/svm/stage?x=1",
+                &["/actions/3/gas: \"gas\" is a required property"],
+            ),
+            violation("GET /v1/pipeline/apps", &["/: 5 is not of type \"object\""]),
+        ];
+        assert_eq!(
+            listed(&violations),
+            "/actions/*/gas: \"gas\" is a required property (2 responses of evmBuild, svmStage); \
+             /: 5 is not of type \"object\" (1 response of listPipelineApps)"
+        );
+    }
 }

@@ -273,3 +273,23 @@ async fn a_stream_passes_frame_by_frame() {
     }
     assert_eq!(proxy.ledger().violations(), 0, "{}", violations(&proxy));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_redirect_reaches_the_client_as_the_upstream_sent_it() {
+    let server = Embedded::start_with(|app: Router| {
+        app.route(
+            "/moved",
+            axum::routing::get(|| async { axum::response::Redirect::to("/healthz") }),
+        )
+    })
+    .await
+    .unwrap();
+    let (_proxy, base) = proxy_of(&server).await;
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let moved = client.get(format!("{base}/moved")).send().await.unwrap();
+    assert_eq!(moved.status(), 303, "the proxy follows no redirect itself");
+    assert_eq!(moved.headers()["location"], "/healthz");
+}

@@ -58,7 +58,11 @@ impl Proxy {
     pub fn new(upstream: &str) -> Self {
         Self {
             upstream: upstream.trim_end_matches('/').to_owned(),
-            http: reqwest::Client::new(),
+            // A redirect is the app's to follow, as are the OAuth flows that answer with them.
+            http: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .expect("an HTTP client"),
             ledger: Arc::default(),
         }
     }

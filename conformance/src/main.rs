@@ -128,6 +128,9 @@ struct RunArgs {
     /// Not these checks or categories (repeatable or comma-separated).
     #[arg(long, value_delimiter = ',')]
     skip: Vec<String>,
+    /// Leave what the run created (its sessions) instead of deleting it at the end.
+    #[arg(long)]
+    keep: bool,
     /// How many checks run at once; those that need the deployment to themselves run alone.
     #[arg(long, env = "INTENT_CONFORMANCE_JOBS", default_value_t = run::DEFAULT_JOBS as u64,
           value_parser = clap::value_parser!(u64).range(1..))]
@@ -246,13 +249,16 @@ async fn run_command(args: RunArgs) -> Result<ExitCode, String> {
             .progress_chars("#>-");
         ProgressBar::new(0).with_style(style)
     });
-    let report = run::run(
+    let mut report = run::run(
         &target,
         &selection,
         args.jobs as usize,
         |done, total, outcome| progress(bar.as_ref(), done, total, outcome),
     )
     .await;
+    if !args.keep {
+        report.cleanup = Some(target.clean_up().await);
+    }
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }

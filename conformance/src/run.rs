@@ -133,6 +133,9 @@ pub struct Report {
     pub coverage: Vec<Coverage>,
     /// Warnings about the run as a whole.
     pub warnings: Vec<String>,
+    /// What the run removed of what it created, and what it left (none with `--keep`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cleanup: Option<crate::target::CleanUp>,
 }
 
 impl Report {
@@ -244,6 +247,7 @@ pub async fn run(
         outcomes: outcomes.into_iter().flatten().collect(),
         coverage: target.coverage(),
         warnings: Vec::new(),
+        cleanup: None,
     };
     report.warnings = warnings(&report);
     report

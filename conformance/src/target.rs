@@ -269,6 +269,15 @@ pub struct Violation {
     pub errors: Vec<String>,
 }
 
+/// What a run's clean-up did with what the run created.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CleanUp {
+    /// Removed (or already gone).
+    pub removed: Vec<String>,
+    /// Left behind, with why.
+    pub left: Vec<String>,
+}
+
 /// One response seen in the run, kept for the checks that read them all.
 #[derive(Debug, Clone)]
 pub struct Seen {
@@ -307,6 +316,8 @@ pub struct Target {
     violations: Mutex<Vec<Violation>>,
     /// The statuses answered per operation, keyed by `METHOD template`.
     answered: Mutex<BTreeMap<String, BTreeSet<u16>>>,
+    /// The sessions the run started and has not deleted, with the token that started each.
+    sessions: Mutex<BTreeMap<String, String>>,
 }
 
 /// How a run exercised one operation of openapi.json.
@@ -420,6 +431,7 @@ impl Target {
             seen: Mutex::default(),
             violations: Mutex::default(),
             answered: Mutex::default(),
+            sessions: Mutex::default(),
         }
     }
 
@@ -516,6 +528,7 @@ impl Target {
             path: path.to_owned(),
             builder: self.http.request(method, format!("{}{path}", self.base)),
             patient: true,
+            bearer: None,
         }
     }
 
@@ -536,6 +549,7 @@ impl Target {
             path: path.to_owned(),
             builder: self.http.request(method, url),
             patient: true,
+            bearer: None,
         })
     }
 
@@ -587,6 +601,49 @@ impl Target {
         let mut answered = self.answered.lock().expect("answered statuses");
         answered.entry(key).or_default().insert(status);
         Some(operation)
+    }
+
+    /// Notes what a successful request created or deleted: the sessions the run starts.
+    fn created(&self, method: &Method, path: &str, body: &Value, bearer: Option<String>) {
+        let route = path.split('?').next().unwrap_or(path);
+        let mut sessions = self.sessions.lock().expect("sessions");
+        match (method.as_str(), route, bearer) {
+            ("POST", "/v1/agent/chat", Some(token)) => {
+                if let Some(session) = body["sessionId"].as_str() {
+                    sessions.entry(session.to_owned()).or_insert(token);
+                }
+            }
+            ("DELETE", _, _) => {
+                if let Some(session) = route.strip_prefix("/v1/agent/sessions/") {
+                    sessions.remove(session);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Deletes every session the run started and did not delete, each with the token that
+    /// started it: what the deployment removed, and what it did not (with the status).
+    pub async fn clean_up(&self) -> CleanUp {
+        let sessions = std::mem::take(&mut *self.sessions.lock().expect("sessions"));
+        let mut clean_up = CleanUp::default();
+        for (session, token) in sessions {
+            let what = format!("session {session}");
+            let path = format!("/v1/agent/sessions/{session}");
+            let deleted = self
+                .request(Method::DELETE, &path)
+                .bearer(&token)
+                .send()
+                .await;
+            match deleted {
+                Ok(reply) if (200..300).contains(&reply.status) || reply.status == 404 => {
+                    clean_up.removed.push(what)
+                }
+                Ok(reply) => clean_up.left.push(format!("{what} ({})", reply.status)),
+                Err(finding) => clean_up.left.push(format!("{what} ({finding:?})")),
+            }
+        }
+        clean_up
     }
 
     /// Validates a response against openapi.json and keeps it.
@@ -647,12 +704,15 @@ pub struct Call<'a> {
     builder: reqwest::RequestBuilder,
     /// Whether a 429 with `Retry-After` is waited out and the request sent again.
     patient: bool,
+    /// The bearer token sent, so that what the request creates can be removed with it.
+    bearer: Option<String>,
 }
 
 impl Call<'_> {
     /// Sends `token` as the bearer.
     pub fn bearer(mut self, token: &str) -> Self {
         self.builder = self.builder.bearer_auth(token);
+        self.bearer = Some(token.to_owned());
         self
     }
 
@@ -745,6 +805,10 @@ impl Call<'_> {
         let body = serde_json::from_str(&text).unwrap_or(Value::Null);
         self.target
             .record(&self.method, &self.path, status, &body, &text);
+        if (200..300).contains(&status) {
+            self.target
+                .created(&self.method, &self.path, &body, self.bearer);
+        }
         Ok(Reply {
             status,
             headers,

@@ -1035,3 +1035,36 @@ async fn deployment_checks_pass_one_database_and_fail_two() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_deletes_the_sessions_it_started() {
+    let server = Embedded::start().await.unwrap();
+    let target = server.target();
+    let selection = Selection {
+        only: vec!["agent.turns".into(), "agent.sessions".into()],
+        ..Selection::default()
+    };
+    let report = run(&target, &selection, DEFAULT_JOBS, |_, _, _| {}).await;
+    assert!(!report.failed(), "{:#?}", not_passed(&report));
+    let cleanup = target.clean_up().await;
+    assert!(cleanup.left.is_empty(), "{cleanup:?}");
+    assert!(cleanup.removed.len() >= 2, "{cleanup:?}");
+    // None of them can be read any more.
+    let token = target.role(Role::Agent).await.unwrap();
+    for removed in &cleanup.removed {
+        let session = removed.strip_prefix("session ").unwrap();
+        let path = format!("/v1/agent/sessions/{session}");
+        let reply = target
+            .request(reqwest::Method::GET, &path)
+            .bearer(&token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(reply.status, 404, "{path}: {}", reply.text);
+    }
+    let again = target.clean_up().await;
+    assert!(
+        again.removed.is_empty() && again.left.is_empty(),
+        "{again:?}"
+    );
+}

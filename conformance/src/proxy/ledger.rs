@@ -119,6 +119,7 @@ impl Ledger {
             outcomes,
             coverage,
             warnings: Vec::new(),
+            cleanup: None,
         }
     }
 }

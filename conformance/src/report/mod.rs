@@ -103,6 +103,17 @@ pub fn console(report: &Report) -> String {
     let _ = writeln!(out);
     line(&mut out, &report.summary());
     line(&mut out, &report.coverage_summary());
+    if let Some(cleanup) = &report.cleanup {
+        let head = format!(
+            "clean-up: removed {} of {} things the run created; left:",
+            cleanup.removed.len(),
+            cleanup.removed.len() + cleanup.left.len()
+        );
+        match cleanup.left.is_empty() {
+            true => line(&mut out, head.trim_end_matches("; left:")),
+            false => findings(&mut out, &head, &cleanup.left.join("; ")),
+        }
+    }
     for warning in &report.warnings {
         let _ = writeln!(out);
         line(&mut out, &format!("WARNING: {warning}"));
@@ -195,6 +206,10 @@ pub(crate) fn fixture() -> Report {
             },
         ],
         warnings: vec!["only 1 of 3 checks passed".into()],
+        cleanup: Some(crate::target::CleanUp {
+            removed: vec!["session s-1".into()],
+            left: vec!["session s-2 (500)".into()],
+        }),
     }
 }
 

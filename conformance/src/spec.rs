@@ -263,26 +263,33 @@ impl Spec {
 
     /// A validator for the JSON request body of `operation`, when it takes one.
     pub fn request_body(&self, operation: &Operation) -> Option<Arc<SchemaValidator>> {
-        let key = format!("{} {} body", operation.method, operation.template);
-        self.cached(key, || {
-            let object = self.operation_object(&operation.method, &operation.template)?;
-            let schema = object.pointer("/requestBody/content/application~1json/schema")?;
-            self.schemas.inline(schema).ok()
-        })
+        self.request_schema("", &self.document, &self.schemas, operation)
     }
 
     /// The request body schema of `operation` in the normative view: what every deployment must
     /// accept of a client.
     pub fn normative_request_body(&self, operation: &Operation) -> Option<Arc<SchemaValidator>> {
-        let key = format!("normative {} {} body", operation.method, operation.template);
+        let (document, schemas) = (&self.normative_document, &self.normative_schemas);
+        self.request_schema("normative ", document, schemas, operation)
+    }
+
+    /// The request body schema of `operation` in one view of the document (`document` and its
+    /// converted `schemas`), cached under `view`.
+    fn request_schema(
+        &self,
+        view: &str,
+        document: &Value,
+        schemas: &Schemas,
+        operation: &Operation,
+    ) -> Option<Arc<SchemaValidator>> {
+        let key = format!("{view}{} {} body", operation.method, operation.template);
         self.cached(key, || {
-            let object = self
-                .normative_document
+            let object = document
                 .get("paths")?
                 .get(&operation.template)?
                 .get(operation.method.to_lowercase())?;
             let schema = object.pointer("/requestBody/content/application~1json/schema")?;
-            self.normative_schemas.inline(schema).ok()
+            schemas.inline(schema).ok()
         })
     }
 

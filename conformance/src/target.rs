@@ -606,16 +606,16 @@ impl Target {
     /// Notes what a successful request created or deleted: the sessions the run starts.
     fn created(&self, method: &Method, path: &str, body: &Value, bearer: Option<String>) {
         let route = path.split('?').next().unwrap_or(path);
-        let mut sessions = self.sessions.lock().expect("sessions");
+        let sessions = || self.sessions.lock().expect("sessions");
         match (method.as_str(), route, bearer) {
             ("POST", "/v1/agent/chat", Some(token)) => {
                 if let Some(session) = body["sessionId"].as_str() {
-                    sessions.entry(session.to_owned()).or_insert(token);
+                    sessions().entry(session.to_owned()).or_insert(token);
                 }
             }
             ("DELETE", _, _) => {
                 if let Some(session) = route.strip_prefix("/v1/agent/sessions/") {
-                    sessions.remove(session);
+                    sessions().remove(session);
                 }
             }
             _ => {}

@@ -2,6 +2,7 @@
 //! levels: the request is the client's to get right, the status, the body and each SSE frame
 //! the server's. A violation names where and which rule, never a value, which may be a secret.
 
+use intent_models::schema::{self, SchemaValidator};
 use percent_encoding::percent_decode_str;
 use reqwest::header::{AUTHORIZATION, HeaderMap};
 use serde::Serialize;
@@ -102,12 +103,8 @@ pub fn request(request: &Request<'_>) -> (Option<&'static Operation>, Vec<Violat
     parameters(operation, request, route, query, &mut found);
     if let Some(schema) = spec().request_body(operation) {
         let normative = spec().normative_request_body(operation);
-        found.body(
-            "/body",
-            request.body,
-            normative.as_deref(),
-            Ok(Some(&schema)),
-        );
+        let body = serde_json::from_slice(request.body).ok();
+        found.body("/body", body.as_ref(), normative.as_deref(), Some(&schema));
     }
     (Some(operation), found.violations)
 }
@@ -116,13 +113,18 @@ pub fn request(request: &Request<'_>) -> (Option<&'static Operation>, Vec<Violat
 /// whose frames are judged one by one).
 pub fn response(operation: &Operation, status: u16, body: &[u8]) -> Vec<Violation> {
     let mut found = Found::new(Side::Server, operation);
-    let normative = spec().normative_response(operation, status);
-    let profile = spec().response(operation, status);
-    match &profile {
-        Err(_) if normative.is_none() => found.push("/status", "responses", Level::Profile),
-        _ => {
-            let profile = profile.as_ref().map(|schema| schema.as_deref());
-            found.body("/body", body, normative.as_deref(), profile);
+    // A status the normative view declares, our profile declares too.
+    match spec().response(operation, status) {
+        Err(_) => found.push("/status", "responses", Level::Profile),
+        Ok(profile) => {
+            let normative = spec().normative_response(operation, status);
+            let body = serde_json::from_slice(body).ok();
+            found.body(
+                "/body",
+                body.as_ref(),
+                normative.as_deref(),
+                profile.as_deref(),
+            );
         }
     }
     found.violations
@@ -138,15 +140,14 @@ pub(crate) fn frame(operation: &Operation, frame: &Frame) -> Vec<Violation> {
         "page" => {
             let normative = spec().normative_component("EventPage");
             let profile = spec().component("EventPage");
-            let data = frame.data.as_bytes();
+            let page: Option<Value> = serde_json::from_str(&frame.data).ok();
             found.body(
                 "/sse/data",
-                data,
+                page.as_ref(),
                 normative.as_deref(),
-                Ok(profile.as_deref()),
+                profile.as_deref(),
             );
-            let cursor = serde_json::from_slice::<Value>(data).ok();
-            let cursor = cursor.as_ref().and_then(|page| page["cursor"].as_str());
+            let cursor = page.as_ref().and_then(|page| page["cursor"].as_str());
             if frame.id.is_none() || frame.id.as_deref() != cursor {
                 found.push("/sse/id", "id", Level::Normative);
             }
@@ -194,47 +195,44 @@ impl Found {
         });
     }
 
-    /// Judges a JSON body at `under`: normatively against `normative` when there is one, and
-    /// only when that holds, against the profile's schema (`Err` when our profile does not
-    /// declare the answer at all).
+    /// Judges a JSON body (`None`: not JSON) at `under`: normatively against `normative` when
+    /// there is one, and only when that holds, against the profile's schema.
     fn body(
         &mut self,
         under: &str,
-        body: &[u8],
-        normative: Option<&intent_models::schema::SchemaValidator>,
-        profile: Result<Option<&intent_models::schema::SchemaValidator>, &String>,
+        body: Option<&Value>,
+        normative: Option<&SchemaValidator>,
+        profile: Option<&SchemaValidator>,
     ) {
-        let Ok(value) = serde_json::from_slice::<Value>(body) else {
+        let Some(value) = body else {
             match (normative, profile) {
                 (Some(_), _) => self.push(under, "type", Level::Normative),
-                (None, Ok(Some(_))) => self.push(under, "type", Level::Profile),
-                _ => {}
+                (None, Some(_)) => self.push(under, "type", Level::Profile),
+                (None, None) => {}
             }
             return;
         };
-        let normative = normative.map(|schema| schema.violations(&value));
-        if let Some(violations) = normative.filter(|found| !found.is_empty()) {
-            for violation in violations {
-                let pointer = format!("{under}{}", violation.pointer.trim_end_matches('/'));
-                self.push(&pointer, &violation.keyword, Level::Normative);
+        let normative = normative.map(|schema| schema.violations(value));
+        match normative.filter(|found| !found.is_empty()) {
+            Some(violations) => self.push_all(under, violations, Level::Normative),
+            None => {
+                let profile = profile.map(|schema| schema.violations(value));
+                self.push_all(under, profile.unwrap_or_default(), Level::Profile);
             }
-            return;
         }
-        match profile {
-            Err(_) => self.push("/status", "responses", Level::Profile),
-            Ok(Some(schema)) => {
-                for violation in schema.violations(&value) {
-                    let pointer = format!("{under}{}", violation.pointer.trim_end_matches('/'));
-                    self.push(&pointer, &violation.keyword, Level::Profile);
-                }
-            }
-            Ok(None) => {}
+    }
+
+    /// Pushes each schema violation found in a body at `under`.
+    fn push_all(&mut self, under: &str, violations: Vec<schema::Violation>, level: Level) {
+        for violation in violations {
+            let pointer = format!("{under}{}", violation.pointer.trim_end_matches('/'));
+            self.push(&pointer, &violation.keyword, level);
         }
     }
 }
 
-/// The path, query and header parameters of `operation` against their schemas: a missing required one,
-/// or a value its schema refuses (numbers and booleans read from their text).
+/// The path, query and header parameters of `operation` against their schemas: a missing
+/// required one, or a value its schema refuses (numbers and booleans read from their text).
 fn parameters(
     operation: &Operation,
     request: &Request<'_>,

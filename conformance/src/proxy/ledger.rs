@@ -26,6 +26,15 @@ struct Traffic {
     violations: BTreeMap<Violation, usize>,
 }
 
+impl Traffic {
+    /// Counts each of `found` once more.
+    fn count(&mut self, found: &[Violation]) {
+        for violation in found {
+            *self.violations.entry(violation.clone()).or_default() += 1;
+        }
+    }
+}
+
 /// Everything the proxy saw since it started.
 #[derive(Debug)]
 pub struct Ledger {
@@ -57,18 +66,16 @@ impl Ledger {
             .or_default();
         seen.exchanges += 1;
         seen.statuses.extend(status);
-        for violation in found {
-            *seen.violations.entry(violation.clone()).or_default() += 1;
-        }
+        seen.count(found);
     }
 
     /// Notes what one more frame of `operation`'s stream broke.
     pub fn frame(&self, operation: &str, found: &[Violation]) {
         let mut traffic = self.traffic.lock().expect("traffic");
-        let seen = traffic.entry(operation.to_owned()).or_default();
-        for violation in found {
-            *seen.violations.entry(violation.clone()).or_default() += 1;
-        }
+        traffic
+            .entry(operation.to_owned())
+            .or_default()
+            .count(found);
     }
 
     /// How many violations were seen, of either level.

@@ -104,14 +104,16 @@ pub fn console(report: &Report) -> String {
     line(&mut out, &report.summary());
     line(&mut out, &report.coverage_summary());
     if let Some(cleanup) = &report.cleanup {
-        let head = format!(
-            "clean-up: removed {} of {} things the run created; left:",
+        let removed = format!(
+            "clean-up: removed {} of {} things the run created",
             cleanup.removed.len(),
             cleanup.removed.len() + cleanup.left.len()
         );
-        match cleanup.left.is_empty() {
-            true => line(&mut out, head.trim_end_matches("; left:")),
-            false => findings(&mut out, &head, &cleanup.left.join("; ")),
+        if cleanup.left.is_empty() {
+            line(&mut out, &removed);
+        } else {
+            let head = format!("{removed}; left:");
+            findings(&mut out, &head, &cleanup.left.join("; "));
         }
     }
     for warning in &report.warnings {

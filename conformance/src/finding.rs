@@ -5,6 +5,9 @@ use std::future::Future;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use crate::exchange::Exchange;
+use crate::sse::Frame;
+
 /// Why a check did not pass.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Finding {
@@ -29,6 +32,7 @@ struct Ledger {
     assertions: AtomicUsize,
     profile: Mutex<Vec<String>>,
     warnings: Mutex<Vec<String>>,
+    exchanges: Mutex<Vec<Exchange>>,
 }
 
 /// The tally of one check's run: how many assertions it made at its own level, and the
@@ -41,6 +45,8 @@ pub struct Tally {
     pub profile_findings: Vec<String>,
     /// What the check met that is worth knowing but judges nothing (a 429 waited out).
     pub warnings: Vec<String>,
+    /// The HTTP exchanges it made, in the order they were sent.
+    pub exchanges: Vec<Exchange>,
 }
 
 /// Runs `body` with a fresh ledger and returns what it asserted.
@@ -53,6 +59,7 @@ pub async fn tallied<F: Future>(body: F) -> (F::Output, Tally) {
                 assertions: ledger.assertions.load(Ordering::Relaxed),
                 profile_findings: ledger.profile.lock().expect("ledger").clone(),
                 warnings: ledger.warnings.lock().expect("ledger").clone(),
+                exchanges: std::mem::take(&mut *ledger.exchanges.lock().expect("ledger")),
             });
             (output, tally)
         })
@@ -89,6 +96,38 @@ pub fn profile(condition: bool, message: impl FnOnce() -> String) {
 /// A warning of the running check: shown with its outcome, it judges nothing.
 pub(crate) fn warn(message: String) {
     let _ = LEDGER.try_with(|ledger| ledger.warnings.lock().expect("ledger").push(message));
+}
+
+/// Keeps `exchange` among the running check's; its place, for [`framed`] (outside a check,
+/// nothing is kept).
+pub(crate) fn exchanged(exchange: Exchange) -> Option<usize> {
+    LEDGER
+        .try_with(|ledger| {
+            let mut exchanges = ledger.exchanges.lock().expect("ledger");
+            exchanges.push(exchange);
+            exchanges.len() - 1
+        })
+        .ok()
+}
+
+/// How many exchanges of other checks a check that judges their responses cites.
+const CITED: usize = 5;
+
+/// Keeps the first few of `exchanges`, made by other checks, among the running check's: the
+/// responses it found wrong.
+pub(crate) fn cite<'a>(exchanges: impl IntoIterator<Item = &'a Exchange>) {
+    for exchange in exchanges.into_iter().take(CITED) {
+        exchanged(exchange.clone());
+    }
+}
+
+/// Adds `frame` to the running check's exchange at `place`, a stream it reads.
+pub(crate) fn framed(place: usize, frame: &Frame) {
+    let _ = LEDGER.try_with(|ledger| {
+        if let Some(exchange) = ledger.exchanges.lock().expect("ledger").get_mut(place) {
+            exchange.frame(frame);
+        }
+    });
 }
 
 /// A skip with `reason`.

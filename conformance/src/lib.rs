@@ -16,11 +16,12 @@ pub mod checks;
 pub mod config;
 #[cfg(feature = "embedded")]
 pub mod embedded;
+pub mod exchange;
 pub mod finding;
 pub mod inputs;
 pub mod proxy;
 pub mod report;
 pub mod run;
 pub mod spec;
-pub(crate) mod sse;
+pub mod sse;
 pub mod target;

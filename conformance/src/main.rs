@@ -3,7 +3,7 @@
 #![forbid(unsafe_code)]
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -143,6 +143,9 @@ struct RunArgs {
     list: bool,
     #[command(flatten)]
     reports: ReportFiles,
+    /// Write every exchange of every check that ran into DIR, one file per check (`<id>.txt`).
+    #[arg(long, value_name = "DIR")]
+    transcript: Option<PathBuf>,
     /// No progress bar (a line per check instead).
     #[arg(long)]
     no_progress: bool,
@@ -265,6 +268,9 @@ async fn run_command(args: RunArgs) -> Result<ExitCode, String> {
     let report = report::redacted(&report, &target.secrets());
     console(&report, &args.reports);
     write_reports(&report, &args.reports)?;
+    if let Some(dir) = &args.transcript {
+        write_transcripts(&report, dir)?;
+    }
     Ok(if report.failed() {
         ExitCode::FAILURE
     } else {
@@ -342,6 +348,16 @@ fn write_reports(report: &run::Report, files: &ReportFiles) -> Result<(), String
     write(&files.json, text)?;
     write(&files.junit, report::junit(report))?;
     write(&files.html, report::html(report))
+}
+
+/// Writes the transcript of each check that ran into `dir`.
+fn write_transcripts(report: &run::Report, dir: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    for (name, text) in report::transcripts(report) {
+        let path = dir.join(name);
+        std::fs::write(&path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    }
+    Ok(())
 }
 
 async fn proxy_command(args: ProxyArgs) -> Result<ExitCode, String> {

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use crate::check::{Category, Check, Status};
 use crate::checks;
+use crate::exchange::Exchange;
 use crate::finding::{Finding, Tally, tallied};
 use crate::spec::Level;
 use crate::spec::spec;
@@ -110,6 +111,14 @@ pub struct Outcome {
     pub warnings: Vec<String>,
     /// How long it took, in milliseconds.
     pub millis: u64,
+    /// For a check that failed or broke, a `curl` line that sends its last request again (the
+    /// token as `$TOKEN`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reproduce: Option<String>,
+    /// The HTTP exchanges it made, in the order it sent them; for a check that judges the
+    /// responses other checks got, the first few it found wrong.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub exchanges: Vec<Exchange>,
 }
 
 /// The version of the JSON report's format (`conformance/report.schema.json`): it changes when a
@@ -307,6 +316,9 @@ fn outcome(
     took: Duration,
     tally: Tally,
 ) -> Outcome {
+    let reproduce = matches!(status, Status::Fail | Status::Error)
+        .then(|| tally.exchanges.last().map(Exchange::curl))
+        .flatten();
     Outcome {
         id: check.id,
         category: check.category,
@@ -319,6 +331,8 @@ fn outcome(
         profile_findings: tally.profile_findings,
         warnings: tally.warnings,
         millis: took.as_millis() as u64,
+        reproduce,
+        exchanges: tally.exchanges,
     }
 }
 

@@ -5,14 +5,16 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 
+use crate::exchange::Recorded;
 use crate::finding::Finding;
 
 /// One dispatched SSE frame.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Frame {
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Frame {
     /// `event:`, `message` when absent.
     pub event: String,
     /// `id:` of this frame, if it had one.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     /// The `data:` lines, joined with newlines.
     pub data: String,
@@ -74,14 +76,18 @@ impl Frame {
 pub(crate) struct Reader {
     body: futures_util::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>,
     decoder: Decoder,
+    /// The stream's exchange in the running check's record, which its frames join.
+    recorded: Option<usize>,
 }
 
 impl Reader {
     /// Reads `response`'s body as SSE.
     pub(crate) fn new(response: reqwest::Response) -> Self {
+        let recorded = response.extensions().get::<Recorded>().map(|place| place.0);
         Self {
             body: response.bytes_stream().boxed(),
             decoder: Decoder::default(),
+            recorded,
         }
     }
 
@@ -92,6 +98,9 @@ impl Reader {
             if let Some(frame) = self.decoder.frame() {
                 if frame.is_comment() {
                     continue;
+                }
+                if let Some(place) = self.recorded {
+                    crate::finding::framed(place, &frame);
                 }
                 return Ok(Some(frame));
             }
@@ -121,6 +130,7 @@ mod tests {
         let mut reader = Reader {
             body: stream::iter(chunks).boxed(),
             decoder: Decoder::default(),
+            recorded: None,
         };
         let timeout = Duration::from_secs(1);
         assert_eq!(

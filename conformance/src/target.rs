@@ -2,13 +2,14 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use reqwest::Method;
 use reqwest::header::HeaderMap;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::exchange::{Exchange, Recorded};
 use crate::finding::Finding;
 use crate::inputs::Inputs;
 use crate::spec::{Level, Operation, spec};
@@ -267,6 +268,8 @@ pub struct Violation {
     pub level: Level,
     /// What is wrong.
     pub errors: Vec<String>,
+    /// The exchange that got it.
+    pub exchange: Exchange,
 }
 
 /// What a run's clean-up did with what the run created.
@@ -289,6 +292,8 @@ pub struct Seen {
     pub status: u16,
     /// The body, `Null` when empty or not JSON.
     pub body: Value,
+    /// The exchange that got it.
+    pub exchange: Exchange,
 }
 
 tokio::task_local! {
@@ -646,8 +651,9 @@ impl Target {
         clean_up
     }
 
-    /// Validates a response against openapi.json and keeps it.
-    pub fn record(&self, method: &Method, path: &str, status: u16, body: &Value, text: &str) {
+    /// Validates the response of `exchange` against openapi.json and keeps it.
+    fn record(&self, exchange: &Exchange, method: &Method, path: &str, body: &Value, text: &str) {
+        let status = exchange.status.unwrap_or_default();
         let operation = self.answered(method, path, status);
         let check = CHECK.try_with(|check| *check).unwrap_or_default();
         let request = format!("{method} {path}");
@@ -681,6 +687,7 @@ impl Target {
                     status,
                     level,
                     errors,
+                    exchange: exchange.clone(),
                 });
             }
         }
@@ -689,6 +696,7 @@ impl Target {
             request,
             status,
             body: body.clone(),
+            exchange: exchange.clone(),
         });
     }
 }
@@ -738,17 +746,30 @@ impl Call<'_> {
     /// Sends the request. A 429 with `Retry-After` in whole seconds is waited out and the request
     /// sent again while [`RETRY_AFTER_BUDGET`] lasts, each time a warning of the running check:
     /// a deployment's rate limit is never a failure of the check that met it.
-    async fn dispatch(&self, what: &str) -> Result<reqwest::Response, Finding> {
+    async fn dispatch(&self, what: &str) -> Result<(reqwest::Response, Exchange), Finding> {
         let mut waited = Duration::ZERO;
         loop {
             let builder = self
                 .builder
                 .try_clone()
                 .ok_or_else(|| Finding::Error(format!("{what}: a request that cannot be sent")))?;
-            let response = builder
-                .send()
-                .await
-                .map_err(|e| Finding::Error(format!("{what}: {e}")))?;
+            let (client, request) = builder.build_split();
+            let request = request.map_err(|e| Finding::Error(format!("{what}: {e}")))?;
+            let mut exchange = Exchange::sent(&request);
+            let sent = Instant::now();
+            let response = match client.execute(request).await {
+                Ok(response) => response,
+                Err(e) => {
+                    exchange.error = Some(e.to_string());
+                    crate::finding::exchanged(exchange);
+                    return Err(Finding::Error(format!("{what}: {e}")));
+                }
+            };
+            exchange.answered(
+                response.status().as_u16(),
+                response.headers(),
+                sent.elapsed(),
+            );
             let delay = response
                 .headers()
                 .get(reqwest::header::RETRY_AFTER)
@@ -761,6 +782,7 @@ impl Call<'_> {
                         && response.status() == reqwest::StatusCode::TOO_MANY_REQUESTS
                         && waited + delay <= RETRY_AFTER_BUDGET =>
                 {
+                    crate::finding::exchanged(exchange);
                     crate::finding::warn(format!(
                         "{what}: 429, waited out its Retry-After of {} s and sent it again",
                         delay.as_secs()
@@ -768,18 +790,21 @@ impl Call<'_> {
                     tokio::time::sleep(delay).await;
                     waited += delay;
                 }
-                _ => return Ok(response),
+                _ => return Ok((response, exchange)),
             }
         }
     }
 
     /// Sends the request and returns the response unread, for streams; only its status is
-    /// recorded, for the coverage.
+    /// recorded, for the coverage, and its exchange, whose frames [`crate::sse::Reader`] adds.
     pub async fn open(self) -> Result<reqwest::Response, Finding> {
         let what = format!("{} {}", self.method, self.path);
-        let response = self.dispatch(&what).await?;
+        let (mut response, exchange) = self.dispatch(&what).await?;
         let status = response.status().as_u16();
         self.target.answered(&self.method, &self.path, status);
+        if let Some(place) = crate::finding::exchanged(exchange) {
+            response.extensions_mut().insert(Recorded(place));
+        }
         Ok(response)
     }
 
@@ -787,7 +812,7 @@ impl Call<'_> {
     /// body is left unread and empty); a transport failure is the suite's error.
     pub async fn send(self) -> Result<Reply, Finding> {
         let what = format!("{} {}", self.method, self.path);
-        let response = self.dispatch(&what).await?;
+        let (response, mut exchange) = self.dispatch(&what).await?;
         let status = response.status().as_u16();
         let headers = response.headers().clone();
         let streams = headers
@@ -802,9 +827,13 @@ impl Call<'_> {
                 .await
                 .map_err(|e| Finding::Error(format!("{what}: reading the body: {e}")))?
         };
+        if !streams {
+            exchange.body(&text);
+        }
         let body = serde_json::from_str(&text).unwrap_or(Value::Null);
         self.target
-            .record(&self.method, &self.path, status, &body, &text);
+            .record(&exchange, &self.method, &self.path, &body, &text);
+        crate::finding::exchanged(exchange);
         if (200..300).contains(&status) {
             self.target
                 .created(&self.method, &self.path, &body, self.bearer);

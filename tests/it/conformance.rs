@@ -13,7 +13,7 @@ use axum::middleware::{Next, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use futures_util::StreamExt;
-use intent_conformance::check::Status;
+use intent_conformance::check::{Category, Status};
 use intent_conformance::embedded::Embedded;
 use intent_conformance::run::{DEFAULT_JOBS, Report, Selection, run};
 use intent_conformance::spec::Level;
@@ -792,8 +792,8 @@ async fn role_tokens(target: &Target) -> Tokens {
 }
 
 /// Runs the whole suite, `jobs` checks at once, against the reference server, broken by `fault`
-/// when given.
-async fn suite(fault: Option<Fault>, jobs: usize) -> Report {
+/// when given: its report with secrets redacted, and the tokens it used.
+async fn suite(fault: Option<Fault>, jobs: usize) -> (Report, Vec<String>) {
     let injector = Arc::new(Injector {
         fault: fault.unwrap_or(Fault::ExtraSimulationField),
         tokens: Mutex::default(),
@@ -810,14 +810,17 @@ async fn suite(fault: Option<Fault>, jobs: usize) -> Report {
     .expect("the embedded server starts");
     let target = server.target();
     // The tokens the run will use, asked for first so that the layer can tell them apart.
-    *injector.tokens.lock().unwrap() = role_tokens(&target).await;
+    let tokens = role_tokens(&target).await;
+    *injector.tokens.lock().unwrap() = tokens.clone();
     // The embedded server sets no rate limit; `rate_limit_probe_*` below runs that check. It is
     // one instance; `deployment_checks_*` below runs two.
     let selection = Selection {
         skip: vec!["limits.rate-limit".into(), "deployment".into()],
         ..Selection::default()
     };
-    run(&target, &selection, jobs, |_, _, _| {}).await
+    let report = run(&target, &selection, jobs, |_, _, _| {}).await;
+    let report = intent_conformance::report::redacted(&report, &target.secrets());
+    (report, tokens.secrets())
 }
 
 /// The outcome of `limits.rate-limit` against a reference server whose limit is `limit`,
@@ -877,10 +880,10 @@ fn not_passed(report: &Report) -> BTreeSet<String> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_reference_server_passes_every_check_at_any_number_of_jobs() {
-    let report = suite(None, DEFAULT_JOBS).await;
+    let (report, _) = suite(None, DEFAULT_JOBS).await;
     assert!(not_passed(&report).is_empty(), "{:#?}", not_passed(&report));
     // The verdicts do not depend on how many checks run at once, nor does the report's order.
-    let one_at_a_time = suite(None, 1).await;
+    let (one_at_a_time, _) = suite(None, 1).await;
     let verdicts = |report: &Report| -> Vec<(&str, Status)> {
         report
             .outcomes
@@ -916,11 +919,35 @@ async fn each_fault_fails_exactly_its_checks_and_every_normative_check_has_a_fau
         futures_util::future::join_all(Fault::ALL.iter().map(|fault| suite(Some(*fault), 1))).await;
     let mut wrong = Vec::new();
     let mut caught = BTreeSet::new();
-    for (fault, report) in Fault::ALL.iter().zip(&reports) {
+    for (fault, (report, tokens)) in Fault::ALL.iter().zip(&reports) {
         // Behind any broken deployment, the console stays readable.
         let console = intent_conformance::report::console(report);
         let long = console.lines().find(|line| line.chars().count() > 300);
         assert!(long.is_none(), "{fault:?}: {long:?}");
+        // Each failure over HTTP keeps its exchanges and a line that sends its last request
+        // again, and no token is anywhere in the report.
+        for outcome in report
+            .outcomes
+            .iter()
+            .filter(|outcome| outcome.status == Status::Fail && outcome.category != Category::Mcp)
+        {
+            let answered = outcome.exchanges.last().is_some_and(|exchange| {
+                exchange.status.is_some() && exchange.url.starts_with("http://127.0.0.1:")
+            });
+            assert!(answered, "{fault:?}: {} kept no exchange", outcome.id);
+            let reproduce = outcome.reproduce.as_deref().unwrap_or_default();
+            assert!(
+                reproduce.starts_with("curl -sS -X "),
+                "{fault:?}: {reproduce}"
+            );
+        }
+        let json = serde_json::to_string(report).unwrap();
+        for token in tokens {
+            assert!(
+                !json.contains(token.as_str()),
+                "{fault:?}: a token in the report"
+            );
+        }
         let ids = |keep: fn(Status) -> bool| -> BTreeSet<&str> {
             report
                 .outcomes
@@ -968,6 +995,7 @@ async fn each_fault_fails_exactly_its_checks_and_every_normative_check_has_a_fau
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
     let uncaught: Vec<&str> = reports[0]
+        .0
         .outcomes
         .iter()
         .filter(|outcome| outcome.level == Level::Normative && !caught.contains(outcome.id))

@@ -56,7 +56,8 @@ fn document() -> String {
          alone for standard output) holds to `conformance/report.schema.json`, which describes \
          every member: `version` (now 1; it changes when a member is removed or changes its \
          meaning, not when one is added), `target`, `started`, `millis`, `outcomes` (one per \
-         check, in the order of the table below), `coverage` (each operation of `openapi.json` \
+         check, in the order of the table below, each with the HTTP `exchanges` its check made \
+         and, on a failure, a `curl` line in `reproduce`), `coverage` (each operation of `openapi.json` \
          with the statuses it was answered with), `warnings` and `cleanup` (the sessions the run \
          started and deleted at its end, and those it could not delete; absent with `--keep`).\n\n",
     );

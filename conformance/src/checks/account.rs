@@ -115,14 +115,21 @@ async fn install(target: &Target) -> Verdict {
         )?;
         present(target, token, id, name, false).await?;
     }
-    let leaked = target.seen().iter().any(|seen| {
-        let body = seen.body.to_string();
-        install
-            .credentials
-            .values()
-            .any(|value| body.contains(value))
-    });
-    ensure(!leaked, || "a response carried a credential's value".into())?;
+    let seen = target.seen();
+    let leaked: Vec<_> = seen
+        .iter()
+        .filter(|seen| {
+            let body = seen.body.to_string();
+            install
+                .credentials
+                .values()
+                .any(|value| body.contains(value))
+        })
+        .collect();
+    crate::finding::cite(leaked.iter().map(|seen| &seen.exchange));
+    ensure(leaked.is_empty(), || {
+        "a response carried a credential's value".into()
+    })?;
     target
         .request(Method::DELETE, &app_path)
         .bearer(token)

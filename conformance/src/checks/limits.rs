@@ -205,14 +205,22 @@ fn steps(value: &Value, found: &mut Vec<i64>) {
 
 async fn step(target: &Target) -> Verdict {
     let mut found = Vec::new();
-    for seen in target.seen() {
+    let mut low = Vec::new();
+    let seen = target.seen();
+    for seen in &seen {
+        let mut here = Vec::new();
         for simulation in simulations(&seen.body) {
-            steps(simulation, &mut found);
+            steps(simulation, &mut here);
         }
+        if here.iter().any(|step| *step < 1) {
+            low.push(&seen.exchange);
+        }
+        found.extend(here);
     }
     if found.is_empty() {
         return skip("no simulation with steps was seen in this run (run the pipeline checks too)");
     }
+    crate::finding::cite(low);
     let low: Vec<i64> = found.into_iter().filter(|step| *step < 1).collect();
     ensure(low.is_empty(), || format!("steps below 1: {low:?}"))
 }

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::{run, simulations};
 use crate::check::{Category, Check};
-use crate::finding::{Finding, Verdict, ensure, skip};
+use crate::finding::{Finding, Verdict, cite, ensure, skip};
 use crate::spec::Level;
 use crate::spec::spec;
 use crate::target::{Target, Violation};
@@ -62,9 +62,13 @@ async fn error_envelope(target: &Target) -> Verdict {
     if errors.is_empty() {
         return skip("no error response was seen in this run");
     }
-    let bare: Vec<String> = errors
+    let bare: Vec<_> = errors
         .iter()
         .filter(|seen| seen.body.get("error").is_none())
+        .collect();
+    cite(bare.iter().map(|seen| &seen.exchange));
+    let bare: Vec<String> = bare
+        .iter()
         .map(|seen| format!("{} ({}, from {})", seen.request, seen.status, seen.check))
         .collect();
     ensure(bare.is_empty(), || {
@@ -83,7 +87,9 @@ async fn simulation(target: &Target) -> Verdict {
         .ok_or_else(|| Finding::Error("openapi.json has no PipelineSimulation".into()))?;
     let mut count = 0;
     let mut wrong = Vec::new();
-    for seen in target.seen() {
+    let mut cited = Vec::new();
+    let seen = target.seen();
+    for seen in &seen {
         for simulation in simulations(&seen.body) {
             count += 1;
             let errors = validator.errors(simulation);
@@ -94,9 +100,11 @@ async fn simulation(target: &Target) -> Verdict {
                     seen.check,
                     errors.join(", ")
                 ));
+                cited.push(&seen.exchange);
             }
         }
     }
+    cite(cited);
     if count == 0 {
         return skip("no simulation was seen in this run (run the pipeline checks too)");
     }
@@ -122,16 +130,22 @@ async fn event_page(target: &Target) -> Verdict {
     if pages.is_empty() {
         return skip("no event page was seen in this run (run the agent checks too)");
     }
+    let mut cited = Vec::new();
     let extra: Vec<String> = pages
         .iter()
         .flat_map(|seen| {
             let members = seen.body.as_object().into_iter().flatten();
-            members
+            let extra: Vec<String> = members
                 .filter(|(name, _)| !fields.contains_key(*name))
                 .map(|(name, _)| format!("`{name}` in {} (from {})", seen.request, seen.check))
-                .collect::<Vec<_>>()
+                .collect();
+            if !extra.is_empty() {
+                cited.push(&seen.exchange);
+            }
+            extra
         })
         .collect();
+    cite(cited);
     ensure(extra.is_empty(), || {
         format!(
             "{} members of {} pages are not EventPage fields: {}",
@@ -151,6 +165,12 @@ async fn responses(target: &Target) -> Verdict {
         .violations()
         .into_iter()
         .partition(|violation| violation.level == Level::Normative);
+    cite(
+        normative
+            .iter()
+            .chain(&profile)
+            .map(|violation| &violation.exchange),
+    );
     // What only our profile declares (event entries, error codes, statuses) is a profile finding.
     crate::finding::profile(profile.is_empty(), || {
         format!(
@@ -229,6 +249,9 @@ mod tests {
             status: 200,
             level: Level::Normative,
             errors: errors.iter().map(|e| e.to_string()).collect(),
+            exchange: crate::exchange::Exchange::sent(
+                &reqwest::Client::new().get("http://x/").build().unwrap(),
+            ),
         };
         let violations = [
             violation(

@@ -173,6 +173,8 @@ fn outcome(id: &'static str, seen: &Traffic, normative_only: bool) -> Outcome {
         },
         warnings: Vec::new(),
         millis: 0,
+        reproduce: None,
+        exchanges: Vec::new(),
     }
 }
 

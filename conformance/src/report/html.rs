@@ -4,6 +4,7 @@
 use maud::{DOCTYPE, PreEscaped, html as page};
 
 use crate::check::Status;
+use crate::exchange::transcript;
 use crate::run::Report;
 
 const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}\
@@ -49,7 +50,15 @@ pub fn html(report: &Report) -> String {
                             td { (outcome.level.as_str()) }
                             td { (outcome.section) }
                             td { (outcome.requirement) }
-                            td { (outcome.message.as_deref().unwrap_or_default()) }
+                            td {
+                                (outcome.message.as_deref().unwrap_or_default())
+                                @if let Some(curl) = &outcome.reproduce {
+                                    details {
+                                        summary { "Exchanges (" (outcome.exchanges.len()) ")" }
+                                        pre { (curl) "\n\n" (transcript(&outcome.exchanges)) }
+                                    }
+                                }
+                            }
                         }
                     }
                 }

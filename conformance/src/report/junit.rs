@@ -65,6 +65,12 @@ fn case(category: &str, outcome: &Outcome) -> TestCase {
         }
     };
     let mut case = TestCase::new(outcome.id, status);
+    if let Some(curl) = &outcome.reproduce {
+        case.set_system_out(format!(
+            "reproduce: {curl}\n\n{}",
+            crate::exchange::transcript(&outcome.exchanges)
+        ));
+    }
     case.set_classname(category)
         .set_time(Duration::from_millis(outcome.millis));
     case

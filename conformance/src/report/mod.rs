@@ -6,7 +6,7 @@ mod junit;
 use std::fmt::Write as _;
 
 use crate::check::Status;
-use crate::run::Report;
+use crate::run::{Outcome, Report};
 
 pub use html::html;
 pub use junit::junit;
@@ -19,12 +19,25 @@ pub fn redacted(report: &Report, secrets: &[String]) -> Report {
     report.target = redact(&report.target, secrets);
     for outcome in &mut report.outcomes {
         outcome.message = outcome.message.as_deref().map(|m| redact(m, secrets));
+        outcome.reproduce = outcome.reproduce.as_deref().map(|r| redact(r, secrets));
         for line in outcome
             .profile_findings
             .iter_mut()
             .chain(outcome.warnings.iter_mut())
         {
             *line = redact(line, secrets);
+        }
+        for exchange in &mut outcome.exchanges {
+            let texts = [&mut exchange.url]
+                .into_iter()
+                .chain(exchange.request_headers.values_mut())
+                .chain(exchange.request_body.as_mut())
+                .chain(exchange.response_headers.values_mut())
+                .chain(exchange.response_body.as_mut())
+                .chain(exchange.frames.iter_mut().map(|frame| &mut frame.data));
+            for text in texts {
+                *text = redact(text, secrets);
+            }
         }
     }
     for warning in &mut report.warnings {
@@ -64,6 +77,41 @@ pub fn redact(text: &str, secrets: &[String]) -> String {
     out
 }
 
+/// The transcript of each check that ran, as `(file name, text)`: `<id>.txt`, holding its
+/// verdict, the `curl` line of a failure, and every exchange it made (see
+/// [`crate::exchange::transcript`]).
+pub fn transcripts(report: &Report) -> Vec<(String, String)> {
+    report
+        .outcomes
+        .iter()
+        .filter(|outcome| outcome.status != Status::Disabled)
+        .map(|outcome| {
+            let mut text = format!("{} {}", outcome.id, outcome.status.as_str());
+            if let Some(message) = &outcome.message {
+                let _ = write!(text, ": {message}");
+            }
+            text.push('\n');
+            if let Some(curl) = &outcome.reproduce {
+                let _ = writeln!(text, "reproduce: {curl}");
+            }
+            text.push('\n');
+            text.push_str(&crate::exchange::transcript(&outcome.exchanges));
+            let name: String = outcome
+                .id
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            (format!("{name}.txt"), text)
+        })
+        .collect()
+}
+
 /// The longest line the console prints; the JSON report keeps the whole text.
 const LINE: usize = 300;
 
@@ -99,6 +147,7 @@ pub fn console(report: &Report) -> String {
             &head,
             outcome.message.as_deref().unwrap_or_default(),
         );
+        exchanges(&mut out, outcome);
     }
     let _ = writeln!(out);
     line(&mut out, &report.summary());
@@ -148,6 +197,30 @@ fn findings(out: &mut String, head: &str, text: &str) {
     }
 }
 
+/// How many of a failed check's last exchanges the console shows.
+const LAST_EXCHANGES: usize = 2;
+
+/// The last exchanges of a check that failed or broke, and the `curl` line that repeats its
+/// last request when it fits on a line.
+fn exchanges(out: &mut String, outcome: &Outcome) {
+    let Some(curl) = &outcome.reproduce else {
+        return;
+    };
+    let first = outcome.exchanges.len().saturating_sub(LAST_EXCHANGES);
+    for exchange in &outcome.exchanges[first..] {
+        line(out, &format!("      {}", exchange.summary()));
+    }
+    let reproduce = format!("      reproduce: {curl}");
+    if reproduce.chars().count() <= LINE {
+        line(out, &reproduce);
+    } else {
+        line(
+            out,
+            "      reproduce: a long line, in the JSON report (--json) and the transcript (--transcript)",
+        );
+    }
+}
+
 /// Writes `text` as one line, cut to [`LINE`] characters.
 fn line(out: &mut String, text: &str) {
     match text.char_indices().nth(LINE - 1) {
@@ -180,7 +253,34 @@ pub(crate) fn fixture() -> Report {
         profile_findings: Vec::new(),
         warnings: Vec::new(),
         millis: 12,
+        reproduce: None,
+        exchanges: Vec::new(),
     };
+    let mut failed = outcome(
+        "pipeline.commit",
+        Status::Fail,
+        Some("got 500 <boom> & \"more\""),
+    );
+    let exchange = crate::exchange::Exchange {
+        method: "POST".into(),
+        url: "http://127.0.0.1:1/v1/pipeline/evm/build".into(),
+        request_headers: [
+            ("authorization".into(), "Bearer $TOKEN".into()),
+            ("content-type".into(), "application/json".into()),
+        ]
+        .into(),
+        request_body: Some(r#"{"chain":"evm"}"#.into()),
+        sent: 1_795_000_000_010,
+        millis: 4,
+        status: Some(500),
+        response_headers: [("content-type".into(), "text/plain".into())].into(),
+        response_body: Some("<boom>".into()),
+        frames: Vec::new(),
+        frames_omitted: 0,
+        error: None,
+    };
+    failed.reproduce = Some(exchange.curl());
+    failed.exchanges = vec![exchange];
     Report {
         version: crate::run::REPORT_VERSION,
         target: "http://127.0.0.1:1".into(),
@@ -188,11 +288,7 @@ pub(crate) fn fixture() -> Report {
         millis: 100,
         outcomes: vec![
             outcome("pipeline.build", Status::Pass, None),
-            outcome(
-                "pipeline.commit",
-                Status::Fail,
-                Some("got 500 <boom> & \"more\""),
-            ),
+            failed,
             outcome("pipeline.svm", Status::Skip, Some("needs a pipeline token")),
         ],
         coverage: vec![
@@ -227,15 +323,31 @@ mod tests {
         insta::assert_snapshot!("json", json);
         insta::assert_snapshot!("junit", junit(&report));
         insta::assert_snapshot!("html", html(&report));
+        let transcripts = transcripts(&report);
+        let names: Vec<&str> = transcripts.iter().map(|(name, _)| name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "pipeline.build.txt",
+                "pipeline.commit.txt",
+                "pipeline.svm.txt"
+            ]
+        );
+        insta::assert_snapshot!("transcript", &transcripts[1].1);
     }
 
     #[test]
-    fn a_long_failure_takes_five_lines_of_at_most_300_characters() {
+    fn a_long_failure_takes_five_lines_then_its_exchanges_each_of_at_most_300_characters() {
         let mut report = fixture();
         let findings: Vec<String> = (1..=8)
             .map(|n| format!("finding {n}: {}", "x".repeat(400)))
             .collect();
         report.outcomes[1].message = Some(findings.join("; "));
+        let mut long = report.outcomes[1].exchanges[0].clone();
+        long.request_body = Some("y".repeat(400));
+        report.outcomes[1].reproduce = Some(long.curl());
+        report.outcomes[1].exchanges.push(long.clone());
+        report.outcomes[1].exchanges.push(long);
         let text = console(&report);
         assert!(
             text.lines().all(|line| line.chars().count() <= 300),
@@ -246,13 +358,17 @@ mod tests {
             .skip_while(|line| !line.starts_with("FAIL"))
             .take_while(|line| !line.starts_with("SKIP"))
             .collect();
-        assert_eq!(failure.len(), 5, "{failure:?}");
+        assert_eq!(failure.len(), 8, "{failure:?}");
         assert!(failure[0].starts_with("FAIL  pipeline.commit [normative] finding 1: xxx"));
         assert!(failure[3].starts_with("      finding 4: "));
         assert_eq!(
             failure[4],
             "      and 4 more (the JSON report has them all)"
         );
+        // The last two of its three exchanges, and where to find the long curl line.
+        let last = "      POST http://127.0.0.1:1/v1/pipeline/evm/build -> 500 in 4 ms";
+        assert_eq!(failure[5..7], [last, last]);
+        assert!(failure[7].starts_with("      reproduce: a long line, in the JSON report"));
     }
 
     #[test]

@@ -272,7 +272,8 @@ pub struct Violation {
     pub exchange: Exchange,
 }
 
-/// What a run's clean-up did with what the run created.
+/// What a run's clean-up did with what the run created, each thing named by the path that
+/// deletes it.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct CleanUp {
     /// Removed (or already gone).
@@ -321,8 +322,9 @@ pub struct Target {
     violations: Mutex<Vec<Violation>>,
     /// The statuses answered per operation, keyed by `METHOD template`.
     answered: Mutex<BTreeMap<String, BTreeSet<u16>>>,
-    /// The sessions the run started and has not deleted, with the token that started each.
-    sessions: Mutex<BTreeMap<String, String>>,
+    /// What the run made and has not deleted (sessions, installed apps, saved credentials), by
+    /// the path that deletes it, with the token that made it.
+    made: Mutex<BTreeMap<String, String>>,
 }
 
 /// How a run exercised one operation of openapi.json.
@@ -436,7 +438,7 @@ impl Target {
             seen: Mutex::default(),
             violations: Mutex::default(),
             answered: Mutex::default(),
-            sessions: Mutex::default(),
+            made: Mutex::default(),
         }
     }
 
@@ -608,33 +610,45 @@ impl Target {
         Some(operation)
     }
 
-    /// Notes what a successful request created or deleted: the sessions the run starts.
+    /// Notes what a successful request created or deleted: the sessions the run starts, the apps
+    /// it installs and the credentials it saves.
     fn created(&self, method: &Method, path: &str, body: &Value, bearer: Option<String>) {
         let route = path.split('?').next().unwrap_or(path);
-        let sessions = || self.sessions.lock().expect("sessions");
-        match (method.as_str(), route, bearer) {
-            ("POST", "/v1/agent/chat", Some(token)) => {
-                if let Some(session) = body["sessionId"].as_str() {
-                    sessions().entry(session.to_owned()).or_insert(token);
-                }
+        let made = match (method.as_str(), route) {
+            ("POST", "/v1/agent/chat") => body["sessionId"]
+                .as_str()
+                .map(|session| format!("/v1/agent/sessions/{session}")),
+            ("POST", _) if route.starts_with("/v1/account/apps/") => Some(route.to_owned()),
+            ("PUT", _) if route.contains("/secrets/") => Some(route.to_owned()),
+            ("DELETE", _) => {
+                self.made.lock().expect("made").remove(route);
+                None
             }
-            ("DELETE", _, _) => {
-                if let Some(session) = route.strip_prefix("/v1/agent/sessions/") {
-                    sessions().remove(session);
-                }
-            }
-            _ => {}
+            _ => None,
+        };
+        if let (Some(made), Some(token)) = (made, bearer) {
+            self.made.lock().expect("made").entry(made).or_insert(token);
         }
     }
 
-    /// Deletes every session the run started and did not delete, each with the token that
-    /// started it: what the deployment removed, and what it did not (with the status).
+    /// Deletes everything the run made and did not delete (credentials, then apps, then
+    /// sessions), each with the token that made it: what the deployment removed, and what it
+    /// did not (with the status).
     pub async fn clean_up(&self) -> CleanUp {
-        let sessions = std::mem::take(&mut *self.sessions.lock().expect("sessions"));
+        let made = std::mem::take(&mut *self.made.lock().expect("made"));
+        let mut made: Vec<(String, String)> = made.into_iter().collect();
+        made.sort_by_key(|(path, _)| {
+            let order = if path.contains("/secrets/") {
+                0
+            } else if path.starts_with("/v1/account/") {
+                1
+            } else {
+                2
+            };
+            (order, path.clone())
+        });
         let mut clean_up = CleanUp::default();
-        for (session, token) in sessions {
-            let what = format!("session {session}");
-            let path = format!("/v1/agent/sessions/{session}");
+        for (path, token) in made {
             let deleted = self
                 .request(Method::DELETE, &path)
                 .bearer(&token)
@@ -642,10 +656,10 @@ impl Target {
                 .await;
             match deleted {
                 Ok(reply) if (200..300).contains(&reply.status) || reply.status == 404 => {
-                    clean_up.removed.push(what)
+                    clean_up.removed.push(path)
                 }
-                Ok(reply) => clean_up.left.push(format!("{what} ({})", reply.status)),
-                Err(finding) => clean_up.left.push(format!("{what} ({finding:?})")),
+                Ok(reply) => clean_up.left.push(format!("{path} ({})", reply.status)),
+                Err(finding) => clean_up.left.push(format!("{path} ({finding:?})")),
             }
         }
         clean_up

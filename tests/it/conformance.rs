@@ -1064,26 +1064,101 @@ async fn deployment_checks_pass_one_database_and_fail_two() {
     }
 }
 
+/// Each app of the account as `GET /v1/account/apps` lists it, with whether it is installed and
+/// its credentials' presence as `GET .../secrets` lists them.
+async fn account_state(target: &Target) -> Vec<(Value, Value, Vec<(Value, Value)>)> {
+    let token = target.role(Role::Account).await.unwrap();
+    let get = |path: String| {
+        let token = token.clone();
+        async move {
+            let reply = target
+                .request(reqwest::Method::GET, &path)
+                .bearer(&token)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(reply.status, 200, "{path}: {}", reply.text);
+            reply.body
+        }
+    };
+    let mut state = Vec::new();
+    for app in get("/v1/account/apps".into()).await["apps"]
+        .as_array()
+        .unwrap()
+    {
+        let path = format!("/v1/account/apps/{}/secrets", app["id"]);
+        let credentials = get(path).await["credentials"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|credential| (credential["name"].clone(), credential["present"].clone()))
+            .collect();
+        state.push((app["id"].clone(), app["installed"].clone(), credentials));
+    }
+    state
+}
+
 #[tokio::test(flavor = "multi_thread")]
-async fn a_run_deletes_the_sessions_it_started() {
+async fn a_run_leaves_the_account_as_it_found_it() {
     let server = Embedded::start().await.unwrap();
     let target = server.target();
+    let before = account_state(&target).await;
     let selection = Selection {
-        only: vec!["agent.turns".into(), "agent.sessions".into()],
+        skip: vec!["limits.rate-limit".into(), "deployment".into()],
         ..Selection::default()
     };
     let report = run(&target, &selection, DEFAULT_JOBS, |_, _, _| {}).await;
     assert!(!report.failed(), "{:#?}", not_passed(&report));
+    // What a check stopped halfway leaves: its credentials saved and its app installed.
+    let install = intent_conformance::inputs::install(&target).await.unwrap();
+    let token = target.role(Role::Account).await.unwrap();
+    let app = format!("/v1/account/apps/{}", install.application_id);
+    let mut left = Vec::new();
+    for (name, value) in &install.credentials {
+        let path = format!("{app}/secrets/{name}");
+        let saved = target
+            .request(reqwest::Method::PUT, &path)
+            .bearer(&token)
+            .json(&json!({ "value": value }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(saved.status, 200, "{}", saved.text);
+        left.push(path);
+    }
+    let installed = target
+        .request(reqwest::Method::POST, &app)
+        .bearer(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(installed.status, 200, "{}", installed.text);
+    left.push(app);
     let cleanup = target.clean_up().await;
     assert!(cleanup.left.is_empty(), "{cleanup:?}");
-    assert!(cleanup.removed.len() >= 2, "{cleanup:?}");
-    // None of them can be read any more.
+    assert!(
+        left.iter().all(|path| cleanup.removed.contains(path)),
+        "{cleanup:?}"
+    );
+    let sessions: Vec<&String> = cleanup
+        .removed
+        .iter()
+        .filter(|path| path.starts_with("/v1/agent/sessions/"))
+        .collect();
+    assert!(sessions.len() >= 10, "{cleanup:?}");
+    // The same apps installed, no credential saved, and no session of the run readable.
+    let after = account_state(&target).await;
+    assert_eq!(before, after);
+    let saved: Vec<_> = after
+        .iter()
+        .flat_map(|(_, _, credentials)| credentials)
+        .filter(|(_, present)| present == &json!(true))
+        .collect();
+    assert!(saved.is_empty(), "{saved:?}");
     let token = target.role(Role::Agent).await.unwrap();
-    for removed in &cleanup.removed {
-        let session = removed.strip_prefix("session ").unwrap();
-        let path = format!("/v1/agent/sessions/{session}");
+    for path in sessions {
         let reply = target
-            .request(reqwest::Method::GET, &path)
+            .request(reqwest::Method::GET, path)
             .bearer(&token)
             .send()
             .await

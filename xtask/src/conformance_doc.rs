@@ -58,8 +58,9 @@ fn document() -> String {
          meaning, not when one is added), `target`, `started`, `millis`, `outcomes` (one per \
          check, in the order of the table below, each with the HTTP `exchanges` its check made \
          and, on a failure, a `curl` line in `reproduce`), `coverage` (each operation of `openapi.json` \
-         with the statuses it was answered with), `warnings` and `cleanup` (the sessions the run \
-         started and deleted at its end, and those it could not delete; absent with `--keep`).\n\n",
+         with the statuses it was answered with), `warnings` and `cleanup` (what the run \
+         created and deleted at its end, sessions, installed apps and saved credentials, each \
+         named by the path that deletes it, and what it could not delete; absent with `--keep`).\n\n",
     );
     let normative = checks
         .iter()

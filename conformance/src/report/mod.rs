@@ -305,8 +305,8 @@ pub(crate) fn fixture() -> Report {
         ],
         warnings: vec!["only 1 of 3 checks passed".into()],
         cleanup: Some(crate::target::CleanUp {
-            removed: vec!["session s-1".into()],
-            left: vec!["session s-2 (500)".into()],
+            removed: vec!["/v1/agent/sessions/s-1".into()],
+            left: vec!["/v1/agent/sessions/s-2 (500)".into()],
         }),
     }
 }

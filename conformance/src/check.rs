@@ -50,6 +50,9 @@ pub enum Category {
     /// Two addresses of one deployment behave as one (with `--peer-url`).
     #[serde(rename = "deployment")]
     Deployment,
+    /// Sequences that follow the links of openapi.json (part 4).
+    #[serde(rename = "stateful")]
+    Stateful,
     /// An app's live traffic, seen by `intent-conformance proxy`.
     #[serde(rename = "traffic")]
     Traffic,
@@ -71,6 +74,7 @@ impl Category {
             Self::Limits => "limits",
             Self::Mcp => "mcp",
             Self::Deployment => "deployment",
+            Self::Stateful => "stateful",
             Self::Traffic => "traffic",
         }
     }

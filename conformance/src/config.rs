@@ -53,6 +53,8 @@ pub struct Layer {
     pub token_command: Option<String>,
     /// Seconds a turn may take to reach a terminal state.
     pub turn_timeout: Option<u64>,
+    /// The seed of the values the `stateful` checks generate.
+    pub seed: Option<u64>,
 }
 
 /// Tokens of one source.
@@ -160,6 +162,7 @@ pub fn resolve(
             .map(Duration::from_secs),
         rate_limit_probe: layers.iter().find_map(|layer| layer.rate_limit_probe),
         peer_url: first(|layer| layer.peer_url.as_ref()),
+        seed: layers.iter().find_map(|layer| layer.seed).unwrap_or(0),
         ..Settings::default()
     };
     if let Some(seconds) = layers.iter().find_map(|layer| layer.turn_timeout) {

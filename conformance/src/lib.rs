@@ -18,6 +18,7 @@ pub mod config;
 pub mod embedded;
 pub mod exchange;
 pub mod finding;
+pub mod generate;
 pub mod inputs;
 pub mod proxy;
 pub mod report;

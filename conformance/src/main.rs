@@ -112,6 +112,10 @@ struct RunArgs {
     /// Seconds a turn may take to reach a terminal state (20 unless set).
     #[arg(long, env = "INTENT_CONFORMANCE_TURN_TIMEOUT")]
     turn_timeout: Option<u64>,
+    /// The seed of the values the `stateful` checks generate (0 unless set): the same seed sends
+    /// the same values.
+    #[arg(long, env = "INTENT_CONFORMANCE_SEED")]
+    seed: Option<u64>,
     /// A chat message that makes the deployment's runtime raise an action (`inputs.actionChat`).
     #[arg(long, env = "INTENT_CONFORMANCE_ACTION_PROMPT")]
     action_prompt: Option<String>,
@@ -312,6 +316,7 @@ fn resolve(args: &RunArgs) -> Result<config::Resolved, String> {
         peer_url: args.peer_url.clone(),
         token_command: args.token_command.clone(),
         turn_timeout: args.turn_timeout,
+        seed: args.seed,
     };
     config::resolve(command_line, file.as_ref(), args.env.as_deref())
 }

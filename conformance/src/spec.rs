@@ -253,6 +253,40 @@ impl Spec {
         })
     }
 
+    /// What is wrong with `operation`'s answer `status` with `body` (`text` as received), at the
+    /// level it breaks: normative when the normative view refuses it, else profile (a status
+    /// only our profile declares, a body only our profile's schemas refuse). `None` when right.
+    pub fn judge(
+        &self,
+        operation: &Operation,
+        status: u16,
+        body: &Value,
+        text: &str,
+    ) -> Option<(Level, Vec<String>)> {
+        let not_json = || vec![format!("not a JSON body: {}", crate::target::excerpt(text))];
+        let errors = |validator: &SchemaValidator| -> Vec<String> {
+            if body.is_null() {
+                not_json()
+            } else {
+                let errors = validator.errors(body);
+                errors.iter().map(|e| crate::target::excerpt(e)).collect()
+            }
+        };
+        let normative = match self.normative_response(operation, status) {
+            Some(validator) if !validator.is_valid(body) => errors(&validator),
+            _ => Vec::new(),
+        };
+        if !normative.is_empty() {
+            return Some((Level::Normative, normative));
+        }
+        let profile = match self.response(operation, status) {
+            Err(undeclared) => vec![undeclared],
+            Ok(Some(validator)) if !validator.is_valid(body) => errors(&validator),
+            Ok(_) => Vec::new(),
+        };
+        (!profile.is_empty()).then_some((Level::Profile, profile))
+    }
+
     /// A validator for a component schema in the normative view: what every deployment's
     /// instances must hold against.
     pub fn normative_component(&self, name: &str) -> Option<Arc<SchemaValidator>> {

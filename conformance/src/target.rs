@@ -237,6 +237,8 @@ pub struct Settings {
     pub peer_url: Option<String>,
     /// How long a turn may take to reach a terminal state.
     pub turn_timeout: Duration,
+    /// The seed of the values the `stateful` checks generate.
+    pub seed: u64,
 }
 
 /// How long a turn may take to settle unless `--turn-timeout` says otherwise.
@@ -250,6 +252,7 @@ impl Default for Settings {
             rate_limit_probe: None,
             peer_url: None,
             turn_timeout: DEFAULT_TURN_TIMEOUT,
+            seed: 0,
         }
     }
 }
@@ -671,39 +674,16 @@ impl Target {
         let operation = self.answered(method, path, status);
         let check = CHECK.try_with(|check| *check).unwrap_or_default();
         let request = format!("{method} {path}");
-        if let Some(operation) = operation {
-            let normative = match spec().normative_response(operation, status) {
-                Some(validator) if !validator.is_valid(body) && body.is_null() => {
-                    vec![format!("not a JSON body: {}", excerpt(text))]
-                }
-                Some(validator) => validator.errors(body).iter().map(|e| excerpt(e)).collect(),
-                None => Vec::new(),
-            };
-            let (level, errors) = if normative.is_empty() {
-                let profile = match spec().response(operation, status) {
-                    Err(undeclared) => vec![undeclared],
-                    Ok(Some(_)) if body.is_null() => {
-                        vec![format!("not a JSON body: {}", excerpt(text))]
-                    }
-                    Ok(Some(validator)) => {
-                        validator.errors(body).iter().map(|e| excerpt(e)).collect()
-                    }
-                    Ok(None) => Vec::new(),
-                };
-                (Level::Profile, profile)
-            } else {
-                (Level::Normative, normative)
-            };
-            if !errors.is_empty() {
-                self.violations.lock().expect("violations").push(Violation {
-                    check,
-                    request: request.clone(),
-                    status,
-                    level,
-                    errors,
-                    exchange: exchange.clone(),
-                });
-            }
+        let judged = operation.and_then(|operation| spec().judge(operation, status, body, text));
+        if let Some((level, errors)) = judged {
+            self.violations.lock().expect("violations").push(Violation {
+                check,
+                request: request.clone(),
+                status,
+                level,
+                errors,
+                exchange: exchange.clone(),
+            });
         }
         self.seen.lock().expect("seen responses").push(Seen {
             check,

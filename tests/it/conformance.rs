@@ -164,7 +164,12 @@ impl Fault {
     /// every other check must pass.
     fn breaks(self) -> &'static [&'static str] {
         match self {
-            Fault::ExtraSimulationField => &["schema.simulation", "schema.responses"],
+            Fault::ExtraSimulationField => &[
+                "schema.simulation",
+                "schema.responses",
+                "stateful.evmBuild",
+                "stateful.svmStage",
+            ],
             Fault::BadCursorIs500 => &[
                 "agent.events.invalid-cursor",
                 "agent.events.foreign-cursor",
@@ -218,8 +223,15 @@ impl Fault {
                 "agent.sessions.delete",
                 "schema.error-envelope",
                 "schema.responses",
+                "stateful.startChat",
             ],
-            Fault::StepZero => &["limits.step", "schema.simulation", "schema.responses"],
+            Fault::StepZero => &[
+                "limits.step",
+                "schema.simulation",
+                "schema.responses",
+                "stateful.evmBuild",
+                "stateful.svmStage",
+            ],
             Fault::StatementDown => &["account.statement", "schema.negative.profile"],
             Fault::DescriptorKind => &["pipeline.operation-descriptor", "schema.responses"],
             // The MCP checks compare with the HTTP API: a broken API breaks them too.
@@ -231,6 +243,8 @@ impl Fault {
                 "pipeline.commit-resimulates",
                 "pipeline.svm",
                 "schema.responses",
+                "stateful.evmBuild",
+                "stateful.svmStage",
             ],
             Fault::UnpublishedKey => &["pipeline.attestation"],
             Fault::IgnoresPatch => &["agent.sessions.update"],
@@ -239,7 +253,11 @@ impl Fault {
             Fault::EmptyAppCatalog => &["pipeline.apps", "mcp.catalog-tool"],
             Fault::CredentialsNeverPresent => &["account.install"],
             Fault::DropsNulls => &["schema.negative.normative", "schema.negative.profile"],
-            Fault::ArchivedAsString => &["agent.sessions.update", "schema.responses"],
+            Fault::ArchivedAsString => &[
+                "agent.sessions.update",
+                "schema.responses",
+                "stateful.startChat",
+            ],
             Fault::PageExtraMember => &["schema.event-page"],
             Fault::UninstallKeepsApp => &["account.install"],
             Fault::AppNameAsNumber => &["pipeline.apps", "schema.responses", "mcp.catalog-tool"],

@@ -45,6 +45,10 @@ fn document() -> String {
          only where the deployment's catalog lists what they name; otherwise it skips and names \
          the key to set. A 429 with `Retry-After` is waited out (30 s at most per request) and \
          shown as a warning, never a failure.\n\n\
+         The `stateful` checks follow the `links` of `openapi.json` from each operation that \
+         starts a chain, breadth first and each link once (links to a `DELETE` last), with the \
+         values each link names and every other required input generated from its schema (the \
+         same under the same `--seed`); a failure lists the sequence of steps.\n\n\
          A run takes `--jobs` checks at once (8 unless set), since checks mostly wait on the \
          deployment. The checks marked *alone* below need the deployment to themselves: they \
          read every response the run saw, change the accounts' apps and credentials, or spend \

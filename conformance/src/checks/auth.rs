@@ -9,18 +9,13 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use super::agent_actions::pending_action;
-use super::{read, read_log, settle, start_turn};
+use super::{read, read_log, reference, settle, start_turn};
 use crate::check::{Category, Check, interned};
 use crate::finding::{Finding, Verdict, ensure, fail, profile, skip};
 use crate::spec::{Operation, spec};
 use crate::target::{
     ACCOUNT_SCOPES, AGENT_SCOPES, Account, PIPELINE_SCOPES, Reply, Role, Target, TokenRequest,
 };
-
-/// `METHOD template` of `operation`, as `rests_on` names it.
-fn reference(operation: &'static Operation) -> &'static str {
-    interned(format!("{} {}", operation.method, operation.template))
-}
 
 pub(super) fn checks() -> Vec<Check> {
     let operations = spec().operations();

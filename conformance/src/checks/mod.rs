@@ -13,6 +13,7 @@ mod mcp;
 mod negative;
 mod pipeline;
 mod schema;
+mod stateful;
 
 use std::time::Instant;
 
@@ -21,6 +22,7 @@ use serde_json::{Value, json};
 
 use crate::check::Check;
 use crate::finding::Finding;
+use crate::spec::Operation;
 use crate::target::{Reply, Target};
 
 /// Wraps an `async fn(&Target) -> Verdict` as a [`crate::check::Run`].
@@ -54,6 +56,7 @@ pub fn all() -> Vec<Check> {
         deployment::checks(),
         limits::checks(),
         negative::checks(),
+        stateful::checks(),
         schema::checks(),
     ]
     .into_iter()
@@ -77,6 +80,11 @@ pub fn alone(check: &Check) -> bool {
             .is_some_and(|operation| operation.template.starts_with("/v1/account")),
         _ => false,
     }
+}
+
+/// `METHOD template` of `operation`, as `rests_on` names it.
+pub(crate) fn reference(operation: &Operation) -> &'static str {
+    crate::check::interned(format!("{} {}", operation.method, operation.template))
 }
 
 /// Turn states that end polling (part 3).

@@ -95,9 +95,8 @@ pub fn value(schema: &Value, rng: &mut Rng) -> Value {
             let least = bound("minProperties").unwrap_or(0).max(0) as usize;
             let mut members = Map::new();
             for (name, property) in schema["properties"].as_object().into_iter().flatten() {
-                let wanted = required.contains(&name.as_str())
-                    || members.len() < least
-                    || rng.coin();
+                let wanted =
+                    required.contains(&name.as_str()) || members.len() < least || rng.coin();
                 if wanted {
                     members.insert(name.clone(), value(property, rng));
                 }

@@ -140,12 +140,16 @@ impl Schemas {
 }
 
 impl SchemaValidator {
-    /// Every way `instance` fails the schema, each as `path: message`; empty when it holds.
+    /// Every way `instance` fails the schema, each as `path: message`; empty when it holds. Of
+    /// a `oneOf` or `anyOf` that no branch holds, the errors of the branch with the fewest (the
+    /// one meant) stand for it, so that a message names the member that broke rather than
+    /// echoing the whole instance.
     pub fn errors(&self, instance: &Value) -> Vec<String> {
-        self.inner
-            .iter_errors(instance)
-            .map(|error| format!("{}: {error}", pointer(&error)))
-            .collect()
+        let mut errors = Vec::new();
+        for error in self.inner.iter_errors(instance) {
+            meant(&error, &mut errors);
+        }
+        errors
     }
 
     /// Where `instance` first fails the schema, told without echoing any value, which may be a
@@ -206,6 +210,25 @@ fn pointer<'a>(error: &'a ValidationError) -> &'a str {
 }
 
 /// One validation error, told as [`SchemaValidator::first_violation`] says.
+/// `error` as `path: message`, or for a `oneOf` or `anyOf` that no branch holds, the errors of
+/// the branch with the fewest.
+fn meant(error: &ValidationError, out: &mut Vec<String>) {
+    match error.kind() {
+        ValidationErrorKind::OneOfNotValid { context } | ValidationErrorKind::AnyOf { context }
+            if context.iter().any(|branch| !branch.is_empty()) =>
+        {
+            let branch = context
+                .iter()
+                .filter(|branch| !branch.is_empty())
+                .min_by_key(|branch| branch.len());
+            for error in branch.into_iter().flatten() {
+                meant(error, out);
+            }
+        }
+        _ => out.push(format!("{}: {error}", pointer(error))),
+    }
+}
+
 fn describe(error: &ValidationError) -> String {
     let path = pointer(error);
     match error.kind() {
@@ -409,6 +432,23 @@ mod tests {
             validator.errors(&json!({ "gas": null, "direction": null, "x-not-an-extension": "s" }));
         assert_eq!(errors.len(), 1, "{errors:?}");
         assert!(errors[0].starts_with("/x-not-an-extension: "), "{errors:?}");
+    }
+
+    #[test]
+    fn a_oneof_no_branch_holds_is_told_by_the_branch_meant() {
+        let document = json!({ "components": { "schemas": { "Pick": { "oneOf": [
+            { "type": "object", "required": ["a"], "additionalProperties": false,
+              "properties": { "a": { "type": "string" } } },
+            { "type": "string" }
+        ] } } } });
+        let pick = Schemas::from_openapi(&document)
+            .unwrap()
+            .component("Pick")
+            .unwrap();
+        let errors = pick.errors(&json!({ "a": "a long value", "debug": 1 }));
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(errors[0].contains("'debug' was unexpected"), "{errors:?}");
+        assert!(!errors[0].contains("a long value"), "{errors:?}");
     }
 
     #[test]

@@ -2,14 +2,11 @@
 //! one, one of another resource, one without the operation's scope), and the isolation of one
 //! account's sessions and apps from another's (part 1).
 
-use std::future::Future;
-use std::pin::Pin;
-
 use reqwest::Method;
 use serde_json::{Value, json};
 
 use super::agent_actions::pending_action;
-use super::{read, read_log, reference, settle, start_turn};
+use super::{read, read_log, reference, run_on_operation, settle, start_turn};
 use crate::check::{Category, Check, interned};
 use crate::finding::{Finding, Verdict, ensure, fail, profile, skip};
 use crate::spec::{Operation, spec};
@@ -29,7 +26,7 @@ pub(super) fn checks() -> Vec<Check> {
             "#/components/securitySchemes/oauth2",
         ])),
         operation: Some(operation),
-        run: run_matrix,
+        run: run_on_operation!(matrix),
     });
     let isolated = operations.iter().filter(|operation| {
         operation.template.contains("{sessionId}")
@@ -43,31 +40,9 @@ pub(super) fn checks() -> Vec<Check> {
         section: "1",
         rests_on: Box::leak(Box::new([reference(operation)])),
         operation: Some(operation),
-        run: run_isolation,
+        run: run_on_operation!(isolation),
     });
     matrix.chain(isolation).collect()
-}
-
-fn run_matrix<'a>(
-    target: &'a Target,
-    check: &'a Check,
-) -> Pin<Box<dyn Future<Output = Verdict> + Send + 'a>> {
-    Box::pin(matrix(
-        target,
-        check.operation.expect("a matrix check has an operation"),
-    ))
-}
-
-fn run_isolation<'a>(
-    target: &'a Target,
-    check: &'a Check,
-) -> Pin<Box<dyn Future<Output = Verdict> + Send + 'a>> {
-    Box::pin(isolation(
-        target,
-        check
-            .operation
-            .expect("an isolation check has an operation"),
-    ))
 }
 
 /// The resource (`x-resource`) and scope of `operation`.

@@ -41,6 +41,24 @@ macro_rules! run {
 }
 pub(crate) use run;
 
+/// Wraps an `async fn(&Target, &'static Operation) -> Verdict` as a [`crate::check::Run`] of a
+/// check made once per operation.
+macro_rules! run_on_operation {
+    ($check:path) => {{
+        fn run<'a>(
+            target: &'a $crate::target::Target,
+            check: &'a $crate::check::Check,
+        ) -> std::pin::Pin<
+            Box<dyn std::future::Future<Output = $crate::finding::Verdict> + Send + 'a>,
+        > {
+            let operation = check.operation.expect("a check made per operation has one");
+            Box::pin($check(target, operation))
+        }
+        run
+    }};
+}
+pub(crate) use run_on_operation;
+
 /// Every check. The schema checks come last: they read the responses the others saw.
 pub fn all() -> Vec<Check> {
     [

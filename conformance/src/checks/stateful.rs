@@ -6,13 +6,11 @@
 //! a `DELETE` are followed last, so that no step deletes what a later one reads.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::future::Future;
-use std::pin::Pin;
 
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use super::{encode, fresh_key, reference};
+use super::{encode, fresh_key, reference, run_on_operation};
 use crate::check::{Category, Check, interned};
 use crate::finding::{Finding, Verdict, ensure};
 use crate::generate::Rng;
@@ -32,20 +30,9 @@ pub(super) fn checks() -> Vec<Check> {
             section: "4",
             rests_on: Box::leak(Box::new([reference(operation)])),
             operation: Some(operation),
-            run: run_sequence,
+            run: run_on_operation!(sequence),
         })
         .collect()
-}
-
-fn run_sequence<'a>(
-    target: &'a Target,
-    check: &'a Check,
-) -> Pin<Box<dyn Future<Output = Verdict> + Send + 'a>> {
-    Box::pin(sequence(
-        target,
-        check.operation.expect("a stateful check has an operation"),
-        check.id,
-    ))
 }
 
 /// The links of `operation`'s answer `status`, by name.
@@ -103,8 +90,8 @@ struct Next {
     from: usize,
 }
 
-async fn sequence(target: &Target, root: &'static Operation, id: &str) -> Verdict {
-    let mut rng = Rng::new(target.settings.seed, id);
+async fn sequence(target: &Target, root: &'static Operation) -> Verdict {
+    let mut rng = Rng::new(target.settings.seed, &root.id);
     let body = root_body(target, root, &mut rng).await?;
     let (first, _) = send(target, root, BTreeMap::new(), Some(body), &mut rng).await?;
     if !(200..300).contains(&first.reply.status) {

@@ -61,7 +61,8 @@ impl Embedded {
             }))
         });
         let app = wrap(intent_server::app(state));
-        let task = tokio::spawn(async move { axum::serve(listener, app).await });
+        let task =
+            tokio::spawn(async move { axum::serve(listener, app.into_make_service()).await });
         Ok(Self {
             base,
             mint,

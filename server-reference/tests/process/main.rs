@@ -2,6 +2,7 @@
 //! short-lived tokens for the SDK through `intent-server token`.
 
 mod crash;
+mod memory;
 mod scale_out;
 #[path = "../support/mod.rs"]
 mod support;

@@ -39,13 +39,19 @@ fn start() -> Bench {
     }
 }
 
-fn rss_kib(pid: u32) -> u64 {
+/// A `/proc/PID/status` figure in KiB: `VmRSS` (all resident pages) or `RssAnon` (those not
+/// backed by a file: the heap and stacks, without the binary's own code pages).
+fn status_kib(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap()
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS:")
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -143,6 +149,7 @@ async fn memory(bench: &Bench) {
     }
     let pid = bench.server.child.id();
     let before = rss_kib(pid);
+    let anonymous_before = status_kib(pid, "RssAnon:");
     let mut polls = Vec::new();
     for i in 0..LONG_POLLS {
         let (id, cursor) = sessions[i % SESSIONS].clone();
@@ -169,13 +176,17 @@ async fn memory(bench: &Bench) {
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
     let during = rss_kib(pid);
+    let anonymous = status_kib(pid, "RssAnon:");
     let mib = |kib: u64| kib as f64 / 1024.0;
     let per = |grown: u64, count: usize| grown as f64 / count.max(1) as f64;
     println!(
-        "memory: server RSS {:.1} MiB idle, {:.1} MiB with {pending} waiting long-polls and {} open SSE streams",
+        "memory: server RSS {:.1} MiB idle, {:.1} MiB with {pending} waiting long-polls and {} open SSE streams \
+         (anonymous {:.1} and {:.1} MiB; the rest is the binary's own pages)",
         mib(before),
         mib(during),
         streams.len(),
+        mib(anonymous_before),
+        mib(anonymous),
     );
     let (per_poll, per_stream) = (
         per(polling.saturating_sub(before), pending),

@@ -58,8 +58,8 @@ impl ApiError {
     }
 
     /// The error code.
-    pub fn code(&self) -> ErrorCode {
-        self.code
+    pub fn code(&self) -> &ErrorCode {
+        &self.code
     }
 
     /// The message for people.
@@ -69,7 +69,7 @@ impl ApiError {
 
     /// The HTTP status answered.
     pub fn status(&self) -> StatusCode {
-        status_of(self.code)
+        status_of(&self.code)
     }
 
     /// The envelope answered, as JSON text.
@@ -79,7 +79,7 @@ impl ApiError {
 
     fn envelope(&self) -> ErrorEnvelope {
         let detail = ErrorDetail {
-            code: self.code,
+            code: self.code.clone(),
             message: self.message.clone(),
             details: self.details.clone(),
         };
@@ -90,7 +90,7 @@ impl ApiError {
 }
 
 /// The HTTP status each error code is answered with, as `x-status` in openapi.json gives it.
-pub fn status_of(code: ErrorCode) -> StatusCode {
+pub fn status_of(code: &ErrorCode) -> StatusCode {
     use ErrorCode::*;
     match code {
         InvalidRequest | InvalidParameter | InvalidCursor | ValidationFailed => {
@@ -108,8 +108,9 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         BuildExpired | BuildInvalid | SimulationFailed | ChainMismatch | IdempotencyKeyReused
         | CredentialsMissing => StatusCode::UNPROCESSABLE_ENTITY,
         RateLimited => StatusCode::TOO_MANY_REQUESTS,
-        Internal => StatusCode::INTERNAL_SERVER_ERROR,
         Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        // `Internal`, and a code of another deployment, which this server never answers with.
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
 

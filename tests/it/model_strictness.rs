@@ -240,3 +240,22 @@ fn the_schemas_refuse_caller_authored_fields_on_action_results_and_actions() {
         "unknown action field accepted"
     );
 }
+
+#[test]
+fn values_the_interface_leaves_open_are_kept_as_they_came() {
+    use intent_models::{ErrorCode, Resync, ResyncReason, StatementLineMeter};
+    let resync: Resync = decodes(json!({ "reason": "compacted" })).unwrap();
+    assert_eq!(resync.reason, ResyncReason::Unknown("compacted".into()));
+    assert_eq!(
+        serde_json::to_value(&resync).unwrap()["reason"],
+        "compacted"
+    );
+    let known: ResyncReason = decodes(json!("lagged")).unwrap();
+    assert_eq!(known, ResyncReason::Lagged);
+    let meter: StatementLineMeter = decodes(json!("storage")).unwrap();
+    assert_eq!(meter.to_string(), "storage");
+    let code: ErrorCode = "quota_exceeded".parse().unwrap();
+    assert_eq!(code, ErrorCode::Unknown("quota_exceeded".into()));
+    // Values the interface fixes stay closed.
+    assert!(decodes::<intent_models::TurnState>(json!("paused")).is_err());
+}

@@ -70,11 +70,24 @@ fn models(spec: &OpenAPI) -> Result<String, String> {
 /// unknown one whole (a hand-written type of `intent-models`) and is `#[non_exhaustive]`.
 const OPEN_ENUMS: &[(&str, &str)] = &[("AgentEvent", "UnknownEvent")];
 
+/// String enums whose values the interface does not show (error codes, roles, resync reasons,
+/// meters): each keeps a value it does not know as `Unknown(String)` and is `#[non_exhaustive]`.
+const OPEN_VALUES: &[&str] = &[
+    "AgentEventRole",
+    "ErrorCode",
+    "MessageSnapshotRole",
+    "ResyncReason",
+    "StatementLineMeter",
+];
+
 /// Tolerant reading, strict writing: every model the client reads accepts members it does not
 /// know (no `deny_unknown_fields`), and the open enums take values they do not know. Models of
 /// request bodies only (`strict`) keep refusing unknown members; the server validates every
 /// request against openapi.json besides.
 fn tolerant_reading(file: &mut syn::File, strict: &BTreeSet<String>) -> Result<(), String> {
+    for item in &mut file.items {
+        open_values(item)?;
+    }
     for item in &mut file.items {
         let (name, attrs) = match item {
             syn::Item::Struct(item) => (item.ident.to_string(), &mut item.attrs),
@@ -97,6 +110,86 @@ fn tolerant_reading(file: &mut syn::File, strict: &BTreeSet<String>) -> Result<(
         .map_err(|e| format!("the open-enum template: {e}"))?;
         item.attrs.extend(template.attrs);
         item.variants.extend(template.variants);
+    }
+    Ok(())
+}
+
+/// Opens the string enums of [`OPEN_VALUES`]: the enum loses `Copy`, gains `#[non_exhaustive]`
+/// and an untagged `Unknown(String)` variant; its `Display` writes an unknown value as it came,
+/// and its `FromStr` takes any value.
+fn open_values(item: &mut syn::Item) -> Result<(), String> {
+    fn parse<T: syn::parse::Parse>(code: &str) -> Result<T, String> {
+        syn::parse_str(code).map_err(|e| format!("the open values: {e}"))
+    }
+    match item {
+        syn::Item::Enum(item) if OPEN_VALUES.contains(&item.ident.to_string().as_str()) => {
+            for attr in &mut item.attrs {
+                if let syn::Meta::List(list) = &mut attr.meta
+                    && list.path.is_ident("derive")
+                {
+                    let derives: Vec<String> = list
+                        .tokens
+                        .to_string()
+                        .split(',')
+                        .map(|d| d.trim().to_owned())
+                        .collect();
+                    let kept: Vec<&str> = derives
+                        .iter()
+                        .map(String::as_str)
+                        .filter(|d| *d != "Copy")
+                        .collect();
+                    list.tokens = kept.join(", ").parse().map_err(|e| format!("{e:?}"))?;
+                }
+            }
+            let template: syn::ItemEnum = parse(
+                "#[non_exhaustive] enum Open { \
+                 #[doc = \"A value this version does not know, kept as it came (the interface \
+                 leaves the values open).\"] #[serde(untagged)] Unknown(::std::string::String) }",
+            )?;
+            item.attrs.extend(template.attrs);
+            item.variants.extend(template.variants);
+        }
+        syn::Item::Impl(item) => {
+            let syn::Type::Path(own) = &*item.self_ty else {
+                return Ok(());
+            };
+            let opened = own
+                .path
+                .get_ident()
+                .is_some_and(|ident| OPEN_VALUES.contains(&ident.to_string().as_str()));
+            let implemented = item
+                .trait_
+                .as_ref()
+                .and_then(|(path, _)| path.segments.last())
+                .map(|segment| segment.ident.to_string());
+            let arm: syn::Arm = match implemented.as_deref() {
+                _ if !opened => return Ok(()),
+                Some("Display") => parse("Self::Unknown(ref value) => f.write_str(value),")?,
+                Some("FromStr") => parse("value => Ok(Self::Unknown(value.to_owned())),")?,
+                _ => return Ok(()),
+            };
+            let function = item.items.iter_mut().find_map(|item| match item {
+                syn::ImplItem::Fn(function) => Some(function),
+                _ => None,
+            });
+            let Some(function) = function else {
+                return Err(format!("{implemented:?} of an open enum has no function"));
+            };
+            let Some(syn::Stmt::Expr(syn::Expr::Match(matched), _)) =
+                function.block.stmts.last_mut()
+            else {
+                return Err(format!("{implemented:?} of an open enum is not one match"));
+            };
+            // `FromStr` ends in `_ => Err(..)`, which the open arm replaces.
+            if matches!(
+                matched.arms.last().map(|arm| &arm.pat),
+                Some(syn::Pat::Wild(_))
+            ) {
+                matched.arms.pop();
+            }
+            matched.arms.push(arm);
+        }
+        _ => {}
     }
     Ok(())
 }
@@ -328,6 +421,47 @@ mod tests {
         assert!(printed.contains("#[non_exhaustive]"), "{printed}");
         assert!(
             printed.contains("Unknown(crate::UnknownEvent)"),
+            "{printed}"
+        );
+    }
+
+    #[test]
+    fn open_string_enums_keep_an_unknown_value_and_lose_copy() {
+        let source = "#[derive(Clone, Copy, Debug)] enum ResyncReason { Lagged }\n\
+                      impl ::std::fmt::Display for ResyncReason {\n\
+                          fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {\n\
+                              match *self { Self::Lagged => f.write_str(\"lagged\") }\n\
+                          }\n\
+                      }\n\
+                      impl ::std::str::FromStr for ResyncReason {\n\
+                          type Err = String;\n\
+                          fn from_str(value: &str) -> Result<Self, String> {\n\
+                              match value { \"lagged\" => Ok(Self::Lagged), _ => Err(value.into()) }\n\
+                          }\n\
+                      }\n\
+                      #[derive(Clone, Copy)] enum TurnState { Done }\n";
+        let mut file: syn::File = syn::parse_str(source).unwrap();
+        tolerant_reading(&mut file, &BTreeSet::new()).unwrap();
+        let printed = prettyplease::unparse(&file);
+        assert!(
+            printed.contains("#[derive(Clone, Debug)]\n#[non_exhaustive]\nenum ResyncReason"),
+            "{printed}"
+        );
+        assert!(
+            printed.contains("Unknown(::std::string::String)"),
+            "{printed}"
+        );
+        assert!(
+            printed.contains("Self::Unknown(ref value) => f.write_str(value)"),
+            "{printed}"
+        );
+        assert!(
+            printed.contains("value => Ok(Self::Unknown(value.to_owned()))"),
+            "{printed}"
+        );
+        assert!(!printed.contains("_ => Err"), "{printed}");
+        assert!(
+            printed.contains("#[derive(Clone, Copy)]\nenum TurnState"),
             "{printed}"
         );
     }

@@ -388,28 +388,24 @@ pub enum AgentEvent {
 }
 ///`AgentEventRole`
 #[derive(
-    ::serde::Deserialize,
-    ::serde::Serialize,
-    Clone,
-    Copy,
-    Debug,
-    Eq,
-    Hash,
-    Ord,
-    PartialEq,
-    PartialOrd,
+    ::serde::Deserialize, ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd,
 )]
+#[non_exhaustive]
 pub enum AgentEventRole {
     #[serde(rename = "user")]
     User,
     #[serde(rename = "assistant")]
     Assistant,
+    ///A value this version does not know, kept as it came (the interface leaves the values open).
+    #[serde(untagged)]
+    Unknown(::std::string::String),
 }
 impl ::std::fmt::Display for AgentEventRole {
     fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
         match *self {
             Self::User => f.write_str("user"),
             Self::Assistant => f.write_str("assistant"),
+            Self::Unknown(ref value) => f.write_str(value),
         }
     }
 }
@@ -419,7 +415,7 @@ impl ::std::str::FromStr for AgentEventRole {
         match value {
             "user" => Ok(Self::User),
             "assistant" => Ok(Self::Assistant),
-            _ => Err("invalid value".into()),
+            value => Ok(Self::Unknown(value.to_owned())),
         }
     }
 }
@@ -671,17 +667,9 @@ impl<'de> ::serde::Deserialize<'de> for CredentialValueValue {
 }
 ///Error codes of this profile; `x-status` gives each one's HTTP status.
 #[derive(
-    ::serde::Deserialize,
-    ::serde::Serialize,
-    Clone,
-    Copy,
-    Debug,
-    Eq,
-    Hash,
-    Ord,
-    PartialEq,
-    PartialOrd,
+    ::serde::Deserialize, ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd,
 )]
+#[non_exhaustive]
 pub enum ErrorCode {
     #[serde(rename = "invalid_request")]
     InvalidRequest,
@@ -733,6 +721,9 @@ pub enum ErrorCode {
     Internal,
     #[serde(rename = "unavailable")]
     Unavailable,
+    ///A value this version does not know, kept as it came (the interface leaves the values open).
+    #[serde(untagged)]
+    Unknown(::std::string::String),
 }
 impl ::std::fmt::Display for ErrorCode {
     fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
@@ -762,6 +753,7 @@ impl ::std::fmt::Display for ErrorCode {
             Self::RateLimited => f.write_str("rate_limited"),
             Self::Internal => f.write_str("internal"),
             Self::Unavailable => f.write_str("unavailable"),
+            Self::Unknown(ref value) => f.write_str(value),
         }
     }
 }
@@ -794,7 +786,7 @@ impl ::std::str::FromStr for ErrorCode {
             "rate_limited" => Ok(Self::RateLimited),
             "internal" => Ok(Self::Internal),
             "unavailable" => Ok(Self::Unavailable),
-            _ => Err("invalid value".into()),
+            value => Ok(Self::Unknown(value.to_owned())),
         }
     }
 }
@@ -850,25 +842,21 @@ pub struct MessageSnapshot {
 }
 ///`MessageSnapshotRole`
 #[derive(
-    ::serde::Deserialize,
-    ::serde::Serialize,
-    Clone,
-    Copy,
-    Debug,
-    Eq,
-    Hash,
-    Ord,
-    PartialEq,
-    PartialOrd,
+    ::serde::Deserialize, ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd,
 )]
+#[non_exhaustive]
 pub enum MessageSnapshotRole {
     #[serde(rename = "assistant")]
     Assistant,
+    ///A value this version does not know, kept as it came (the interface leaves the values open).
+    #[serde(untagged)]
+    Unknown(::std::string::String),
 }
 impl ::std::fmt::Display for MessageSnapshotRole {
     fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
         match *self {
             Self::Assistant => f.write_str("assistant"),
+            Self::Unknown(ref value) => f.write_str(value),
         }
     }
 }
@@ -877,7 +865,7 @@ impl ::std::str::FromStr for MessageSnapshotRole {
     fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
         match value {
             "assistant" => Ok(Self::Assistant),
-            _ => Err("invalid value".into()),
+            value => Ok(Self::Unknown(value.to_owned())),
         }
     }
 }
@@ -2903,17 +2891,9 @@ pub struct Resync {
 }
 ///`ResyncReason`
 #[derive(
-    ::serde::Deserialize,
-    ::serde::Serialize,
-    Clone,
-    Copy,
-    Debug,
-    Eq,
-    Hash,
-    Ord,
-    PartialEq,
-    PartialOrd,
+    ::serde::Deserialize, ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd,
 )]
+#[non_exhaustive]
 pub enum ResyncReason {
     #[serde(rename = "lagged")]
     Lagged,
@@ -2921,6 +2901,9 @@ pub enum ResyncReason {
     CursorExpired,
     #[serde(rename = "cursor_invalid")]
     CursorInvalid,
+    ///A value this version does not know, kept as it came (the interface leaves the values open).
+    #[serde(untagged)]
+    Unknown(::std::string::String),
 }
 impl ::std::fmt::Display for ResyncReason {
     fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
@@ -2928,6 +2911,7 @@ impl ::std::fmt::Display for ResyncReason {
             Self::Lagged => f.write_str("lagged"),
             Self::CursorExpired => f.write_str("cursor_expired"),
             Self::CursorInvalid => f.write_str("cursor_invalid"),
+            Self::Unknown(ref value) => f.write_str(value),
         }
     }
 }
@@ -2938,7 +2922,7 @@ impl ::std::str::FromStr for ResyncReason {
             "lagged" => Ok(Self::Lagged),
             "cursor_expired" => Ok(Self::CursorExpired),
             "cursor_invalid" => Ok(Self::CursorInvalid),
-            _ => Err("invalid value".into()),
+            value => Ok(Self::Unknown(value.to_owned())),
         }
     }
 }
@@ -3100,17 +3084,9 @@ pub struct StatementLine {
 }
 ///`StatementLineMeter`
 #[derive(
-    ::serde::Deserialize,
-    ::serde::Serialize,
-    Clone,
-    Copy,
-    Debug,
-    Eq,
-    Hash,
-    Ord,
-    PartialEq,
-    PartialOrd,
+    ::serde::Deserialize, ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd,
 )]
+#[non_exhaustive]
 pub enum StatementLineMeter {
     #[serde(rename = "turn")]
     Turn,
@@ -3120,6 +3096,9 @@ pub enum StatementLineMeter {
     Simulation,
     #[serde(rename = "commit")]
     Commit,
+    ///A value this version does not know, kept as it came (the interface leaves the values open).
+    #[serde(untagged)]
+    Unknown(::std::string::String),
 }
 impl ::std::fmt::Display for StatementLineMeter {
     fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
@@ -3128,6 +3107,7 @@ impl ::std::fmt::Display for StatementLineMeter {
             Self::Build => f.write_str("build"),
             Self::Simulation => f.write_str("simulation"),
             Self::Commit => f.write_str("commit"),
+            Self::Unknown(ref value) => f.write_str(value),
         }
     }
 }
@@ -3139,7 +3119,7 @@ impl ::std::str::FromStr for StatementLineMeter {
             "build" => Ok(Self::Build),
             "simulation" => Ok(Self::Simulation),
             "commit" => Ok(Self::Commit),
-            _ => Err("invalid value".into()),
+            value => Ok(Self::Unknown(value.to_owned())),
         }
     }
 }

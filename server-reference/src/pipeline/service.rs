@@ -89,7 +89,7 @@ impl Pipeline {
     /// the commits recorded in `store` before they first simulate.
     pub fn new(store: Arc<dyn Store>, key: Arc<SigningKeys>, ttl: Duration) -> Self {
         Self {
-            devnets: Devnet::genesis(),
+            devnets: Devnet::default(),
             key,
             store,
             ttl,

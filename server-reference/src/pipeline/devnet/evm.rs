@@ -129,7 +129,7 @@ const DEV_COLLECTIBLE_BIN: &str = include_str!("../../../contracts/DevCollectibl
 const DEV_MULTI_TOKEN_BIN: &str = include_str!("../../../contracts/DevMultiToken.bin");
 
 /// The state at genesis: funded accounts and deployed contracts.
-pub(super) fn genesis() -> Db {
+fn genesis() -> Db {
     let mut db = CacheDB::new(EmptyDB::default());
     let balance = U256::from(10_000u64) * U256::from(10u64).pow(U256::from(18u64));
     let holders: Vec<Address> = FUNDED_ACCOUNTS
@@ -264,6 +264,10 @@ fn abi(args: &[Abi]) -> Vec<u8> {
 }
 
 impl Ledger for Db {
+    fn genesis() -> Self {
+        genesis()
+    }
+
     fn run(&mut self, actions: &[PipelineAction], expires_at: i64, now: i64) -> Run {
         run(self, actions, expires_at, now)
     }

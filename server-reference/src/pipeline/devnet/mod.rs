@@ -15,7 +15,7 @@ use intent_models::{
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use tokio::sync::{Mutex, MutexGuard};
+use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard};
 
 use crate::store::{self, Store};
 
@@ -24,6 +24,8 @@ const EXPIRY_WARNING_SECS: i64 = 60;
 
 /// A chain's state, which executes actions.
 trait Ledger: Clone {
+    /// The state before any commit.
+    fn genesis() -> Self;
     /// Executes `actions` in order, keeping each one's changes, and describes them.
     fn run(&mut self, actions: &[PipelineAction], expires_at: i64, now: i64) -> Run;
 }
@@ -40,27 +42,16 @@ struct Synced<L> {
     applied: i64,
 }
 
-/// The devnet states, shared by simulations and commits.
+/// The devnet states, shared by simulations and commits. Each chain's genesis is made on its
+/// first use: it costs megabytes (programs, contracts, funded accounts) that a server which is
+/// never asked for that chain would hold for nothing.
+#[derive(Default)]
 pub struct Devnet {
-    evm: Mutex<Synced<evm::Db>>,
-    svm: Mutex<Synced<svm::Cluster>>,
+    evm: Mutex<Option<Synced<evm::Db>>>,
+    svm: Mutex<Option<Synced<svm::Cluster>>>,
 }
 
 impl Devnet {
-    /// The genesis states, which include no commit; they catch up on first use.
-    pub fn genesis() -> Self {
-        Self {
-            evm: Mutex::new(Synced {
-                ledger: evm::genesis(),
-                applied: 0,
-            }),
-            svm: Mutex::new(Synced {
-                ledger: svm::Cluster::genesis(),
-                applied: 0,
-            }),
-        }
-    }
-
     /// Simulates `actions` on `chain`'s current state (caught up with `store`), leaving it
     /// unchanged.
     pub async fn simulate(
@@ -110,13 +101,19 @@ impl Devnet {
     }
 }
 
-/// Locks `state` and replays on it the commits on `chain` it has not applied.
+/// Locks `state`, made at genesis when it is the first use, and replays on it the commits on
+/// `chain` it has not applied.
 async fn synced<'a, L: Ledger>(
-    state: &'a Mutex<Synced<L>>,
+    state: &'a Mutex<Option<Synced<L>>>,
     chain: PipelineChain,
     store: &dyn Store,
-) -> store::Result<MutexGuard<'a, Synced<L>>> {
-    let mut state = state.lock().await;
+) -> store::Result<Locked<'a, L>> {
+    let mut state = MutexGuard::map(state.lock().await, |state| {
+        state.get_or_insert_with(|| Synced {
+            ledger: L::genesis(),
+            applied: 0,
+        })
+    });
     for (seq, actions) in store
         .commits_after(&chain.to_string(), state.applied)
         .await?
@@ -143,10 +140,13 @@ pub struct Prepared<'a> {
     pending: Pending<'a>,
 }
 
+/// A chain's state, locked.
+type Locked<'a, L> = MappedMutexGuard<'a, Synced<L>>;
+
 /// The locked state of a chain and its state after the commit.
 enum Pending<'a> {
-    Evm(MutexGuard<'a, Synced<evm::Db>>, Box<evm::Db>),
-    Svm(MutexGuard<'a, Synced<svm::Cluster>>, Box<svm::Cluster>),
+    Evm(Locked<'a, evm::Db>, Box<evm::Db>),
+    Svm(Locked<'a, svm::Cluster>, Box<svm::Cluster>),
 }
 
 impl Prepared<'_> {
@@ -176,10 +176,10 @@ pub fn chain_of(action: &PipelineAction) -> PipelineChain {
 }
 
 fn prepare_on<'a, L: Ledger>(
-    state: MutexGuard<'a, Synced<L>>,
+    state: Locked<'a, L>,
     build: &PipelineBuild,
     now: i64,
-    pending: fn(MutexGuard<'a, Synced<L>>, Box<L>) -> Pending<'a>,
+    pending: fn(Locked<'a, L>, Box<L>) -> Pending<'a>,
 ) -> Prepared<'a> {
     let mut next = Box::new(state.ledger.clone());
     let run = next.run(&build.actions, build.expires_at, now);

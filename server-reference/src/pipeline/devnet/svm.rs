@@ -105,54 +105,6 @@ pub struct Cluster {
     svm: LiteSVM,
 }
 
-impl Cluster {
-    /// The state at genesis: programs, funded accounts, mints and token accounts.
-    pub(super) fn genesis() -> Self {
-        // The devnet holds no keys: signatures are not verified, and each transaction carries a
-        // derived id in their place (see `transaction_id`).
-        let mut svm = LiteSVM::new()
-            .with_sigverify(false)
-            .with_transaction_history(0);
-        let token_program = address(TOKEN_PROGRAM);
-        let rent = |len| svm.minimum_balance_for_rent_exemption(len);
-        let (mint_rent, account_rent) = (rent(MINT_LEN), rent(TOKEN_ACCOUNT_LEN));
-        let token_owned = |data: Vec<u8>, lamports| Account {
-            lamports,
-            data,
-            owner: token_program,
-            ..Account::default()
-        };
-        let mut set = |at: Address, account: Account| {
-            svm.set_account(at, account)
-                .expect("genesis accounts are valid");
-        };
-        for owner in FUNDED_ACCOUNTS.map(address) {
-            set(
-                owner,
-                Account {
-                    lamports: 1_000 * LAMPORTS_PER_SOL,
-                    owner: address(SYSTEM_PROGRAM),
-                    ..Account::default()
-                },
-            );
-        }
-        for mint in &MINTS {
-            let at = address(mint.address);
-            let each = mint.balance * 10u64.pow(mint.decimals.into());
-            let supply = each * FUNDED_ACCOUNTS.len() as u64;
-            set(at, token_owned(mint_data(supply, mint.decimals), mint_rent));
-            for owner in FUNDED_ACCOUNTS.map(address) {
-                let data = token_account_data(&at, &owner, each);
-                set(
-                    associated_token_account(&owner, &at),
-                    token_owned(data, account_rent),
-                );
-            }
-        }
-        Self { svm }
-    }
-}
-
 /// An initialized mint (SPL Token layout) without mint or freeze authority.
 fn mint_data(supply: u64, decimals: u8) -> Vec<u8> {
     let mut data = vec![0u8; MINT_LEN];
@@ -215,6 +167,52 @@ impl Cluster {
 }
 
 impl Ledger for Cluster {
+    /// The state at genesis: programs, funded accounts, mints and token accounts.
+    fn genesis() -> Self {
+        // The devnet holds no keys: signatures are not verified, and each transaction carries a
+        // derived id in their place (see `transaction_id`).
+        let mut svm = LiteSVM::new()
+            .with_sigverify(false)
+            .with_transaction_history(0);
+        let token_program = address(TOKEN_PROGRAM);
+        let rent = |len| svm.minimum_balance_for_rent_exemption(len);
+        let (mint_rent, account_rent) = (rent(MINT_LEN), rent(TOKEN_ACCOUNT_LEN));
+        let token_owned = |data: Vec<u8>, lamports| Account {
+            lamports,
+            data,
+            owner: token_program,
+            ..Account::default()
+        };
+        let mut set = |at: Address, account: Account| {
+            svm.set_account(at, account)
+                .expect("genesis accounts are valid");
+        };
+        for owner in FUNDED_ACCOUNTS.map(address) {
+            set(
+                owner,
+                Account {
+                    lamports: 1_000 * LAMPORTS_PER_SOL,
+                    owner: address(SYSTEM_PROGRAM),
+                    ..Account::default()
+                },
+            );
+        }
+        for mint in &MINTS {
+            let at = address(mint.address);
+            let each = mint.balance * 10u64.pow(mint.decimals.into());
+            let supply = each * FUNDED_ACCOUNTS.len() as u64;
+            set(at, token_owned(mint_data(supply, mint.decimals), mint_rent));
+            for owner in FUNDED_ACCOUNTS.map(address) {
+                let data = token_account_data(&at, &owner, each);
+                set(
+                    associated_token_account(&owner, &at),
+                    token_owned(data, account_rent),
+                );
+            }
+        }
+        Self { svm }
+    }
+
     fn run(&mut self, actions: &[PipelineAction], expires_at: i64, now: i64) -> Run {
         let mut guards = Guards::default();
         let mut balance_changes = Vec::new();

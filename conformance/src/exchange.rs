@@ -61,8 +61,8 @@ fn is_zero(count: &usize) -> bool {
 }
 
 impl Exchange {
-    /// The record of `request`, about to be sent.
-    pub(crate) fn sent(request: &reqwest::Request) -> Self {
+    /// The record of `request`, about to be sent; `tokens` are the run's, written `$TOKEN`.
+    pub(crate) fn sent(request: &reqwest::Request, tokens: &[String]) -> Self {
         let request_body = request
             .body()
             .and_then(reqwest::Body::as_bytes)
@@ -70,7 +70,7 @@ impl Exchange {
         Self {
             method: request.method().to_string(),
             url: request.url().to_string(),
-            request_headers: headers(request.headers()),
+            request_headers: headers(request.headers(), tokens),
             request_body,
             sent: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
@@ -88,7 +88,7 @@ impl Exchange {
     /// Notes the answer's status and headers, `took` after sending.
     pub(crate) fn answered(&mut self, status: u16, headers: &HeaderMap, took: Duration) {
         self.status = Some(status);
-        self.response_headers = self::headers(headers);
+        self.response_headers = self::headers(headers, &[]);
         self.millis = took.as_millis() as u64;
     }
 
@@ -173,21 +173,27 @@ pub fn transcript(exchanges: &[Exchange]) -> String {
     out
 }
 
-/// `headers` by lower-case name, repeated ones joined with `, `, credentials replaced.
-fn headers(headers: &HeaderMap) -> BTreeMap<String, String> {
+/// `headers` by lower-case name, repeated ones joined with `, `; a bearer credential among
+/// `tokens` (or shaped like a JWT) written `$TOKEN`, cookies `[redacted]`. Any other
+/// credential is kept as sent (a check's malformed or foreign one, which a reproduction must
+/// send again); the report still redacts what looks like a secret.
+fn headers(headers: &HeaderMap, tokens: &[String]) -> BTreeMap<String, String> {
     let mut map: BTreeMap<String, String> = BTreeMap::new();
     for (name, value) in headers {
+        let text = String::from_utf8_lossy(value.as_bytes()).into_owned();
         let value = match name.as_str() {
-            "authorization" | "proxy-authorization" => {
-                match value.to_str().ok().and_then(|v| v.split_once(' ')) {
-                    Some((scheme, _)) if scheme.eq_ignore_ascii_case("bearer") => {
-                        "Bearer $TOKEN".to_owned()
-                    }
-                    _ => "[redacted]".to_owned(),
+            "authorization" | "proxy-authorization" => match text.split_once(' ') {
+                Some((scheme, credential))
+                    if scheme.eq_ignore_ascii_case("bearer")
+                        && (tokens.iter().any(|token| token == credential)
+                            || credential.starts_with("eyJ")) =>
+                {
+                    "Bearer $TOKEN".to_owned()
                 }
-            }
+                _ => text,
+            },
             "cookie" | "set-cookie" => "[redacted]".to_owned(),
-            _ => String::from_utf8_lossy(value.as_bytes()).into_owned(),
+            _ => text,
         };
         map.entry(name.as_str().to_owned())
             .and_modify(|joined| {
@@ -234,7 +240,7 @@ mod tests {
 
     #[test]
     fn a_record_holds_no_credential_and_its_curl_line_sends_the_same_request() {
-        let exchange = Exchange::sent(&request(r#"{"message":"it's"}"#));
+        let exchange = Exchange::sent(&request(r#"{"message":"it's"}"#), &[]);
         let text = serde_json::to_string(&exchange).unwrap();
         assert!(!text.contains("eyJ") && !text.contains("sid=42"), "{text}");
         assert_eq!(
@@ -246,8 +252,24 @@ mod tests {
     }
 
     #[test]
+    fn a_run_token_is_written_token_and_a_malformed_credential_kept_as_sent() {
+        let sent = |value: &str| {
+            let request = reqwest::Client::new()
+                .get("http://127.0.0.1:9/")
+                .header("authorization", value)
+                .build()
+                .unwrap();
+            let exchange = Exchange::sent(&request, &["opaque-run-token".to_owned()]);
+            exchange.request_headers["authorization"].clone()
+        };
+        assert_eq!(sent("Bearer opaque-run-token"), "Bearer $TOKEN");
+        assert_eq!(sent("Basic Y29uZm9ybWFuY2U="), "Basic Y29uZm9ybWFuY2U=");
+        assert_eq!(sent("Bearer not-a.token"), "Bearer not-a.token");
+    }
+
+    #[test]
     fn bodies_and_frames_are_cut_at_the_limit() {
-        let mut exchange = Exchange::sent(&request(&"é".repeat(BODY_LIMIT)));
+        let mut exchange = Exchange::sent(&request(&"é".repeat(BODY_LIMIT)), &[]);
         let body = exchange.request_body.clone().unwrap();
         assert!(
             body.ends_with(&format!("… ({} more bytes)", BODY_LIMIT)),

@@ -749,7 +749,7 @@ impl Call<'_> {
                 .ok_or_else(|| Finding::Error(format!("{what}: a request that cannot be sent")))?;
             let (client, request) = builder.build_split();
             let request = request.map_err(|e| Finding::Error(format!("{what}: {e}")))?;
-            let mut exchange = Exchange::sent(&request);
+            let mut exchange = Exchange::sent(&request, &self.target.secrets());
             let sent = Instant::now();
             let response = match client.execute(request).await {
                 Ok(response) => response,

@@ -568,6 +568,19 @@ impl Target {
         self.secrets.lock().expect("secrets").push(value.to_owned());
     }
 
+    /// Whether `value` is one of the run's tokens or a secret value it sent.
+    pub fn is_secret(&self, value: &str) -> bool {
+        Role::ALL
+            .into_iter()
+            .any(|role| role.given(&self.tokens).is_some_and(|token| token == value))
+            || self
+                .secrets
+                .lock()
+                .expect("secrets")
+                .iter()
+                .any(|s| s == value)
+    }
+
     /// The tokens and every secret value sent so far.
     pub fn secrets(&self) -> Vec<String> {
         let mut secrets = self.tokens.secrets();
@@ -749,7 +762,7 @@ impl Call<'_> {
                 .ok_or_else(|| Finding::Error(format!("{what}: a request that cannot be sent")))?;
             let (client, request) = builder.build_split();
             let request = request.map_err(|e| Finding::Error(format!("{what}: {e}")))?;
-            let mut exchange = Exchange::sent(&request, &self.target.secrets());
+            let mut exchange = Exchange::sent(&request, |value| self.target.is_secret(value));
             let sent = Instant::now();
             let response = match client.execute(request).await {
                 Ok(response) => response,

@@ -22,8 +22,8 @@ use serde_json::{Value, json};
 
 use crate::check::Check;
 use crate::finding::Finding;
-use crate::spec::Operation;
-use crate::target::{Reply, Target};
+use crate::spec::{Operation, spec};
+use crate::target::{Reply, Role, Target};
 
 /// Wraps an `async fn(&Target) -> Verdict` as a [`crate::check::Run`].
 macro_rules! run {
@@ -103,6 +103,16 @@ pub fn alone(check: &Check) -> bool {
 /// `METHOD template` of `operation`, as `rests_on` names it.
 pub(crate) fn reference(operation: &Operation) -> &'static str {
     crate::check::interned(format!("{} {}", operation.method, operation.template))
+}
+
+/// The role whose token holds every scope of `operation`'s resource (`x-resource`).
+pub(crate) fn role_of(operation: &Operation) -> Role {
+    let object = spec().operation_object(&operation.method, &operation.template);
+    match object.and_then(|object| object["x-resource"].as_str()) {
+        Some("pipeline") => Role::Pipeline,
+        Some("account") => Role::Account,
+        _ => Role::Agent,
+    }
 }
 
 /// Turn states that end polling (part 3).

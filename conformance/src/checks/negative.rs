@@ -361,15 +361,8 @@ async fn refused(target: &Target, profile: bool) -> Verdict {
     let mut wrong = Vec::new();
     let mut sent = 0;
     for case in &cases {
-        let (method, template) = (&case.operation.method, &case.operation.template);
-        let object = spec().operation_object(method, template);
-        let resource = object.and_then(|object| object["x-resource"].as_str());
-        let role = match resource.unwrap_or_default() {
-            "agent" => Role::Agent,
-            "pipeline" => Role::Pipeline,
-            _ => Role::Account,
-        };
-        let Ok(token) = &target.role(role).await else {
+        let method = &case.operation.method;
+        let Ok(token) = &target.role(super::role_of(case.operation)).await else {
             continue;
         };
         let mut request = target

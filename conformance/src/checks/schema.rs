@@ -251,7 +251,7 @@ mod tests {
             errors: errors.iter().map(|e| e.to_string()).collect(),
             exchange: crate::exchange::Exchange::sent(
                 &reqwest::Client::new().get("http://x/").build().unwrap(),
-                &[],
+                |_| false,
             ),
         };
         let violations = [

@@ -10,12 +10,12 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use super::{encode, fresh_key, reference, run_on_operation};
+use super::{encode, fresh_key, reference, role_of, run_on_operation};
 use crate::check::{Category, Check, interned};
 use crate::finding::{Finding, Verdict, ensure};
 use crate::generate::Rng;
 use crate::spec::{Level, Operation, spec};
-use crate::target::{Reply, Role, Target};
+use crate::target::{Reply, Target};
 
 /// The most steps one sequence takes.
 const MOST_STEPS: usize = 16;
@@ -271,12 +271,7 @@ async fn send(
             .flatten()
             .map(|schema| crate::generate::value(schema, rng))
     });
-    let role = match object["x-resource"].as_str() {
-        Some("pipeline") => Role::Pipeline,
-        Some("account") => Role::Account,
-        _ => Role::Agent,
-    };
-    let token = target.role(role).await?;
+    let token = target.role(role_of(operation)).await?;
     let method = Method::from_bytes(operation.method.as_bytes())
         .map_err(|e| Finding::Error(format!("{}: {e}", operation.id)))?;
     let mut call = target.request(method, &path).bearer(&token);

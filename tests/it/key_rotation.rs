@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use intent_sdk::build;
+use intent_sdk::build::{self, SealedBuild};
 use intent_server::config::Config;
 use intent_server::resource::Resource;
 use intent_tests::TestServer;
@@ -51,7 +51,7 @@ struct Made {
     pipeline: String,
     session: String,
     cursor: String,
-    build: Value,
+    build: SealedBuild,
 }
 
 /// Tokens for alice signed with the key `server` started with.
@@ -98,7 +98,7 @@ async fn make(base: &str, (agent, pipeline): (String, String), amount: &str) -> 
         pipeline,
         session: started["sessionId"].as_str().unwrap().to_owned(),
         cursor: started["cursor"].as_str().unwrap().to_owned(),
-        build,
+        build: SealedBuild::from_json(build).unwrap(),
     }
 }
 
@@ -112,7 +112,13 @@ async fn page(base: &str, made: &Made) -> (u16, Value) {
 
 async fn commit(base: &str, made: &Made) -> (u16, Value) {
     let url = format!("{base}/v1/pipeline/evm/build");
-    call("POST", url, &made.pipeline, Some(made.build.clone())).await
+    call(
+        "POST",
+        url,
+        &made.pipeline,
+        Some(Value::Object(made.build.json().clone())),
+    )
+    .await
 }
 
 #[tokio::test]
@@ -120,7 +126,7 @@ async fn what_the_previous_keys_made_keeps_working_across_a_rotation_and_a_resta
     let server = TestServer::start().await;
     let made = make(server.base_url(), tokens_of(&server), "1").await;
     let old_kid = kid(&made.agent);
-    assert_eq!(kid(made.build["attestation"].as_str().unwrap()), old_kid);
+    assert_eq!(kid(&made.build.attestation), old_kid);
 
     let new_kid = intent_server::keys::rotate(server.data_dir(), intent_server::now()).unwrap();
     assert_ne!(new_kid, old_kid);
@@ -146,7 +152,7 @@ async fn what_the_previous_keys_made_keeps_working_across_a_rotation_and_a_resta
     // What the restarted server makes is signed with the new keys, and verifies too.
     let fresh = make(&base, current_tokens(&server), "2").await;
     assert_eq!(kid(&fresh.agent), new_kid);
-    assert_eq!(kid(fresh.build["attestation"].as_str().unwrap()), new_kid);
+    assert_eq!(kid(&fresh.build.attestation), new_kid);
     build::verify(&fresh.build, &published).unwrap();
     assert_eq!(page(&base, &fresh).await.0, 200);
     let (status, body) = commit(&base, &fresh).await;

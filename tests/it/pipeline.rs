@@ -171,11 +171,12 @@ async fn bad_inputs_are_refused_with_the_schema_errors() {
 
 #[tokio::test]
 async fn the_sdk_verifies_builds_offline_and_commits_them_byte_for_byte() {
-    use intent_sdk::build::{self, BuildError};
+    use intent_sdk::build::{self, BuildError, SealedBuild};
 
     let server = TestServer::start_with(|config| config.build_ttl(Duration::from_secs(2))).await;
     let alice = execute(&server, "alice");
-    let (_, sealed) = post(&server, &alice, &transfer("1")).await;
+    let (_, json) = post(&server, &alice, &transfer("1")).await;
+    let sealed = SealedBuild::from_json(json.clone()).unwrap();
     let jwks: jsonwebtoken::jwk::JwkSet =
         reqwest::get(format!("{}/.well-known/jwks.json", server.base_url()))
             .await
@@ -189,14 +190,16 @@ async fn the_sdk_verifies_builds_offline_and_commits_them_byte_for_byte() {
         ("alice", "evm-assets")
     );
 
-    let mut tampered = sealed.clone();
+    let mut tampered = json.clone();
     tampered["summary"]["title"] = "Send 1000 ETH".into();
+    let tampered = SealedBuild::from_json(tampered).unwrap();
     assert_eq!(
         build::verify(&tampered, &jwks),
         Err(BuildError::DigestMismatch)
     );
-    let mut forged = sealed.clone();
+    let mut forged = json.clone();
     forged["attestation"] = forge(forged["attestation"].as_str().unwrap()).into();
+    let forged = SealedBuild::from_json(forged).unwrap();
     assert!(matches!(
         build::verify(&forged, &jwks),
         Err(BuildError::Attestation(_))
@@ -205,12 +208,13 @@ async fn the_sdk_verifies_builds_offline_and_commits_them_byte_for_byte() {
     let client = server.client(&alice);
     let now = intent_server::now();
     let committed = build::commit(&client, &sealed, now).await.unwrap();
-    assert_eq!(committed["status"], "committed");
-    assert_eq!(committed["digest"], sealed["digest"]);
+    assert_eq!(*committed.digest, *sealed.digest);
+    assert_eq!(committed.transactions.len(), sealed.actions.len());
 
     // Past `expiresAt` the SDK refuses before sending.
     let (_, late) = post(&server, &alice, &transfer("1")).await;
-    let expires_at = late["expiresAt"].as_i64().unwrap();
+    let late = SealedBuild::from_json(late).unwrap();
+    let expires_at = late.expires_at;
     let error = build::commit(&client, &late, expires_at + 1)
         .await
         .unwrap_err();

@@ -204,9 +204,17 @@ async fn a_429_is_rate_limited_with_its_retry_after() {
 
 /// The example Build of openapi.json, as a server would send it.
 fn example_build() -> Value {
+    lifecycle_example("build")
+}
+
+/// The example answer `name` of the EVM lifecycle endpoint in openapi.json.
+fn lifecycle_example(name: &str) -> Value {
+    let pointer = format!(
+        "/paths/~1v1~1pipeline~1evm~1build/post/responses/200/content/application~1json/examples/{name}/value"
+    );
     intent_tests::openapi()
-        .pointer("/paths/~1v1~1pipeline~1evm~1build/post/responses/200/content/application~1json/examples/build/value")
-        .expect("the Build example")
+        .pointer(&pointer)
+        .expect("the lifecycle example")
         .clone()
 }
 
@@ -305,6 +313,75 @@ async fn a_simulation_with_an_extra_field_is_read_by_the_tolerant_types() {
         panic!("a Build was answered: {response:?}");
     };
     assert_eq!(json!(build.digest), example_build()["digest"]);
+}
+
+#[tokio::test]
+async fn a_build_with_members_of_its_own_is_typed_and_committed_as_received() {
+    let server = MockServer::start().await;
+    // Another deployment: a summary of its own shape (the interface says any JSON value) and a
+    // member the SDK does not know, both under the digest.
+    let mut sent = example_build();
+    sent["summary"] = json!("Send 0.5 ETH to Bob");
+    sent["x-region"] = json!({ "zone": "eu-1" });
+    sent["expiresAt"] = json!(intent_server::now() + 600);
+    let digest = intent_models::digest::build_digest(sent.as_object().unwrap());
+    sent["digest"] = json!(digest);
+    Mock::given(method("POST"))
+        .and(path("/v1/pipeline/evm/build"))
+        .and(wiremock::matchers::body_partial_json(
+            json!({ "app": "evm-assets" }),
+        ))
+        .respond_with(ResponseTemplate::new(200).set_body_json(&sent))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/v1/pipeline/evm/build"))
+        .and(wiremock::matchers::body_json(&sent))
+        .respond_with(ResponseTemplate::new(200).set_body_json(lifecycle_example("commit")))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let request: intent_models::PipelineBuildRequest = serde_json::from_value(json!({
+        "app": "evm-assets",
+        "operations": [{ "operation": "native-transfer", "input": {} }],
+    }))
+    .unwrap();
+    let intent = intent(&server);
+    let pipeline = intent.pipeline();
+    let sealed = pipeline
+        .build(intent_models::PipelineChain::Evm, &request)
+        .await
+        .unwrap();
+    assert_eq!(
+        sealed.summary,
+        Some(intent_models::Open::Other(json!("Send 0.5 ETH to Bob")))
+    );
+    assert_eq!(*sealed.digest, digest);
+    assert_eq!(
+        serde_json::to_value(&sealed).unwrap(),
+        sent,
+        "stored as received"
+    );
+    sealed.verify_digest().unwrap();
+
+    let mut altered = sealed.json().clone();
+    altered.insert("expiresAt".to_owned(), json!(intent_server::now() + 3600));
+    let altered = intent_sdk::build::SealedBuild::from_json(altered.into()).unwrap();
+    let error = pipeline.commit(&altered).await.unwrap_err();
+    assert!(
+        matches!(
+            error,
+            intent_sdk::Error::Build(intent_sdk::build::BuildError::DigestMismatch)
+        ),
+        "{error:?}"
+    );
+
+    let committed = pipeline.commit(&sealed).await.unwrap();
+    assert_eq!(
+        json!(committed),
+        lifecycle_example("commit"),
+        "the commit result is typed"
+    );
 }
 
 #[tokio::test]

@@ -80,6 +80,11 @@ const OPEN_VALUES: &[&str] = &[
     "StatementLineMeter",
 ];
 
+/// Members the interface calls "any JSON value" although the reference profile fills them with a
+/// model: each is read as `crate::Open<Model>`, the profile's shape when it fits, else the JSON as
+/// sent, so another deployment's content is kept instead of failing the whole answer.
+const OPEN_MEMBERS: &[(&str, &str)] = &[("PipelineBuild", "summary")];
+
 /// Tolerant reading, strict writing: every model the client reads accepts members it does not
 /// know (no `deny_unknown_fields`), and the open enums take values they do not know. Models of
 /// request bodies only (`strict`) keep refusing unknown members; the server validates every
@@ -87,6 +92,7 @@ const OPEN_VALUES: &[&str] = &[
 fn tolerant_reading(file: &mut syn::File, strict: &BTreeSet<String>) -> Result<(), String> {
     for item in &mut file.items {
         open_values(item)?;
+        open_members(item)?;
     }
     for item in &mut file.items {
         let (name, attrs) = match item {
@@ -190,6 +196,46 @@ fn open_values(item: &mut syn::Item) -> Result<(), String> {
             matched.arms.push(arm);
         }
         _ => {}
+    }
+    Ok(())
+}
+
+/// Wraps the model of each member of [`OPEN_MEMBERS`] (an `Option<Model>`) in `crate::Open`.
+fn open_members(item: &mut syn::Item) -> Result<(), String> {
+    let syn::Item::Struct(item) = item else {
+        return Ok(());
+    };
+    let name = item.ident.to_string();
+    for field in &mut item.fields {
+        let member = field.ident.as_ref().map(ToString::to_string);
+        if !OPEN_MEMBERS.contains(&(name.as_str(), member.as_deref().unwrap_or_default())) {
+            continue;
+        }
+        let argument = match &mut field.ty {
+            syn::Type::Path(path) => path.path.segments.last_mut().and_then(|last| {
+                match (&mut last.arguments, last.ident == "Option") {
+                    (syn::PathArguments::AngleBracketed(args), true) => args.args.first_mut(),
+                    _ => None,
+                }
+            }),
+            _ => None,
+        };
+        let Some(syn::GenericArgument::Type(model)) = argument else {
+            return Err(format!(
+                "the open member {name}.{member:?} is not an Option"
+            ));
+        };
+        let mut open: syn::TypePath = syn::parse_str("crate::Open<Model>")
+            .map_err(|e| format!("the open-member template: {e}"))?;
+        if let Some(syn::PathArguments::AngleBracketed(args)) = open
+            .path
+            .segments
+            .last_mut()
+            .map(|last| &mut last.arguments)
+        {
+            args.args[0] = syn::GenericArgument::Type(model.clone());
+        }
+        *model = syn::Type::Path(open);
     }
     Ok(())
 }
@@ -462,6 +508,23 @@ mod tests {
         assert!(!printed.contains("_ => Err"), "{printed}");
         assert!(
             printed.contains("#[derive(Clone, Copy)]\nenum TurnState"),
+            "{printed}"
+        );
+    }
+
+    #[test]
+    fn an_open_member_reads_its_model_or_any_json() {
+        let source = "struct PipelineBuild { summary: ::std::option::Option<PipelineSummary>, \
+                      origin: ::std::option::Option<PipelineOrigin> }";
+        let mut file: syn::File = syn::parse_str(source).unwrap();
+        tolerant_reading(&mut file, &BTreeSet::new()).unwrap();
+        let printed = prettyplease::unparse(&file);
+        assert!(
+            printed.contains("summary: ::std::option::Option<crate::Open<PipelineSummary>>"),
+            "{printed}"
+        );
+        assert!(
+            printed.contains("origin: ::std::option::Option<PipelineOrigin>"),
             "{printed}"
         );
     }

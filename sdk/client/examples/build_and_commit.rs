@@ -37,6 +37,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         attestation.digest, attestation.owner, attestation.exp
     );
     let committed = pipeline.commit(&sealed).await?;
-    println!("committed: {}", committed["transactions"][0]["id"]);
+    for transaction in &committed.transactions {
+        println!("committed step {}: {}", transaction.step, transaction.id);
+    }
     Ok(())
 }

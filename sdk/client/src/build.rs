@@ -1,16 +1,21 @@
-//! Builds held by the client: check a Build's digest (RFC 8785 canonical JSON, SHA-256) and its
-//! attestation (a JWS by the server's key, checked against the server's JWKS) offline, and commit
-//! it as the exact JSON received, refusing locally once `expiresAt` has passed.
-//!
-//! A Build is handled as `serde_json::Value` here on purpose: a re-encoding through typed models
-//! could drop members and change the digest.
+//! Builds held by the client: a [`SealedBuild`] keeps the exact JSON the deployment sent beside
+//! its typed view. Its digest (RFC 8785 canonical JSON, SHA-256) and attestation (a JWS by the
+//! server's key, checked against the server's JWKS) are checked offline over that JSON, and it is
+//! committed as that JSON, refused locally once `expiresAt` has passed: a re-encoding of the typed
+//! view could drop members a deployment added and change the digest.
 
-use intent_models::PipelineChain;
+use std::ops::Deref;
+
+use intent_models::{
+    PipelineAction, PipelineBuild, PipelineChain, PipelineCommitResult, PipelineLifecycleRequest,
+};
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
-use serde::Deserialize;
-use serde_json::Value;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value};
 
+use crate::error::undecodable;
 use crate::{Client, ClientInfo, Error};
 
 /// Why a Build failed a local check.
@@ -46,35 +51,85 @@ pub struct Attestation {
     pub exp: i64,
 }
 
-/// The digest of `build` (see [`intent_models::digest::build_digest`]).
-pub fn digest(build: &Value) -> Result<String, BuildError> {
-    let object = build
-        .as_object()
-        .ok_or_else(|| BuildError::Malformed("not an object".to_owned()))?;
-    Ok(intent_models::digest::build_digest(object))
+/// A Build as a deployment sealed it: the JSON object received, which is what is verified,
+/// stored and committed, and its typed view ([`PipelineBuild`], reached through `Deref`).
+///
+/// It serializes as that JSON, so a stored Build reads back as the same Build.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SealedBuild {
+    json: Map<String, Value>,
+    build: PipelineBuild,
 }
 
-fn member<'a>(build: &'a Value, name: &str) -> Result<&'a Value, BuildError> {
-    build
-        .get(name)
-        .ok_or_else(|| BuildError::Malformed(format!("no `{name}`")))
-}
-
-/// Checks that `build`'s `digest` matches its content.
-pub fn verify_digest(build: &Value) -> Result<(), BuildError> {
-    if member(build, "digest")?.as_str() != Some(digest(build)?.as_str()) {
-        return Err(BuildError::DigestMismatch);
+impl SealedBuild {
+    /// Reads a Build from the JSON a deployment sent; [`BuildError::Malformed`] when it is not an
+    /// object with the envelope's members.
+    pub fn from_json(json: Value) -> Result<Self, BuildError> {
+        let Value::Object(json) = json else {
+            return Err(BuildError::Malformed("not an object".to_owned()));
+        };
+        let build = PipelineBuild::deserialize(&Value::Object(json.clone()))
+            .map_err(|e| BuildError::Malformed(e.to_string()))?;
+        Ok(Self { json, build })
     }
-    Ok(())
+
+    /// The JSON object as received.
+    pub fn json(&self) -> &Map<String, Value> {
+        &self.json
+    }
+
+    /// The JSON object as received.
+    pub fn into_json(self) -> Map<String, Value> {
+        self.json
+    }
+
+    /// The chain of the Build's first action, whose lifecycle endpoint commits it.
+    pub fn chain(&self) -> Option<PipelineChain> {
+        self.build.actions.first().map(|action| match action {
+            PipelineAction::Evm { .. } => PipelineChain::Evm,
+            PipelineAction::Svm { .. } => PipelineChain::Svm,
+        })
+    }
+
+    /// The digest of the content as received (see [`intent_models::digest::build_digest`]).
+    pub fn content_digest(&self) -> String {
+        intent_models::digest::build_digest(&self.json)
+    }
+
+    /// Checks that `digest` matches the content.
+    pub fn verify_digest(&self) -> Result<(), BuildError> {
+        if *self.build.digest != self.content_digest() {
+            return Err(BuildError::DigestMismatch);
+        }
+        Ok(())
+    }
+}
+
+impl Deref for SealedBuild {
+    type Target = PipelineBuild;
+
+    fn deref(&self) -> &PipelineBuild {
+        &self.build
+    }
+}
+
+impl Serialize for SealedBuild {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.json.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for SealedBuild {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Self::from_json(Value::deserialize(deserializer)?).map_err(serde::de::Error::custom)
+    }
 }
 
 /// Checks the digest, then the attestation against `jwks` (fetched from the server's
 /// `/.well-known/jwks.json`); returns what the attestation asserts.
-pub fn verify(build: &Value, jwks: &JwkSet) -> Result<Attestation, BuildError> {
-    verify_digest(build)?;
-    let token = member(build, "attestation")?
-        .as_str()
-        .ok_or_else(|| BuildError::Malformed("`attestation` is not a string".to_owned()))?;
+pub fn verify(build: &SealedBuild, jwks: &JwkSet) -> Result<Attestation, BuildError> {
+    build.verify_digest()?;
+    let token = &build.attestation;
     let header =
         jsonwebtoken::decode_header(token).map_err(|e| BuildError::Attestation(e.to_string()))?;
     let jwk = match &header.kid {
@@ -89,34 +144,40 @@ pub fn verify(build: &Value, jwks: &JwkSet) -> Result<Attestation, BuildError> {
     let claims: Attestation = jsonwebtoken::decode(token, &key, &validation)
         .map_err(|e| BuildError::Attestation(e.to_string()))?
         .claims;
-    let same = Some(claims.digest.as_str()) == member(build, "digest")?.as_str()
-        && Some(claims.app.as_str()) == build["origin"]["app"].as_str()
-        && Some(claims.exp) == member(build, "expiresAt")?.as_i64();
+    let same = claims.digest == *build.digest
+        && claims.app == *build.origin.app
+        && claims.exp == build.expires_at;
     if !same {
         return Err(BuildError::AttestationMismatch);
     }
     Ok(claims)
 }
 
-/// Sends a build request or stage input (JSON, as in openapi.json) to the lifecycle endpoint of
-/// `chain`; returns the sealed Build as the exact JSON received.
-pub async fn request(client: &Client, chain: PipelineChain, body: &Value) -> Result<Value, Error> {
+/// Sends a build request or stage input to the lifecycle endpoint of `chain`; returns the sealed
+/// Build.
+pub async fn request(
+    client: &Client,
+    chain: PipelineChain,
+    body: &PipelineLifecycleRequest,
+) -> Result<SealedBuild, Error> {
     lifecycle(client, chain, body).await
 }
 
-/// Commits `build` as the exact JSON given, unless its digest does not match or `expiresAt` is
-/// before `now` (Unix seconds); returns the commit result as JSON.
-pub async fn commit(client: &Client, build: &Value, now: i64) -> Result<Value, Error> {
-    verify_digest(build)?;
-    let expires_at = build["expiresAt"].as_i64().unwrap_or(i64::MIN);
-    if now > expires_at {
-        return Err(BuildError::Expired(expires_at).into());
+/// Commits `build` as the JSON received, unless its digest does not match or `expiresAt` is
+/// before `now` (Unix seconds).
+pub async fn commit(
+    client: &Client,
+    build: &SealedBuild,
+    now: i64,
+) -> Result<PipelineCommitResult, Error> {
+    build.verify_digest()?;
+    if now > build.expires_at {
+        return Err(BuildError::Expired(build.expires_at).into());
     }
-    let chain = match build["actions"][0]["chain"].as_str() {
-        Some("svm") => PipelineChain::Svm,
-        _ => PipelineChain::Evm,
-    };
-    lifecycle(client, chain, build).await
+    let chain = build
+        .chain()
+        .ok_or_else(|| BuildError::Malformed("no actions".to_owned()))?;
+    lifecycle(client, chain, &build.json).await
 }
 
 /// The deployment's published keys (`/.well-known/jwks.json`), to [`verify`] Builds with.
@@ -139,8 +200,12 @@ pub async fn jwks(client: &Client) -> Result<JwkSet, Error> {
     response.json().await.map_err(Error::Transport)
 }
 
-/// `POST`s `body` as it is to the lifecycle endpoint of `chain`.
-async fn lifecycle(client: &Client, chain: PipelineChain, body: &Value) -> Result<Value, Error> {
+/// `POST`s `body` as it is to the lifecycle endpoint of `chain`, and reads the answer as `T`.
+async fn lifecycle<T: DeserializeOwned>(
+    client: &Client,
+    chain: PipelineChain,
+    body: &impl Serialize,
+) -> Result<T, Error> {
     let path = match chain {
         PipelineChain::Evm => "evm/build",
         PipelineChain::Svm => "svm/stage",
@@ -154,13 +219,14 @@ async fn lifecycle(client: &Client, chain: PipelineChain, body: &Value) -> Resul
     let response = crate::hooks::send(client, request).await?;
     let status = response.status().as_u16();
     let headers = response.headers().clone();
-    let body: Value = response.json().await.map_err(Error::Transport)?;
+    let bytes = response.bytes().await.map_err(Error::Transport)?;
     if status >= 400 {
+        let body: Value = serde_json::from_slice(&bytes).unwrap_or_default();
         return Err(Error::from_response(
             status,
             &headers,
             body.get("error").cloned().unwrap_or(body),
         ));
     }
-    Ok(body)
+    serde_json::from_slice(&bytes).map_err(|e| undecodable(Some(status), e, &bytes))
 }

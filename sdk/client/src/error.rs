@@ -207,6 +207,18 @@ pub(crate) fn invalid(error: impl fmt::Display) -> Error {
     Error::InvalidInput(error.to_string())
 }
 
+/// A success answer whose body does not decode: the error, the status when known, and the body's
+/// first 200 characters.
+pub(crate) fn undecodable(status: Option<u16>, error: impl fmt::Display, body: &[u8]) -> Error {
+    let text = String::from_utf8_lossy(body);
+    let excerpt: String = text.chars().take(200).collect();
+    let status = status.map(|status| format!(" (status {status})"));
+    Error::InvalidResponse(format!(
+        "{error}{}; the body: {excerpt}",
+        status.unwrap_or_default()
+    ))
+}
+
 impl From<progenitor_client::Error<ErrorEnvelope>> for Error {
     fn from(error: progenitor_client::Error<ErrorEnvelope>) -> Self {
         use progenitor_client::Error as Generated;
@@ -226,11 +238,7 @@ impl From<progenitor_client::Error<ErrorEnvelope>> for Error {
             | Generated::ResponseBodyError(e)
             | Generated::InvalidUpgrade(e) => Self::Transport(e),
             Generated::InvalidRequest(message) => Self::InvalidInput(message),
-            Generated::InvalidResponsePayload(body, e) => {
-                let text = String::from_utf8_lossy(&body);
-                let excerpt: String = text.chars().take(200).collect();
-                Self::InvalidResponse(format!("{e}; the body: {excerpt}"))
-            }
+            Generated::InvalidResponsePayload(body, e) => undecodable(None, e, &body),
             // Only the SDK's hooks make `Custom` errors: a resource without a token source, or a
             // token source that failed.
             Generated::Custom(message) => {

@@ -1,16 +1,17 @@
 //! The Pipeline resource: the catalog, and Builds made, simulated, verified and committed.
-//! Builds travel as the exact JSON the server sent (see [`crate::build`]); read one as a
-//! typed [`PipelineBuild`](intent_models::PipelineBuild) with `serde_json::from_value`.
+//! A Build travels as the exact JSON the server sent, with its typed view beside it (a
+//! [`SealedBuild`]).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use intent_models::{
-    OperationDescriptor, PipelineAppList, PipelineBuildRequest, PipelineChain, PipelineSkillList,
-    PipelineStageInput, SkillResult,
+    OperationDescriptor, PipelineAppList, PipelineBuildRequest, PipelineChain,
+    PipelineCommitResult, PipelineLifecycleRequest, PipelineSkillList, PipelineStageInput,
+    SkillResult,
 };
 use serde_json::{Map, Value};
 
-use crate::build::{self, Attestation};
+use crate::build::{self, Attestation, SealedBuild};
 use crate::error::invalid;
 use crate::{Client, Error};
 
@@ -63,13 +64,13 @@ impl Pipeline<'_> {
         Ok(result.into_inner())
     }
 
-    /// Builds (and simulates) the request's operations on `chain`; the Build as received.
+    /// Builds (and simulates) the request's operations on `chain`.
     pub async fn build(
         &self,
         chain: PipelineChain,
         request: &PipelineBuildRequest,
-    ) -> Result<Value, Error> {
-        let body = serde_json::to_value(request).map_err(invalid)?;
+    ) -> Result<SealedBuild, Error> {
+        let body = PipelineLifecycleRequest::BuildRequest(request.clone());
         build::request(self.client, chain, &body).await
     }
 
@@ -78,19 +79,19 @@ impl Pipeline<'_> {
         &self,
         chain: PipelineChain,
         input: &PipelineStageInput,
-    ) -> Result<Value, Error> {
-        let body = serde_json::to_value(input).map_err(invalid)?;
+    ) -> Result<SealedBuild, Error> {
+        let body = PipelineLifecycleRequest::StageInput(input.clone());
         build::request(self.client, chain, &body).await
     }
 
     /// Checks `build`'s digest and attestation against the deployment's published keys.
-    pub async fn verify(&self, build: &Value) -> Result<Attestation, Error> {
+    pub async fn verify(&self, build: &SealedBuild) -> Result<Attestation, Error> {
         let jwks = build::jwks(self.client).await?;
         Ok(build::verify(build, &jwks)?)
     }
 
-    /// Commits `build` byte for byte, unless it fails its digest or has expired.
-    pub async fn commit(&self, build: &Value) -> Result<Value, Error> {
+    /// Commits `build` as received, unless it fails its digest or has expired.
+    pub async fn commit(&self, build: &SealedBuild) -> Result<PipelineCommitResult, Error> {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |since| since.as_secs() as i64);

@@ -1794,7 +1794,7 @@ pub struct PipelineBuild {
     pub status: PipelineBuildStatus,
     ///Any JSON value in the interface; this profile sends a PipelineSummary.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-    pub summary: ::std::option::Option<PipelineSummary>,
+    pub summary: ::std::option::Option<crate::Open<PipelineSummary>>,
     ///Envelope version; always 2.
     pub version: PipelineBuildVersion,
 }

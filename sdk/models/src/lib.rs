@@ -27,6 +27,7 @@
 
 pub mod digest;
 mod event;
+mod open;
 #[cfg(any(test, feature = "schema"))]
 pub mod schema;
 
@@ -35,3 +36,4 @@ mod generated;
 
 pub use event::UnknownEvent;
 pub use generated::*;
+pub use open::Open;

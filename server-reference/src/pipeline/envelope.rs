@@ -5,7 +5,7 @@
 
 use intent_models::digest::build_digest;
 use intent_models::{
-    PipelineAction, PipelineBuild, PipelineBuildStatus, PipelineOrigin, PipelineSimulation,
+    Open, PipelineAction, PipelineBuild, PipelineBuildStatus, PipelineOrigin, PipelineSimulation,
     PipelineSummary,
 };
 use jsonwebtoken::{Algorithm, Validation};
@@ -57,7 +57,7 @@ pub fn seal(key: &SigningKeys, content: Content, owner: &str) -> PipelineBuild {
         origin: content.origin,
         simulation: content.simulation,
         status: content.status,
-        summary: Some(content.summary),
+        summary: Some(Open::Profile(content.summary)),
         version: VERSION.try_into().expect("the Build version"),
     };
     let Value::Object(mut fields) = serde_json::to_value(&build).expect("a Build serializes")

@@ -28,8 +28,6 @@ pub mod resource;
 mod secrets;
 mod state;
 pub mod store;
-#[cfg(feature = "testing")]
-pub mod testing;
 pub mod token;
 mod verified;
 mod wellknown;

@@ -365,7 +365,7 @@ async fn a_build_commits_once_whichever_instance_gets_it_and_changes_what_the_ot
 /// Runs `sql` on the test PostgreSQL server's administrative database.
 async fn admin(sql: String) {
     use sqlx::Connection;
-    let server = std::env::var(intent_server::testing::DATABASE_ENV).unwrap();
+    let server = std::env::var(intent_testkit::DATABASE_ENV).unwrap();
     let mut connection = sqlx::PgConnection::connect(&server).await.unwrap();
     sqlx::query(sqlx::AssertSqlSafe(sql))
         .execute(&mut connection)

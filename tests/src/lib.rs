@@ -53,7 +53,7 @@ pub fn resolve(value: &'static Value) -> &'static Value {
     }
 }
 
-pub use intent_server::testing::{TEST_CLIENT, TEST_REDIRECT_URI, TestServer};
+pub use intent_testkit::{TEST_CLIENT, TEST_REDIRECT_URI, TestServer};
 
 /// Fills in a consent or device page as a browser does: GETs `page` for its CSRF cookie and
 /// hidden token, then POSTs `fields` with both to `action`. Redirects are not followed.

@@ -1,11 +1,10 @@
-//! A test kit (feature `testing`): the real reference server in process, on a free loopback
-//! port with its own data dir, for an app's CI contract tests instead of mocks.
+//! The real reference server in process, on a free loopback port with its own data dir, for an
+//! app's CI contract tests instead of mocks.
 //!
-//! An app's integration test, say `tests/turns.rs`, with `intent-server` as a dev-dependency
-//! with `features = ["testing"]`:
+//! An app's integration test, say `tests/turns.rs`, with `intent-testkit` as a dev-dependency:
 //!
 //! ```
-//! use intent_server::testing::TestServer;
+//! use intent_testkit::TestServer;
 //! use intent_sdk::models::TurnState;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -20,15 +19,17 @@
 //! # }
 //! ```
 
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
 use std::time::Duration;
 
 use intent_sdk::Intent;
 use intent_sdk::auth::StaticToken;
-
-use crate::AppState;
-use crate::config::{Config, OAuthClient};
-use crate::resource::Resource;
-use crate::token::Grant;
+use intent_server::AppState;
+use intent_server::config::{Config, OAuthClient};
+use intent_server::resource::Resource;
+use intent_server::token::Grant;
 
 /// The OAuth client every test server registers.
 pub const TEST_CLIENT: &str = "intent-tests";
@@ -136,7 +137,7 @@ impl TestServer {
         let state = AppState::open(configure(config), &bound)
             .await
             .expect("the server opens its data dir");
-        tokio::spawn(crate::serve(listener, state.clone()));
+        tokio::spawn(intent_server::serve(listener, state.clone()));
         Self {
             base: bound,
             state,
@@ -167,11 +168,11 @@ impl TestServer {
     }
 
     /// An access token for `account` on `resource` with `scopes`, valid for an hour.
-    pub fn token(&self, account: &str, resource: impl Into<Resource>, scopes: &[&str]) -> String {
+    pub fn token(&self, account: &str, resource: impl ResourceName, scopes: &[&str]) -> String {
         self.state.mint_access_token(&Grant {
             account: account.to_owned(),
             scopes: scopes.iter().map(|s| s.to_string()).collect(),
-            resource: resource.into().identifier(self.state.issuer()),
+            resource: resource.served().identifier(self.state.issuer()),
             client_id: TEST_CLIENT.to_owned(),
             ttl: TOKEN_TTL,
         })
@@ -182,7 +183,7 @@ impl TestServer {
     pub fn intent(&self, account: &str) -> Intent {
         let mut builder = Intent::builder(&self.base);
         for resource in intent_sdk::auth::Resource::ALL {
-            let scopes = Resource::from(resource).grantable();
+            let scopes = resource.served().grantable();
             let token = self.token(account, resource, &scopes);
             builder = builder.token(resource, StaticToken::new(token));
         }
@@ -212,15 +213,26 @@ impl TestServer {
     }
 }
 
-impl From<intent_sdk::auth::Resource> for Resource {
-    fn from(resource: intent_sdk::auth::Resource) -> Self {
-        use intent_sdk::auth::Resource as Sdk;
-        match resource {
-            Sdk::Agent => Resource::Agent,
-            Sdk::Pipeline => Resource::Pipeline,
-            Sdk::Account => Resource::Account,
-            Sdk::AgentMcp => Resource::AgentMcp,
-            Sdk::PipelineMcp => Resource::PipelineMcp,
+/// A resource as the SDK ([`intent_sdk::Resource`]) or the server names it.
+pub trait ResourceName {
+    /// The server's name of the resource.
+    fn served(self) -> Resource;
+}
+
+impl ResourceName for Resource {
+    fn served(self) -> Resource {
+        self
+    }
+}
+
+impl ResourceName for intent_sdk::Resource {
+    fn served(self) -> Resource {
+        match self {
+            Self::Agent => Resource::Agent,
+            Self::Pipeline => Resource::Pipeline,
+            Self::Account => Resource::Account,
+            Self::AgentMcp => Resource::AgentMcp,
+            Self::PipelineMcp => Resource::PipelineMcp,
         }
     }
 }
@@ -229,7 +241,10 @@ impl From<intent_sdk::auth::Resource> for Resource {
 async fn new_database(server: &str) -> String {
     use sqlx::Connection;
     let mut url = reqwest::Url::parse(server).expect("INTENT_TEST_DATABASE_URL is a URL");
-    let name = crate::random::id("test");
+    let mut random = [0u8; 16];
+    getrandom::fill(&mut random).expect("the operating system provides randomness");
+    let hex: String = random.iter().map(|b| format!("{b:02x}")).collect();
+    let name = format!("test_{hex}");
     let mut admin = sqlx::PgConnection::connect(server)
         .await
         .expect("the test PostgreSQL server accepts connections");

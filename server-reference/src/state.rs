@@ -10,7 +10,7 @@ use tokio::sync::mpsc;
 
 use crate::account::Account;
 
-use crate::agent::{self, EventLog, Hub, Notifier, Relay, Sessions, Turns};
+use crate::agent::{self, EventLog, Hub, Notifier, Relay, Sessions, Turns, WeakLog};
 use crate::config::{Config, OAuthClient};
 use crate::gateway::Operations;
 use crate::keys::SigningKeys;
@@ -92,21 +92,20 @@ impl AppState {
             lease_ms: i64::try_from(config.turn_lease.as_millis()).unwrap_or(i64::MAX),
         };
         let hub = Arc::new(Hub::default());
-        let (store, notifier, shared): (Arc<dyn Store>, Arc<dyn Notifier>, bool) =
+        let fed = Arc::downgrade(&hub);
+        let (store, notifier, shared): (Arc<dyn Store>, Arc<dyn Notifier>, Option<PgStore>) =
             match &config.database_url {
                 Some(url) => {
                     let store = PgStore::open(url, runner).await?;
-                    let feed = Feed(Arc::downgrade(&hub));
-                    let listening = store.clone();
-                    tokio::spawn(async move { listening.follow_notifications(feed).await });
                     let (outbox, relayed) = mpsc::channel(SNAPSHOT_OUTBOX);
                     tokio::spawn(relay_snapshots(store.clone(), relayed));
-                    (Arc::new(store), Arc::new(Relay::new(hub, outbox)), true)
+                    let notifier = Arc::new(Relay::new(hub, outbox));
+                    (Arc::new(store.clone()), notifier, Some(store))
                 }
                 None => (
                     Arc::new(SqliteStore::open(&data_dir, runner).await?),
                     hub,
-                    false,
+                    None,
                 ),
             };
         let issuer = config
@@ -127,8 +126,16 @@ impl AppState {
             config.cursor_ttl,
             config.event_retention,
         );
-        // Other processes write a shared store: this one cannot keep heads of its logs.
-        let log = if shared { log.without_heads() } else { log };
+        // Other processes write a shared store: their notifications wake this one's readers and
+        // retire the heads they make out of date.
+        if let Some(store) = shared {
+            log.hearing_changes(false);
+            let feed = Feed {
+                hub: fed,
+                log: log.downgrade(),
+            };
+            tokio::spawn(async move { store.follow_notifications(feed).await });
+        }
         let turns = Turns::new(
             log.clone(),
             store.clone(),
@@ -296,32 +303,57 @@ async fn keep_turns(state: Weak<Inner>, lease: Duration) {
     }
 }
 
-/// Feeds a hub, while it lives, with what every process on a shared store appends and deletes
-/// and what the others relay.
-struct Feed(Weak<Hub>);
+/// Feeds a hub and an event log, while they live, with what every process on a shared store
+/// writes and what the others relay. The log's heads are retired before readers wake, so that
+/// a woken reader reads what woke it.
+struct Feed {
+    hub: Weak<Hub>,
+    log: WeakLog,
+}
 
 impl Notified for Feed {
     fn appended(&self, session: &str, last_seq: i64) {
-        if let Some(hub) = self.0.upgrade() {
+        if let Some(log) = self.log.upgrade() {
+            log.write_heard(session, Some(last_seq));
+        }
+        if let Some(hub) = self.hub.upgrade() {
             hub.appended(session, last_seq);
         }
     }
 
+    fn updated(&self, session: &str) {
+        if let Some(log) = self.log.upgrade() {
+            log.write_heard(session, None);
+        }
+    }
+
     fn deleted(&self, session: &str) {
-        if let Some(hub) = self.0.upgrade() {
+        if let Some(log) = self.log.upgrade() {
+            log.write_heard(session, None);
+        }
+        if let Some(hub) = self.hub.upgrade() {
             hub.close(session);
         }
     }
 
     fn snapshot(&self, session: &str, snapshot: MessageSnapshot) {
-        if let Some(hub) = self.0.upgrade() {
+        if let Some(hub) = self.hub.upgrade() {
             hub.snapshot(session, snapshot);
         }
     }
 
     fn listening(&self) {
-        if let Some(hub) = self.0.upgrade() {
+        if let Some(log) = self.log.upgrade() {
+            log.hearing_changes(true);
+        }
+        if let Some(hub) = self.hub.upgrade() {
             hub.wake_all();
+        }
+    }
+
+    fn lost(&self) {
+        if let Some(log) = self.log.upgrade() {
+            log.hearing_changes(false);
         }
     }
 }

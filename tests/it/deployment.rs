@@ -47,6 +47,50 @@ async fn a_cursor_from_one_instance_opens_on_the_other() {
     );
 }
 
+/// B keeps a head of the session it serves. What A acknowledged is in B's page at once for a
+/// client that brings A's cursor, and soon (A's notification) for any other reader; a change of
+/// the session through A reaches B's reads too.
+#[tokio::test]
+async fn a_page_on_one_instance_holds_what_the_other_acknowledged() {
+    let Some((a, b)) = pair().await else { return };
+    let (a, b) = (Agent::with(a), Agent::with(b));
+    let started = a.chat("hello", None).await;
+    let session = started.session_id.to_string();
+    a.settle(&session, &started.cursor).await;
+    let held = b.page(&session, None, 0).await.unwrap().events.len();
+    assert!(held > 0);
+    for round in 0..5 {
+        let next = a.chat("again", Some(&session)).await;
+        let page = b.page(&session, Some(&next.cursor), 0).await.unwrap();
+        assert!(
+            matches!(page.events.first(), Some(AgentEvent::Message { text, .. }) if text == "again"),
+            "round {round}: B's page starts with the message A acknowledged: {:?}",
+            page.events
+        );
+        a.settle(&session, &next.cursor).await;
+    }
+    let everything = a.page(&session, None, 0).await.unwrap().events;
+    assert!(everything.len() > held);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while b.page(&session, None, 0).await.unwrap().events != everything {
+        assert!(Instant::now() < deadline, "B's first page never caught up");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    let id = session.parse().unwrap();
+    assert_ne!(b.client.get_session(&id).await.unwrap().title, "renamed");
+    let update = intent_models::SessionUpdate {
+        title: Some("renamed".parse().unwrap()),
+        archived: None,
+    };
+    a.client.update_session(&id, &update).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while b.client.get_session(&id).await.unwrap().title != "renamed" {
+        assert!(Instant::now() < deadline, "B never read the new title");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_long_poll_on_one_instance_wakes_on_an_append_through_the_other() {
     let Some((a, b)) = pair().await else { return };
@@ -393,15 +437,16 @@ async fn a_lost_database_gets_503_with_retry_after_and_the_server_recovers_when_
     .await;
     let token = a.server.token("alice", Resource::Agent, &["agent:read"]);
     let path = format!("/v1/agent/chat/{}", started.session_id);
-    let mut unavailable = None;
-    for _ in 0..3 {
+    // A page may come from the instance's head until its listener finds the connection gone.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let response = loop {
         let response = a.server.get(&path, &token).await;
         if response.status() == 503 {
-            unavailable = Some(response);
-            break;
+            break response;
         }
-    }
-    let response = unavailable.expect("503 while the database is gone");
+        assert!(Instant::now() < deadline, "503 while the database is gone");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     assert!(response.headers().contains_key("retry-after"));
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["error"]["code"], "unavailable", "{body}");

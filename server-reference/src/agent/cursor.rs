@@ -1,4 +1,4 @@
-//! Opaque event-log cursors: a position and an expiry, signed with HMAC-SHA256 under a key kept
+//! Opaque event-log cursors: a position, how far the log was seen to reach, and an expiry, signed with HMAC-SHA256 under a key kept
 //! in the data dir and bound to the session and the account, so that a cursor cannot be forged,
 //! altered, or used on another session. They stay valid across restarts, and across a key
 //! rotation until they expire.
@@ -15,12 +15,34 @@ use sha2::Sha256;
 /// File in the data dir holding the current 32-byte cursor key.
 pub(crate) const KEY_FILE: &str = "cursor-key.hmac256";
 
-/// Format version, the first byte of every cursor.
-const VERSION: u8 = 1;
+/// Format version, the first byte of every cursor: 2 carries `seen`; 1, issued before, does not.
+const VERSION: u8 = 2;
+const VERSION_1: u8 = 1;
 
-/// Version, position and expiry, then the MAC.
-const PAYLOAD_LEN: usize = 1 + 8 + 8;
+/// Version, position, `seen` (version 2) and expiry, then the MAC.
+const PAYLOAD_LEN: usize = 1 + 8 + 8 + 8;
+const PAYLOAD_LEN_1: usize = 1 + 8 + 8;
 const MAC_LEN: usize = 32;
+
+/// Where a cursor stands in its session's log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Position {
+    /// The last event delivered; reading resumes after it.
+    pub after: i64,
+    /// The last seq the log was known to hold when the cursor was issued, so that a reader
+    /// never answers from a view of the log older than one its client has seen.
+    pub seen: i64,
+}
+
+impl Position {
+    /// After `after`, in a log seen to reach `seen`.
+    pub fn new(after: i64, seen: i64) -> Self {
+        Self {
+            after,
+            seen: seen.max(after),
+        }
+    }
+}
 
 /// Why a cursor was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,12 +70,19 @@ impl CursorKey {
         })
     }
 
-    /// A cursor at `seq` (the last event delivered) of `session`, for `account`, valid until
-    /// `expires_at` (Unix seconds).
-    pub fn issue(&self, account: &str, session: &str, seq: i64, expires_at: i64) -> String {
+    /// A cursor at `position` of `session`, for `account`, valid until `expires_at` (Unix
+    /// seconds).
+    pub fn issue(
+        &self,
+        account: &str,
+        session: &str,
+        position: Position,
+        expires_at: i64,
+    ) -> String {
         let mut bytes = Vec::with_capacity(PAYLOAD_LEN + MAC_LEN);
         bytes.push(VERSION);
-        bytes.extend_from_slice(&seq.to_be_bytes());
+        bytes.extend_from_slice(&position.after.to_be_bytes());
+        bytes.extend_from_slice(&position.seen.to_be_bytes());
         bytes.extend_from_slice(&expires_at.to_be_bytes());
         let tag = mac(&self.keys[0].0, account, session, &bytes)
             .finalize()
@@ -70,14 +99,19 @@ impl CursorKey {
         session: &str,
         cursor: &str,
         now: i64,
-    ) -> Result<i64, CursorError> {
+    ) -> Result<Position, CursorError> {
         let bytes = URL_SAFE_NO_PAD
             .decode(cursor)
             .map_err(|_| CursorError::Invalid)?;
-        if bytes.len() != PAYLOAD_LEN + MAC_LEN || bytes[0] != VERSION {
+        let payload_len = match bytes.first() {
+            Some(&VERSION) => PAYLOAD_LEN,
+            Some(&VERSION_1) => PAYLOAD_LEN_1,
+            _ => return Err(CursorError::Invalid),
+        };
+        if bytes.len() != payload_len + MAC_LEN {
             return Err(CursorError::Invalid);
         }
-        let (payload, tag) = bytes.split_at(PAYLOAD_LEN);
+        let (payload, tag) = bytes.split_at(payload_len);
         let genuine = self.keys.iter().any(|(key, until)| {
             now <= *until
                 && mac(key, account, session, payload)
@@ -87,15 +121,20 @@ impl CursorKey {
         if !genuine {
             return Err(CursorError::Invalid);
         }
-        let seq = i64::from_be_bytes(payload[1..9].try_into().expect("8 bytes"));
-        let expires_at = i64::from_be_bytes(payload[9..17].try_into().expect("8 bytes"));
-        if seq < 0 {
+        let number =
+            |at: usize| i64::from_be_bytes(payload[at..at + 8].try_into().expect("8 bytes"));
+        let after = number(1);
+        let (seen, expires_at) = match payload_len {
+            PAYLOAD_LEN => (number(9), number(17)),
+            _ => (after, number(9)),
+        };
+        if after < 0 || seen < after {
             return Err(CursorError::Invalid);
         }
         if now > expires_at {
             return Err(CursorError::Expired);
         }
-        Ok(seq)
+        Ok(Position { after, seen })
     }
 }
 
@@ -121,10 +160,32 @@ mod tests {
         }
     }
 
+    fn at(after: i64) -> Position {
+        Position::new(after, after)
+    }
+
     #[test]
     fn a_cursor_opens_to_its_position_until_it_expires() {
-        let cursor = key().issue("acct", "ses", 42, 1_000);
-        assert_eq!(key().open("acct", "ses", &cursor, 1_000), Ok(42));
+        let position = Position::new(42, 45);
+        let cursor = key().issue("acct", "ses", position, 1_000);
+        assert_eq!(key().open("acct", "ses", &cursor, 1_000), Ok(position));
+        assert_eq!(
+            key().open("acct", "ses", &cursor, 1_001),
+            Err(CursorError::Expired)
+        );
+    }
+
+    #[test]
+    fn a_cursor_of_the_first_version_still_opens() {
+        let mut payload = vec![VERSION_1];
+        payload.extend_from_slice(&42i64.to_be_bytes());
+        payload.extend_from_slice(&1_000i64.to_be_bytes());
+        let tag = mac(&[3; 32], "acct", "ses", &payload)
+            .finalize()
+            .into_bytes();
+        payload.extend_from_slice(&tag);
+        let cursor = URL_SAFE_NO_PAD.encode(payload);
+        assert_eq!(key().open("acct", "ses", &cursor, 1_000), Ok(at(42)));
         assert_eq!(
             key().open("acct", "ses", &cursor, 1_001),
             Err(CursorError::Expired)
@@ -133,7 +194,7 @@ mod tests {
 
     #[test]
     fn another_session_account_or_key_refuses_the_cursor() {
-        let cursor = key().issue("acct", "ses", 42, 1_000);
+        let cursor = key().issue("acct", "ses", at(42), 1_000);
         assert_eq!(
             key().open("acct", "ses2", &cursor, 0),
             Err(CursorError::Invalid)
@@ -153,7 +214,7 @@ mod tests {
 
     #[test]
     fn every_altered_character_is_refused() {
-        let cursor = key().issue("acct", "ses", 42, 1_000);
+        let cursor = key().issue("acct", "ses", at(42), 1_000);
         for i in 0..cursor.len() {
             let mut altered = cursor.clone().into_bytes();
             altered[i] = if altered[i] == b'A' { b'B' } else { b'A' };
@@ -177,16 +238,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let keep = Duration::from_secs(100);
         let before = CursorKey::load_or_create(dir.path(), keep).unwrap();
-        let old = before.issue("acct", "ses", 7, 5_000);
+        let old = before.issue("acct", "ses", at(7), 5_000);
         crate::keyring::rotate(dir.path(), KEY_FILE, 1_000).unwrap();
         let after = CursorKey::load_or_create(dir.path(), keep).unwrap();
-        assert_ne!(after.issue("acct", "ses", 7, 5_000), old);
-        assert_eq!(after.open("acct", "ses", &old, 1_100), Ok(7));
+        assert_ne!(after.issue("acct", "ses", at(7), 5_000), old);
+        assert_eq!(after.open("acct", "ses", &old, 1_100), Ok(at(7)));
         assert_eq!(
             after.open("acct", "ses", &old, 1_101),
             Err(CursorError::Invalid)
         );
-        let new = after.issue("acct", "ses", 8, 5_000);
-        assert_eq!(after.open("acct", "ses", &new, 1_101), Ok(8));
+        let new = after.issue("acct", "ses", at(8), 5_000);
+        assert_eq!(after.open("acct", "ses", &new, 1_101), Ok(at(8)));
     }
 }

@@ -2,10 +2,16 @@
 //! latest events, as the store holds them. The event log keeps it: every write to a session
 //! runs under that session's write lock, and updates the head after the store commits, so a
 //! page at or near the head is served without the store, byte for byte as the store would
-//! serve it. This holds for one process: a deployment whose store other processes write must
-//! not keep heads.
+//! serve it.
+//!
+//! Where other processes write the same store, their writes reach this one as notifications
+//! ([`Heads::changed`]), each of which retires the heads it makes out of date; a retired head is
+//! read again from the store on its next use. While notifications cannot be heard
+//! ([`Heads::hearing`]), every read goes to the store. A reader also names the last seq
+//! its client has seen (from its cursor), and a head that has not reached it is not used.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use tokio::sync::OwnedMutexGuard;
@@ -26,16 +32,28 @@ pub struct Head {
     pub bounds: Bounds,
     /// The newest events as stored: consecutive, the last at `bounds.last_seq`.
     events: VecDeque<Arc<str>>,
+    /// The notifications it was read after ([`Since`]).
+    since: Since,
+}
+
+/// How many notifications of other processes' writes had come, for the heads and for one
+/// session, when a head was read from the store; a head is current while both stand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Since {
+    all: u64,
+    session: u64,
 }
 
 impl Head {
-    /// The head of a session whose `events` (consecutive, as stored) end its log.
-    pub fn new(record: SessionRecord, bounds: Bounds, events: Vec<String>) -> Self {
+    /// The head of a session whose `events` (consecutive, as stored) end its log, read from the
+    /// store after the notifications counted by `since`.
+    pub fn new(record: SessionRecord, bounds: Bounds, events: Vec<String>, since: Since) -> Self {
         let events = events.into_iter().map(Arc::from).collect();
         Self {
             record,
             bounds,
             events,
+            since,
         }
     }
 
@@ -83,27 +101,61 @@ impl Head {
 }
 
 /// The heads of active sessions, and their write locks.
+#[derive(Default)]
 pub struct Heads {
     slots: Mutex<HashMap<String, Arc<Slot>>>,
-    kept: bool,
+    /// Times notifications may have been missed: every head read before is out of date.
+    missed: AtomicU64,
+    /// Notifications of other processes' writes cannot be heard now: no head is used.
+    deaf: AtomicBool,
 }
 
 #[derive(Default)]
 struct Slot {
     write: Arc<tokio::sync::Mutex<()>>,
     head: RwLock<Option<Head>>,
+    /// Notified changes of the session other than appends, which its head may not hold.
+    changes: AtomicU64,
+    /// The last seq an append was notified up to, by any process (this one's too).
+    notified: AtomicI64,
+}
+
+impl Slot {
+    /// The head, if it is current and has reached `seen`.
+    fn current(&self, missed: u64, seen: i64) -> Option<Head> {
+        let head = self.head.read().expect("a head lock");
+        let reached = seen.max(self.notified.load(Ordering::Acquire));
+        head.as_ref()
+            .filter(|head| {
+                head.since.all == missed
+                    && head.since.session == self.changes.load(Ordering::Acquire)
+                    && head.bounds.last_seq >= reached
+            })
+            .cloned()
+    }
 }
 
 /// A session's write lock, held while its store is written and its head updated.
 pub struct Writing {
     slot: Arc<Slot>,
+    /// The count of missed notifications when the lock was taken, unless they could not be
+    /// heard.
+    missed: Option<u64>,
     _guard: OwnedMutexGuard<()>,
 }
 
 impl Writing {
-    /// The head, if it is kept.
-    pub fn head(&self) -> Option<Head> {
-        self.slot.head.read().expect("a head lock").clone()
+    /// The head, if it is current and has reached `seen`.
+    pub fn head(&self, seen: i64) -> Option<Head> {
+        self.slot.current(self.missed?, seen)
+    }
+
+    /// The notifications counted now, to read a head from the store after.
+    pub fn since(&self) -> Since {
+        Since {
+            all: self.missed.unwrap_or(u64::MAX),
+            session: self.slot.changes.load(Ordering::Acquire),
+        }
     }
 
     /// Keeps `head`.
@@ -123,24 +175,40 @@ impl Writing {
 }
 
 impl Heads {
-    /// Write locks, with heads when `kept`; without, [`Heads::read`] finds none.
-    pub fn new(kept: bool) -> Self {
-        Self {
-            slots: Mutex::default(),
-            kept,
+    /// Reads the head of `session` with `read`, if it is kept, current and has reached `seen`.
+    pub fn read<T>(&self, session: &str, seen: i64, read: impl FnOnce(&Head) -> T) -> Option<T> {
+        let slot = self.lock().get(session).cloned()?;
+        let head = slot.current(self.trusted()?, seen)?;
+        Some(read(&head))
+    }
+
+    /// The count of missed notifications, unless notifications cannot be heard now.
+    fn trusted(&self) -> Option<u64> {
+        let missed = self.missed.load(Ordering::Acquire);
+        (!self.deaf.load(Ordering::Acquire)).then_some(missed)
+    }
+
+    /// A process wrote `session`: appended up to `last_seq`, or else changed or deleted it. A
+    /// head is current only once it holds every append notified, and was read after every other
+    /// change notified. This process's own appends are notified too, and its head holds them as
+    /// soon as it has written them.
+    pub fn changed(&self, session: &str, last_seq: Option<i64>) {
+        let Some(slot) = self.lock().get(session).cloned() else {
+            return;
+        };
+        if let Some(seq) = last_seq {
+            slot.notified.fetch_max(seq, Ordering::AcqRel);
+        } else {
+            slot.changes.fetch_add(1, Ordering::AcqRel);
         }
     }
 
-    /// Whether heads are kept.
-    pub fn kept(&self) -> bool {
-        self.kept
-    }
-
-    /// Reads the head of `session` with `read`, if it is kept.
-    pub fn read<T>(&self, session: &str, read: impl FnOnce(&Head) -> T) -> Option<T> {
-        let slot = self.lock().get(session).cloned()?;
-        let head = slot.head.read().expect("a head lock");
-        head.as_ref().map(read)
+    /// Notifications of other processes' writes can be heard (`true`, from now on) or cannot
+    /// (`false`, until they can again). Either way some may have been lost: no head read before
+    /// now is used again, and none is used while they cannot be heard.
+    pub fn hearing(&self, hearing: bool) {
+        self.deaf.store(!hearing, Ordering::Release);
+        self.missed.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Takes `session`'s write lock.
@@ -156,6 +224,7 @@ impl Heads {
             if current {
                 return Writing {
                     slot,
+                    missed: self.trusted(),
                     _guard: guard,
                 };
             }

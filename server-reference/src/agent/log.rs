@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 
-use super::cursor::{CursorError, CursorKey};
+use super::cursor::{CursorError, CursorKey, Position};
 use super::head::{HEAD_EVENTS, Head, Heads, Writing};
 use super::notify::{Notifier, Subscription};
 use super::page::{Page, seq_of};
@@ -39,6 +39,16 @@ const STREAM_PAGE: i64 = 100;
 /// true. Cheap to clone.
 #[derive(Clone)]
 pub struct EventLog(Arc<Inner>);
+
+/// An [`EventLog`] that is not kept alive by this handle.
+pub struct WeakLog(std::sync::Weak<Inner>);
+
+impl WeakLog {
+    /// The log, while it lives.
+    pub fn upgrade(&self) -> Option<EventLog> {
+        self.0.upgrade().map(EventLog)
+    }
+}
 
 struct Inner {
     store: Arc<dyn Store>,
@@ -109,7 +119,7 @@ impl EventLog {
     ) -> Self {
         Self(Arc::new(Inner {
             store,
-            heads: Heads::new(true),
+            heads: Heads::default(),
             notifier,
             draining: tokio::sync::watch::Sender::new(false),
             cursors,
@@ -118,14 +128,22 @@ impl EventLog {
         }))
     }
 
-    /// This log without in-memory heads: every read goes to the store, which other processes
-    /// write too.
-    pub fn without_heads(self) -> Self {
-        let inner = Arc::into_inner(self.0).expect("a new log is not shared yet");
-        Self(Arc::new(Inner {
-            heads: Heads::new(false),
-            ..inner
-        }))
+    /// A process of the shared store (this one too) wrote `session`: appended up to `last_seq`,
+    /// or else changed or deleted it. Heads it makes out of date are read from the store again.
+    pub fn write_heard(&self, session: &str, last_seq: Option<i64>) {
+        self.0.heads.changed(session, last_seq);
+    }
+
+    /// Whether this process hears of other processes' writes (from now on) or not (until it
+    /// does again): some may have been missed, so every head is read from the store again, and
+    /// while they are not heard every read goes to the store.
+    pub fn hearing_changes(&self, hearing: bool) {
+        self.0.heads.hearing(hearing);
+    }
+
+    /// A handle that does not keep the log alive.
+    pub fn downgrade(&self) -> WeakLog {
+        WeakLog(Arc::downgrade(&self.0))
     }
 
     /// Starts turn `turn_id` of `account`'s `session` with its first `events`, unless another
@@ -233,12 +251,12 @@ impl EventLog {
         *self.0.draining.borrow()
     }
 
-    /// A fresh cursor at `seq` of `session` for `account`.
-    pub fn cursor(&self, account: &str, session: &str, seq: i64) -> String {
+    /// A fresh cursor at `position` of `session` for `account`.
+    pub fn cursor(&self, account: &str, session: &str, position: Position) -> String {
         let ttl = i64::try_from(self.0.cursor_ttl.as_secs()).unwrap_or(i64::MAX);
         self.0
             .cursors
-            .issue(account, session, seq, now().saturating_add(ttl))
+            .issue(account, session, position, now().saturating_add(ttl))
     }
 
     /// A page of `account`'s `session`: the events after the cursor, waiting up to `wait` for
@@ -278,14 +296,15 @@ impl EventLog {
         });
         let deadline = Instant::now() + Duration::from_millis(wait.unsigned_abs());
         loop {
+            let (after, seen) = opened.map_or((0, 0), |at| (at.after, at.seen));
             let read = self
-                .read(account, session, opened.unwrap_or(0), limit + 1)
+                .read(account, session, after, limit + 1, seen)
                 .await?
                 .ok_or_else(|| Error::NoSession(session.to_owned()))?;
             // Without a cursor the page starts where the retained log does: pruned events are
             // gone, so reading from 0 reads from there.
             let after = match opened {
-                Some(after) => position(&read, after).map_err(cursor_error)?,
+                Some(_) => position(&read, after).map_err(cursor_error)?,
                 None => read.pruned_through,
             };
             let Some((subscription, draining)) =
@@ -335,8 +354,8 @@ impl EventLog {
             (None, Some(id)) => Some(self.open_at(account, session, id).await?),
             (None, None) => None,
         };
-        let after = match resume {
-            Some(Ok(after)) => after,
+        let at = match resume {
+            Some(Ok(at)) => at,
             Some(Err(error)) => {
                 pending.push_back(Followed::Resync(match error {
                     CursorError::Invalid => ResyncReason::CursorInvalid,
@@ -353,7 +372,8 @@ impl EventLog {
             log: self.clone(),
             account: account.to_owned(),
             session: session.to_owned(),
-            after,
+            after: at.after,
+            seen: at.seen,
             subscription,
             pending,
         };
@@ -372,12 +392,9 @@ impl EventLog {
         account: &str,
         id: &str,
     ) -> Result<Option<SessionRecord>, store::Error> {
-        if !self.0.heads.kept() {
-            return self.0.store.session(account, id).await;
-        }
-        let head = match self.0.heads.read(id, |head| head.record.clone()) {
+        let head = match self.0.heads.read(id, 0, |head| head.record.clone()) {
             Some(record) => Some(record),
-            None => self.load(account, id).await?.map(|head| head.record),
+            None => self.load(account, id, 0).await?.map(|head| head.record),
         };
         Ok(head.filter(|record| record.account == account))
     }
@@ -419,24 +436,23 @@ impl EventLog {
     }
 
     /// Up to `limit` events of `account`'s `session` after `after`, from its head when the head
-    /// holds them and from the store otherwise; `None` when `account` has no such session.
+    /// holds them and has reached `seen`, and from the store otherwise; `None` when `account`
+    /// has no such session.
     async fn read(
         &self,
         account: &str,
         session: &str,
         after: i64,
         limit: i64,
+        seen: i64,
     ) -> Result<Option<LogRead>, store::Error> {
-        if !self.0.heads.kept() {
-            return self.0.store.read_log(account, session, after, limit).await;
-        }
-        let kept = self.0.heads.read(session, |head| {
+        let kept = self.0.heads.read(session, seen, |head| {
             (head.record.account == account).then(|| head.read(after, limit))
         });
         let read = match kept {
             Some(None) => return Ok(None),
             Some(Some(read)) => read,
-            None => match self.load(account, session).await? {
+            None => match self.load(account, session, seen).await? {
                 Some(head) if head.record.account == account => head.read(after, limit),
                 _ => return Ok(None),
             },
@@ -447,13 +463,19 @@ impl EventLog {
         }
     }
 
-    /// Reads `account`'s `session` into a kept head, under its write lock; `None` when
-    /// `account` has no such session.
-    async fn load(&self, account: &str, session: &str) -> Result<Option<Head>, store::Error> {
+    /// Reads `account`'s `session` into a kept head, under its write lock, unless a current one
+    /// has reached `seen`; `None` when `account` has no such session.
+    async fn load(
+        &self,
+        account: &str,
+        session: &str,
+        seen: i64,
+    ) -> Result<Option<Head>, store::Error> {
         let writing = self.0.heads.write(session).await;
-        if let Some(head) = writing.head() {
+        if let Some(head) = writing.head(seen) {
             return Ok(Some(head));
         }
+        let since = writing.since();
         let Some(record) = self.0.store.session(account, session).await? else {
             return Ok(None);
         };
@@ -469,7 +491,7 @@ impl EventLog {
             last_seq: read.last_seq,
             pruned_through: read.pruned_through,
         };
-        let head = Head::new(record, bounds, read.events);
+        let head = Head::new(record, bounds, read.events, since);
         writing.set(head.clone());
         Ok(Some(head))
     }
@@ -483,7 +505,7 @@ impl EventLog {
     }
 
     /// The position of `cursor`, from its signature and expiry alone.
-    fn open(&self, account: &str, session: &str, cursor: &str) -> Result<i64, CursorError> {
+    fn open(&self, account: &str, session: &str, cursor: &str) -> Result<Position, CursorError> {
         self.0.cursors.open(account, session, cursor, now())
     }
 
@@ -493,23 +515,24 @@ impl EventLog {
         account: &str,
         session: &str,
         cursor: &str,
-    ) -> Result<Result<i64, CursorError>> {
-        let after = match self.open(account, session, cursor) {
-            Ok(after) => after,
+    ) -> Result<Result<Position, CursorError>> {
+        let at = match self.open(account, session, cursor) {
+            Ok(at) => at,
             Err(error) => return Ok(Err(error)),
         };
-        let read = self.bounds(account, session).await?;
-        Ok(position(&read, after))
+        let read = self.bounds(account, session, at.seen).await?;
+        Ok(position(&read, at.after).map(|_| at))
     }
 
     /// The position before the first event of the retained log of `session`.
-    async fn retained_start(&self, account: &str, session: &str) -> Result<i64> {
-        Ok(self.bounds(account, session).await?.pruned_through)
+    async fn retained_start(&self, account: &str, session: &str) -> Result<Position> {
+        let read = self.bounds(account, session, 0).await?;
+        Ok(Position::new(read.pruned_through, read.last_seq))
     }
 
-    /// Where `account`'s `session` stands, with no events.
-    async fn bounds(&self, account: &str, session: &str) -> Result<LogRead> {
-        self.read(account, session, i64::MAX, 0)
+    /// Where `account`'s `session` stands, with no events, as of `seen` at least.
+    async fn bounds(&self, account: &str, session: &str, seen: i64) -> Result<LogRead> {
+        self.read(account, session, i64::MAX, 0, seen)
             .await?
             .ok_or_else(|| Error::NoSession(session.to_owned()))
     }
@@ -530,7 +553,7 @@ impl EventLog {
         let events = read.events[..count].to_vec();
         let last = events.last().map_or(after, |body| seq_of(body));
         Page {
-            cursor: self.cursor(account, session, last),
+            cursor: self.cursor(account, session, Position::new(last, read.last_seq)),
             events,
             has_more: read.events.len() > count || last < read.last_seq,
             session_id: session.to_owned(),
@@ -597,6 +620,8 @@ struct Projection {
     session: String,
     /// The last event sent.
     after: i64,
+    /// The last seq of the log the stream has seen.
+    seen: i64,
     subscription: Subscription,
     /// Items to send before reading the log again.
     pending: VecDeque<Followed>,
@@ -616,7 +641,13 @@ impl Projection {
             }
             let read = match self
                 .log
-                .read(&self.account, &self.session, self.after, STREAM_PAGE + 1)
+                .read(
+                    &self.account,
+                    &self.session,
+                    self.after,
+                    STREAM_PAGE + 1,
+                    self.seen,
+                )
                 .await
             {
                 Ok(Some(read)) => read,
@@ -627,6 +658,7 @@ impl Projection {
                     return None;
                 }
             };
+            self.seen = self.seen.max(read.last_seq);
             if self.after < read.pruned_through {
                 // The reader fell behind the retained log: no safe delta exists.
                 self.after = read.pruned_through;
@@ -756,7 +788,7 @@ mod tests {
         ];
         for after in afters.into_iter().filter(|a| *a >= 0) {
             for limit in [0, 1, 7, 101, 501] {
-                let from_log = log.read(ACCOUNT, SESSION, after, limit).await.unwrap();
+                let from_log = log.read(ACCOUNT, SESSION, after, limit, 0).await.unwrap();
                 let from_store = store
                     .read_log(ACCOUNT, SESSION, after, limit)
                     .await
@@ -764,8 +796,108 @@ mod tests {
                 assert_eq!(from_log, from_store, "after {after}, limit {limit}");
             }
         }
-        assert_eq!(log.read("bob", SESSION, 0, 10).await.unwrap(), None);
+        assert_eq!(log.read("bob", SESSION, 0, 10, 0).await.unwrap(), None);
         last - pruned
+    }
+
+    /// Two logs over one store, as two processes over one database: what one writes reaches
+    /// the other's readers through the cursor its client carries, or through a notification.
+    #[tokio::test]
+    async fn a_head_is_not_used_past_a_write_elsewhere() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, a) = session(dir.path(), Duration::from_secs(3600)).await;
+        let b = open(&store, dir.path(), Duration::from_secs(3600));
+        let first = PageRequest::default();
+        let on_b = b.page(ACCOUNT, SESSION, &first).await.unwrap();
+        let seen = on_b.events.len();
+
+        // A appends: B's head does not hold it, but a cursor from A says how far A saw.
+        append(&a, 2).await;
+        let stale = b.page(ACCOUNT, SESSION, &first).await.unwrap();
+        assert_eq!(
+            stale.events.len(),
+            seen,
+            "B's head, with nothing to retire it"
+        );
+        let after = |cursor: &str| PageRequest {
+            cursor: Some(cursor.to_owned()),
+            ..PageRequest::default()
+        };
+        let on_a = a
+            .page(ACCOUNT, SESSION, &after(&on_b.cursor))
+            .await
+            .unwrap();
+        assert_eq!(on_a.events.len(), 2);
+        let read = b
+            .page(ACCOUNT, SESSION, &after(&on_a.cursor))
+            .await
+            .unwrap();
+        assert!(read.events.is_empty(), "nothing after A's page, and no 400");
+        let fresh = b.page(ACCOUNT, SESSION, &first).await.unwrap();
+        assert_eq!(fresh.events.len(), seen + 2, "A's cursor retired B's head");
+
+        // A notification retires the head for every reader.
+        append(&a, 1).await;
+        let last = store
+            .read_log(ACCOUNT, SESSION, 0, 0)
+            .await
+            .unwrap()
+            .unwrap()
+            .last_seq;
+        b.write_heard(SESSION, Some(last - 1));
+        let before = b
+            .page(ACCOUNT, SESSION, &PageRequest::default())
+            .await
+            .unwrap();
+        assert_eq!(
+            before.events.len(),
+            fresh.events.len(),
+            "a notification it holds"
+        );
+        b.write_heard(SESSION, Some(last));
+        let after = b
+            .page(ACCOUNT, SESSION, &PageRequest::default())
+            .await
+            .unwrap();
+        assert_eq!(after.events.len(), fresh.events.len() + 1);
+
+        // A change of the session, and lost notifications, retire it too.
+        a.update_session(ACCOUNT, SESSION, Some("renamed"), None, 5)
+            .await
+            .unwrap();
+        assert_eq!(
+            b.session(ACCOUNT, SESSION).await.unwrap().unwrap().title,
+            "t"
+        );
+        b.write_heard(SESSION, None);
+        assert_eq!(
+            b.session(ACCOUNT, SESSION).await.unwrap().unwrap().title,
+            "renamed"
+        );
+        a.update_session(ACCOUNT, SESSION, Some("again"), None, 6)
+            .await
+            .unwrap();
+        b.hearing_changes(false);
+        assert_eq!(
+            b.session(ACCOUNT, SESSION).await.unwrap().unwrap().title,
+            "again"
+        );
+        a.update_session(ACCOUNT, SESSION, Some("deaf"), None, 7)
+            .await
+            .unwrap();
+        assert_eq!(
+            b.session(ACCOUNT, SESSION).await.unwrap().unwrap().title,
+            "deaf"
+        );
+        b.hearing_changes(true);
+        a.update_session(ACCOUNT, SESSION, Some("again"), None, 8)
+            .await
+            .unwrap();
+        b.write_heard(SESSION, None);
+        assert_eq!(
+            b.session(ACCOUNT, SESSION).await.unwrap().unwrap().title,
+            "again"
+        );
     }
 
     #[tokio::test]

@@ -16,7 +16,7 @@ mod turn;
 mod turns;
 
 pub use error::{Error, Refusal, Result};
-pub use log::{Entry, EventLog, Followed, PageRequest, Writer};
+pub use log::{Entry, EventLog, Followed, PageRequest, WeakLog, Writer};
 pub use notify::{Hub, Notifier, Relay, Subscription};
 pub use page::Page;
 pub use reference::ReferenceRuntime;

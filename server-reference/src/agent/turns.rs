@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
+use super::cursor::Position;
 use super::log::{Entry, EventLog, Writer};
 use super::runtime::Runtime;
 use super::turn::{self, DRAFT_SEQ, Turn, TurnError};
@@ -124,17 +125,21 @@ impl Turns {
                 turn_id: turn_id.clone(),
             },
         ];
-        let before_seq = match self
+        let at = match self
             .0
             .log
             .start_turn(account, &session_id, &turn_id, events)
             .await?
         {
-            TurnStarted::Started { before_seq, .. } => before_seq,
+            // The cursor says how far the log reached, so that a read through another instance
+            // of the deployment holds this turn's first events.
+            TurnStarted::Started { before_seq, bounds } => {
+                Position::new(before_seq, bounds.last_seq)
+            }
             TurnStarted::NoSession => return Err(Error::NoSession(session_id)),
             TurnStarted::Busy { turn_id } => return Err(Error::TurnInProgress { turn_id }),
         };
-        let cursor = self.0.log.cursor(account, &session_id, before_seq);
+        let cursor = self.0.log.cursor(account, &session_id, at);
         self.spawn(
             account,
             &session_id,

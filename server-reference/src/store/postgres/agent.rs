@@ -139,17 +139,24 @@ impl AgentStore for PgStore {
         archived: Option<bool>,
         at: i64,
     ) -> Result<Option<SessionRecord>> {
+        // One statement: the change and its notification commit together, and the heads of the
+        // session on every process are retired.
         let row: Option<SessionRow> = sqlx::query_as(
-            "UPDATE sessions SET title = COALESCE($1, title), archived = COALESCE($2, archived),
-                 updated_at = $3
-             WHERE id = $4 AND account = $5
-             RETURNING id, account, title, archived, updated_at",
+            "WITH updated AS (
+                 UPDATE sessions SET title = COALESCE($1, title),
+                     archived = COALESCE($2, archived), updated_at = $3
+                 WHERE id = $4 AND account = $5
+                 RETURNING id, account, title, archived, updated_at
+             )
+             SELECT id, account, title, archived, updated_at FROM updated,
+                 LATERAL (SELECT pg_notify($6, id || ':updated')) AS notified",
         )
         .bind(title)
         .bind(archived)
         .bind(at)
         .bind(id)
         .bind(account)
+        .bind(EVENTS_CHANNEL)
         .fetch_optional(&self.pool)
         .await?;
         Ok(row.map(SessionRecord::from))

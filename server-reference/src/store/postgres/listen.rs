@@ -1,5 +1,6 @@
-//! The listener of [`EVENTS_CHANNEL`] and [`SNAPSHOTS_CHANNEL`]: turns every process's appends
-//! and deletions into wake-ups here, and other processes' snapshots into snapshots here.
+//! The listener of [`EVENTS_CHANNEL`] and [`SNAPSHOTS_CHANNEL`]: turns every process's appends,
+//! session changes and deletions into wake-ups and retired heads here, and other processes'
+//! snapshots into snapshots here.
 
 use std::time::Duration;
 
@@ -16,6 +17,8 @@ const RECONNECT_DELAY: Duration = Duration::from_millis(500);
 pub trait Notified: Send {
     /// `session`'s log now ends at `last_seq`.
     fn appended(&self, session: &str, last_seq: i64);
+    /// `session`'s title or archived flag changed.
+    fn updated(&self, session: &str);
     /// `session` was deleted.
     fn deleted(&self, session: &str);
     /// Another process relayed a snapshot of a message of `session`.
@@ -23,6 +26,9 @@ pub trait Notified: Send {
     /// Listening (re)started: notifications since the last were lost, so readers must re-read
     /// from their position.
     fn listening(&self);
+    /// Listening stopped (its connection was lost): notifications are lost until
+    /// [`Notified::listening`].
+    fn lost(&self);
 }
 
 /// A message snapshot on [`SNAPSHOTS_CHANNEL`], with the process that relayed it.
@@ -64,6 +70,7 @@ pub async fn follow(pool: PgPool, own: &str, notified: impl Notified) {
                             }
                         }
                     }
+                    notified.lost();
                 }
             }
             Err(error) => tracing::warn!(%error, "connecting the append listener"),
@@ -89,6 +96,7 @@ fn dispatch(channel: &str, payload: &str, own: &str, notified: &impl Notified) {
     };
     match what {
         "deleted" => notified.deleted(session),
+        "updated" => notified.updated(session),
         seq => {
             if let Ok(seq) = seq.parse() {
                 notified.appended(session, seq);

@@ -61,8 +61,7 @@ impl Operations {
     /// resource of `x-resource` and the schema of the JSON request body. The two MCP endpoints
     /// (any method, no body schema: JSON-RPC is the MCP layer's) are guarded by their
     /// resource's scope.
-    pub fn from_openapi(document: &Value) -> Self {
-        let schemas = Schemas::from_openapi(document).expect("openapi.json has component schemas");
+    pub fn from_openapi(document: &Value, schemas: &Schemas) -> Self {
         let mut operations = Vec::new();
         for (path, item) in document["paths"].as_object().into_iter().flatten() {
             for (method, op) in item.as_object().into_iter().flatten() {
@@ -238,7 +237,7 @@ mod tests {
     use super::*;
 
     fn operations() -> Operations {
-        Operations::from_openapi(&serde_json::from_str(crate::OPENAPI).unwrap())
+        Operations::from_openapi(crate::openapi::document(), crate::openapi::schemas())
     }
 
     #[test]

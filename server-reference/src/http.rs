@@ -12,7 +12,6 @@ use intent_models::ErrorCode;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::OPENAPI;
 use crate::error::ApiError;
 use crate::gateway::BodySchema;
 use crate::state::AppState;
@@ -142,7 +141,10 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
 
 /// `GET /openapi.json`: the document this server implements.
 pub async fn openapi() -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "application/json")], OPENAPI)
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        crate::openapi::TEXT,
+    )
 }
 
 /// Any path that no route serves.

@@ -82,12 +82,10 @@ impl SigningKeys {
     }
 }
 
-/// Retires the current signing and cursor keys of `data_dir` at `now` (Unix seconds) and makes
-/// new ones current; returns the `kid` of the new signing key. A server takes the new keys when
-/// it starts.
+/// Retires the current signing key of `data_dir` at `now` (Unix seconds) and makes a new one
+/// current; returns its `kid`. A server takes the new key when it starts.
 pub fn rotate(data_dir: &Path, now: i64) -> io::Result<String> {
     crate::keyring::rotate(data_dir, KEY_FILE, now)?;
-    crate::keyring::rotate(data_dir, crate::agent::cursor::KEY_FILE, now)?;
     Ok(SigningKeys::load_or_create(data_dir, Duration::ZERO)?
         .current_kid()
         .to_owned())

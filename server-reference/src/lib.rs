@@ -21,6 +21,7 @@ mod keyring;
 pub mod keys;
 pub mod mcp;
 pub mod oauth;
+pub mod openapi;
 pub mod pipeline;
 mod random;
 mod rate;
@@ -41,10 +42,15 @@ use tower_http::request_id::{
 };
 
 pub use clock::now;
-pub use state::{AppState, StartError};
 
-/// The interface document this server implements, served at `/openapi.json`.
-pub const OPENAPI: &str = include_str!("../../openapi.json");
+/// Retires the current signing and cursor keys of `data_dir` at `now` (Unix seconds) and makes
+/// new ones current; returns the `kid` of the new signing key. A server takes the new keys when
+/// it starts.
+pub fn rotate_keys(data_dir: &std::path::Path, now: i64) -> std::io::Result<String> {
+    agent::cursor::rotate(data_dir, now)?;
+    keys::rotate(data_dir, now)
+}
+pub use state::{AppState, StartError};
 
 /// Serves [`app`] on `listener` until the future is dropped.
 pub async fn serve(listener: tokio::net::TcpListener, state: AppState) -> std::io::Result<()> {

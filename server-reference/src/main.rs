@@ -253,7 +253,7 @@ fn rotate_keys(data_dir: &std::path::Path) -> Result<(), String> {
     if !data_dir.is_dir() {
         return Err(format!("{} is not a data dir", data_dir.display()));
     }
-    let kid = intent_server::keys::rotate(data_dir, intent_server::now())
+    let kid = intent_server::rotate_keys(data_dir, intent_server::now())
         .map_err(|e| format!("rotating the keys in {}: {e}", data_dir.display()))?;
     println!("signing key {kid} is current; restart the servers of this data dir");
     Ok(())

@@ -21,7 +21,7 @@ use crate::secrets::Sealer;
 use crate::store::{self, Notified, PgStore, Runner, SqliteStore, Store};
 use crate::token::{self, Grant};
 use crate::verified::VerifiedTokens;
-use crate::{OPENAPI, clock, random, wellknown};
+use crate::{clock, openapi, random, wellknown};
 
 /// Snapshots waiting to be relayed to other processes before more are dropped.
 const SNAPSHOT_OUTBOX: usize = 256;
@@ -112,8 +112,7 @@ impl AppState {
             .public_url
             .clone()
             .unwrap_or_else(|| default_url.trim_end_matches('/').to_owned());
-        let document = serde_json::from_str(OPENAPI).expect("the embedded openapi.json parses");
-        let operations = Operations::from_openapi(&document);
+        let operations = Operations::from_openapi(openapi::document(), openapi::schemas());
         let pipeline = Arc::new(Pipeline::new(
             store.clone(),
             signing_key.clone(),

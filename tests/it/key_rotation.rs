@@ -128,7 +128,7 @@ async fn what_the_previous_keys_made_keeps_working_across_a_rotation_and_a_resta
     let old_kid = kid(&made.agent);
     assert_eq!(kid(&made.build.attestation), old_kid);
 
-    let new_kid = intent_server::keys::rotate(server.data_dir(), intent_server::now()).unwrap();
+    let new_kid = intent_server::rotate_keys(server.data_dir(), intent_server::now()).unwrap();
     assert_ne!(new_kid, old_kid);
     let base = restart(&server, |config| config).await;
 
@@ -163,7 +163,7 @@ async fn what_the_previous_keys_made_keeps_working_across_a_rotation_and_a_resta
 async fn the_previous_keys_are_refused_once_what_they_made_can_have_expired() {
     let server = TestServer::start().await;
     let made = make(server.base_url(), tokens_of(&server), "1").await;
-    intent_server::keys::rotate(server.data_dir(), intent_server::now()).unwrap();
+    intent_server::rotate_keys(server.data_dir(), intent_server::now()).unwrap();
     // Tokens, Builds and cursors of the restarted server live one second, so it honours the
     // retired keys for one second after the rotation, although the old token (an hour), Build
     // (ten minutes) and cursor (a day) have not expired.

@@ -13,7 +13,13 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 /// File in the data dir holding the current 32-byte cursor key.
-pub(crate) const KEY_FILE: &str = "cursor-key.hmac256";
+const KEY_FILE: &str = "cursor-key.hmac256";
+
+/// Retires the current cursor key of `data_dir` at `now` (Unix seconds) and makes a new one
+/// current. A server takes the new key when it starts.
+pub fn rotate(data_dir: &Path, now: i64) -> io::Result<()> {
+    crate::keyring::rotate(data_dir, KEY_FILE, now)
+}
 
 /// Format version, the first byte of every cursor: 2 carries `seen`; 1, issued before, does not.
 const VERSION: u8 = 2;

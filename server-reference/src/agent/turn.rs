@@ -325,8 +325,8 @@ mod tests {
 
     #[test]
     fn transitions_follow_the_profile_in_openapi_json() {
-        let document: Value = serde_json::from_str(include_str!("../../../openapi.json")).unwrap();
-        let table = &document["components"]["schemas"]["TurnState"]["x-transitions"];
+        let table =
+            &crate::openapi::document()["components"]["schemas"]["TurnState"]["x-transitions"];
         let states = [
             TurnState::Processing,
             TurnState::Complete,

@@ -21,8 +21,6 @@ use rmcp::transport::streamable_http_server::session::never::NeverSessionManager
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
 
-use intent_models::schema::Schemas;
-
 use crate::AppState;
 use crate::resource::Resource;
 
@@ -31,15 +29,13 @@ pub use tools::Tools;
 
 /// The routes of both MCP resources; their tools call `api`.
 pub fn router(state: &AppState, api: &Router) -> Router {
-    let document: serde_json::Value =
-        serde_json::from_str(crate::OPENAPI).expect("the embedded openapi.json parses");
-    let schemas = Schemas::from_openapi(&document).expect("openapi.json has component schemas");
+    let (document, schemas) = (crate::openapi::document(), crate::openapi::schemas());
     let mut router = Router::new();
     for (resource, name) in [
         (Resource::AgentMcp, "agent"),
         (Resource::PipelineMcp, "pipeline"),
     ] {
-        let tools = Arc::new(Tools::from_openapi(&document, &schemas, name));
+        let tools = Arc::new(Tools::from_openapi(document, schemas, name));
         let server = McpServer::new(state.clone(), resource, tools, api.clone());
         // JSON answers where a call sends no notification (SSE when it does).
         let config = StreamableHttpServerConfig::default()

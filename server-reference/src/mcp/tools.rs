@@ -238,9 +238,11 @@ mod tests {
     use super::*;
 
     fn tools(resource: &str) -> Tools {
-        let document: Value = serde_json::from_str(crate::OPENAPI).unwrap();
-        let schemas = Schemas::from_openapi(&document).unwrap();
-        Tools::from_openapi(&document, &schemas, resource)
+        Tools::from_openapi(
+            crate::openapi::document(),
+            crate::openapi::schemas(),
+            resource,
+        )
     }
 
     #[test]

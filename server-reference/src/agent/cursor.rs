@@ -1,7 +1,7 @@
-//! Opaque event-log cursors: a position, how far the log was seen to reach, and an expiry, signed with HMAC-SHA256 under a key kept
-//! in the data dir and bound to the session and the account, so that a cursor cannot be forged,
-//! altered, or used on another session. They stay valid across restarts, and across a key
-//! rotation until they expire.
+//! Opaque event-log cursors: a position, how far the log was seen to reach, and an expiry, signed
+//! with HMAC-SHA256 under a key kept in the data dir and bound to the session and the account, so
+//! that a cursor cannot be forged, altered, or used on another session. They stay valid across
+//! restarts, and across a key rotation until they expire.
 
 use std::io;
 use std::path::Path;

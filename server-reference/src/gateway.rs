@@ -14,9 +14,9 @@ use intent_models::ErrorCode;
 use intent_models::schema::{SchemaValidator, Schemas};
 use serde_json::Value;
 
-use crate::auth::Principal;
 use crate::clock::now;
 use crate::error::ApiError;
+use crate::principal::Principal;
 use crate::resource::Resource;
 use crate::state::AppState;
 use crate::token::TokenError;

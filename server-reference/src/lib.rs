@@ -1,7 +1,7 @@
 //! Reference server of the Pipeline, Agent and Account interface.
 //!
 //! A request flows one way: the [`gateway`] verifies its bearer token and hands on a
-//! [`Principal`](auth::Principal); the area's `http` module parses it and calls a service
+//! [`Principal`](principal::Principal); the area's `http` module parses it and calls a service
 //! ([`agent::Turns`], [`agent::EventLog`], [`pipeline::Pipeline`], [`account::Account`]); the
 //! service writes the [`store`] and the event log, which wakes the readers of pages and SSE
 //! streams. Services know nothing of HTTP, so another front door can call them.
@@ -11,26 +11,26 @@
 
 pub mod account;
 pub mod agent;
-pub mod auth;
 mod clock;
 pub mod config;
 pub mod error;
 pub mod gateway;
 mod http;
 mod keyring;
-pub mod keys;
 pub mod mcp;
 pub mod oauth;
 pub mod openapi;
 pub mod pipeline;
+pub mod principal;
 mod random;
 mod rate;
 pub mod resource;
-mod secrets;
+mod sealer;
+pub mod signing;
 mod state;
 pub mod store;
 pub mod token;
-mod verified;
+mod token_cache;
 mod wellknown;
 
 use axum::Router;
@@ -48,7 +48,7 @@ pub use clock::now;
 /// it starts.
 pub fn rotate_keys(data_dir: &std::path::Path, now: i64) -> std::io::Result<String> {
     agent::cursor::rotate(data_dir, now)?;
-    keys::rotate(data_dir, now)
+    signing::rotate(data_dir, now)
 }
 pub use state::{AppState, StartError};
 

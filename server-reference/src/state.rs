@@ -13,14 +13,14 @@ use crate::account::Account;
 use crate::agent::{self, EventLog, Hub, Notifier, Relay, Sessions, Turns, WeakLog};
 use crate::config::{Config, OAuthClient};
 use crate::gateway::Operations;
-use crate::keys::SigningKeys;
 use crate::pipeline::Pipeline;
 use crate::rate::RateLimits;
 use crate::resource::Resource;
-use crate::secrets::Sealer;
+use crate::sealer::Sealer;
+use crate::signing::SigningKeys;
 use crate::store::{self, Notified, PgStore, Runner, SqliteStore, Store};
 use crate::token::{self, Grant};
-use crate::verified::VerifiedTokens;
+use crate::token_cache::VerifiedTokens;
 use crate::{clock, openapi, random, wellknown};
 
 /// Snapshots waiting to be relayed to other processes before more are dropped.

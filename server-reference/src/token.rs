@@ -6,8 +6,8 @@ use jsonwebtoken::{Algorithm, Validation};
 use serde::{Deserialize, Serialize};
 
 use crate::clock::seconds;
-use crate::keys::SigningKeys;
 use crate::resource::Resource;
+use crate::signing::SigningKeys;
 
 /// The `typ` header of an access token (RFC 9068).
 pub const ACCESS_TOKEN_TYPE: &str = "at+jwt";

@@ -10,9 +10,9 @@ use intent_models::{
 };
 use serde::Deserialize;
 
-use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::http::{ApiJson, ApiPath, ApiQuery};
+use crate::principal::Principal;
 use crate::state::AppState;
 
 /// Routes under `/v1/account`.

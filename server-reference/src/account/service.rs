@@ -12,7 +12,7 @@ use intent_models::{
 use super::catalog::{self, AppSpec};
 use super::{Error, Result, statement};
 use crate::clock::now;
-use crate::secrets::Sealer;
+use crate::sealer::Sealer;
 use crate::store::{Meter, Store};
 
 /// Owns each account's installations and credentials (sealed with the sealer's key, never

@@ -17,9 +17,9 @@ use intent_models::{
 use serde::Deserialize;
 
 use super::{Followed, PageRequest};
-use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::http::{ApiJson, ApiPath, ApiQuery, IdempotencyKey, SessionId};
+use crate::principal::Principal;
 use crate::state::AppState;
 
 /// Routes under `/v1/agent`.

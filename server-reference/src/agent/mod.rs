@@ -13,7 +13,7 @@ mod reference;
 mod runtime;
 mod sessions;
 mod turn;
-mod turns;
+mod turn_service;
 
 pub use error::{Error, Refusal, Result};
 pub use log::{Entry, EventLog, Followed, PageRequest, WeakLog, Writer};
@@ -23,7 +23,7 @@ pub use reference::ReferenceRuntime;
 pub use runtime::Runtime;
 pub use sessions::Sessions;
 pub use turn::{Step, Turn, TurnError, can_become};
-pub use turns::{Turns, resolution_hash};
+pub use turn_service::{Turns, resolution_hash};
 
 /// Longest session id (part 8).
 const MAX_SESSION_ID: usize = 160;

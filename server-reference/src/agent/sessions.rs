@@ -3,7 +3,7 @@
 use intent_models::{Session, SessionUpdate};
 
 use super::log::EventLog;
-use super::turns::Turns;
+use super::turn_service::Turns;
 use super::{Error, Result};
 use crate::clock::now;
 use crate::store::agent::SessionRecord;

@@ -6,9 +6,9 @@
 //! the services through the API router ([`server`]).
 
 mod events;
+mod run_turn;
 mod server;
 mod tools;
-mod turn;
 
 use std::sync::Arc;
 

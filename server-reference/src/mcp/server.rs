@@ -21,10 +21,10 @@ use serde_json::{Value, json};
 use tower::ServiceExt;
 
 use super::events;
+use super::run_turn;
 use super::tools::Tools;
-use super::turn;
 use crate::AppState;
-use crate::auth::Principal;
+use crate::principal::Principal;
 use crate::resource::Resource;
 use crate::token::Grant;
 
@@ -72,7 +72,7 @@ impl McpServer {
 
     /// Whether `run_turn` is among this server's tools for `principal`.
     fn runs_turns(&self, principal: &Principal) -> bool {
-        self.resource == Resource::AgentMcp && turn::SCOPES.iter().all(|s| has(principal, s))
+        self.resource == Resource::AgentMcp && run_turn::SCOPES.iter().all(|s| has(principal, s))
     }
 
     /// A bearer for the target resource with the caller's scopes of it, for one call.
@@ -215,7 +215,7 @@ impl ServerHandler for McpServer {
             .map(|tool| tool.tool.clone())
             .collect();
         if self.runs_turns(&principal) {
-            tools.push(turn::tool());
+            tools.push(run_turn::tool());
         }
         Ok(ListToolsResult::with_all_items(tools))
     }
@@ -226,15 +226,15 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let principal = principal(&context)?;
-        if self.resource == Resource::AgentMcp && request.name == turn::NAME {
+        if self.resource == Resource::AgentMcp && request.name == run_turn::NAME {
             if !self.runs_turns(&principal) {
-                let needs = turn::SCOPES.join(" and ");
-                return Ok(refused(format!("{} needs scopes {needs}", turn::NAME)));
+                let needs = run_turn::SCOPES.join(" and ");
+                return Ok(refused(format!("{} needs scopes {needs}", run_turn::NAME)));
             }
-            if let Some(violation) = turn::violation(&request) {
+            if let Some(violation) = run_turn::violation(&request) {
                 return Err(McpError::invalid_params(violation, None));
             }
-            return turn::run(self, &principal, request, &context).await;
+            return run_turn::run(self, &principal, request, &context).await;
         }
         let Some(tool) = self.tools.get(&request.name) else {
             let message = format!("no tool named {}", request.name);

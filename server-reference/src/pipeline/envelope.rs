@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::{Error, Result};
-use crate::keys::SigningKeys;
+use crate::signing::SigningKeys;
 
 /// JWS `typ` of an attestation.
 pub const ATTESTATION_TYP: &str = "build+jws";

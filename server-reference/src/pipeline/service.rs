@@ -17,7 +17,7 @@ use super::devnet::{self, Devnet};
 use super::envelope::{self, Content};
 use super::{Error, Result, catalog};
 use crate::clock::now;
-use crate::keys::SigningKeys;
+use crate::signing::SigningKeys;
 use crate::store::{CommitRecorded, Meter, NewCommit, Store};
 
 /// The body of a lifecycle endpoint, parsed once: a build request, an explicit stage input, or

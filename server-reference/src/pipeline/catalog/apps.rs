@@ -5,11 +5,11 @@ use std::sync::LazyLock;
 use intent_models::PipelineChain;
 use serde_json::json;
 
-use super::evm::{
+use super::evm_assets::{
     erc20_approve, erc20_transfer, erc721_transfer, erc1155_transfer, native_transfer,
     set_approval_for_all,
 };
-use super::svm::{sol_transfer, spl_transfer};
+use super::svm_assets::{sol_transfer, spl_transfer};
 use super::{App, Operation};
 
 /// Every app.

@@ -3,9 +3,9 @@
 //! `jsonschema` crate before anything runs.
 
 mod apps;
-mod evm;
+mod evm_assets;
 mod skills;
-mod svm;
+mod svm_assets;
 
 use intent_models::{PipelineAction, PipelineChain};
 use serde_json::{Map, Value, json};

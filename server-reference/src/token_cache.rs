@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use sha2::{Digest, Sha256};
 
-use crate::keys::SigningKeys;
+use crate::signing::SigningKeys;
 use crate::token::{self, AccessClaims, TokenError};
 
 /// Tokens kept at most; past it, expired entries go first, then all of them.
@@ -151,7 +151,7 @@ mod tests {
         let now = crate::clock::now();
         let before = SigningKeys::load_or_create(dir.path(), keep).unwrap();
         let token = mint(&before, 3_600, now);
-        crate::keys::rotate(dir.path(), now).unwrap();
+        crate::signing::rotate(dir.path(), now).unwrap();
         let after = SigningKeys::load_or_create(dir.path(), keep).unwrap();
         let cache = VerifiedTokens::default();
         assert!(

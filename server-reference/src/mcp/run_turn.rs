@@ -24,7 +24,7 @@ use sha2::{Digest, Sha256};
 
 use super::server::{McpServer, has};
 use super::tools::percent_encode;
-use crate::auth::Principal;
+use crate::principal::Principal;
 
 /// The tool's name.
 pub const NAME: &str = "run_turn";

@@ -2,6 +2,7 @@
 //! and the only reader of logs for clients, by long-poll pages and by the SSE projection.
 
 use std::collections::VecDeque;
+use std::num::NonZeroU64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,7 +16,7 @@ use super::cursor::{CursorError, CursorKey, Position};
 use super::head::{HEAD_EVENTS, Head, Heads, Writing};
 use super::notify::{Notifier, Subscription};
 use super::page::{Page, seq_of};
-use super::turn::can_become;
+use super::transitions::can_become;
 use super::{Error, Result};
 use crate::clock::{now, now_ms};
 use crate::store::agent::{
@@ -29,6 +30,9 @@ const MAX_WAIT_MS: i64 = 30_000;
 /// Events per page unless `limit` says otherwise, and the most it may say.
 const DEFAULT_LIMIT: i64 = 100;
 const MAX_LIMIT: i64 = 500;
+/// The placeholder `seq` of an event before the log assigns one.
+pub const DRAFT_SEQ: NonZeroU64 = NonZeroU64::MIN;
+
 /// Events per SSE `page`.
 const STREAM_PAGE: i64 = 100;
 
@@ -750,7 +754,7 @@ mod tests {
             .map(|i| AgentEvent::Message {
                 created_at: now(),
                 role: AgentEventRole::Assistant,
-                seq: super::super::turn::DRAFT_SEQ,
+                seq: DRAFT_SEQ,
                 text: format!("message {i} \"quoted\" é"),
                 turn_id: TURN.into(),
             })

@@ -12,6 +12,7 @@ mod page;
 mod reference;
 mod runtime;
 mod sessions;
+mod transitions;
 mod turn;
 mod turn_service;
 
@@ -22,7 +23,8 @@ pub use page::Page;
 pub use reference::ReferenceRuntime;
 pub use runtime::Runtime;
 pub use sessions::Sessions;
-pub use turn::{Step, Turn, TurnError, can_become};
+pub use transitions::can_become;
+pub use turn::{Step, Turn, TurnError};
 pub use turn_service::{Turns, resolution_hash};
 
 /// Longest session id (part 8).

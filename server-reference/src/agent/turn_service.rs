@@ -14,9 +14,10 @@ use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
 use super::cursor::Position;
+use super::log::DRAFT_SEQ;
 use super::log::{Entry, EventLog, Writer};
 use super::runtime::Runtime;
-use super::turn::{self, DRAFT_SEQ, Turn, TurnError};
+use super::turn::{self, Turn, TurnError};
 use super::{Error, Refusal, Result};
 use crate::clock::{now, now_ms, seconds};
 use crate::pipeline::Pipeline;

@@ -14,7 +14,7 @@ use rmcp::model::{
 use rmcp::service::SubscriptionContext;
 use serde_json::json;
 
-use super::server::{McpServer, has, principal};
+use super::api::{Api, has, principal};
 use super::tools::percent_encode;
 use crate::agent::Followed;
 
@@ -43,7 +43,7 @@ fn session_of(uri: &str) -> Option<&str> {
 
 /// Reads the log of the session `uri` names, as the caller.
 pub async fn read(
-    server: &McpServer,
+    api: &Api,
     principal: &crate::principal::Principal,
     uri: &str,
 ) -> Result<ReadResourceResult, McpError> {
@@ -57,7 +57,7 @@ pub async fn read(
         .uri(format!("/v1/agent/chat/{}", percent_encode(session)))
         .body(Body::empty())
         .expect("a session path is a valid request");
-    let (status, page) = server.send(principal, request).await?;
+    let (status, page) = api.send(principal, request).await?;
     if !status.is_success() {
         return Err(McpError::resource_not_found(
             format!("{uri}: the Agent answered {status}"),
@@ -97,7 +97,7 @@ pub fn accepted(requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
 /// Tells the subscriber of each append to the sessions it named, until it goes away or its
 /// token expires (as an SSE stream ends). It needs `agent:read`; a session the caller does not
 /// own (or that does not exist) is never reported.
-pub async fn listen(server: &McpServer, context: SubscriptionContext) -> Result<(), McpError> {
+pub async fn listen(api: &Api, context: SubscriptionContext) -> Result<(), McpError> {
     let principal = principal(context.request_context())?;
     if !has(&principal, "agent:read") {
         return Err(McpError::invalid_request(
@@ -115,7 +115,7 @@ pub async fn listen(server: &McpServer, context: SubscriptionContext) -> Result<
         let Some(session) = session_of(&uri) else {
             continue;
         };
-        let Ok(log) = server
+        let Ok(log) = api
             .state()
             .log()
             .follow(&principal.account, session, None, None)

@@ -5,6 +5,7 @@
 //! 403 `insufficient_scope`. Their tools are generated from openapi.json ([`tools`]) and call
 //! the services through the API router ([`server`]).
 
+mod api;
 mod events;
 mod run_turn;
 mod server;

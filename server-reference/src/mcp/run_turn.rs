@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::server::{McpServer, has};
+use super::api::{Api, has};
 use super::tools::percent_encode;
 use crate::principal::Principal;
 
@@ -123,7 +123,7 @@ type Step<T> = Result<T, Value>;
 /// Runs one round of `run_turn`. An error answer of the Agent is a tool error carrying its
 /// envelope; a request state that is not ours is invalid params.
 pub async fn run(
-    server: &McpServer,
+    api: &Api,
     principal: &Principal,
     request: CallToolRequestParams,
     context: &RequestContext<RoleServer>,
@@ -136,7 +136,7 @@ pub async fn run(
             None,
         ));
     }
-    match round(server, principal, &request, context).await {
+    match round(api, principal, &request, context).await {
         Ok(response) => Ok(response),
         Err(envelope) => {
             let mut result = CallToolResult::structured_error(envelope);
@@ -147,7 +147,7 @@ pub async fn run(
 }
 
 async fn round(
-    server: &McpServer,
+    api: &Api,
     principal: &Principal,
     request: &CallToolRequestParams,
     context: &RequestContext<RoleServer>,
@@ -162,9 +162,9 @@ async fn round(
                 .and_then(|responses| responses.get(DECISION));
             match decision(answer) {
                 Some(approve) => {
-                    resolve(server, principal, &pending, approve, state).await?;
+                    resolve(api, principal, &pending, approve, state).await?;
                     wait(
-                        server,
+                        api,
                         principal,
                         context,
                         &pending.session,
@@ -186,9 +186,9 @@ async fn round(
         }
         None => {
             let arguments = request.arguments.clone().unwrap_or_default();
-            let started = start(server, principal, &arguments).await?;
+            let started = start(api, principal, &arguments).await?;
             let (session, turn, cursor) = started;
-            wait(server, principal, context, &session, &turn, &cursor).await?
+            wait(api, principal, context, &session, &turn, &cursor).await?
         }
     };
     // Asking the person is pointless when the token cannot resolve what they decide.
@@ -214,7 +214,7 @@ async fn round(
 
 /// Starts the turn: its session, its id and the cursor before its first event.
 async fn start(
-    server: &McpServer,
+    api: &Api,
     principal: &Principal,
     arguments: &JsonObject,
 ) -> Step<(String, String, String)> {
@@ -222,7 +222,7 @@ async fn start(
     // of a start as it is.
     let body = Value::Object(arguments.clone());
     let request = json_request(Method::POST, "/v1/agent/chat".into(), Some(&body));
-    let started = api(server, principal, request).await?;
+    let started = call(api, principal, request).await?;
     let field = |name: &str| started[name].as_str().unwrap_or_default().to_owned();
     Ok((field("sessionId"), field("turnId"), field("cursor")))
 }
@@ -230,7 +230,7 @@ async fn start(
 /// Long-polls the log from `cursor` until `turn` is not `processing` and no more events are
 /// ready, notifying progress per event when the client asked for it.
 async fn wait(
-    server: &McpServer,
+    api: &Api,
     principal: &Principal,
     context: &RequestContext<RoleServer>,
     session: &str,
@@ -253,7 +253,7 @@ async fn wait(
         ])
         .expect("pairs of strings encode");
         let path = format!("/v1/agent/chat/{}?{query}", percent_encode(session));
-        let page = api(server, principal, json_request(Method::GET, path, None)).await?;
+        let page = call(api, principal, json_request(Method::GET, path, None)).await?;
         for event in page["events"].as_array().into_iter().flatten() {
             settled.events += 1;
             if let Some(token) = &progress {
@@ -287,7 +287,7 @@ async fn wait(
 /// Resolves the pending action; the idempotency key is derived from the request state and the
 /// decision, so that the same answer sent again (to any instance) has one effect.
 async fn resolve(
-    server: &McpServer,
+    api: &Api,
     principal: &Principal,
     pending: &Pending,
     approve: bool,
@@ -316,7 +316,7 @@ async fn resolve(
         "idempotency-key",
         key.parse().expect("hex is a header value"),
     );
-    api(server, principal, request).await.map(drop)
+    call(api, principal, request).await.map(drop)
 }
 
 /// The person's answer: approve, reject, or `None` when they cancelled or nothing came back.
@@ -387,8 +387,8 @@ fn json_request(method: Method, path: String, body: Option<&Value>) -> Request<B
 
 /// The Agent's answer to `request`: its JSON on success, else its envelope (or an `internal`
 /// one when the call itself failed).
-async fn api(server: &McpServer, principal: &Principal, request: Request<Body>) -> Step<Value> {
-    match server.send(principal, request).await {
+async fn call(api: &Api, principal: &Principal, request: Request<Body>) -> Step<Value> {
+    match api.send(principal, request).await {
         Ok((status, body)) if status.is_success() => Ok(body),
         Ok((_, envelope)) => Err(envelope),
         Err(error) => Err(json!({ "error": { "code": "internal", "message": error.message } })),

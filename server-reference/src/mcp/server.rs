@@ -1,14 +1,9 @@
 //! One MCP server (Agent MCP or Pipeline MCP): lists the tools the token's scopes allow and runs
-//! a call as the HTTP request of its operation, sent in process through the API router with a
-//! downscoped internal bearer for the caller's account (part 5: the gateway "delegates a
-//! downscoped internal bearer"). The caller's token never leaves this layer.
+//! a call as the HTTP request of its operation, sent through [`Api`].
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Router;
-use axum::http::request::Parts;
-use axum::http::{StatusCode, header};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListResourceTemplatesResult, ListToolsResult, PaginatedRequestParams,
@@ -17,22 +12,15 @@ use rmcp::model::{
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
-use serde_json::{Value, json};
-use tower::ServiceExt;
+use serde_json::Value;
 
+use super::api::{Api, has, principal};
 use super::events;
 use super::run_turn;
 use super::tools::Tools;
 use crate::AppState;
 use crate::principal::Principal;
 use crate::resource::Resource;
-use crate::token::Grant;
-
-/// How long an internal bearer lives: one call.
-const INTERNAL_TOKEN_TTL: Duration = Duration::from_secs(60);
-
-/// Responses of the API read into a tool result at most this large.
-const RESPONSE_LIMIT: usize = 8 * 1024 * 1024;
 
 /// The scope that lets an MCP client commit a Build: delegated custody (part 5).
 const CUSTODY: &str = "custody:delegate";
@@ -40,103 +28,24 @@ const CUSTODY: &str = "custody:delegate";
 /// An MCP server for one MCP resource, over the HTTP resource behind it.
 #[derive(Clone)]
 pub struct McpServer {
-    state: AppState,
-    /// `AgentMcp` or `PipelineMcp`.
-    resource: Resource,
-    /// The HTTP resource its tools call.
-    target: Resource,
+    api: Api,
     tools: Arc<Tools>,
-    api: Router,
 }
 
 impl McpServer {
     /// The server of `resource`, calling its HTTP resource through `api`.
     pub fn new(state: AppState, resource: Resource, tools: Arc<Tools>, api: Router) -> Self {
-        let target = match resource {
-            Resource::AgentMcp => Resource::Agent,
-            _ => Resource::Pipeline,
-        };
         Self {
-            state,
-            resource,
-            target,
+            api: Api::new(state, resource, api),
             tools,
-            api,
         }
-    }
-
-    /// The server's state.
-    pub(super) fn state(&self) -> &AppState {
-        &self.state
     }
 
     /// Whether `run_turn` is among this server's tools for `principal`.
     fn runs_turns(&self, principal: &Principal) -> bool {
-        self.resource == Resource::AgentMcp && run_turn::SCOPES.iter().all(|s| has(principal, s))
+        self.api.resource() == Resource::AgentMcp
+            && run_turn::SCOPES.iter().all(|s| has(principal, s))
     }
-
-    /// A bearer for the target resource with the caller's scopes of it, for one call.
-    fn internal_token(&self, principal: &Principal) -> String {
-        let scopes = principal
-            .scopes
-            .iter()
-            .filter(|scope| self.target.scopes().contains(&scope.as_str()))
-            .cloned()
-            .collect();
-        self.state.mint_access_token(&Grant {
-            account: principal.account.clone(),
-            scopes,
-            resource: self.target.identifier(self.state.issuer()),
-            client_id: format!("intent-mcp{}", self.resource.path()),
-            ttl: INTERNAL_TOKEN_TTL,
-        })
-    }
-}
-
-impl McpServer {
-    /// Sends `request` through the API router as `principal`, with a downscoped internal bearer;
-    /// the status and the JSON body (`{"status": N}` when there is none).
-    pub(super) async fn send(
-        &self,
-        principal: &Principal,
-        mut request: axum::http::Request<axum::body::Body>,
-    ) -> Result<(StatusCode, Value), McpError> {
-        let bearer = format!("Bearer {}", self.internal_token(principal));
-        let bearer = bearer.parse().expect("a minted token is a header value");
-        request.headers_mut().insert(header::AUTHORIZATION, bearer);
-        let response = match self.api.clone().oneshot(request).await {
-            Ok(response) => response,
-            Err(never) => match never {},
-        };
-        let status = response.status();
-        let bytes = axum::body::to_bytes(response.into_body(), RESPONSE_LIMIT)
-            .await
-            .map_err(|e| McpError::internal_error(format!("reading the response: {e}"), None))?;
-        let body = if bytes.is_empty() {
-            json!({ "status": status.as_u16() })
-        } else {
-            serde_json::from_slice(&bytes).map_err(|e| {
-                McpError::internal_error(format!("the response is not JSON: {e}"), None)
-            })?
-        };
-        Ok((status, body))
-    }
-}
-
-/// The principal the gateway put on the HTTP request that carries this message.
-pub(super) fn principal(context: &RequestContext<RoleServer>) -> Result<Principal, McpError> {
-    context
-        .extensions
-        .get::<Parts>()
-        .and_then(|parts| parts.extensions.get::<Principal>())
-        .cloned()
-        .ok_or_else(|| {
-            McpError::internal_error("the request reached MCP without the gateway", None)
-        })
-}
-
-pub(super) fn has(principal: &Principal, scope: &str) -> bool {
-    principal.scopes.iter().any(|held| held == scope)
 }
 
 fn refused(reason: String) -> CallToolResponse {
@@ -145,11 +54,11 @@ fn refused(reason: String) -> CallToolResponse {
 
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
-        let name = match self.resource {
+        let name = match self.api.resource() {
             Resource::AgentMcp => "intent-agent",
             _ => "intent-pipeline",
         };
-        let capabilities = match self.resource {
+        let capabilities = match self.api.resource() {
             // A session's log is a resource whose subscribers hear of appends.
             Resource::AgentMcp => ServerCapabilities::builder()
                 .enable_tools()
@@ -172,7 +81,7 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
-        match self.resource {
+        match self.api.resource() {
             Resource::AgentMcp => Ok(events::templates()),
             _ => Ok(ListResourceTemplatesResult::default()),
         }
@@ -184,22 +93,24 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         let principal = principal(&context)?;
-        if self.resource != Resource::AgentMcp || !has(&principal, "agent:read") {
+        if self.api.resource() != Resource::AgentMcp || !has(&principal, "agent:read") {
             let message = format!("{} is not a resource this token may read", request.uri);
             return Err(McpError::resource_not_found(message, None));
         }
-        Ok(events::read(self, &principal, &request.uri).await?.into())
+        Ok(events::read(&self.api, &principal, &request.uri)
+            .await?
+            .into())
     }
 
     fn accepted_subscription_filter(
         &self,
         requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
-        (self.resource == Resource::AgentMcp).then(|| events::accepted(requested))?
+        (self.api.resource() == Resource::AgentMcp).then(|| events::accepted(requested))?
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
-        events::listen(self, context).await
+        events::listen(&self.api, context).await
     }
 
     async fn list_tools(
@@ -226,7 +137,7 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let principal = principal(&context)?;
-        if self.resource == Resource::AgentMcp && request.name == run_turn::NAME {
+        if self.api.resource() == Resource::AgentMcp && request.name == run_turn::NAME {
             if !self.runs_turns(&principal) {
                 let needs = run_turn::SCOPES.join(" and ");
                 return Ok(refused(format!("{} needs scopes {needs}", run_turn::NAME)));
@@ -234,7 +145,7 @@ impl ServerHandler for McpServer {
             if let Some(violation) = run_turn::violation(&request) {
                 return Err(McpError::invalid_params(violation, None));
             }
-            return run_turn::run(self, &principal, request, &context).await;
+            return run_turn::run(&self.api, &principal, request, &context).await;
         }
         let Some(tool) = self.tools.get(&request.name) else {
             let message = format!("no tool named {}", request.name);
@@ -257,7 +168,7 @@ impl ServerHandler for McpServer {
         let commits = arguments
             .get("body")
             .is_some_and(|body| body.get("attestation").is_some());
-        if self.target == Resource::Pipeline && commits && !has(&principal, CUSTODY) {
+        if self.api.target() == Resource::Pipeline && commits && !has(&principal, CUSTODY) {
             return Ok(refused(format!(
                 "committing a Build through MCP is delegated custody: it needs scope {CUSTODY} \
                  (part 5), which the token lacks; commit through the Pipeline with the \
@@ -267,7 +178,7 @@ impl ServerHandler for McpServer {
         let http = tool
             .request(&arguments)
             .map_err(|reason| McpError::invalid_params(reason, None))?;
-        let (status, body) = self.send(&principal, http).await?;
+        let (status, body) = self.api.send(&principal, http).await?;
         let mut result = if status.is_success() {
             CallToolResult::structured(body)
         } else {

@@ -13,7 +13,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::error::ApiError;
-use crate::gateway::BodySchema;
+use crate::openapi::BodySchema;
 use crate::state::AppState;
 
 /// A JSON body that holds against its operation's schema in openapi.json (the gateway's

@@ -1,11 +1,14 @@
 //! The interface document this server implements, embedded in the binary and parsed once: served
-//! as it is at `/openapi.json`, and read for the gateway's operations and request schemas and for
-//! the MCP tools.
+//! as it is at `/openapi.json`, and read for its operations (where each is, the scope and resource
+//! of its token, the schema of its body), which the gateway guards, and for the MCP tools.
 
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
-use intent_models::schema::Schemas;
+use axum::http::Method;
+use intent_models::schema::{SchemaValidator, Schemas};
 use serde_json::Value;
+
+use crate::resource::Resource;
 
 /// `openapi.json` as text.
 pub const TEXT: &str = include_str!("../../openapi.json");
@@ -24,4 +27,144 @@ pub fn document() -> &'static Value {
 /// Its component schemas, converted to JSON Schema.
 pub fn schemas() -> &'static Schemas {
     &PARSED.1
+}
+
+/// Its operations.
+pub fn operations() -> &'static Operations {
+    static OPERATIONS: LazyLock<Operations> =
+        LazyLock::new(|| Operations::from_openapi(document(), schemas()));
+    &OPERATIONS
+}
+
+/// The schema of an operation's JSON request body in openapi.json.
+#[derive(Clone)]
+pub struct BodySchema(pub Arc<SchemaValidator>);
+
+/// One operation of openapi.json: where it is, what a token needs to reach it, and the schema
+/// of its body.
+#[derive(Clone)]
+pub struct Operation {
+    /// `None` for an MCP endpoint, which takes any method.
+    method: Option<Method>,
+    /// Path segments; `None` stands for a `{parameter}`.
+    segments: Vec<Option<String>>,
+    /// The scope the operation requires.
+    pub scope: String,
+    /// The resource whose token the operation takes.
+    pub resource: Resource,
+    /// The schema of its JSON body, when it takes one.
+    pub body: Option<BodySchema>,
+}
+
+/// Every operation of openapi.json.
+#[derive(Clone)]
+pub struct Operations(Vec<Operation>);
+
+impl Operations {
+    /// Reads the operations of `document`: path, method, the one scope of `security`, the
+    /// resource of `x-resource` and the schema of the JSON request body. The two MCP endpoints
+    /// (any method, no body schema: JSON-RPC is the MCP layer's) are guarded by their
+    /// resource's scope.
+    pub fn from_openapi(document: &Value, schemas: &Schemas) -> Self {
+        let mut operations = Vec::new();
+        for (path, item) in document["paths"].as_object().into_iter().flatten() {
+            for (method, op) in item.as_object().into_iter().flatten() {
+                let Ok(method) = method.to_uppercase().parse::<Method>() else {
+                    continue;
+                };
+                let scope = op["security"][0]["oauth2"][0].as_str();
+                let resource = op["x-resource"].as_str().and_then(Resource::from_name);
+                let (Some(scope), Some(resource)) = (scope, resource) else {
+                    panic!("openapi.json: {method} {path} lacks a scope or x-resource");
+                };
+                let segments = path
+                    .split('/')
+                    .map(|s| (!(s.starts_with('{') && s.ends_with('}'))).then(|| s.to_owned()))
+                    .collect();
+                let body = op
+                    .pointer("/requestBody/content/application~1json/schema")
+                    .map(|schema| {
+                        let validator = schemas.inline(schema).unwrap_or_else(|error| {
+                            panic!("openapi.json: the body schema of {method} {path}: {error}")
+                        });
+                        BodySchema(Arc::new(validator))
+                    });
+                operations.push(Operation {
+                    method: Some(method.clone()),
+                    segments,
+                    scope: scope.to_owned(),
+                    resource,
+                    body,
+                });
+            }
+        }
+        for resource in [Resource::AgentMcp, Resource::PipelineMcp] {
+            operations.push(Operation {
+                method: None,
+                segments: resource
+                    .path()
+                    .split('/')
+                    .map(|s| Some(s.to_owned()))
+                    .collect(),
+                scope: resource.scopes()[0].to_owned(),
+                resource,
+                body: None,
+            });
+        }
+        Self(operations)
+    }
+
+    /// The operation at `method` and `path`, if any.
+    /// HEAD is guarded like the GET it stands for.
+    pub fn find(&self, method: &Method, path: &str) -> Option<&Operation> {
+        let method = if method == Method::HEAD {
+            &Method::GET
+        } else {
+            method
+        };
+        let segments: Vec<&str> = path.split('/').collect();
+        self.0.iter().find(|op| {
+            op.method.as_ref().is_none_or(|m| m == method)
+                && op.segments.len() == segments.len()
+                && op
+                    .segments
+                    .iter()
+                    .zip(&segments)
+                    .all(|(want, got)| match want {
+                        Some(literal) => literal == got,
+                        // An empty parameter is guarded too; its handler refuses it with 400.
+                        None => true,
+                    })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_operations_by_method_and_template() {
+        let ops = operations();
+        let page = ops.find(&Method::GET, "/v1/agent/chat/ses_1").unwrap();
+        assert_eq!(
+            (page.scope.as_str(), page.resource),
+            ("agent:read", Resource::Agent)
+        );
+        let stage = ops.find(&Method::POST, "/v1/pipeline/svm/stage").unwrap();
+        assert_eq!(
+            (stage.scope.as_str(), stage.resource),
+            ("pipeline:execute", Resource::Pipeline)
+        );
+        let remove = ops
+            .find(&Method::DELETE, "/v1/account/apps/3/secrets/API_KEY")
+            .unwrap();
+        assert_eq!(remove.scope, "account:credentials:write");
+        assert!(ops.find(&Method::PUT, "/v1/agent/chat/ses_1").is_none());
+        let head = ops.find(&Method::HEAD, "/v1/account/statement").unwrap();
+        assert_eq!(head.scope, "account:usage:read");
+        let empty = ops.find(&Method::GET, "/v1/agent/chat/").unwrap();
+        assert_eq!(empty.scope, "agent:read");
+        assert!(ops.find(&Method::GET, "/v1/nowhere").is_none());
+    }
 }

@@ -1,5 +1,9 @@
 //! The five protected resources of part 5.4; a token is bound to exactly one of them.
 
+/// Prefix of a resource's protected-resource metadata; the resource's path follows it (RFC 9728,
+/// 3.1).
+pub const METADATA_PREFIX: &str = "/.well-known/oauth-protected-resource";
+
 /// A protected resource. Its identifier is the issuer's base address followed by [`path`].
 ///
 /// [`path`]: Resource::path

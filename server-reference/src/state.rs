@@ -12,7 +12,6 @@ use crate::account::Account;
 
 use crate::agent::{self, EventLog, Hub, Notifier, Relay, Sessions, Turns, WeakLog};
 use crate::config::{Config, OAuthClient};
-use crate::gateway::Operations;
 use crate::pipeline::Pipeline;
 use crate::rate::RateLimits;
 use crate::resource::Resource;
@@ -21,7 +20,7 @@ use crate::signing::SigningKeys;
 use crate::store::{self, Notified, PgStore, Runner, SqliteStore, Store};
 use crate::token::{self, Grant};
 use crate::token_cache::VerifiedTokens;
-use crate::{clock, openapi, random, wellknown};
+use crate::{clock, random};
 
 /// Snapshots waiting to be relayed to other processes before more are dropped.
 const SNAPSHOT_OUTBOX: usize = 256;
@@ -52,7 +51,6 @@ struct Inner {
     issuer: String,
     signing_key: Arc<SigningKeys>,
     store: Arc<dyn Store>,
-    operations: Operations,
     verified_tokens: VerifiedTokens,
     rate_limits: Option<RateLimits>,
     log: EventLog,
@@ -112,7 +110,6 @@ impl AppState {
             .public_url
             .clone()
             .unwrap_or_else(|| default_url.trim_end_matches('/').to_owned());
-        let operations = Operations::from_openapi(openapi::document(), openapi::schemas());
         let pipeline = Arc::new(Pipeline::new(
             store.clone(),
             signing_key.clone(),
@@ -153,7 +150,6 @@ impl AppState {
             issuer,
             signing_key,
             store,
-            operations,
             verified_tokens: VerifiedTokens::default(),
             rate_limits,
             log,
@@ -222,7 +218,7 @@ impl AppState {
         format!(
             "{}{}{}",
             self.issuer(),
-            wellknown::RESOURCE_METADATA_PREFIX,
+            crate::resource::METADATA_PREFIX,
             resource.path()
         )
     }
@@ -240,11 +236,6 @@ impl AppState {
     /// The rate limits, when the server sets any.
     pub fn rate_limits(&self) -> Option<&RateLimits> {
         self.0.rate_limits.as_ref()
-    }
-
-    /// The operations of openapi.json, as the gateway guards them.
-    pub fn operations(&self) -> &Operations {
-        &self.0.operations
     }
 }
 

@@ -13,9 +13,6 @@ use crate::state::AppState;
 /// Where the JWKS is served.
 pub const JWKS_PATH: &str = "/.well-known/jwks.json";
 
-/// Prefix of the protected-resource metadata; the resource's path follows it (RFC 9728, 3.1).
-pub const RESOURCE_METADATA_PREFIX: &str = "/.well-known/oauth-protected-resource";
-
 /// Where the authorization-server metadata is (RFC 8414).
 pub const AUTHORIZATION_SERVER_PATH: &str = "/.well-known/oauth-authorization-server";
 
@@ -25,7 +22,7 @@ pub fn router() -> Router<AppState> {
         .route(JWKS_PATH, get(jwks))
         .route(AUTHORIZATION_SERVER_PATH, get(authorization_server));
     Resource::ALL.into_iter().fold(router, |router, resource| {
-        let path = format!("{RESOURCE_METADATA_PREFIX}{}", resource.path());
+        let path = format!("{}{}", crate::resource::METADATA_PREFIX, resource.path());
         router.route(
             &path,
             get(move |state: State<AppState>| resource_metadata(state, resource)),

@@ -150,6 +150,22 @@ impl EventLog {
         WeakLog(Arc::downgrade(&self.0))
     }
 
+    /// Creates `session`, with an empty log whose head is kept from now on; `false` when its id
+    /// is taken.
+    pub async fn create_session(&self, session: SessionRecord) -> Result<bool, store::Error> {
+        let writing = self.0.heads.write(&session.id).await;
+        let since = writing.since();
+        let created = self.0.store.create_session(&session).await?;
+        if created {
+            let empty = Bounds {
+                last_seq: 0,
+                pruned_through: 0,
+            };
+            writing.set(Head::new(session, empty, Vec::new(), since));
+        }
+        Ok(created)
+    }
+
     /// Starts turn `turn_id` of `account`'s `session` with its first `events`, unless another
     /// turn is active.
     pub async fn start_turn(
@@ -739,8 +755,12 @@ mod tests {
             archived: false,
             updated_at: 0,
         };
-        store.create_session(&record).await.unwrap();
         let log = open(&store, dir, log_retention);
+        assert!(log.create_session(record.clone()).await.unwrap());
+        assert!(
+            !log.create_session(record).await.unwrap(),
+            "the id is taken"
+        );
         let started = log
             .start_turn(ACCOUNT, SESSION, TURN, messages(1))
             .await

@@ -16,7 +16,7 @@ use serde_json::{Map, Value, json};
 
 use super::runtime::Runtime;
 use super::turn::{Step, Turn, TurnError};
-use crate::pipeline::devnet::evm::{CONTRACTS, Contract, Standard};
+use crate::pipeline::erc20;
 
 /// The deterministic runtime of the reference server.
 pub struct ReferenceRuntime;
@@ -84,13 +84,6 @@ fn parse(intent: &str) -> Intent {
 }
 
 const HELP: &str = "I can send ETH, USDC or DAI on the devnet: say \"send 0.5 ETH to 0x70997970C51812dc3A010C7d01b50e0d17dc79C8\". I can also \"wait 500\" milliseconds.";
-
-/// The devnet ERC-20 whose symbol is `symbol` (any case).
-fn erc20(symbol: &str) -> Option<&'static Contract> {
-    CONTRACTS
-        .iter()
-        .find(|c| c.standard == Standard::Erc20 && c.symbol.eq_ignore_ascii_case(symbol))
-}
 
 #[async_trait]
 impl Runtime for ReferenceRuntime {

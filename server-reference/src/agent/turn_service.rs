@@ -97,8 +97,8 @@ impl Turns {
             None => {
                 let id = random::id("ses");
                 self.0
-                    .store
-                    .create_session(&SessionRecord {
+                    .log
+                    .create_session(SessionRecord {
                         id: id.clone(),
                         account: account.to_owned(),
                         title: message.chars().take(TITLE_CHARS).collect(),

@@ -9,5 +9,6 @@ mod error;
 pub(crate) mod http;
 mod service;
 
+pub use devnet::evm::erc20;
 pub use error::{Error, Result};
 pub use service::{Lifecycle, Pipeline};

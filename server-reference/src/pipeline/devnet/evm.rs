@@ -123,6 +123,13 @@ pub fn contract(address: &str) -> Option<&'static Contract> {
         .find(|c| c.address.eq_ignore_ascii_case(address))
 }
 
+/// The devnet's ERC-20 whose symbol is `symbol` (any case).
+pub fn erc20(symbol: &str) -> Option<&'static Contract> {
+    CONTRACTS
+        .iter()
+        .find(|c| c.standard == Standard::Erc20 && c.symbol.eq_ignore_ascii_case(symbol))
+}
+
 /// Creation bytecode of the contracts, rebuilt by `contracts/build.sh`.
 const DEV_TOKEN_BIN: &str = include_str!("../../../contracts/DevToken.bin");
 const DEV_COLLECTIBLE_BIN: &str = include_str!("../../../contracts/DevCollectible.bin");

@@ -2,6 +2,7 @@
 //! devnet, and commit after revalidation and re-simulation. Nothing about a Build is kept
 //! between calls: the envelope carries it all, and its attestation proves it.
 
+mod abi;
 pub mod catalog;
 pub mod devnet;
 pub mod envelope;

@@ -2,10 +2,12 @@
 //! approvals, ABI-encoded against the devnet's contracts.
 
 use intent_models::PipelineAction;
+use revm::primitives::{Address, U256};
 use serde_json::{Map, Value, json};
 
 use super::{Assembled, to_base_units};
 use crate::pipeline::Error;
+use crate::pipeline::abi::{Abi, call_data};
 use crate::pipeline::devnet::evm::{Contract, Standard};
 
 pub(super) fn native_transfer(input: &Map<String, Value>, step: u64) -> Result<Assembled, Error> {
@@ -45,26 +47,20 @@ fn token(input: &Map<String, Value>, standards: &[Standard]) -> Result<&'static 
         })
 }
 
-/// ABI words of `values` after a 4-byte selector, as `0x` hex.
-fn encode(selector: &str, words: &[String]) -> String {
-    let mut out = format!("0x{selector}");
-    for word in words {
-        out.push_str(&format!("{word:0>64}"));
-    }
-    out
+/// An address argument, or 400.
+fn address(text: &str) -> Result<Abi<'static>, Error> {
+    let address: Address = text
+        .parse()
+        .map_err(|_| Error::Invalid(format!("{text} is not an address")))?;
+    Ok(Abi::Address(address))
 }
 
-/// An address as an ABI word (hex, no prefix).
-fn address_word(address: &str) -> String {
-    address.trim_start_matches("0x").to_ascii_lowercase()
-}
-
-/// A decimal amount as an ABI word (hex), or 400.
-fn amount_word(decimal: &str) -> Result<String, Error> {
-    let value: revm::primitives::U256 = decimal
+/// A decimal number as a `uint256` argument, or 400.
+fn uint(decimal: &str) -> Result<Abi<'static>, Error> {
+    let value: U256 = decimal
         .parse()
         .map_err(|_| Error::Invalid("amount is out of range".to_owned()))?;
-    Ok(format!("{value:x}"))
+    Ok(Abi::Word(value))
 }
 
 /// One EVM call action to `to` with `data`.
@@ -90,7 +86,7 @@ pub(super) fn erc20_transfer(input: &Map<String, Value>, step: u64) -> Result<As
     let units = to_base_units(&amount, token.decimals.unwrap_or_default().into())
         .ok_or_else(|| Error::Invalid("amount has too many decimals".to_owned()))?;
     // transfer(address,uint256)
-    let data = encode("a9059cbb", &[address_word(&to), amount_word(&units)?]);
+    let data = call_data([0xa9, 0x05, 0x9c, 0xbb], &[address(&to)?, uint(&units)?]);
     let description = format!("Transfer {amount} {} to {to}", token.symbol);
     Ok(Assembled {
         actions: vec![call(input, step, token.address, data, description)?],
@@ -103,13 +99,16 @@ pub(super) fn erc20_approve(input: &Map<String, Value>, step: u64) -> Result<Ass
     let text = |key: &str| input[key].as_str().unwrap_or_default().to_owned();
     let (amount, spender) = (text("amount"), text("spender"));
     let units = if amount == "unlimited" {
-        revm::primitives::U256::MAX.to_string()
+        U256::MAX.to_string()
     } else {
         to_base_units(&amount, token.decimals.unwrap_or_default().into())
             .ok_or_else(|| Error::Invalid("amount has too many decimals".to_owned()))?
     };
     // approve(address,uint256)
-    let data = encode("095ea7b3", &[address_word(&spender), amount_word(&units)?]);
+    let data = call_data(
+        [0x09, 0x5e, 0xa7, 0xb3],
+        &[address(&spender)?, uint(&units)?],
+    );
     let description = format!("Approve {spender} to spend {amount} {}", token.symbol);
     Ok(Assembled {
         actions: vec![call(input, step, token.address, data, description)?],
@@ -122,9 +121,9 @@ pub(super) fn erc721_transfer(input: &Map<String, Value>, step: u64) -> Result<A
     let text = |key: &str| input[key].as_str().unwrap_or_default().to_owned();
     let (from, to, id) = (text("from"), text("to"), text("tokenId"));
     // safeTransferFrom(address,address,uint256)
-    let data = encode(
-        "42842e0e",
-        &[address_word(&from), address_word(&to), amount_word(&id)?],
+    let data = call_data(
+        [0x42, 0x84, 0x2e, 0x0e],
+        &[address(&from)?, address(&to)?, uint(&id)?],
     );
     let description = format!("Transfer {} #{id} to {to}", token.symbol);
     Ok(Assembled {
@@ -138,15 +137,14 @@ pub(super) fn erc1155_transfer(input: &Map<String, Value>, step: u64) -> Result<
     let text = |key: &str| input[key].as_str().unwrap_or_default().to_owned();
     let (from, to, id, amount) = (text("from"), text("to"), text("id"), text("amount"));
     // safeTransferFrom(address,address,uint256,uint256,bytes) with empty data
-    let words = [
-        address_word(&from),
-        address_word(&to),
-        amount_word(&id)?,
-        amount_word(&amount)?,
-        "a0".to_owned(),
-        "0".to_owned(),
+    let args = [
+        address(&from)?,
+        address(&to)?,
+        uint(&id)?,
+        uint(&amount)?,
+        Abi::Bytes(&[]),
     ];
-    let data = encode("f242432a", &words);
+    let data = call_data([0xf2, 0x42, 0x43, 0x2a], &args);
     let description = format!("Transfer {amount} of {} id {id} to {to}", token.symbol);
     Ok(Assembled {
         actions: vec![call(input, step, token.address, data, description)?],
@@ -162,9 +160,12 @@ pub(super) fn set_approval_for_all(
     let operator = input["operator"].as_str().unwrap_or_default().to_owned();
     let approved = input["approved"].as_bool().unwrap_or_default();
     // setApprovalForAll(address,bool)
-    let data = encode(
-        "a22cb465",
-        &[address_word(&operator), u8::from(approved).to_string()],
+    let data = call_data(
+        [0xa2, 0x2c, 0xb4, 0x65],
+        &[
+            address(&operator)?,
+            Abi::Word(U256::from(u8::from(approved))),
+        ],
     );
     let verb = if approved { "Allow" } else { "Revoke" };
     let description = format!("{verb} {operator} as operator of every {}", token.symbol);

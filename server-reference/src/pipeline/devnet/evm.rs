@@ -13,6 +13,7 @@ use revm::{Context, DatabaseCommit, DatabaseRef, ExecuteEvm, MainBuilder, MainCo
 use serde_json::{Value, json};
 
 use super::{Guards, Ledger, Observed, Run, simulation};
+use crate::pipeline::abi::{self, Abi};
 
 /// The devnet's chain id.
 pub const CHAIN_ID: u64 = 31337;
@@ -157,7 +158,7 @@ fn genesis() -> Db {
             Standard::Erc20 => {
                 let decimals = contract.decimals.unwrap_or_default();
                 let supply = U256::from(1_000_000u64) * U256::from(10u64).pow(U256::from(decimals));
-                let args = abi(&[
+                let args = abi::encode(&[
                     Abi::Text(contract.name),
                     Abi::Text(contract.symbol),
                     Abi::Word(U256::from(decimals)),
@@ -167,7 +168,7 @@ fn genesis() -> Db {
                 (DEV_TOKEN_BIN, args)
             }
             Standard::Erc721 => {
-                let args = abi(&[
+                let args = abi::encode(&[
                     Abi::Text(contract.name),
                     Abi::Text(contract.symbol),
                     Abi::Addresses(&holders),
@@ -177,7 +178,7 @@ fn genesis() -> Db {
             }
             Standard::Erc1155 => {
                 let ids = [U256::from(1u64), U256::from(2u64)];
-                let args = abi(&[
+                let args = abi::encode(&[
                     Abi::Addresses(&holders),
                     Abi::Words(&ids),
                     Abi::Word(U256::from(100u64)),
@@ -215,59 +216,6 @@ fn genesis() -> Db {
         db.commit(outcome.state);
     }
     db
-}
-
-/// A constructor argument.
-enum Abi<'a> {
-    Word(U256),
-    Text(&'a str),
-    Addresses(&'a [Address]),
-    Words(&'a [U256]),
-}
-
-/// The ABI encoding of `args` (head words, then the tails of dynamic values).
-fn abi(args: &[Abi]) -> Vec<u8> {
-    fn word(value: U256) -> [u8; 32] {
-        value.to_be_bytes::<32>()
-    }
-    let mut head = Vec::new();
-    let mut tail = Vec::new();
-    let head_len = args.len() * 32;
-    for arg in args {
-        let dynamic: Option<Vec<u8>> = match arg {
-            Abi::Word(value) => {
-                head.extend_from_slice(&word(*value));
-                None
-            }
-            Abi::Text(text) => {
-                let mut out = word(U256::from(text.len())).to_vec();
-                out.extend_from_slice(text.as_bytes());
-                out.resize(32 + text.len().div_ceil(32) * 32, 0);
-                Some(out)
-            }
-            Abi::Addresses(list) => {
-                let mut out = word(U256::from(list.len())).to_vec();
-                for address in *list {
-                    out.extend_from_slice(&[0u8; 12]);
-                    out.extend_from_slice(address.as_slice());
-                }
-                Some(out)
-            }
-            Abi::Words(list) => {
-                let mut out = word(U256::from(list.len())).to_vec();
-                for value in *list {
-                    out.extend_from_slice(&word(*value));
-                }
-                Some(out)
-            }
-        };
-        if let Some(bytes) = dynamic {
-            head.extend_from_slice(&word(U256::from(head_len + tail.len())));
-            tail.extend(bytes);
-        }
-    }
-    head.extend(tail);
-    head
 }
 
 impl Ledger for Db {

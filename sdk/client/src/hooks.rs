@@ -92,7 +92,7 @@ impl ClientHooks<ClientContext> for Client {
         let mut attempt = 1;
         loop {
             let again = retry.retries().then(|| request.try_clone()).flatten();
-            let sent = self.traced(request, info, attempt).await;
+            let sent = self.traced(request, again.as_ref(), info, attempt).await;
             let delay = retry.delay(attempt, &method, keyed, Outcome::of(&sent));
             match (again, delay) {
                 (Some(again), Some(delay)) => {
@@ -112,10 +112,11 @@ const REQUEST_ID: &str = "x-request-id";
 impl Client {
     /// Sends `request` as attempt `attempt` of `info`'s operation in a `tracing` span `request`
     /// with the method, the operation, the attempt, and once answered the status and the
-    /// deployment's request id.
+    /// deployment's request id. `spare` is a copy of `request` kept for a retry, if any.
     async fn traced(
         &self,
         request: Request,
+        spare: Option<&Request>,
         info: &OperationInfo,
         attempt: u32,
     ) -> reqwest::Result<Response> {
@@ -127,7 +128,8 @@ impl Client {
             status = tracing::field::Empty,
             request_id = tracing::field::Empty,
         );
-        let sent = tracing::Instrument::instrument(self.authorized(request), span.clone()).await;
+        let sent =
+            tracing::Instrument::instrument(self.authorized(request, spare), span.clone()).await;
         match &sent {
             Ok(response) => {
                 span.record("status", response.status().as_u16());
@@ -145,17 +147,27 @@ impl Client {
         sent
     }
 
-    /// Sends `request`; a 401 is answered by renewing the token and sending it once more.
-    async fn authorized(&self, request: Request) -> reqwest::Result<Response> {
+    /// Sends `request`; a 401 is answered by renewing the token and sending it once more (a copy
+    /// of `spare` when there is one, else of `request` made before sending).
+    async fn authorized(
+        &self,
+        request: Request,
+        spare: Option<&Request>,
+    ) -> reqwest::Result<Response> {
         let Ok(Some(source)) = self.inner().tokens.source_for(request.url()) else {
             return self.client().execute(request).await;
         };
-        let again = request.try_clone();
+        let copy = if spare.is_some() {
+            None
+        } else {
+            request.try_clone()
+        };
         let sent = request.headers().get(AUTHORIZATION).cloned();
         let response = self.client().execute(request).await?;
         if response.status() != StatusCode::UNAUTHORIZED {
             return Ok(response);
         }
+        let again = copy.or_else(|| spare.and_then(Request::try_clone));
         // A renewal that fails leaves the 401 as the answer; the next request's `pre` runs the
         // source again and reports its error.
         let (Some(mut again), Some(sent)) = (again, sent.as_ref().and_then(bearer)) else {

@@ -1,20 +1,22 @@
 //! The event log of every session (parts 2.11, 4.2 and 6): the only way an event enters a log,
 //! and the only reader of logs for clients, by long-poll pages and by the SSE projection.
 
-use std::collections::VecDeque;
 use std::num::NonZeroU64;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::Stream;
-use intent_models::{AgentEvent, MessageSnapshot, ResyncReason, TurnState};
+use intent_models::{AgentEvent, MessageSnapshot, TurnState};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 
+mod follow;
+
+pub use follow::Followed;
+
 use super::cursor::{CursorError, CursorKey, Position};
 use super::head::{HEAD_EVENTS, Head, Heads, Writing};
-use super::notify::{Notifier, Subscription};
+use super::notify::Notifier;
 use super::page::{Page, seq_of};
 use super::transitions::can_become;
 use super::{Error, Result};
@@ -32,9 +34,6 @@ const DEFAULT_LIMIT: i64 = 100;
 const MAX_LIMIT: i64 = 500;
 /// The placeholder `seq` of an event before the log assigns one.
 pub const DRAFT_SEQ: NonZeroU64 = NonZeroU64::MIN;
-
-/// Events per SSE `page`.
-const STREAM_PAGE: i64 = 100;
 
 /// Owns every session's log: the store it lives in, the in-memory head of active sessions, the
 /// notifier that wakes its readers, the key that issues and opens its cursors, and its
@@ -95,20 +94,6 @@ pub struct PageRequest {
     pub wait: Option<i64>,
     /// The most events the page may hold.
     pub limit: Option<i64>,
-}
-
-/// One item of a followed log.
-#[derive(Debug, Clone)]
-pub enum Followed {
-    /// A durable page; its cursor resumes after it.
-    Page(Page),
-    /// A transient snapshot of a message being written.
-    Snapshot(MessageSnapshot),
-    /// No safe delta exists; the pages that follow start over from the retained log.
-    Resync(ResyncReason),
-    /// The server is draining: the stream ends here, and the reader resumes elsewhere from the
-    /// cursor of its last page.
-    Closing,
 }
 
 impl EventLog {
@@ -348,64 +333,6 @@ impl EventLog {
         }
     }
 
-    /// Follows `account`'s `session` from `cursor`, or else from `last_event_id` (a page cursor
-    /// the stream sent before), or else from the start of the retained log: pages as events are
-    /// appended, with transient snapshots between them. A `cursor` is checked like a page's (400
-    /// invalid, 410 expired) before any event; a Last-Event-ID that does not open starts the
-    /// stream with a resync, since a browser resends it on its own and cannot act on a status.
-    /// The stream ends when the session is deleted or the store fails.
-    pub async fn follow(
-        &self,
-        account: &str,
-        session: &str,
-        cursor: Option<&str>,
-        last_event_id: Option<&str>,
-    ) -> Result<impl Stream<Item = Followed> + Send + use<>> {
-        self.owned(account, session).await?;
-        let subscription = self.0.notifier.subscribe(session);
-        let mut pending = VecDeque::new();
-        // A `cursor` the client wrote is checked like the page's; a Last-Event-ID that the
-        // browser resends on its own cannot be fixed by the client, so it gets a resync instead.
-        let resume = match (cursor, last_event_id) {
-            (Some(cursor), _) => Some(Ok(self
-                .open_at(account, session, cursor)
-                .await?
-                .map_err(cursor_error)?)),
-            (None, Some(id)) => Some(self.open_at(account, session, id).await?),
-            (None, None) => None,
-        };
-        let at = match resume {
-            Some(Ok(at)) => at,
-            Some(Err(error)) => {
-                pending.push_back(Followed::Resync(match error {
-                    CursorError::Invalid => ResyncReason::CursorInvalid,
-                    CursorError::Expired => ResyncReason::CursorExpired,
-                }));
-                self.retained_start(account, session).await?
-            }
-            None => self.retained_start(account, session).await?,
-        };
-        let projection = Projection {
-            draining: self.0.draining.subscribe(),
-            closed: false,
-            send_page: resume.is_none() || !pending.is_empty(),
-            log: self.clone(),
-            account: account.to_owned(),
-            session: session.to_owned(),
-            after: at.after,
-            seen: at.seen,
-            subscription,
-            pending,
-        };
-        Ok(futures_util::stream::unfold(
-            projection,
-            |mut projection| async move {
-                let item = projection.next().await?;
-                Some((item, projection))
-            },
-        ))
-    }
-
     /// `account`'s session `id`, from its head when it is kept; reading it keeps its head.
     pub async fn session(
         &self,
@@ -626,94 +553,6 @@ fn draft(event: AgentEvent) -> Map<String, Value> {
     match serde_json::to_value(event).expect("an event serializes") {
         Value::Object(map) => map,
         _ => unreachable!("an event is a JSON object"),
-    }
-}
-
-/// One follower's position in the log.
-struct Projection {
-    log: EventLog,
-    /// Ends the stream when the server drains.
-    draining: tokio::sync::watch::Receiver<bool>,
-    /// `Closing` was sent: the stream is over.
-    closed: bool,
-    account: String,
-    session: String,
-    /// The last event sent.
-    after: i64,
-    /// The last seq of the log the stream has seen.
-    seen: i64,
-    subscription: Subscription,
-    /// Items to send before reading the log again.
-    pending: VecDeque<Followed>,
-    /// Send a page even when it is empty: the reader needs a cursor to start from.
-    send_page: bool,
-}
-
-impl Projection {
-    /// The next item; `None` ends the stream (the session was deleted, or the store failed).
-    async fn next(&mut self) -> Option<Followed> {
-        if self.closed {
-            return None;
-        }
-        loop {
-            if let Some(item) = self.pending.pop_front() {
-                return Some(item);
-            }
-            let read = match self
-                .log
-                .read(
-                    &self.account,
-                    &self.session,
-                    self.after,
-                    STREAM_PAGE + 1,
-                    self.seen,
-                )
-                .await
-            {
-                Ok(Some(read)) => read,
-                // The session was deleted.
-                Ok(None) => return None,
-                Err(error) => {
-                    tracing::error!(error = &error as &dyn std::error::Error, "reading the log");
-                    return None;
-                }
-            };
-            self.seen = self.seen.max(read.last_seq);
-            if self.after < read.pruned_through {
-                // The reader fell behind the retained log: no safe delta exists.
-                self.after = read.pruned_through;
-                self.send_page = true;
-                return Some(Followed::Resync(ResyncReason::Lagged));
-            }
-            if !read.events.is_empty() || self.send_page {
-                self.send_page = false;
-                let page = self.log.make_page(
-                    &self.account,
-                    &self.session,
-                    self.after,
-                    &read,
-                    STREAM_PAGE,
-                );
-                self.after = page.events.last().map_or(self.after, |body| seq_of(body));
-                return Some(Followed::Page(page));
-            }
-            tokio::select! {
-                _ = self.draining.wait_for(|draining| *draining) => {
-                    self.closed = true;
-                    return Some(Followed::Closing);
-                }
-                changed = self.subscription.appended.changed() => {
-                    if changed.is_err() {
-                        return None;
-                    }
-                }
-                snapshot = self.subscription.snapshots.recv() => match snapshot {
-                    Ok(snapshot) => return Some(Followed::Snapshot(snapshot)),
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
-                },
-            }
-        }
     }
 }
 

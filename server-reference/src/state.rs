@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use axum::extract::FromRef;
 use intent_models::MessageSnapshot;
 use tokio::sync::mpsc;
 
@@ -42,9 +43,40 @@ pub enum StartError {
     Store(#[from] store::Error),
 }
 
-/// Everything handlers share. Cheap to clone.
+/// Everything handlers share. Cheap to clone. A handler extracts the one service it calls
+/// (`State<Turns>`, `State<Arc<Pipeline>>`...), each a part of this state by [`FromRef`].
 #[derive(Clone)]
 pub struct AppState(Arc<Inner>);
+
+impl FromRef<AppState> for EventLog {
+    fn from_ref(state: &AppState) -> Self {
+        state.0.log.clone()
+    }
+}
+
+impl FromRef<AppState> for Turns {
+    fn from_ref(state: &AppState) -> Self {
+        state.0.turns.clone()
+    }
+}
+
+impl FromRef<AppState> for Sessions {
+    fn from_ref(state: &AppState) -> Self {
+        state.0.sessions.clone()
+    }
+}
+
+impl FromRef<AppState> for Arc<Pipeline> {
+    fn from_ref(state: &AppState) -> Self {
+        state.0.pipeline.clone()
+    }
+}
+
+impl FromRef<AppState> for Arc<Account> {
+    fn from_ref(state: &AppState) -> Self {
+        state.0.account.clone()
+    }
+}
 
 struct Inner {
     config: Config,
@@ -57,7 +89,7 @@ struct Inner {
     turns: Turns,
     sessions: Sessions,
     pipeline: Arc<Pipeline>,
-    account: Account,
+    account: Arc<Account>,
 }
 
 impl AppState {
@@ -141,7 +173,7 @@ impl AppState {
         );
         turns.fail_orphans().await?;
         let sessions = Sessions::new(log.clone(), turns.clone());
-        let account = Account::new(store.clone(), sealer);
+        let account = Arc::new(Account::new(store.clone(), sealer));
         let rate_limits = config.rate_limit.map(RateLimits::new);
         let cleanup_interval = config.cleanup_interval;
         let turn_lease = config.turn_lease;
@@ -193,19 +225,9 @@ impl AppState {
         &self.0.turns
     }
 
-    /// The Sessions service.
-    pub fn sessions(&self) -> &Sessions {
-        &self.0.sessions
-    }
-
     /// The Pipeline service.
     pub fn pipeline(&self) -> &Pipeline {
         &self.0.pipeline
-    }
-
-    /// The Account service.
-    pub fn account(&self) -> &Account {
-        &self.0.account
     }
 
     /// Mints an access token of this server for `grant`.

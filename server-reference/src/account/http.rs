@@ -1,6 +1,8 @@
 //! The Account's HTTP layer: routes under `/v1/account`, each a few lines that parse, call
 //! [`Account`](super::Account) and answer JSON.
 
+use std::sync::Arc;
+
 use axum::extract::State;
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
@@ -10,6 +12,7 @@ use intent_models::{
 };
 use serde::Deserialize;
 
+use super::Account;
 use crate::error::ApiError;
 use crate::http::{ApiJson, ApiPath, ApiQuery};
 use crate::principal::Principal;
@@ -29,65 +32,54 @@ pub fn router() -> Router<AppState> {
 }
 
 async fn list_apps(
-    State(state): State<AppState>,
+    State(account): State<Arc<Account>>,
     principal: Principal,
 ) -> Result<Json<AccountAppList>, ApiError> {
-    Ok(Json(state.account().apps(&principal.account).await?))
+    Ok(Json(account.apps(&principal.account).await?))
 }
 
 async fn install(
-    State(state): State<AppState>,
+    State(account): State<Arc<Account>>,
     principal: Principal,
     ApiPath(app): ApiPath<String>,
 ) -> Result<Json<AppInstallation>, ApiError> {
-    Ok(Json(
-        state.account().install(&principal.account, &app).await?,
-    ))
+    Ok(Json(account.install(&principal.account, &app).await?))
 }
 
 async fn uninstall(
-    State(state): State<AppState>,
+    State(account): State<Arc<Account>>,
     principal: Principal,
     ApiPath(app): ApiPath<String>,
 ) -> Result<Json<AppInstallation>, ApiError> {
-    Ok(Json(
-        state.account().uninstall(&principal.account, &app).await?,
-    ))
+    Ok(Json(account.uninstall(&principal.account, &app).await?))
 }
 
 async fn list_credentials(
-    State(state): State<AppState>,
+    State(account): State<Arc<Account>>,
     principal: Principal,
     ApiPath(app): ApiPath<String>,
 ) -> Result<Json<CredentialList>, ApiError> {
-    Ok(Json(
-        state
-            .account()
-            .credentials(&principal.account, &app)
-            .await?,
-    ))
+    Ok(Json(account.credentials(&principal.account, &app).await?))
 }
 
 async fn save_credential(
-    State(state): State<AppState>,
+    State(account): State<Arc<Account>>,
     principal: Principal,
     ApiPath((app, name)): ApiPath<(String, String)>,
     ApiJson(CredentialValue { value }): ApiJson<CredentialValue>,
 ) -> Result<Json<CredentialChange>, ApiError> {
-    let change = state
-        .account()
+    let change = account
         .save_credential(&principal.account, &app, &name, &value)
         .await?;
     Ok(Json(change))
 }
 
 async fn remove_credential(
-    State(state): State<AppState>,
+    State(account): State<Arc<Account>>,
     principal: Principal,
     ApiPath((app, name)): ApiPath<(String, String)>,
 ) -> Result<Json<CredentialChange>, ApiError> {
-    let change = state
-        .account()
+    let change = account
         .remove_credential(&principal.account, &app, &name)
         .await?;
     Ok(Json(change))
@@ -99,12 +91,11 @@ struct StatementQuery {
 }
 
 async fn get_statement(
-    State(state): State<AppState>,
+    State(account): State<Arc<Account>>,
     principal: Principal,
     ApiQuery(query): ApiQuery<StatementQuery>,
 ) -> Result<Json<UsageStatement>, ApiError> {
-    let statement = state
-        .account()
+    let statement = account
         .statement(&principal.account, query.period.as_deref())
         .await?;
     Ok(Json(statement))

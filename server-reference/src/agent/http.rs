@@ -16,7 +16,7 @@ use intent_models::{
 };
 use serde::Deserialize;
 
-use super::{Followed, PageRequest};
+use super::{EventLog, Followed, PageRequest, Sessions, Turns};
 use crate::error::ApiError;
 use crate::http::{ApiJson, ApiPath, ApiQuery, IdempotencyKey, SessionId};
 use crate::principal::Principal;
@@ -42,25 +42,20 @@ pub fn router() -> Router<AppState> {
 }
 
 async fn start(
-    State(state): State<AppState>,
+    State(turns): State<Turns>,
     principal: Principal,
     ApiJson(request): ApiJson<ChatStartRequest>,
 ) -> Result<(StatusCode, Json<ChatStartResponse>), ApiError> {
-    let started = state.turns().start(&principal.account, &request).await?;
+    let started = turns.start(&principal.account, &request).await?;
     Ok((StatusCode::ACCEPTED, Json(started)))
 }
 
 async fn interrupt(
-    State(state): State<AppState>,
+    State(turns): State<Turns>,
     principal: Principal,
     SessionId(session): SessionId,
 ) -> Result<Json<TurnStatus>, ApiError> {
-    Ok(Json(
-        state
-            .turns()
-            .interrupt(&principal.account, &session)
-            .await?,
-    ))
+    Ok(Json(turns.interrupt(&principal.account, &session).await?))
 }
 
 #[derive(Deserialize)]
@@ -69,30 +64,26 @@ struct ActionPath {
 }
 
 async fn resolve(
-    State(state): State<AppState>,
+    State(turns): State<Turns>,
     principal: Principal,
     SessionId(session): SessionId,
     ApiPath(ActionPath { action_id }): ApiPath<ActionPath>,
     IdempotencyKey(key): IdempotencyKey,
     ApiJson(request): ApiJson<ActionResolutionRequest>,
 ) -> Result<Json<ActionResolution>, ApiError> {
-    let resolution = state
-        .turns()
+    let resolution = turns
         .resolve(&principal.account, &session, &action_id, &key, request)
         .await?;
     Ok(Json(resolution))
 }
 
 async fn page(
-    State(state): State<AppState>,
+    State(log): State<EventLog>,
     principal: Principal,
     SessionId(session): SessionId,
     ApiQuery(request): ApiQuery<PageRequest>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let page = state
-        .log()
-        .page(&principal.account, &session, &request)
-        .await?;
+    let page = log.page(&principal.account, &session, &request).await?;
     Ok(([(header::CONTENT_TYPE, "application/json")], page.to_json()))
 }
 
@@ -151,32 +142,29 @@ fn frame(item: Followed) -> Option<Event> {
 }
 
 async fn get_session(
-    State(state): State<AppState>,
+    State(sessions): State<Sessions>,
     principal: Principal,
     SessionId(id): SessionId,
 ) -> Result<Json<Session>, ApiError> {
-    Ok(Json(state.sessions().get(&principal.account, &id).await?))
+    Ok(Json(sessions.get(&principal.account, &id).await?))
 }
 
 async fn update_session(
-    State(state): State<AppState>,
+    State(sessions): State<Sessions>,
     principal: Principal,
     SessionId(id): SessionId,
     ApiJson(update): ApiJson<SessionUpdate>,
 ) -> Result<Json<Session>, ApiError> {
     Ok(Json(
-        state
-            .sessions()
-            .update(&principal.account, &id, &update)
-            .await?,
+        sessions.update(&principal.account, &id, &update).await?,
     ))
 }
 
 async fn delete_session(
-    State(state): State<AppState>,
+    State(sessions): State<Sessions>,
     principal: Principal,
     SessionId(id): SessionId,
 ) -> Result<StatusCode, ApiError> {
-    state.sessions().delete(&principal.account, &id).await?;
+    sessions.delete(&principal.account, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -1,13 +1,15 @@
 //! The Pipeline's HTTP layer: routes under `/v1/pipeline`, each a few lines that parse, call
 //! [`Pipeline`](super::Pipeline) and answer JSON.
 
+use std::sync::Arc;
+
 use axum::extract::State;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use intent_models::{ErrorCode, OperationDescriptor, PipelineChain, PipelineLifecycleResponse};
 use serde_json::Value;
 
-use super::Lifecycle;
+use super::{Lifecycle, Pipeline};
 use crate::error::ApiError;
 use crate::http::{ApiJson, ApiPath};
 use crate::principal::Principal;
@@ -51,58 +53,55 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Names {
     }
 }
 
-async fn list_apps(State(state): State<AppState>) -> Json<Value> {
-    Json(state.pipeline().apps())
+async fn list_apps(State(pipeline): State<Arc<Pipeline>>) -> Json<Value> {
+    Json(pipeline.apps())
 }
 
 async fn app_operation(
-    State(state): State<AppState>,
+    State(pipeline): State<Arc<Pipeline>>,
     Names(app, operation): Names,
 ) -> Result<Json<OperationDescriptor>, ApiError> {
-    Ok(Json(state.pipeline().app_operation(&app, &operation)?))
+    Ok(Json(pipeline.app_operation(&app, &operation)?))
 }
 
-async fn list_skills(State(state): State<AppState>) -> Json<Value> {
-    Json(state.pipeline().skills())
+async fn list_skills(State(pipeline): State<Arc<Pipeline>>) -> Json<Value> {
+    Json(pipeline.skills())
 }
 
 async fn call_skill(
-    State(state): State<AppState>,
+    State(pipeline): State<Arc<Pipeline>>,
     Names(skill, operation): Names,
     ApiJson(input): ApiJson<Value>,
 ) -> Result<Json<Value>, ApiError> {
-    Ok(Json(
-        state.pipeline().call_skill(&skill, &operation, &input)?,
-    ))
+    Ok(Json(pipeline.call_skill(&skill, &operation, &input)?))
 }
 
 /// `POST /v1/pipeline/evm/build`.
 async fn evm_build(
-    State(state): State<AppState>,
+    State(pipeline): State<Arc<Pipeline>>,
     principal: Principal,
     ApiJson(body): ApiJson<Value>,
 ) -> Result<Json<PipelineLifecycleResponse>, ApiError> {
-    lifecycle(&state, &principal, PipelineChain::Evm, body).await
+    lifecycle(&pipeline, &principal, PipelineChain::Evm, body).await
 }
 
 /// `POST /v1/pipeline/svm/stage`.
 async fn svm_stage(
-    State(state): State<AppState>,
+    State(pipeline): State<Arc<Pipeline>>,
     principal: Principal,
     ApiJson(body): ApiJson<Value>,
 ) -> Result<Json<PipelineLifecycleResponse>, ApiError> {
-    lifecycle(&state, &principal, PipelineChain::Svm, body).await
+    lifecycle(&pipeline, &principal, PipelineChain::Svm, body).await
 }
 
 async fn lifecycle(
-    state: &AppState,
+    pipeline: &Pipeline,
     principal: &Principal,
     chain: PipelineChain,
     body: Value,
 ) -> Result<Json<PipelineLifecycleResponse>, ApiError> {
     let request = Lifecycle::parse(chain, body)?;
-    let response = state
-        .pipeline()
+    let response = pipeline
         .lifecycle(&principal.account, chain, request)
         .await?;
     Ok(Json(response))

@@ -2,7 +2,7 @@
 
 /// Prefix of a resource's protected-resource metadata; the resource's path follows it (RFC 9728,
 /// 3.1).
-pub const METADATA_PREFIX: &str = "/.well-known/oauth-protected-resource";
+const METADATA_PREFIX: &str = "/.well-known/oauth-protected-resource";
 
 /// A protected resource. Its identifier is the issuer's base address followed by [`path`].
 ///
@@ -51,6 +51,11 @@ impl Resource {
             Resource::PipelineMcp => "/v1/pipeline/mcp",
             Resource::Account => "/v1/account",
         }
+    }
+
+    /// The path of this resource's protected-resource metadata (RFC 9728, 3.1).
+    pub fn metadata_path(self) -> String {
+        format!("{METADATA_PREFIX}{}", self.path())
     }
 
     /// The scopes of part 5 that belong to this resource.

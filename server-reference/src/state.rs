@@ -237,12 +237,7 @@ impl AppState {
 
     /// The address of `resource`'s protected-resource metadata.
     pub fn resource_metadata_url(&self, resource: Resource) -> String {
-        format!(
-            "{}{}{}",
-            self.issuer(),
-            crate::resource::METADATA_PREFIX,
-            resource.path()
-        )
+        format!("{}{}", self.issuer(), resource.metadata_path())
     }
 
     /// The registered OAuth client `id`.

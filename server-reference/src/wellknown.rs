@@ -22,9 +22,8 @@ pub fn router() -> Router<AppState> {
         .route(JWKS_PATH, get(jwks))
         .route(AUTHORIZATION_SERVER_PATH, get(authorization_server));
     Resource::ALL.into_iter().fold(router, |router, resource| {
-        let path = format!("{}{}", crate::resource::METADATA_PREFIX, resource.path());
         router.route(
-            &path,
+            &resource.metadata_path(),
             get(move |state: State<AppState>| resource_metadata(state, resource)),
         )
     })

@@ -65,11 +65,12 @@ impl SealedBuild {
     /// Reads a Build from the JSON a deployment sent; [`BuildError::Malformed`] when it is not an
     /// object with the envelope's members.
     pub fn from_json(json: Value) -> Result<Self, BuildError> {
+        let build =
+            PipelineBuild::deserialize(&json).map_err(|e| BuildError::Malformed(e.to_string()))?;
+        // A struct also reads from an array of its members in order.
         let Value::Object(json) = json else {
             return Err(BuildError::Malformed("not an object".to_owned()));
         };
-        let build = PipelineBuild::deserialize(&Value::Object(json.clone()))
-            .map_err(|e| BuildError::Malformed(e.to_string()))?;
         Ok(Self { json, build })
     }
 
@@ -201,7 +202,7 @@ pub async fn jwks(client: &Client) -> Result<JwkSet, Error> {
 }
 
 /// `POST`s `body` as it is to the lifecycle endpoint of `chain`, and reads the answer as `T`.
-async fn lifecycle<T: DeserializeOwned>(
+pub(crate) async fn lifecycle<T: DeserializeOwned>(
     client: &Client,
     chain: PipelineChain,
     body: &impl Serialize,

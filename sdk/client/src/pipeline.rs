@@ -6,8 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use intent_models::{
     OperationDescriptor, PipelineAppList, PipelineBuildRequest, PipelineChain,
-    PipelineCommitResult, PipelineLifecycleRequest, PipelineSkillList, PipelineStageInput,
-    SkillResult,
+    PipelineCommitResult, PipelineSkillList, PipelineStageInput, SkillResult,
 };
 use serde_json::{Map, Value};
 
@@ -70,8 +69,7 @@ impl Pipeline<'_> {
         chain: PipelineChain,
         request: &PipelineBuildRequest,
     ) -> Result<SealedBuild, Error> {
-        let body = PipelineLifecycleRequest::BuildRequest(request.clone());
-        build::request(self.client, chain, &body).await
+        build::lifecycle(self.client, chain, request).await
     }
 
     /// Stages actions given directly on `chain` (simulated unless `simulate` is false).
@@ -80,8 +78,7 @@ impl Pipeline<'_> {
         chain: PipelineChain,
         input: &PipelineStageInput,
     ) -> Result<SealedBuild, Error> {
-        let body = PipelineLifecycleRequest::StageInput(input.clone());
-        build::request(self.client, chain, &body).await
+        build::lifecycle(self.client, chain, input).await
     }
 
     /// Checks `build`'s digest and attestation against the deployment's published keys.

@@ -138,6 +138,8 @@ impl AppState {
                     None,
                 ),
             };
+        // The gateway's operations are read from openapi.json at start, not by the first request.
+        crate::openapi::operations();
         let issuer = config
             .public_url
             .clone()

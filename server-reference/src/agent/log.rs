@@ -300,8 +300,8 @@ impl EventLog {
             )
         });
         let deadline = Instant::now() + Duration::from_millis(wait.unsigned_abs());
+        let (after, seen) = opened.map_or((0, 0), |at| (at.after, at.seen));
         loop {
-            let (after, seen) = opened.map_or((0, 0), |at| (at.after, at.seen));
             let read = self
                 .read(account, session, after, limit + 1, seen)
                 .await?

@@ -14,8 +14,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
 use super::cursor::Position;
-use super::log::DRAFT_SEQ;
-use super::log::{Entry, EventLog, Writer};
+use super::log::{DRAFT_SEQ, Entry, EventLog, Writer};
 use super::runtime::Runtime;
 use super::turn::{self, Turn, TurnError};
 use super::{Error, Refusal, Result};

@@ -98,17 +98,15 @@ pub(super) fn erc20_approve(input: &Map<String, Value>, step: u64) -> Result<Ass
     let token = token(input, &[Standard::Erc20])?;
     let text = |key: &str| input[key].as_str().unwrap_or_default().to_owned();
     let (amount, spender) = (text("amount"), text("spender"));
-    let units = if amount == "unlimited" {
-        U256::MAX.to_string()
+    let allowance = if amount == "unlimited" {
+        Abi::Word(U256::MAX)
     } else {
-        to_base_units(&amount, token.decimals.unwrap_or_default().into())
-            .ok_or_else(|| Error::Invalid("amount has too many decimals".to_owned()))?
+        let units = to_base_units(&amount, token.decimals.unwrap_or_default().into())
+            .ok_or_else(|| Error::Invalid("amount has too many decimals".to_owned()))?;
+        uint(&units)?
     };
     // approve(address,uint256)
-    let data = call_data(
-        [0x09, 0x5e, 0xa7, 0xb3],
-        &[address(&spender)?, uint(&units)?],
-    );
+    let data = call_data([0x09, 0x5e, 0xa7, 0xb3], &[address(&spender)?, allowance]);
     let description = format!("Approve {spender} to spend {amount} {}", token.symbol);
     Ok(Assembled {
         actions: vec![call(input, step, token.address, data, description)?],

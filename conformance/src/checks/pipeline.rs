@@ -387,7 +387,16 @@ async fn commit_once(target: &Target, token: &str, path: &str, build: &Value) ->
 
 async fn svm(target: &Target) -> Verdict {
     let token = &target.role(Role::Pipeline).await?;
-    let build = fresh_build(target, token, SVM).await?;
+    let mut request = build_request(target, SVM).await?;
+    // An amount no other check sends, so that no other commit shares the Build: a Build of the
+    // same request in the same second is the same Build, and `stateful.svmStage` commits the
+    // reference request while this check runs. A configured request is the deployment's own.
+    if target.settings.inputs.svm_stage.is_none()
+        && let Some(amount) = request.pointer_mut("/operations/0/input/amount")
+    {
+        *amount = json!(format!("0.{:06}", 1 + nanos() % 999_999));
+    }
+    let build = build_from(target, token, SVM, request).await?;
     let chains: Vec<&Value> = build["actions"]
         .as_array()
         .into_iter()

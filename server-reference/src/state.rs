@@ -18,7 +18,7 @@ use crate::rate::RateLimits;
 use crate::resource::Resource;
 use crate::sealer::Sealer;
 use crate::signing::SigningKeys;
-use crate::store::{self, Notified, PgStore, Runner, SqliteStore, Store};
+use crate::store::{self, Notified, Runner, Shared, Store};
 use crate::token::{self, Grant};
 use crate::token_cache::VerifiedTokens;
 use crate::{clock, random};
@@ -82,7 +82,7 @@ struct Inner {
     config: Config,
     issuer: String,
     signing_key: Arc<SigningKeys>,
-    store: Arc<dyn Store>,
+    store: Arc<Store>,
     verified_tokens: VerifiedTokens,
     rate_limits: Option<RateLimits>,
     log: EventLog,
@@ -123,21 +123,19 @@ impl AppState {
         };
         let hub = Arc::new(Hub::default());
         let fed = Arc::downgrade(&hub);
-        let (store, notifier, shared): (Arc<dyn Store>, Arc<dyn Notifier>, Option<PgStore>) =
-            match &config.database_url {
-                Some(url) => {
-                    let store = PgStore::open(url, runner).await?;
-                    let (outbox, relayed) = mpsc::channel(SNAPSHOT_OUTBOX);
-                    tokio::spawn(relay_snapshots(store.clone(), relayed));
-                    let notifier = Arc::new(Relay::new(hub, outbox));
-                    (Arc::new(store.clone()), notifier, Some(store))
-                }
-                None => (
-                    Arc::new(SqliteStore::open(&data_dir, runner).await?),
-                    hub,
-                    None,
-                ),
-            };
+        let store = Arc::new(match &config.database_url {
+            Some(url) => Store::postgres(url, runner).await?,
+            None => Store::sqlite(&data_dir, runner).await?,
+        });
+        let shared = store.shared();
+        let notifier: Arc<dyn Notifier> = match &shared {
+            Some(shared) => {
+                let (outbox, relayed) = mpsc::channel(SNAPSHOT_OUTBOX);
+                tokio::spawn(relay_snapshots(shared.clone(), relayed));
+                Arc::new(Relay::new(hub, outbox))
+            }
+            None => hub,
+        };
         // The gateway's operations are read from openapi.json at start, not by the first request.
         crate::openapi::operations();
         let issuer = config
@@ -158,13 +156,13 @@ impl AppState {
         );
         // Other processes write a shared store: their notifications wake this one's readers and
         // retire the heads they make out of date.
-        if let Some(store) = shared {
+        if let Some(shared) = shared {
             log.hearing_changes(false);
             let feed = Feed {
                 hub: fed,
                 log: log.downgrade(),
             };
-            tokio::spawn(async move { store.follow_notifications(feed).await });
+            tokio::spawn(async move { shared.follow_notifications(feed).await });
         }
         let turns = Turns::new(
             log.clone(),
@@ -208,8 +206,8 @@ impl AppState {
     }
 
     /// The durable store.
-    pub fn store(&self) -> &dyn Store {
-        self.0.store.as_ref()
+    pub fn store(&self) -> &Store {
+        &self.0.store
     }
 
     /// The configuration the server runs with.
@@ -370,7 +368,7 @@ impl Notified for Feed {
 /// Relays this process's snapshots to the others through `store`, until the log is gone. A
 /// snapshot holds its message so far, so of the snapshots waiting for one session only the last
 /// is sent.
-async fn relay_snapshots(store: PgStore, mut relayed: mpsc::Receiver<(String, MessageSnapshot)>) {
+async fn relay_snapshots(shared: Shared, mut relayed: mpsc::Receiver<(String, MessageSnapshot)>) {
     let mut waiting = Vec::new();
     while relayed.recv_many(&mut waiting, SNAPSHOT_OUTBOX).await > 0 {
         let mut latest: Vec<(String, MessageSnapshot)> = Vec::new();
@@ -381,7 +379,7 @@ async fn relay_snapshots(store: PgStore, mut relayed: mpsc::Receiver<(String, Me
             }
         }
         for (session, snapshot) in latest {
-            if let Err(error) = store.relay_snapshot(&session, snapshot).await {
+            if let Err(error) = shared.relay_snapshot(&session, snapshot).await {
                 tracing::debug!(%error, "relaying a snapshot");
             }
         }

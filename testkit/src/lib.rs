@@ -237,8 +237,9 @@ impl ResourceName for intent_sdk::Resource {
     }
 }
 
-/// Creates an empty database on the PostgreSQL server at `server` and gives its URL.
-async fn new_database(server: &str) -> String {
+/// Creates an empty database on the PostgreSQL server at `server` (such as [`DATABASE_ENV`]
+/// names) and gives its URL.
+pub async fn new_database(server: &str) -> String {
     use sqlx::Connection;
     let mut url = reqwest::Url::parse(server).expect("INTENT_TEST_DATABASE_URL is a URL");
     let mut random = [0u8; 16];

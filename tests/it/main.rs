@@ -25,3 +25,4 @@ mod sdk_contract;
 mod sdk_resilience;
 mod server_basics;
 mod services;
+mod store;

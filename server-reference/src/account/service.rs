@@ -18,13 +18,13 @@ use crate::store::{Meter, Store};
 /// Owns each account's installations and credentials (sealed with the sealer's key, never
 /// shown again) and prices its metered usage.
 pub struct Account {
-    store: Arc<dyn Store>,
+    store: Arc<Store>,
     sealer: Sealer,
 }
 
 impl Account {
     /// The Account service over `store`, sealing credentials with `sealer`.
-    pub fn new(store: Arc<dyn Store>, sealer: Sealer) -> Self {
+    pub fn new(store: Arc<Store>, sealer: Sealer) -> Self {
         Self { store, sealer }
     }
 

@@ -76,7 +76,7 @@ impl Head {
         true
     }
 
-    /// Up to `limit` events after `after`, as [`crate::store::AgentStore::read_log`] reads
+    /// Up to `limit` events after `after`, as [`crate::store::Store::read_log`] reads
     /// them, unless some of them are no longer in the head.
     pub fn read(&self, after: i64, limit: i64) -> Option<LogRead> {
         let from = after.max(self.bounds.pruned_through);

@@ -54,7 +54,7 @@ impl WeakLog {
 }
 
 struct Inner {
-    store: Arc<dyn Store>,
+    store: Arc<Store>,
     heads: Heads,
     notifier: Arc<dyn Notifier>,
     draining: tokio::sync::watch::Sender<bool>,
@@ -100,7 +100,7 @@ impl EventLog {
     /// The log over `store`, waking readers through `notifier`, with cursors of `cursors` valid
     /// for `cursor_ttl` and events retained for `retention`.
     pub fn new(
-        store: Arc<dyn Store>,
+        store: Arc<Store>,
         notifier: Arc<dyn Notifier>,
         cursors: CursorKey,
         cursor_ttl: Duration,
@@ -562,31 +562,27 @@ mod tests {
 
     use super::*;
     use crate::agent::Hub;
-    use crate::store::SqliteStore;
-    use crate::store::agent::{AgentStore, SessionRecord};
+    use crate::store::agent::SessionRecord;
 
     const ACCOUNT: &str = "alice";
     const SESSION: &str = "ses_1";
     const TURN: &str = "turn_1";
 
     /// A log over the store of `dir`, with a fresh set of heads, as after a restart.
-    fn open(store: &Arc<SqliteStore>, dir: &std::path::Path, retention: Duration) -> EventLog {
+    fn open(store: &Arc<Store>, dir: &std::path::Path, retention: Duration) -> EventLog {
         let cursors = CursorKey::load_or_create(dir, Duration::from_secs(60)).unwrap();
-        let store: Arc<dyn Store> = store.clone();
+        let store = store.clone();
         let hour = Duration::from_secs(3600);
         EventLog::new(store, Arc::new(Hub::default()), cursors, hour, retention)
     }
 
     /// A store with a session of `ACCOUNT` whose turn `TURN` is processing.
-    async fn session(
-        dir: &std::path::Path,
-        log_retention: Duration,
-    ) -> (Arc<SqliteStore>, EventLog) {
+    async fn session(dir: &std::path::Path, log_retention: Duration) -> (Arc<Store>, EventLog) {
         let runner = crate::store::Runner {
             id: "test".into(),
             lease_ms: 10_000,
         };
-        let store = Arc::new(SqliteStore::open(dir, runner).await.unwrap());
+        let store = Arc::new(Store::sqlite(dir, runner).await.unwrap());
         let record = SessionRecord {
             id: SESSION.into(),
             account: ACCOUNT.into(),
@@ -633,7 +629,7 @@ mod tests {
 
     /// Every read of the head equals the store's, for positions around the retained log, the
     /// head and the end.
-    async fn same_reads(log: &EventLog, store: &SqliteStore) -> i64 {
+    async fn same_reads(log: &EventLog, store: &Store) -> i64 {
         let bounds = store
             .read_log(ACCOUNT, SESSION, 0, 0)
             .await

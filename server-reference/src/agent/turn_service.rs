@@ -36,7 +36,7 @@ pub struct Turns(Arc<Inner>);
 
 struct Inner {
     log: EventLog,
-    store: Arc<dyn Store>,
+    store: Arc<Store>,
     pipeline: Arc<Pipeline>,
     runtime: Arc<dyn Runtime>,
     running: Running,
@@ -68,7 +68,7 @@ impl Turns {
     /// resolutions are kept for `key_lifetime`.
     pub fn new(
         log: EventLog,
-        store: Arc<dyn Store>,
+        store: Arc<Store>,
         pipeline: Arc<Pipeline>,
         runtime: Arc<dyn Runtime>,
         key_lifetime: Duration,

@@ -80,14 +80,14 @@ fn not(what: &'static str, reason: impl ToString) -> Error {
 pub struct Pipeline {
     devnets: Devnet,
     key: Arc<SigningKeys>,
-    store: Arc<dyn Store>,
+    store: Arc<Store>,
     ttl: Duration,
 }
 
 impl Pipeline {
     /// The Pipeline over `store`, attesting with `key`; Builds live `ttl`. The devnets replay
     /// the commits recorded in `store` before they first simulate.
-    pub fn new(store: Arc<dyn Store>, key: Arc<SigningKeys>, ttl: Duration) -> Self {
+    pub fn new(store: Arc<Store>, key: Arc<SigningKeys>, ttl: Duration) -> Self {
         Self {
             devnets: Devnet::default(),
             key,

@@ -1,12 +1,18 @@
 //! What the Agent keeps: sessions, turns, each session's ordered event log, actions and
 //! idempotency keys. Sequence numbers are assigned inside the write transaction, so that a
-//! session's log is strictly increasing with no gap.
+//! session's log is strictly increasing with no gap. Every write to a session holds the
+//! session's row first (the whole database on SQLite), so that writes from every process take
+//! turns on it: the turn state read, the sequence numbers assigned and the rows written cannot
+//! race, and the locks are always taken in the same order.
 
-use async_trait::async_trait;
+mod actions;
+mod idempotency;
+mod log;
+mod sessions;
+mod turns;
+
 use intent_models::TurnState;
 use serde_json::{Map, Value};
-
-use super::Result;
 
 /// A stored session.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,6 +136,10 @@ pub struct Resolution {
     pub at_ms: i64,
 }
 
+/// Makes the events a resolution appends from its turn id and the resulting revision.
+pub type ResolutionEvents<'a> =
+    dyn for<'t> Fn(&'t str, i64) -> Vec<Map<String, Value>> + Send + Sync + 'a;
+
 /// What resolving an action did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Resolved {
@@ -167,83 +177,11 @@ pub enum IdempotencyBegin {
     Started,
     /// The same request finished before: replay its answer.
     Replay {
-        /// The answer recorded by [`AgentStore::finish_idempotent`].
+        /// The answer recorded by [`Store::finish_idempotent`](super::Store::finish_idempotent).
         answer: String,
     },
     /// The same request is still in flight.
     InFlight,
     /// The key was used for a different request.
     Reused,
-}
-
-/// The Agent's durable state.
-#[async_trait]
-pub trait AgentStore: Send + Sync {
-    /// Creates a session for `account` unless `id` exists already (then `false`).
-    async fn create_session(&self, session: &SessionRecord) -> Result<bool>;
-    /// The session `id` if `account` owns it.
-    async fn session(&self, account: &str, id: &str) -> Result<Option<SessionRecord>>;
-    /// Sets the title and/or the archived flag; the updated session if `account` owns it.
-    async fn update_session(
-        &self,
-        account: &str,
-        id: &str,
-        title: Option<&str>,
-        archived: Option<bool>,
-        at: i64,
-    ) -> Result<Option<SessionRecord>>;
-    /// Deletes a session with its turns, log and actions; whether `account` owned it.
-    async fn delete_session(&self, account: &str, id: &str) -> Result<bool>;
-
-    /// Starts turn `append.turn_id` as `processing` in a session of `account` with no other
-    /// active turn, leased to this process, and appends its first events and one unit of the
-    /// `turn` meter, in one transaction.
-    async fn start_turn(&self, account: &str, append: &Append) -> Result<TurnStarted>;
-    /// The session's turn that is processing or awaiting an action, with its state.
-    async fn active_turn(&self, session_id: &str) -> Result<Option<(String, TurnState)>>;
-    /// Takes over every turn in `processing` whose runner's lease ended before `now_ms`, leasing
-    /// it to this process, and returns them as (session, turn): one process claims each orphan,
-    /// and a turn resumed meanwhile (with a fresh lease) is not one.
-    async fn claim_orphans(&self, now_ms: i64) -> Result<Vec<(String, String)>>;
-    /// Extends to `now_ms` plus the lease the leases of this process's processing turns.
-    async fn renew_leases(&self, now_ms: i64) -> Result<u64>;
-    /// Appends events of a turn if `accept` agrees with the turn's current state.
-    async fn append(
-        &self,
-        append: &Append,
-        accept: &(dyn Fn(TurnState) -> bool + Send + Sync),
-    ) -> Result<Appended>;
-    /// Up to `limit` events of `account`'s session after `after`, from one snapshot of the log;
-    /// `None` when `account` has no such session.
-    async fn read_log(
-        &self,
-        account: &str,
-        session_id: &str,
-        after: i64,
-        limit: i64,
-    ) -> Result<Option<LogRead>>;
-
-    /// Resolves a pending action at its current revision, moves its turn back to `processing`
-    /// (leased to this process) and appends the events `events` makes from the turn id and the
-    /// resulting revision.
-    async fn resolve_action(
-        &self,
-        resolution: &Resolution,
-        events: &(dyn for<'t> Fn(&'t str, i64) -> Vec<Map<String, Value>> + Send + Sync),
-    ) -> Result<Resolved>;
-
-    /// Claims `key` for a request whose body hashes to `request_hash`; a record created
-    /// before `expired_before` is forgotten first.
-    async fn begin_idempotent(
-        &self,
-        account: &str,
-        key: &str,
-        request_hash: &str,
-        at: i64,
-        expired_before: i64,
-    ) -> Result<IdempotencyBegin>;
-    /// Records the answer (JSON) to the request that claimed `key`.
-    async fn finish_idempotent(&self, account: &str, key: &str, answer: &str) -> Result<()>;
-    /// Releases `key` after a failure that a retry may fix.
-    async fn abandon_idempotent(&self, account: &str, key: &str) -> Result<()>;
 }

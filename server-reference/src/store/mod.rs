@@ -1,17 +1,27 @@
-//! Durable state behind a narrow interface: [`SqliteStore`] is the embedded one, [`PgStore`] the
-//! one several server processes share.
+//! Durable state, written once for two engines: SQLite, the embedded default (one file in the
+//! data dir), and PostgreSQL, which several server processes share. The statements are the same
+//! on both ([`engine`] runs them and keeps what differs); the methods of [`Store`] are grouped
+//! by concept: [`account`], [`commits`], [`oauth`], and the Agent's sessions, turns, log, actions
+//! and idempotency keys under [`agent`].
 
+pub mod account;
 pub mod agent;
+pub mod commits;
+mod engine;
 mod migrations;
+pub mod oauth;
 mod postgres;
 mod rows;
 mod sqlite;
 
-use async_trait::async_trait;
+use std::path::Path;
 
-pub use agent::AgentStore;
-pub use postgres::{Notified, PgStore};
-pub use sqlite::SqliteStore;
+use engine::{Db, sql};
+
+pub use account::{CredentialPresence, Meter};
+pub use commits::{CommitRecorded, NewCommit};
+pub use oauth::{Authorization, AuthorizationCode, DeviceGrant, DeviceStatus, RefreshUse};
+pub use postgres::{Notified, Shared};
 
 /// Who runs the turns this process starts or resumes, and for how long a claim on one lasts
 /// unless renewed: a processing turn whose lease ran out has lost its runner.
@@ -21,6 +31,93 @@ pub struct Runner {
     pub id: String,
     /// Milliseconds a claim lasts.
     pub lease_ms: i64,
+}
+
+/// The server's durable state. Every method is scoped to one account: ownership comes from the
+/// caller's principal, never from the data.
+#[derive(Clone)]
+pub struct Store {
+    db: Db,
+    runner: Runner,
+}
+
+impl Store {
+    /// Opens (creating it if needed) `intent.db` in `data_dir` and applies the migrations. The
+    /// file has one process, `runner`: every turn lease of an earlier process has ended.
+    pub async fn sqlite(data_dir: &Path, runner: Runner) -> Result<Self> {
+        let db = Db::Sqlite(sqlite::open(data_dir).await?);
+        Ok(Self { db, runner })
+    }
+
+    /// Connects to the PostgreSQL database at `url` and applies the migrations; turns this
+    /// process starts are leased to `runner`.
+    pub async fn postgres(url: &str, runner: Runner) -> Result<Self> {
+        let db = Db::Postgres(postgres::open(url).await?);
+        Ok(Self { db, runner })
+    }
+
+    /// What only a database several processes share does: hearing the others and relaying to
+    /// them. `None` on SQLite.
+    pub fn shared(&self) -> Option<Shared> {
+        match &self.db {
+            Db::Postgres(pool) => Some(Shared::new(pool.clone(), self.runner.id.clone())),
+            Db::Sqlite(_) => None,
+        }
+    }
+
+    /// Answers when the database does: a readiness probe.
+    pub async fn ping(&self) -> Result<()> {
+        self.db.execute(sql("SELECT 1")).await?;
+        Ok(())
+    }
+
+    /// Removes what can no longer be used: authorization codes and device grants expired
+    /// before `expired_before`, idempotency keys created before `keys_before`, and refresh-token
+    /// families whose every token expired before `expired_before`.
+    pub async fn purge(&self, expired_before: i64, keys_before: i64) -> Result<Purged> {
+        let mut tx = self.db.begin().await?;
+        let mut delete = async |text: &'static str, before: i64| -> Result<u64> {
+            tx.execute(sql(text).bind(before)).await
+        };
+        let purged = Purged {
+            codes: delete(
+                "DELETE FROM authorization_codes WHERE expires_at < $1",
+                expired_before,
+            )
+            .await?,
+            device_grants: delete(
+                "DELETE FROM device_grants WHERE expires_at < $1",
+                expired_before,
+            )
+            .await?,
+            idempotency_keys: delete(
+                "DELETE FROM idempotency_keys WHERE created_at < $1",
+                keys_before,
+            )
+            .await?,
+            refresh_tokens: delete(
+                "DELETE FROM refresh_tokens WHERE family IN
+                     (SELECT family FROM refresh_tokens GROUP BY family HAVING MAX(expires_at) < $1)",
+                expired_before,
+            )
+            .await?,
+        };
+        tx.commit().await?;
+        Ok(purged)
+    }
+}
+
+/// What a [`Store::purge`] removed, in rows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Purged {
+    /// Authorization codes.
+    pub codes: u64,
+    /// Device grants.
+    pub device_grants: u64,
+    /// Idempotency keys with their answers.
+    pub idempotency_keys: u64,
+    /// Refresh tokens.
+    pub refresh_tokens: u64,
 }
 
 /// Why the store failed.
@@ -82,263 +179,3 @@ impl Error {
 
 /// `Result` with this module's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-/// A metered unit of usage, priced on the statement.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Meter {
-    /// A started Agent turn.
-    Turn,
-    /// A Pipeline build or stage.
-    Build,
-    /// A simulation of a Build.
-    Simulation,
-    /// A committed Build.
-    Commit,
-}
-
-impl Meter {
-    /// Every meter, in statement order.
-    pub const ALL: [Meter; 4] = [Meter::Turn, Meter::Build, Meter::Simulation, Meter::Commit];
-
-    /// The name stored and shown on the statement.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Meter::Turn => "turn",
-            Meter::Build => "build",
-            Meter::Simulation => "simulation",
-            Meter::Commit => "commit",
-        }
-    }
-
-    fn parse(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|meter| meter.as_str() == name)
-    }
-}
-
-/// What a [`Store::purge`] removed, in rows.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Purged {
-    /// Authorization codes.
-    pub codes: u64,
-    /// Device grants.
-    pub device_grants: u64,
-    /// Idempotency keys with their answers.
-    pub idempotency_keys: u64,
-    /// Refresh tokens.
-    pub refresh_tokens: u64,
-}
-
-/// A credential's presence, never its value.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CredentialPresence {
-    /// The credential name.
-    pub name: String,
-    /// Unix seconds of the last save.
-    pub updated_at: i64,
-}
-
-/// What a grant authorizes: who, for which client, which scopes on which one resource.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Authorization {
-    /// The OAuth client.
-    pub client_id: String,
-    /// The account.
-    pub account: String,
-    /// Granted scopes, space-separated.
-    pub scopes: String,
-    /// The one resource identifier.
-    pub resource: String,
-}
-
-/// A stored authorization code.
-#[derive(Debug, Clone)]
-pub struct AuthorizationCode {
-    /// What the code grants.
-    pub grant: Authorization,
-    /// The redirect URI the code was issued to.
-    pub redirect_uri: String,
-    /// The PKCE S256 challenge.
-    pub code_challenge: String,
-    /// Unix seconds after which the code is void.
-    pub expires_at: i64,
-}
-
-/// The state of a device authorization (RFC 8628).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DeviceStatus {
-    /// Waiting for the user.
-    Pending,
-    /// The user approved; a token may be issued once.
-    Approved,
-    /// The user denied.
-    Denied,
-    /// A token was issued.
-    Used,
-}
-
-/// A stored device authorization.
-#[derive(Debug, Clone)]
-pub struct DeviceGrant {
-    /// The code the user types.
-    pub user_code: String,
-    /// The client, scopes and resource asked for; the account once approved.
-    pub client_id: String,
-    /// Requested scopes, space-separated.
-    pub scopes: String,
-    /// The resource identifier.
-    pub resource: String,
-    /// The approving account.
-    pub account: Option<String>,
-    /// Where the grant stands.
-    pub status: DeviceStatus,
-    /// Seconds the client must wait between polls.
-    pub interval_secs: i64,
-    /// Unix milliseconds of the previous poll.
-    pub last_poll_ms: Option<i64>,
-    /// Unix seconds after which the grant is void.
-    pub expires_at: i64,
-}
-
-/// What presenting a refresh token found.
-#[derive(Debug, Clone)]
-pub enum RefreshUse {
-    /// The token was active and is now used; rotate to a new one in `family`.
-    Rotated {
-        /// What the token granted.
-        grant: Authorization,
-        /// The rotation family.
-        family: String,
-        /// Unix seconds after which the token was void.
-        expires_at: i64,
-    },
-    /// The token was already used or revoked; its whole family is now revoked.
-    Replayed,
-    /// The token is active but the caller's check refused it; it was left unused.
-    Refused {
-        /// What the token grants.
-        grant: Authorization,
-        /// Unix seconds after which the token is void.
-        expires_at: i64,
-    },
-    /// No such token.
-    Unknown,
-}
-
-/// A Build to record as committed.
-#[derive(Debug, Clone, Copy)]
-pub struct NewCommit<'a> {
-    /// The chain, `evm` or `svm`.
-    pub chain: &'a str,
-    /// The seq of the last commit on `chain` the caller's state includes.
-    pub applied_through: i64,
-    /// The Build's digest.
-    pub digest: &'a str,
-    /// The committing account.
-    pub account: &'a str,
-    /// The Build's actions as JSON.
-    pub actions: &'a str,
-    /// Unix seconds now.
-    pub at: i64,
-}
-
-/// What recording a commit did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CommitRecorded {
-    /// Recorded at this seq.
-    Done(i64),
-    /// Another commit on the chain came first: catch up and re-simulate.
-    Behind,
-    /// The Build was committed before.
-    Duplicate,
-}
-
-/// The server's durable state. Every method is scoped to one account: ownership comes from the
-/// caller's principal, never from the data.
-#[async_trait]
-pub trait Store: AgentStore + 'static {
-    /// Answers when the database does: a readiness probe.
-    async fn ping(&self) -> Result<()>;
-    /// Removes what can no longer be used: authorization codes and device grants expired
-    /// before `expired_before`, idempotency keys created before `keys_before`, and refresh-token
-    /// families whose every token expired before `expired_before`.
-    async fn purge(&self, expired_before: i64, keys_before: i64) -> Result<Purged>;
-    /// Installed applications of `account` with their install time.
-    async fn installations(&self, account: &str) -> Result<Vec<(i64, i64)>>;
-    /// Installs `application` at `at` unless it already is; returns the install time.
-    async fn install(&self, account: &str, application: i64, at: i64) -> Result<i64>;
-    /// Uninstalls `application`; whether it was installed.
-    async fn uninstall(&self, account: &str, application: i64) -> Result<bool>;
-    /// The credentials saved for `application`.
-    async fn credentials(&self, account: &str, application: i64)
-    -> Result<Vec<CredentialPresence>>;
-    /// Saves a sealed credential, replacing an earlier one of the same name.
-    async fn save_credential(
-        &self,
-        account: &str,
-        application: i64,
-        name: &str,
-        sealed: &[u8],
-        at: i64,
-    ) -> Result<()>;
-    /// Removes a credential; whether it was present.
-    async fn remove_credential(&self, account: &str, application: i64, name: &str) -> Result<bool>;
-    /// Records one unit of `meter` for `account` at `at`.
-    async fn record_usage(&self, account: &str, meter: Meter, at: i64) -> Result<()>;
-    /// Units recorded per meter for `account` with `from <= at < to`.
-    async fn usage(&self, account: &str, from: i64, to: i64) -> Result<Vec<(Meter, i64)>>;
-
-    /// Records a committed Build's actions (JSON) on `chain`, if the last commit on that chain
-    /// is still `applied_through` (the one the caller's devnet state ends at), with one unit of
-    /// the `commit` meter for its account, in one transaction. Commits of one chain are
-    /// serialized across every process of the database.
-    async fn record_commit(&self, commit: &NewCommit<'_>) -> Result<CommitRecorded>;
-    /// The commits on `chain` after `after`, in commit order, as (seq, actions JSON).
-    async fn commits_after(&self, chain: &str, after: i64) -> Result<Vec<(i64, String)>>;
-
-    /// Stores an authorization code under the hash of its value.
-    async fn save_code(&self, code_hash: &str, code: &AuthorizationCode) -> Result<()>;
-    /// Marks the code used and returns it; `None` when unknown or already used.
-    async fn take_code(&self, code_hash: &str) -> Result<Option<AuthorizationCode>>;
-
-    /// Stores a new pending device grant under the hash of its device code.
-    async fn save_device_grant(&self, device_code_hash: &str, grant: &DeviceGrant) -> Result<()>;
-    /// The grant whose user code is `user_code`.
-    async fn device_grant_by_user_code(&self, user_code: &str) -> Result<Option<DeviceGrant>>;
-    /// Approves (with the account) or denies (with `None`) a pending grant that has not expired at
-    /// `now`; whether it was pending.
-    async fn decide_device_grant(
-        &self,
-        user_code: &str,
-        account: Option<&str>,
-        now: i64,
-    ) -> Result<bool>;
-    /// Records a poll at `now_ms` and returns the grant as it was before the poll.
-    async fn poll_device_grant(
-        &self,
-        device_code_hash: &str,
-        now_ms: i64,
-    ) -> Result<Option<DeviceGrant>>;
-    /// Adds `by` seconds to the grant's poll interval (`slow_down`).
-    async fn slow_device_grant(&self, device_code_hash: &str, by: i64) -> Result<()>;
-    /// Moves an approved grant to used; whether it was approved.
-    async fn consume_device_grant(&self, device_code_hash: &str) -> Result<bool>;
-
-    /// Stores an active refresh token in `family`, unless the family is revoked; whether it was
-    /// stored.
-    async fn save_refresh_token(
-        &self,
-        token_hash: &str,
-        family: &str,
-        grant: &Authorization,
-        expires_at: i64,
-    ) -> Result<bool>;
-    /// Revokes every refresh token of `family`.
-    async fn revoke_refresh_family(&self, family: &str) -> Result<()>;
-    /// Uses a refresh token: rotates an active one that `accept` (given the grant and its expiry)
-    /// agrees to, leaves it unused when `accept` refuses, and revokes the family of a replayed one.
-    async fn use_refresh_token(
-        &self,
-        token_hash: &str,
-        accept: &(dyn for<'g> Fn(&'g Authorization, i64) -> bool + Send + Sync),
-    ) -> Result<RefreshUse>;
-}

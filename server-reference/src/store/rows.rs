@@ -1,4 +1,4 @@
-//! Rows as both backends read them, and the records they make.
+//! Rows as both engines read them, by column name, and the records they make.
 
 use intent_models::TurnState;
 
@@ -34,6 +34,8 @@ macro_rules! row {
         }
     };
 }
+
+pub(super) use row;
 
 row! {
     /// The columns of a session.
@@ -111,81 +113,172 @@ pub fn turn_state(name: &str) -> Result<TurnState> {
     })
 }
 
-/// The columns of an authorization code: client, redirect URI, account, scopes, resource,
-/// PKCE challenge and expiry.
-pub type CodeRow = (String, String, String, String, String, String, i64);
-
-/// The code of a row.
-pub fn authorization_code(row: CodeRow) -> AuthorizationCode {
-    let (client_id, redirect_uri, account, scopes, resource, code_challenge, expires_at) = row;
-    AuthorizationCode {
-        grant: Authorization {
-            client_id,
-            account,
-            scopes,
-            resource,
-        },
-        redirect_uri,
-        code_challenge,
-        expires_at,
+row! {
+    /// An installed application.
+    pub struct Installation {
+        pub application_id: i64,
+        pub installed_at: i64,
     }
 }
 
-/// A static `SELECT` of the columns of [`DeviceRow`] with a `WHERE` condition.
+row! {
+    /// A count of rows per name.
+    pub struct Count {
+        pub name: String,
+        pub count: i64,
+    }
+}
+
+row! {
+    /// A committed Build's actions.
+    pub struct CommitRow {
+        pub seq: i64,
+        pub actions: String,
+    }
+}
+
+row! {
+    /// A turn and its state.
+    pub struct TurnRow {
+        pub id: String,
+        pub state: String,
+    }
+}
+
+impl TurnRow {
+    /// The turn id with its state.
+    pub fn turn(self) -> Result<(String, TurnState)> {
+        Ok((self.id, turn_state(&self.state)?))
+    }
+}
+
+row! {
+    /// A turn of a session.
+    pub struct SessionTurn {
+        pub session_id: String,
+        pub id: String,
+    }
+}
+
+row! {
+    /// A session's log bounds, with one event after the reader's position when there is one.
+    pub struct LogRow {
+        pub last_seq: i64,
+        pub pruned_through: i64,
+        pub body: Option<String>,
+    }
+}
+
+row! {
+    /// An idempotency key's record.
+    pub struct IdempotencyRow {
+        pub request_hash: String,
+        pub response: Option<String>,
+    }
+}
+
+row! {
+    /// The columns of an authorization code.
+    pub struct CodeRow {
+        client_id: String,
+        redirect_uri: String,
+        account: String,
+        scopes: String,
+        resource: String,
+        code_challenge: String,
+        expires_at: i64,
+    }
+}
+
+impl From<CodeRow> for AuthorizationCode {
+    fn from(row: CodeRow) -> Self {
+        Self {
+            grant: Authorization {
+                client_id: row.client_id,
+                account: row.account,
+                scopes: row.scopes,
+                resource: row.resource,
+            },
+            redirect_uri: row.redirect_uri,
+            code_challenge: row.code_challenge,
+            expires_at: row.expires_at,
+        }
+    }
+}
+
+/// A `SELECT` of the columns of [`DeviceRow`] with a `WHERE` condition.
 macro_rules! select_device_grant {
     ($condition:literal) => {
         concat!(
-            "SELECT user_code, client_id, scopes, resource, account, status, interval_secs, last_poll_ms, expires_at \
-             FROM device_grants WHERE ",
+            "SELECT user_code, client_id, scopes, resource, account, status, interval_secs, \
+             last_poll_ms, expires_at FROM device_grants WHERE ",
             $condition
         )
     };
 }
 pub(crate) use select_device_grant;
 
-/// The columns of a device grant, as [`select_device_grant!`] reads them.
-pub type DeviceRow = (
-    String,
-    String,
-    String,
-    String,
-    Option<String>,
-    String,
-    i64,
-    Option<i64>,
-    i64,
-);
+row! {
+    /// The columns of a device grant, as [`select_device_grant!`] reads them.
+    pub struct DeviceRow {
+        user_code: String,
+        client_id: String,
+        scopes: String,
+        resource: String,
+        account: Option<String>,
+        status: String,
+        interval_secs: i64,
+        last_poll_ms: Option<i64>,
+        expires_at: i64,
+    }
+}
 
-/// The grant of a row; `None` for a status the CHECK constraint keeps out.
-pub fn device_grant(row: DeviceRow) -> Option<DeviceGrant> {
-    let (
-        user_code,
-        client_id,
-        scopes,
-        resource,
-        account,
-        status,
-        interval_secs,
-        last_poll_ms,
-        expires_at,
-    ) = row;
-    let status = match status.as_str() {
-        "pending" => DeviceStatus::Pending,
-        "approved" => DeviceStatus::Approved,
-        "denied" => DeviceStatus::Denied,
-        "used" => DeviceStatus::Used,
-        // The CHECK constraint admits no other value.
-        _ => return None,
-    };
-    Some(DeviceGrant {
-        user_code,
-        client_id,
-        scopes,
-        resource,
-        account,
-        status,
-        interval_secs,
-        last_poll_ms,
-        expires_at,
-    })
+impl DeviceRow {
+    /// The grant of the row; `None` for a status the CHECK constraint keeps out.
+    pub fn grant(self) -> Option<DeviceGrant> {
+        let status = match self.status.as_str() {
+            "pending" => DeviceStatus::Pending,
+            "approved" => DeviceStatus::Approved,
+            "denied" => DeviceStatus::Denied,
+            "used" => DeviceStatus::Used,
+            // The CHECK constraint admits no other value.
+            _ => return None,
+        };
+        Some(DeviceGrant {
+            user_code: self.user_code,
+            client_id: self.client_id,
+            scopes: self.scopes,
+            resource: self.resource,
+            account: self.account,
+            status,
+            interval_secs: self.interval_secs,
+            last_poll_ms: self.last_poll_ms,
+            expires_at: self.expires_at,
+        })
+    }
+}
+
+row! {
+    /// The columns of a refresh token.
+    pub struct RefreshRow {
+        pub family: String,
+        client_id: String,
+        account: String,
+        scopes: String,
+        resource: String,
+        pub expires_at: i64,
+        pub status: String,
+    }
+}
+
+impl RefreshRow {
+    /// What the token grants.
+    pub fn grant(&self) -> Authorization {
+        Authorization {
+            client_id: self.client_id.clone(),
+            account: self.account.clone(),
+            scopes: self.scopes.clone(),
+            resource: self.resource.clone(),
+        }
+    }
 }

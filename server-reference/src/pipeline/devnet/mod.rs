@@ -60,7 +60,7 @@ impl Devnet {
         actions: &[PipelineAction],
         expires_at: i64,
         now: i64,
-        store: &dyn Store,
+        store: &Store,
     ) -> store::Result<PipelineSimulation> {
         Ok(match chain {
             PipelineChain::Evm => {
@@ -82,7 +82,7 @@ impl Devnet {
         chain: PipelineChain,
         build: &PipelineBuild,
         now: i64,
-        store: &dyn Store,
+        store: &Store,
     ) -> store::Result<Prepared<'_>> {
         Ok(match chain {
             PipelineChain::Evm => prepare_on(
@@ -106,7 +106,7 @@ impl Devnet {
 async fn synced<'a, L: Ledger>(
     state: &'a Mutex<Option<Synced<L>>>,
     chain: PipelineChain,
-    store: &dyn Store,
+    store: &Store,
 ) -> store::Result<Locked<'a, L>> {
     let mut state = MutexGuard::map(state.lock().await, |state| {
         state.get_or_insert_with(|| Synced {

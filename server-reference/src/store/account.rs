@@ -1,0 +1,195 @@
+//! Account: installed applications, their sealed credentials, and metered usage.
+
+use super::engine::{Sql, sql};
+use super::rows::{Count, Installation, row};
+use super::{Result, Store};
+
+/// A metered unit of usage, priced on the statement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Meter {
+    /// A started Agent turn.
+    Turn,
+    /// A Pipeline build or stage.
+    Build,
+    /// A simulation of a Build.
+    Simulation,
+    /// A committed Build.
+    Commit,
+}
+
+impl Meter {
+    /// Every meter, in statement order.
+    pub const ALL: [Meter; 4] = [Meter::Turn, Meter::Build, Meter::Simulation, Meter::Commit];
+
+    /// The name stored and shown on the statement.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Meter::Turn => "turn",
+            Meter::Build => "build",
+            Meter::Simulation => "simulation",
+            Meter::Commit => "commit",
+        }
+    }
+
+    fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|meter| meter.as_str() == name)
+    }
+}
+
+/// Records one unit of a meter; the same statement inside a turn's or a commit's transaction.
+pub(super) fn record_usage(account: &str, meter: Meter, at: i64) -> Sql {
+    sql("INSERT INTO usage (account, meter, at) VALUES ($1, $2, $3)")
+        .bind(account)
+        .bind(meter.as_str())
+        .bind(at)
+}
+
+row! {
+    /// A credential's presence, never its value.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct CredentialPresence {
+        /// The credential name.
+        pub name: String,
+        /// Unix seconds of the last save.
+        pub updated_at: i64,
+    }
+}
+
+impl Store {
+    /// Installed applications of `account` with their install time.
+    pub async fn installations(&self, account: &str) -> Result<Vec<(i64, i64)>> {
+        let rows: Vec<Installation> = self
+            .db
+            .fetch_all(
+                sql("SELECT application_id, installed_at FROM installations
+                     WHERE account = $1 ORDER BY application_id")
+                .bind(account),
+            )
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|row| (row.application_id, row.installed_at))
+            .collect())
+    }
+
+    /// Installs `application` at `at` unless it already is; returns the install time.
+    pub async fn install(&self, account: &str, application: i64, at: i64) -> Result<i64> {
+        let (installed_at,): (i64,) = self
+            .db
+            .fetch_one(
+                sql(
+                    "INSERT INTO installations (account, application_id, installed_at)
+                     VALUES ($1, $2, $3)
+                     ON CONFLICT (account, application_id)
+                         DO UPDATE SET installed_at = installations.installed_at
+                     RETURNING installed_at",
+                )
+                .bind(account)
+                .bind(application)
+                .bind(at),
+            )
+            .await?;
+        Ok(installed_at)
+    }
+
+    /// Uninstalls `application`; whether it was installed.
+    pub async fn uninstall(&self, account: &str, application: i64) -> Result<bool> {
+        let removed = self
+            .db
+            .execute(
+                sql("DELETE FROM installations WHERE account = $1 AND application_id = $2")
+                    .bind(account)
+                    .bind(application),
+            )
+            .await?;
+        Ok(removed > 0)
+    }
+
+    /// The credentials saved for `application`.
+    pub async fn credentials(
+        &self,
+        account: &str,
+        application: i64,
+    ) -> Result<Vec<CredentialPresence>> {
+        self.db
+            .fetch_all(
+                sql("SELECT name, updated_at FROM credentials
+                     WHERE account = $1 AND application_id = $2 ORDER BY name")
+                .bind(account)
+                .bind(application),
+            )
+            .await
+    }
+
+    /// Saves a sealed credential, replacing an earlier one of the same name.
+    pub async fn save_credential(
+        &self,
+        account: &str,
+        application: i64,
+        name: &str,
+        sealed: &[u8],
+        at: i64,
+    ) -> Result<()> {
+        self.db
+            .execute(
+                sql(
+                    "INSERT INTO credentials (account, application_id, name, sealed, updated_at)
+                     VALUES ($1, $2, $3, $4, $5)
+                     ON CONFLICT (account, application_id, name)
+                         DO UPDATE SET sealed = excluded.sealed, updated_at = excluded.updated_at",
+                )
+                .bind(account)
+                .bind(application)
+                .bind(name)
+                .bind(sealed)
+                .bind(at),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Removes a credential; whether it was present.
+    pub async fn remove_credential(
+        &self,
+        account: &str,
+        application: i64,
+        name: &str,
+    ) -> Result<bool> {
+        let removed = self
+            .db
+            .execute(
+                sql("DELETE FROM credentials
+                     WHERE account = $1 AND application_id = $2 AND name = $3")
+                .bind(account)
+                .bind(application)
+                .bind(name),
+            )
+            .await?;
+        Ok(removed > 0)
+    }
+
+    /// Records one unit of `meter` for `account` at `at`.
+    pub async fn record_usage(&self, account: &str, meter: Meter, at: i64) -> Result<()> {
+        self.db.execute(record_usage(account, meter, at)).await?;
+        Ok(())
+    }
+
+    /// Units recorded per meter for `account` with `from <= at < to`.
+    pub async fn usage(&self, account: &str, from: i64, to: i64) -> Result<Vec<(Meter, i64)>> {
+        let rows: Vec<Count> = self
+            .db
+            .fetch_all(
+                sql("SELECT meter AS name, COUNT(*) AS count FROM usage
+                     WHERE account = $1 AND at >= $2 AND at < $3 GROUP BY meter")
+                .bind(account)
+                .bind(from)
+                .bind(to),
+            )
+            .await?;
+        // The CHECK constraint keeps unknown meter names out of the table.
+        Ok(rows
+            .into_iter()
+            .filter_map(|row| Some((Meter::parse(&row.name)?, row.count)))
+            .collect())
+    }
+}

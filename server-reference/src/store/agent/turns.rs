@@ -1,0 +1,96 @@
+//! Turns: started one at a time per session, leased to the process that runs them, and claimed
+//! by another process when their runner is gone.
+
+use intent_models::TurnState;
+
+use super::log::{lock_session, write_events};
+use crate::store::account::{Meter, record_usage};
+use crate::store::agent::{Append, TurnStarted};
+use crate::store::engine::sql;
+use crate::store::rows::{SessionTurn, TurnRow};
+use crate::store::{Result, Store};
+
+impl Store {
+    /// Starts turn `append.turn_id` as `processing` in a session of `account` with no other
+    /// active turn, leased to this process, and appends its first events and one unit of the
+    /// `turn` meter, in one transaction.
+    pub async fn start_turn(&self, account: &str, append: &Append) -> Result<TurnStarted> {
+        let mut tx = self.db.begin().await?;
+        let Some(before_seq) = lock_session(&mut tx, &append.session_id, Some(account)).await?
+        else {
+            return Ok(TurnStarted::NoSession);
+        };
+        let active: Option<(String,)> = tx
+            .fetch_optional(
+                sql("SELECT id FROM turns
+                     WHERE session_id = $1 AND state IN ('processing', 'awaiting_action')")
+                .bind(&append.session_id),
+            )
+            .await?;
+        if let Some((turn_id,)) = active {
+            return Ok(TurnStarted::Busy { turn_id });
+        }
+        tx.execute(
+            sql(
+                "INSERT INTO turns (id, session_id, state, created_at, runner, lease_until)
+                 VALUES ($1, $2, 'processing', $3, $4, $5)",
+            )
+            .bind(&append.turn_id)
+            .bind(&append.session_id)
+            .bind(append.at_ms / 1000)
+            .bind(&self.runner.id)
+            .bind(append.at_ms + self.runner.lease_ms),
+        )
+        .await?;
+        let bounds = write_events(&mut tx, append, before_seq).await?;
+        tx.execute(record_usage(account, Meter::Turn, append.at_ms / 1000))
+            .await?;
+        tx.commit().await?;
+        Ok(TurnStarted::Started { before_seq, bounds })
+    }
+
+    /// The session's turn that is processing or awaiting an action, with its state.
+    pub async fn active_turn(&self, session_id: &str) -> Result<Option<(String, TurnState)>> {
+        let row: Option<TurnRow> = self
+            .db
+            .fetch_optional(
+                sql("SELECT id, state FROM turns
+                     WHERE session_id = $1 AND state IN ('processing', 'awaiting_action')")
+                .bind(session_id),
+            )
+            .await?;
+        row.map(TurnRow::turn).transpose()
+    }
+
+    /// Takes over every turn in `processing` whose runner's lease ended before `now_ms`, leasing
+    /// it to this process, and returns them as (session, turn): one process claims each orphan,
+    /// and a turn resumed meanwhile (with a fresh lease) is not one.
+    pub async fn claim_orphans(&self, now_ms: i64) -> Result<Vec<(String, String)>> {
+        let rows: Vec<SessionTurn> = self
+            .db
+            .fetch_all(
+                sql("UPDATE turns SET runner = $1, lease_until = $2
+                     WHERE state = 'processing' AND lease_until < $3
+                     RETURNING session_id, id")
+                .bind(&self.runner.id)
+                .bind(now_ms + self.runner.lease_ms)
+                .bind(now_ms),
+            )
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|row| (row.session_id, row.id))
+            .collect())
+    }
+
+    /// Extends to `now_ms` plus the lease the leases of this process's processing turns.
+    pub async fn renew_leases(&self, now_ms: i64) -> Result<u64> {
+        self.db
+            .execute(
+                sql("UPDATE turns SET lease_until = $1 WHERE runner = $2 AND state = 'processing'")
+                    .bind(now_ms + self.runner.lease_ms)
+                    .bind(&self.runner.id),
+            )
+            .await
+    }
+}

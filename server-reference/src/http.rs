@@ -1,18 +1,18 @@
 //! What every area's HTTP layer shares: extractors whose rejection is the error envelope, and the
 //! handlers of the paths outside the three resources (health, readiness, the document).
 
-use std::collections::HashMap;
-
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request, State};
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use intent_models::ErrorCode;
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::error::ApiError;
+use crate::ids::SessionId;
 use crate::openapi::BodySchema;
 use crate::state::AppState;
 
@@ -68,18 +68,17 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
     }
 }
 
-/// The `{sessionId}` path parameter: 1 to 160 characters (part 8).
-pub struct SessionId(pub String);
-
+/// The `{session_id}` path parameter of the paths that name other parameters too.
 impl<S: Send + Sync> FromRequestParts<S> for SessionId {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        let ApiPath(mut params) =
-            ApiPath::<HashMap<String, String>>::from_request_parts(parts, state).await?;
-        let id = params.remove("session_id").unwrap_or_default();
-        crate::agent::check_session_id(&id)?;
-        Ok(Self(id))
+        #[derive(Deserialize)]
+        struct Params {
+            session_id: SessionId,
+        }
+        let ApiPath(Params { session_id }) = ApiPath::from_request_parts(parts, state).await?;
+        Ok(session_id)
     }
 }
 

@@ -16,6 +16,7 @@ pub mod config;
 pub mod error;
 pub mod gateway;
 mod http;
+pub mod ids;
 mod keyring;
 pub mod mcp;
 pub mod oauth;

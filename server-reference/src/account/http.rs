@@ -15,6 +15,7 @@ use serde::Deserialize;
 use super::Account;
 use crate::error::ApiError;
 use crate::http::{ApiJson, ApiPath, ApiQuery};
+use crate::ids::{ApplicationId, CredentialName};
 use crate::principal::Principal;
 use crate::state::AppState;
 
@@ -41,35 +42,35 @@ async fn list_apps(
 async fn install(
     State(account): State<Arc<Account>>,
     principal: Principal,
-    ApiPath(app): ApiPath<String>,
+    ApiPath(app): ApiPath<ApplicationId>,
 ) -> Result<Json<AppInstallation>, ApiError> {
-    Ok(Json(account.install(&principal.account, &app).await?))
+    Ok(Json(account.install(&principal.account, app).await?))
 }
 
 async fn uninstall(
     State(account): State<Arc<Account>>,
     principal: Principal,
-    ApiPath(app): ApiPath<String>,
+    ApiPath(app): ApiPath<ApplicationId>,
 ) -> Result<Json<AppInstallation>, ApiError> {
-    Ok(Json(account.uninstall(&principal.account, &app).await?))
+    Ok(Json(account.uninstall(&principal.account, app).await?))
 }
 
 async fn list_credentials(
     State(account): State<Arc<Account>>,
     principal: Principal,
-    ApiPath(app): ApiPath<String>,
+    ApiPath(app): ApiPath<ApplicationId>,
 ) -> Result<Json<CredentialList>, ApiError> {
-    Ok(Json(account.credentials(&principal.account, &app).await?))
+    Ok(Json(account.credentials(&principal.account, app).await?))
 }
 
 async fn save_credential(
     State(account): State<Arc<Account>>,
     principal: Principal,
-    ApiPath((app, name)): ApiPath<(String, String)>,
+    ApiPath((app, name)): ApiPath<(ApplicationId, CredentialName)>,
     ApiJson(CredentialValue { value }): ApiJson<CredentialValue>,
 ) -> Result<Json<CredentialChange>, ApiError> {
     let change = account
-        .save_credential(&principal.account, &app, &name, &value)
+        .save_credential(&principal.account, app, &name, &value)
         .await?;
     Ok(Json(change))
 }
@@ -77,10 +78,10 @@ async fn save_credential(
 async fn remove_credential(
     State(account): State<Arc<Account>>,
     principal: Principal,
-    ApiPath((app, name)): ApiPath<(String, String)>,
+    ApiPath((app, name)): ApiPath<(ApplicationId, CredentialName)>,
 ) -> Result<Json<CredentialChange>, ApiError> {
     let change = account
-        .remove_credential(&principal.account, &app, &name)
+        .remove_credential(&principal.account, app, &name)
         .await?;
     Ok(Json(change))
 }

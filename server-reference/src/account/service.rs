@@ -12,6 +12,7 @@ use intent_models::{
 use super::catalog::{self, AppSpec};
 use super::{Error, Result, statement};
 use crate::clock::now;
+use crate::ids::{ApplicationId, CredentialName};
 use crate::sealer::Sealer;
 use crate::store::{Meter, Store};
 
@@ -56,9 +57,8 @@ impl Account {
         Ok(AccountAppList { apps })
     }
 
-    /// Installs application `id` (from a path) for `account`, once its required credentials
-    /// are saved.
-    pub async fn install(&self, account: &str, id: &str) -> Result<AppInstallation> {
+    /// Installs application `id` for `account`, once its required credentials are saved.
+    pub async fn install(&self, account: &str, id: ApplicationId) -> Result<AppInstallation> {
         let app = find_application(id)?;
         let present = self.store.credentials(account, app.id).await?;
         let missing: Vec<&str> = app
@@ -79,7 +79,7 @@ impl Account {
     }
 
     /// Uninstalls application `id` for `account`.
-    pub async fn uninstall(&self, account: &str, id: &str) -> Result<AppInstallation> {
+    pub async fn uninstall(&self, account: &str, id: ApplicationId) -> Result<AppInstallation> {
         let app = find_application(id)?;
         self.store.uninstall(account, app.id).await?;
         Ok(AppInstallation {
@@ -90,7 +90,7 @@ impl Account {
     }
 
     /// The credentials application `id` declares, with whether `account` saved each.
-    pub async fn credentials(&self, account: &str, id: &str) -> Result<CredentialList> {
+    pub async fn credentials(&self, account: &str, id: ApplicationId) -> Result<CredentialList> {
         let app = find_application(id)?;
         let present = self.store.credentials(account, app.id).await?;
         let credentials = app
@@ -120,8 +120,8 @@ impl Account {
     pub async fn save_credential(
         &self,
         account: &str,
-        id: &str,
-        name: &str,
+        id: ApplicationId,
+        name: &CredentialName,
         value: &str,
     ) -> Result<CredentialChange> {
         let (app, name) = credential(id, name)?;
@@ -142,8 +142,8 @@ impl Account {
     pub async fn remove_credential(
         &self,
         account: &str,
-        id: &str,
-        name: &str,
+        id: ApplicationId,
+        name: &CredentialName,
     ) -> Result<CredentialChange> {
         let (app, name) = credential(id, name)?;
         if !self.store.remove_credential(account, app.id, name).await? {
@@ -195,38 +195,24 @@ impl Account {
     }
 }
 
-/// The application `raw` names: 400 for a malformed id, 404 for an unknown one.
-fn find_application(raw: &str) -> Result<&'static AppSpec> {
-    let id: i64 = raw.parse().ok().filter(|id| *id >= 1).ok_or_else(|| {
-        Error::InvalidParameter("applicationId must be an integer of at least 1".to_owned())
-    })?;
-    catalog::app(id).ok_or_else(|| Error::NotFound(format!("no application {id}")))
+/// The application `id` names: 404 for an unknown one.
+fn find_application(id: ApplicationId) -> Result<&'static AppSpec> {
+    catalog::app(id.get()).ok_or_else(|| Error::NotFound(format!("no application {}", id.get())))
 }
 
 /// The application and a credential name it declares.
-fn credential(raw_app: &str, name: &str) -> Result<(&'static AppSpec, &'static str)> {
-    if !is_credential_name(name) {
-        return Err(Error::InvalidParameter(
-            "name must match ^[A-Za-z_][A-Za-z0-9_]{0,127}$".to_owned(),
-        ));
-    }
-    let app = find_application(raw_app)?;
-    let spec = app.credential(name).ok_or_else(|| {
+fn credential(
+    id: ApplicationId,
+    name: &CredentialName,
+) -> Result<(&'static AppSpec, &'static str)> {
+    let app = find_application(id)?;
+    let spec = app.credential(name.as_str()).ok_or_else(|| {
         Error::NotFound(format!(
             "application {} declares no credential {name}",
             app.id
         ))
     })?;
     Ok((app, spec.name))
-}
-
-/// `^[A-Za-z_][A-Za-z0-9_]{0,127}$`
-fn is_credential_name(name: &str) -> bool {
-    let mut bytes = name.bytes();
-    let first_ok = bytes
-        .next()
-        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_');
-    first_ok && name.len() <= 128 && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
 /// What a sealed value is bound to: it opens for this account, application and name only.
@@ -260,36 +246,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn credential_names_follow_the_interface_pattern() {
-        for ok in ["API_KEY", "_x", "a", &"a".repeat(128)] {
-            assert!(is_credential_name(ok), "{ok}");
-        }
-        for bad in ["", "1KEY", "API-KEY", "key space", &"a".repeat(129), "é"] {
-            assert!(!is_credential_name(bad), "{bad}");
-        }
-    }
-
-    #[test]
-    fn application_ids_below_1_or_not_numeric_are_invalid_and_unknown_ones_absent() {
-        for bad in ["0", "-1", "x", "1.5", ""] {
-            assert_eq!(
-                find_application(bad).unwrap_err().code(),
-                ErrorCode::InvalidParameter,
-                "{bad}"
-            );
-        }
+    fn unknown_applications_are_absent() {
+        let id = |n: &str| ApplicationId::try_from(n.to_owned()).unwrap();
         assert_eq!(
-            find_application("999").unwrap_err().code(),
+            find_application(id("999")).unwrap_err().code(),
             ErrorCode::NotFound
         );
-        assert_eq!(find_application("1").unwrap().name, "price-feeds");
+        assert_eq!(find_application(id("1")).unwrap().name, "price-feeds");
     }
 
     #[test]
     fn every_catalog_credential_name_is_valid() {
         for app in catalog::APPS {
             for credential in app.credentials {
-                assert!(is_credential_name(credential.name), "{}", credential.name);
+                let name = CredentialName::try_from(credential.name.to_owned());
+                assert!(name.is_ok(), "{}", credential.name);
             }
         }
     }

@@ -18,7 +18,8 @@ use serde::Deserialize;
 
 use super::{EventLog, Followed, PageRequest, Sessions, Turns};
 use crate::error::ApiError;
-use crate::http::{ApiJson, ApiPath, ApiQuery, IdempotencyKey, SessionId};
+use crate::http::{ApiJson, ApiPath, ApiQuery, IdempotencyKey};
+use crate::ids::{ActionId, SessionId};
 use crate::principal::Principal;
 use crate::state::AppState;
 
@@ -53,26 +54,36 @@ async fn start(
 async fn interrupt(
     State(turns): State<Turns>,
     principal: Principal,
-    SessionId(session): SessionId,
+    session: SessionId,
 ) -> Result<Json<TurnStatus>, ApiError> {
-    Ok(Json(turns.interrupt(&principal.account, &session).await?))
+    Ok(Json(
+        turns
+            .interrupt(&principal.account, session.as_str())
+            .await?,
+    ))
 }
 
 #[derive(Deserialize)]
 struct ActionPath {
-    action_id: String,
+    action_id: ActionId,
 }
 
 async fn resolve(
     State(turns): State<Turns>,
     principal: Principal,
-    SessionId(session): SessionId,
+    session: SessionId,
     ApiPath(ActionPath { action_id }): ApiPath<ActionPath>,
     IdempotencyKey(key): IdempotencyKey,
     ApiJson(request): ApiJson<ActionResolutionRequest>,
 ) -> Result<Json<ActionResolution>, ApiError> {
     let resolution = turns
-        .resolve(&principal.account, &session, &action_id, &key, request)
+        .resolve(
+            &principal.account,
+            session.as_str(),
+            action_id.as_str(),
+            &key,
+            request,
+        )
         .await?;
     Ok(Json(resolution))
 }
@@ -80,10 +91,12 @@ async fn resolve(
 async fn page(
     State(log): State<EventLog>,
     principal: Principal,
-    SessionId(session): SessionId,
+    session: SessionId,
     ApiQuery(request): ApiQuery<PageRequest>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let page = log.page(&principal.account, &session, &request).await?;
+    let page = log
+        .page(&principal.account, session.as_str(), &request)
+        .await?;
     Ok(([(header::CONTENT_TYPE, "application/json")], page.to_json()))
 }
 
@@ -95,7 +108,7 @@ struct StreamQuery {
 async fn stream(
     State(state): State<AppState>,
     principal: Principal,
-    SessionId(session): SessionId,
+    session: SessionId,
     ApiQuery(query): ApiQuery<StreamQuery>,
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
@@ -106,7 +119,7 @@ async fn stream(
         .log()
         .follow(
             &principal.account,
-            &session,
+            session.as_str(),
             query.cursor.as_deref(),
             last_event_id,
         )
@@ -144,27 +157,29 @@ fn frame(item: Followed) -> Option<Event> {
 async fn get_session(
     State(sessions): State<Sessions>,
     principal: Principal,
-    SessionId(id): SessionId,
+    id: SessionId,
 ) -> Result<Json<Session>, ApiError> {
-    Ok(Json(sessions.get(&principal.account, &id).await?))
+    Ok(Json(sessions.get(&principal.account, id.as_str()).await?))
 }
 
 async fn update_session(
     State(sessions): State<Sessions>,
     principal: Principal,
-    SessionId(id): SessionId,
+    id: SessionId,
     ApiJson(update): ApiJson<SessionUpdate>,
 ) -> Result<Json<Session>, ApiError> {
     Ok(Json(
-        sessions.update(&principal.account, &id, &update).await?,
+        sessions
+            .update(&principal.account, id.as_str(), &update)
+            .await?,
     ))
 }
 
 async fn delete_session(
     State(sessions): State<Sessions>,
     principal: Principal,
-    SessionId(id): SessionId,
+    id: SessionId,
 ) -> Result<StatusCode, ApiError> {
-    sessions.delete(&principal.account, &id).await?;
+    sessions.delete(&principal.account, id.as_str()).await?;
     Ok(StatusCode::NO_CONTENT)
 }

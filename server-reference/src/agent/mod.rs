@@ -26,16 +26,3 @@ pub use sessions::Sessions;
 pub use transitions::can_become;
 pub use turn::{Step, Turn, TurnError};
 pub use turn_service::{Turns, resolution_hash};
-
-/// Longest session id (part 8).
-const MAX_SESSION_ID: usize = 160;
-
-/// Checks a session id from a request: 1 to 160 characters.
-pub fn check_session_id(id: &str) -> Result<()> {
-    if id.is_empty() || id.chars().count() > MAX_SESSION_ID {
-        return Err(Error::InvalidParameter(format!(
-            "sessionId must be 1 to {MAX_SESSION_ID} characters"
-        )));
-    }
-    Ok(())
-}

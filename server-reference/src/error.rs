@@ -77,7 +77,8 @@ impl ApiError {
         serde_json::to_string(&self.envelope()).expect("an error envelope serializes")
     }
 
-    fn envelope(&self) -> ErrorEnvelope {
+    /// The envelope answered.
+    pub fn envelope(&self) -> ErrorEnvelope {
         let detail = ErrorDetail {
             code: self.code.clone(),
             message: self.message.clone(),

@@ -78,6 +78,16 @@ impl FromRef<AppState> for Arc<Account> {
     }
 }
 
+/// How often an SSE stream with nothing to send comments that it is alive.
+#[derive(Debug, Clone, Copy)]
+pub struct SseKeepAlive(pub Duration);
+
+impl FromRef<AppState> for SseKeepAlive {
+    fn from_ref(state: &AppState) -> Self {
+        Self(state.0.config.sse_keep_alive)
+    }
+}
+
 struct Inner {
     config: Config,
     issuer: String,

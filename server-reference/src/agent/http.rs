@@ -21,7 +21,7 @@ use crate::error::ApiError;
 use crate::http::{ApiJson, ApiPath, ApiQuery, IdempotencyKey};
 use crate::ids::{ActionId, SessionId};
 use crate::principal::Principal;
-use crate::state::AppState;
+use crate::state::{AppState, SseKeepAlive};
 
 /// Routes under `/v1/agent`.
 pub fn router() -> Router<AppState> {
@@ -106,7 +106,8 @@ struct StreamQuery {
 }
 
 async fn stream(
-    State(state): State<AppState>,
+    State(log): State<EventLog>,
+    State(SseKeepAlive(keep_alive)): State<SseKeepAlive>,
     principal: Principal,
     session: SessionId,
     ApiQuery(query): ApiQuery<StreamQuery>,
@@ -115,8 +116,7 @@ async fn stream(
     let last_event_id = headers
         .get("last-event-id")
         .map(|id| id.to_str().unwrap_or_default());
-    let followed = state
-        .log()
+    let followed = log
         .follow(
             &principal.account,
             session.as_str(),
@@ -129,8 +129,7 @@ async fn stream(
     let events = followed
         .filter_map(|item| async move { frame(item).map(Ok) })
         .take_until(tokio::time::sleep(principal.remaining()));
-    let keep_alive = KeepAlive::new().interval(state.config().sse_keep_alive);
-    Ok(Sse::new(events).keep_alive(keep_alive))
+    Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(keep_alive)))
 }
 
 /// The SSE frame of a followed item: a `page` with its cursor as id, a `message` without one,

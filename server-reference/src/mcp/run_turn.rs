@@ -11,6 +11,7 @@ use std::sync::{Arc, LazyLock};
 
 use axum::body::Body;
 use axum::http::{Method, Request, header};
+use intent_models::ErrorCode;
 use intent_models::schema::{SchemaValidator, Schemas};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, InputRequest,
@@ -24,6 +25,7 @@ use sha2::{Digest, Sha256};
 
 use super::api::{Api, has};
 use super::tools::percent_encode;
+use crate::error::ApiError;
 use crate::principal::Principal;
 
 /// The tool's name.
@@ -391,6 +393,9 @@ async fn call(api: &Api, principal: &Principal, request: Request<Body>) -> Step<
     match api.send(principal, request).await {
         Ok((status, body)) if status.is_success() => Ok(body),
         Ok((_, envelope)) => Err(envelope),
-        Err(error) => Err(json!({ "error": { "code": "internal", "message": error.message } })),
+        Err(error) => {
+            let envelope = ApiError::new(ErrorCode::Internal, error.message).envelope();
+            Err(serde_json::to_value(envelope).expect("an error envelope serializes"))
+        }
     }
 }

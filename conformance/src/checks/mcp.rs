@@ -4,6 +4,7 @@
 //! `x-mcp`.
 
 use std::collections::BTreeSet;
+use std::sync::LazyLock;
 
 use reqwest::Method;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
@@ -95,11 +96,36 @@ type Client = RunningService<RoleClient, ()>;
 
 /// An MCP client of the resource at `path` with `token`.
 async fn connect(target: &Target, path: &str, token: &str) -> Result<Client, Finding> {
+    // One HTTP client for every MCP connection of the process (it reads the system's TLS roots
+    // once), configured as rmcp's own: no idle connection kept (so none outlives the runtime
+    // that opened it), and only same-origin 307 and 308 redirects followed, ten at most.
+    static HTTP: LazyLock<reqwest::Client> = LazyLock::new(|| {
+        let redirect = reqwest::redirect::Policy::custom(|attempt| {
+            let same_origin = attempt
+                .previous()
+                .first()
+                .is_some_and(|first| first.origin() == attempt.url().origin());
+            let keeps_body = matches!(attempt.status().as_u16(), 307 | 308);
+            if same_origin && keeps_body && attempt.previous().len() <= 10 {
+                attempt.follow()
+            } else {
+                attempt.stop()
+            }
+        });
+        reqwest::Client::builder()
+            .pool_max_idle_per_host(0)
+            .redirect(redirect)
+            .build()
+            .expect("an HTTP client")
+    });
     let config = StreamableHttpClientTransportConfig::with_uri(format!("{}{path}", target.base()))
         .auth_header(token);
-    ().serve(StreamableHttpClientTransport::from_config(config))
-        .await
-        .or_else(|e| fail(format!("MCP initialization at {path} failed: {e}")))
+    ().serve(StreamableHttpClientTransport::with_client(
+        HTTP.clone(),
+        config,
+    ))
+    .await
+    .or_else(|e| fail(format!("MCP initialization at {path} failed: {e}")))
 }
 
 async fn call(client: &Client, tool: &str, arguments: Value) -> Result<CallToolResult, Finding> {

@@ -50,7 +50,10 @@ pub fn redacted(report: &Report, secrets: &[String]) -> Report {
 pub fn redact(text: &str, secrets: &[String]) -> String {
     let mut text = text.to_owned();
     for secret in secrets.iter().filter(|secret| secret.len() >= 8) {
-        text = text.replace(secret.as_str(), REDACTED);
+        // A text shorter than a secret cannot hold it: no search for it there.
+        if secret.len() <= text.len() {
+            text = text.replace(secret.as_str(), REDACTED);
+        }
     }
     let mut out = String::with_capacity(text.len());
     let mut rest = text.as_str();

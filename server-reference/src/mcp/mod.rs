@@ -11,7 +11,7 @@ mod run_turn;
 mod server;
 mod tools;
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use axum::extract::Request;
 use axum::http::StatusCode;
@@ -30,13 +30,15 @@ pub use tools::Tools;
 
 /// The routes of both MCP resources; their tools call `api`.
 pub fn router(state: &AppState, api: &Router) -> Router {
-    let (document, schemas) = (crate::openapi::document(), crate::openapi::schemas());
+    // Read from openapi.json once per process, whatever the number of servers it runs.
+    static AGENT: LazyLock<Arc<Tools>> = LazyLock::new(|| tools("agent"));
+    static PIPELINE: LazyLock<Arc<Tools>> = LazyLock::new(|| tools("pipeline"));
     let mut router = Router::new();
-    for (resource, name) in [
-        (Resource::AgentMcp, "agent"),
-        (Resource::PipelineMcp, "pipeline"),
+    for (resource, tools) in [
+        (Resource::AgentMcp, &AGENT),
+        (Resource::PipelineMcp, &PIPELINE),
     ] {
-        let tools = Arc::new(Tools::from_openapi(document, schemas, name));
+        let tools = Arc::clone(tools);
         let server = McpServer::new(state.clone(), resource, tools, api.clone());
         // JSON answers where a call sends no notification (SSE when it does).
         let config = StreamableHttpServerConfig::default()
@@ -51,6 +53,12 @@ pub fn router(state: &AppState, api: &Router) -> Router {
         router = router.route_service(resource.path(), service);
     }
     router.layer(axum::middleware::from_fn(no_sessions))
+}
+
+/// The tools of the operations of resource `name` (`agent` or `pipeline`).
+fn tools(name: &str) -> Arc<Tools> {
+    let (document, schemas) = (crate::openapi::document(), crate::openapi::schemas());
+    Arc::new(Tools::from_openapi(document, schemas, name))
 }
 
 /// The protocol's answer to a session id: this server issues none, so any is one that has

@@ -13,9 +13,12 @@ pub struct InvalidId(&'static str);
 /// Longest session or action id.
 const MAX_ID: usize = 160;
 
-/// 1 to [`MAX_ID`] characters.
-fn bounded(id: &str) -> bool {
-    !id.is_empty() && id.chars().count() <= MAX_ID
+/// `id` when it has 1 to [`MAX_ID`] characters, else `refusal`.
+fn bounded(id: String, refusal: &'static str) -> Result<String, InvalidId> {
+    match !id.is_empty() && id.chars().count() <= MAX_ID {
+        true => Ok(id),
+        false => Err(InvalidId(refusal)),
+    }
 }
 
 /// A session id: 1 to 160 characters.
@@ -27,10 +30,7 @@ impl TryFrom<String> for SessionId {
     type Error = InvalidId;
 
     fn try_from(id: String) -> Result<Self, InvalidId> {
-        match bounded(&id) {
-            true => Ok(Self(id)),
-            false => Err(InvalidId("sessionId must be 1 to 160 characters")),
-        }
+        bounded(id, "sessionId must be 1 to 160 characters").map(Self)
     }
 }
 
@@ -43,10 +43,7 @@ impl TryFrom<String> for ActionId {
     type Error = InvalidId;
 
     fn try_from(id: String) -> Result<Self, InvalidId> {
-        match bounded(&id) {
-            true => Ok(Self(id)),
-            false => Err(InvalidId("actionId must be 1 to 160 characters")),
-        }
+        bounded(id, "actionId must be 1 to 160 characters").map(Self)
     }
 }
 

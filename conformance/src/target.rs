@@ -321,7 +321,7 @@ pub struct Target {
     /// What the run knows of the deployment.
     pub settings: Settings,
     secrets: Mutex<Vec<String>>,
-    seen: Mutex<Vec<Seen>>,
+    seen: Mutex<Vec<Arc<Seen>>>,
     violations: Mutex<Vec<Violation>>,
     /// The statuses answered per operation, keyed by `METHOD template`.
     answered: Mutex<BTreeMap<String, BTreeSet<u16>>>,
@@ -588,8 +588,8 @@ impl Target {
         secrets
     }
 
-    /// Every response seen so far.
-    pub fn seen(&self) -> Vec<Seen> {
+    /// Every response seen so far (shared, not copied: a run sees hundreds).
+    pub fn seen(&self) -> Vec<Arc<Seen>> {
         self.seen.lock().expect("seen responses").clone()
     }
 
@@ -698,13 +698,16 @@ impl Target {
                 exchange: exchange.clone(),
             });
         }
-        self.seen.lock().expect("seen responses").push(Seen {
-            check,
-            request,
-            status,
-            body: body.clone(),
-            exchange: exchange.clone(),
-        });
+        self.seen
+            .lock()
+            .expect("seen responses")
+            .push(Arc::new(Seen {
+                check,
+                request,
+                status,
+                body: body.clone(),
+                exchange: exchange.clone(),
+            }));
     }
 }
 

@@ -55,6 +55,9 @@ async fn installs_are_kept_from_the_first_and_per_account() {
     for engine in Engine::each().await {
         let store = engine.open("a").await;
         store.ping().await.unwrap();
+        // Only a database several processes share has others to hear and relay to.
+        let shared = matches!(engine, Engine::Postgres(_));
+        assert_eq!(store.shared().is_some(), shared, "{}", engine.name());
         assert_eq!(store.install("alice", 1, 100).await.unwrap(), 100);
         assert_eq!(store.install("alice", 1, 200).await.unwrap(), 100);
         assert_eq!(store.install("alice", 2, 300).await.unwrap(), 300);

@@ -719,6 +719,28 @@ async fn caller_written_transaction_fields_and_missing_keys_are_refused() {
         let response = request.send().await.unwrap();
         assert_eq!(response.status(), 400, "{body}");
     }
+    // Too long an action id is 400, before any lookup (an unknown one is 404).
+    let valid = json!({ "revision": 1, "result": { "outcome": "approved", "digest": digest } });
+    for (action_id, status, code) in [
+        ("a".repeat(161), 400, "invalid_parameter"),
+        ("a".repeat(160), 404, "not_found"),
+    ] {
+        let url = format!(
+            "{}/v1/agent/sessions/{session}/actions/{action_id}/resolve",
+            agent.server.base_url()
+        );
+        let response = http
+            .post(&url)
+            .bearer_auth(&token)
+            .header("Idempotency-Key", format!("k-{status}"))
+            .json(&valid)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), status);
+        let envelope: serde_json::Value = response.json().await.unwrap();
+        assert_eq!(envelope["error"]["code"], code, "{envelope}");
+    }
     // A token without the resolve scope is 403.
     let narrow = agent
         .server

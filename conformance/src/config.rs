@@ -14,6 +14,7 @@
 //!     "chat": "hello", "actionChat": "send 1 USDC to 0x...",
 //!     "install": { "applicationId": 7, "credentials": { "API_KEY": "..." } }
 //!   },
+//!   "profile": { "cursorParameter": "cursor" },
 //!   "tokens": { "agent": "...", "pipeline": "...", "account": "...", "narrow": "...", "second": "...",
 //!               "agentMcp": "...", "pipelineMcp": "..." },
 //!   "environments": {
@@ -55,6 +56,9 @@ pub struct Layer {
     pub turn_timeout: Option<u64>,
     /// The seed of the values the `stateful` checks generate.
     pub seed: Option<u64>,
+    /// The means of reaching the deployment where the document leaves them open (see
+    /// [`crate::means`]); an environment's replaces the top level's whole.
+    pub profile: Option<crate::means::Means>,
 }
 
 /// Tokens of one source.
@@ -165,6 +169,9 @@ pub fn resolve(
         seed: layers.iter().find_map(|layer| layer.seed).unwrap_or(0),
         ..Settings::default()
     };
+    if let Some(means) = layers.iter().find_map(|layer| layer.profile.as_ref()) {
+        settings.means = means.clone();
+    }
     if let Some(seconds) = layers.iter().find_map(|layer| layer.turn_timeout) {
         settings.turn_timeout = Duration::from_secs(seconds);
     }

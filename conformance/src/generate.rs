@@ -74,7 +74,11 @@ pub fn value(schema: &Value, rng: &mut Rng) -> Value {
             return value(choice, rng);
         }
     }
-    if let Some(parts) = schema["allOf"].as_array() {
+    // An `allOf` beside a `type` of its own only narrows it (an integer is a number too).
+    if let Some(parts) = schema["allOf"]
+        .as_array()
+        .filter(|_| schema.get("type").is_none())
+    {
         let mut merged = Map::new();
         for part in parts {
             if let Value::Object(members) = value(part, rng) {

@@ -17,9 +17,11 @@ pub mod config;
 #[cfg(feature = "embedded")]
 pub mod embedded;
 pub mod exchange;
+pub mod facts;
 pub mod finding;
 pub mod generate;
 pub mod inputs;
+pub mod means;
 pub mod proxy;
 pub mod report;
 pub mod run;

@@ -317,6 +317,8 @@ fn resolve(args: &RunArgs) -> Result<config::Resolved, String> {
         token_command: args.token_command.clone(),
         turn_timeout: args.turn_timeout,
         seed: args.seed,
+        // The means of reaching a deployment come from the config file's `profile` alone.
+        profile: None,
     };
     config::resolve(command_line, file.as_ref(), args.env.as_deref())
 }

@@ -113,20 +113,68 @@ fn normative_view(mut document: Value) -> Value {
         }
     }
     open(&mut document);
+    let view = document.clone();
+    inclusive(&mut document, &view);
     document
 }
 
-/// The response `document` declares for `operation` and `status` (or its `default`), with its
-/// `$ref` followed.
-fn declared<'a>(document: &'a Value, operation: &Operation, status: u16) -> Option<&'a Value> {
+/// Each `oneOf` of `document` with a branch that accepts anything (in `view`) made an `anyOf`:
+/// a value that holds against another branch holds against that one too, so "one of" can only
+/// mean "or" (part 4.1: "a portable chain-specific Build or a commit result").
+fn inclusive(value: &mut Value, view: &Value) {
+    match value {
+        Value::Object(members) => {
+            let open = members
+                .get("oneOf")
+                .and_then(Value::as_array)
+                .is_some_and(|branches| {
+                    branches.iter().any(|branch| {
+                        resolve_in(view, branch)
+                            .as_object()
+                            .is_some_and(|b| b.is_empty())
+                    })
+                });
+            if open && let Some(branches) = members.remove("oneOf") {
+                members.insert("anyOf".into(), branches);
+            }
+            members
+                .values_mut()
+                .for_each(|member| inclusive(member, view));
+        }
+        Value::Array(items) => items.iter_mut().for_each(|item| inclusive(item, view)),
+        _ => {}
+    }
+}
+
+/// Whether a lifecycle request `body` presents a Build for commit: it is one, or holds one as a
+/// member (`attestation` marks a Build, part 2.1).
+fn presents_build(body: &Value) -> bool {
+    let is_build = |value: &Value| value.get("attestation").is_some();
+    is_build(body)
+        || body
+            .as_object()
+            .is_some_and(|members| members.values().any(is_build))
+}
+
+/// The response `document` declares for `operation` and `status`, with its `$ref` followed; for
+/// an error status it does not name, its `default` when `default` is given (part 7.2: any other
+/// status falls to the error envelope).
+fn declared<'a>(
+    document: &'a Value,
+    operation: &Operation,
+    status: u16,
+    default: bool,
+) -> Option<&'a Value> {
     let responses = document
         .get("paths")?
         .get(&operation.template)?
         .get(operation.method.to_lowercase())?
         .get("responses")?;
-    let response = responses
-        .get(status.to_string())
-        .or_else(|| responses.get("default"))?;
+    let response = responses.get(status.to_string()).or_else(|| {
+        (default && status >= 400)
+            .then(|| responses.get("default"))
+            .flatten()
+    })?;
     Some(resolve_in(document, response))
 }
 
@@ -221,7 +269,7 @@ impl Spec {
         operation: &Operation,
         status: u16,
     ) -> Result<Option<Arc<SchemaValidator>>, String> {
-        let Some(response) = declared(&self.document, operation, status) else {
+        let Some(response) = declared(&self.document, operation, status, false) else {
             return Err(format!(
                 "{} {} does not declare status {status}",
                 operation.method, operation.template
@@ -242,7 +290,7 @@ impl Spec {
         operation: &Operation,
         status: u16,
     ) -> Option<Arc<SchemaValidator>> {
-        let response = declared(&self.normative_document, operation, status)?;
+        let response = declared(&self.normative_document, operation, status, true)?;
         let key = format!(
             "normative {} {} {status}",
             operation.method, operation.template
@@ -259,9 +307,8 @@ impl Spec {
     pub fn judge(
         &self,
         operation: &Operation,
-        status: u16,
-        body: &Value,
-        text: &str,
+        request: Option<&Value>,
+        (status, body, text): (u16, &Value, &str),
     ) -> Option<(Level, Vec<String>)> {
         let not_json = || vec![format!("not a JSON body: {}", crate::target::excerpt(text))];
         let errors = |validator: &SchemaValidator| -> Vec<String> {
@@ -272,7 +319,7 @@ impl Spec {
                 errors.iter().map(|e| crate::target::excerpt(e)).collect()
             }
         };
-        let normative = match self.normative_response(operation, status) {
+        let normative = match self.normative_answer(operation, request, status) {
             Some(validator) if !validator.is_valid(body) => errors(&validator),
             _ => Vec::new(),
         };
@@ -285,6 +332,27 @@ impl Spec {
             Ok(_) => Vec::new(),
         };
         (!profile.is_empty()).then_some((Level::Profile, profile))
+    }
+
+    /// The schema every deployment's answer `status` to `operation`'s `request` must hold
+    /// against: [`Self::normative_response`], but a lifecycle endpoint's success (its 200 is
+    /// `PipelineLifecycleResponse`) answers a request that presents no Build with a Build (part
+    /// 4.1: "200 PipelineBuild").
+    pub fn normative_answer(
+        &self,
+        operation: &Operation,
+        request: Option<&Value>,
+        status: u16,
+    ) -> Option<Arc<SchemaValidator>> {
+        let lifecycle = declared(&self.document, operation, 200, false)
+            .and_then(|response| response.pointer("/content/application~1json/schema/$ref"))
+            == Some(&Value::from(
+                "#/components/schemas/PipelineLifecycleResponse",
+            ));
+        if lifecycle && (200..300).contains(&status) && !request.is_some_and(presents_build) {
+            return self.normative_component("PipelineBuild");
+        }
+        self.normative_response(operation, status)
     }
 
     /// A validator for a component schema in the normative view: what every deployment's

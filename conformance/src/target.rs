@@ -239,6 +239,8 @@ pub struct Settings {
     pub turn_timeout: Duration,
     /// The seed of the values the `stateful` checks generate.
     pub seed: u64,
+    /// How the checks reach the deployment where the document leaves the means open.
+    pub means: crate::means::Means,
 }
 
 /// How long a turn may take to settle unless `--turn-timeout` says otherwise.
@@ -253,6 +255,7 @@ impl Default for Settings {
             peer_url: None,
             turn_timeout: DEFAULT_TURN_TIMEOUT,
             seed: 0,
+            means: crate::means::Means::default(),
         }
     }
 }
@@ -539,6 +542,7 @@ impl Target {
             builder: self.http.request(method, format!("{}{path}", self.base)),
             patient: true,
             bearer: None,
+            sent: None,
         }
     }
 
@@ -560,6 +564,7 @@ impl Target {
             builder: self.http.request(method, url),
             patient: true,
             bearer: None,
+            sent: None,
         })
     }
 
@@ -682,12 +687,19 @@ impl Target {
     }
 
     /// Validates the response of `exchange` against openapi.json and keeps it.
-    fn record(&self, exchange: &Exchange, method: &Method, path: &str, body: &Value, text: &str) {
+    fn record(
+        &self,
+        exchange: &Exchange,
+        sent: Option<&Value>,
+        (method, path): (&Method, &str),
+        (body, text): (&Value, &str),
+    ) {
         let status = exchange.status.unwrap_or_default();
         let operation = self.answered(method, path, status);
         let check = CHECK.try_with(|check| *check).unwrap_or_default();
         let request = format!("{method} {path}");
-        let judged = operation.and_then(|operation| spec().judge(operation, status, body, text));
+        let judged =
+            operation.and_then(|operation| spec().judge(operation, sent, (status, body, text)));
         if let Some((level, errors)) = judged {
             self.violations.lock().expect("violations").push(Violation {
                 check,
@@ -724,6 +736,8 @@ pub struct Call<'a> {
     patient: bool,
     /// The bearer token sent, so that what the request creates can be removed with it.
     bearer: Option<String>,
+    /// The JSON body sent, whole, for judging the answer to it.
+    sent: Option<Value>,
 }
 
 impl Call<'_> {
@@ -737,6 +751,22 @@ impl Call<'_> {
     /// Sends `body` as JSON.
     pub fn json(mut self, body: &Value) -> Self {
         self.builder = self.builder.json(body);
+        self.sent = Some(body.clone());
+        self
+    }
+
+    /// Sends `pairs` as an `application/x-www-form-urlencoded` body, as OAuth endpoints take.
+    pub fn form(mut self, pairs: &[(&str, &str)]) -> Self {
+        let body = form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(pairs)
+            .finish();
+        self.builder = self
+            .builder
+            .header(
+                reqwest::header::CONTENT_TYPE,
+                "application/x-www-form-urlencoded",
+            )
+            .body(body);
         self
     }
 
@@ -841,8 +871,12 @@ impl Call<'_> {
             exchange.body(&text);
         }
         let body = serde_json::from_str(&text).unwrap_or(Value::Null);
-        self.target
-            .record(&exchange, &self.method, &self.path, &body, &text);
+        self.target.record(
+            &exchange,
+            self.sent.as_ref(),
+            (&self.method, &self.path),
+            (&body, &text),
+        );
         crate::finding::exchanged(exchange);
         if (200..300).contains(&status) {
             self.target

@@ -49,8 +49,8 @@ enum Fault {
     SkipsResimulation,
     /// Builds carry a digest that is not their content's.
     WrongDigest,
-    /// Out-of-range path parameters are answered 404 instead of 400.
-    LimitsAre404,
+    /// Out-of-range path parameters are answered 500 instead of a refusal.
+    LimitsAre500,
     /// Revision conflicts are answered 400 instead of 409.
     ConflictIs400,
     /// A retried resolution loses its Idempotency-Key.
@@ -111,10 +111,16 @@ enum Fault {
     McpBuildDiffers,
     /// A tool refused for its scope comes back as a success.
     McpIgnoresScopes,
+    /// Every page of two events or more delivers its first event twice.
+    DuplicatesEvents,
+    /// A token holding a single scope is refused 403, whatever the scope grants.
+    RefusesSingleScopes,
+    /// An expired cursor is answered 400 `invalid_cursor`, not 410.
+    ExpiredIs400,
 }
 
 impl Fault {
-    const ALL: [Fault; 43] = [
+    const ALL: [Fault; 46] = [
         Fault::ExtraSimulationField,
         Fault::BadCursorIs500,
         Fault::AcceptsExpiredBuild,
@@ -128,7 +134,7 @@ impl Fault {
         Fault::AcceptsTamperedBuild,
         Fault::SkipsResimulation,
         Fault::WrongDigest,
-        Fault::LimitsAre404,
+        Fault::LimitsAre500,
         Fault::ConflictIs400,
         Fault::ForgetsIdempotencyKeys,
         Fault::ReopensTurns,
@@ -158,6 +164,9 @@ impl Fault {
         Fault::McpCatalogDiffers,
         Fault::McpBuildDiffers,
         Fault::McpIgnoresScopes,
+        Fault::DuplicatesEvents,
+        Fault::RefusesSingleScopes,
+        Fault::ExpiredIs400,
     ];
 
     /// The checks this fault must fail (an entry ending in `.*` names every check under it);
@@ -176,10 +185,15 @@ impl Fault {
                 "schema.negative.profile",
             ],
             Fault::AcceptsExpiredBuild => &["pipeline.commit-expired"],
-            Fault::SkipsSequence => &["agent.events.round-trip", "agent.sse.resume"],
+            Fault::SkipsSequence => &["agent.events.round-trip"],
             Fault::LeaksSessions => &["auth.isolation.*"],
             Fault::OpenStatement => &["auth.matrix.getStatement"],
-            Fault::UnauthorizedIs403 => &["auth.matrix.*", "mcp.unauthorized", "mcp.audience"],
+            Fault::UnauthorizedIs403 => &[
+                "auth.matrix.*",
+                "auth.oauth",
+                "mcp.unauthorized",
+                "mcp.audience",
+            ],
             Fault::IgnoresScopes => &[
                 "auth.matrix.startChat",
                 "auth.matrix.getChatEvents",
@@ -200,14 +214,9 @@ impl Fault {
             ],
             Fault::AcceptsTamperedBuild => &["pipeline.commit-tampered"],
             Fault::SkipsResimulation => &["pipeline.commit-resimulates"],
-            Fault::WrongDigest => &[
-                "pipeline.digest",
-                "pipeline.attestation",
-                "pipeline.commit",
-                "pipeline.commit-resimulates",
-                "pipeline.svm",
-            ],
-            Fault::LimitsAre404 => &[
+            // The deployment refuses the Builds it issues, so the commit checks are inconclusive.
+            Fault::WrongDigest => &["pipeline.digest", "pipeline.attestation"],
+            Fault::LimitsAre500 => &[
                 "limits.session-id",
                 "limits.names",
                 "limits.application-id",
@@ -220,7 +229,9 @@ impl Fault {
             Fault::ForgetsIdempotencyKeys => &["agent.actions.idempotency"],
             Fault::ReopensTurns => &["agent.turns.terminal", "agent.events.wait"],
             Fault::PlainTextNotFound => &[
+                "account.install-remove",
                 "agent.sessions.delete",
+                "schema.media-type",
                 "schema.error-envelope",
                 "schema.responses",
                 "stateful.startChat",
@@ -237,10 +248,12 @@ impl Fault {
             // The MCP checks compare with the HTTP API: a broken API breaks them too.
             Fault::BuildVersion1 => &[
                 "mcp.build",
+                "pipeline.attestation",
                 "pipeline.build",
+                "pipeline.commit-expired",
+                "pipeline.commit-tampered",
                 "pipeline.digest",
                 "pipeline.commit",
-                "pipeline.commit-resimulates",
                 "pipeline.svm",
                 "schema.responses",
                 "stateful.evmBuild",
@@ -263,7 +276,11 @@ impl Fault {
             Fault::AppNameAsNumber => &["pipeline.apps", "schema.responses", "mcp.catalog-tool"],
             Fault::SkillAsNumber => &["schema.responses"],
             Fault::PresentAsString => &["account.install", "schema.responses"],
-            Fault::CommitsNothing => &["pipeline.commit", "pipeline.commit-resimulates"],
+            Fault::CommitsNothing => &[
+                "pipeline.commit",
+                "pipeline.commit-resimulates",
+                "pipeline.commit-tampered",
+            ],
             Fault::McpNoResourceMetadata => &["mcp.unauthorized"],
             Fault::McpAcceptsOtherAudience => &["mcp.audience"],
             Fault::McpDown => &[
@@ -277,6 +294,9 @@ impl Fault {
             Fault::McpCatalogDiffers => &["mcp.catalog-tool"],
             Fault::McpBuildDiffers => &["mcp.build"],
             Fault::McpIgnoresScopes => &["mcp.scope"],
+            Fault::DuplicatesEvents => &["agent.events.round-trip"],
+            Fault::RefusesSingleScopes => &["auth.grants"],
+            Fault::ExpiredIs400 => &["agent.events.expired-cursor"],
         }
     }
 }
@@ -464,6 +484,14 @@ async fn inject(
                 .headers_mut()
                 .insert(header::AUTHORIZATION, bearer(&tokens.agent_mcp));
         }
+        Fault::RefusesSingleScopes
+            if claims["scope"]
+                .as_str()
+                .is_some_and(|scope| !scope.is_empty() && !scope.contains(' ')) =>
+        {
+            let error = json!({ "error": { "code": "insufficient_scope", "message": "one" } });
+            return json_response(StatusCode::FORBIDDEN, &error);
+        }
         Fault::McpDown if is_mcp && mcp_token => {
             let error = json!({ "error": { "code": "unavailable", "message": "down" } });
             return json_response(StatusCode::SERVICE_UNAVAILABLE, &error);
@@ -635,19 +663,25 @@ async fn inject(
                 &json!({ "error": { "code": "internal", "message": "boom" } }),
             );
         }
+        Fault::ExpiredIs400 if is_events && status == StatusCode::GONE => {
+            return json_response(
+                StatusCode::BAD_REQUEST,
+                &json!({ "error": { "code": "invalid_cursor", "message": "expired" } }),
+            );
+        }
         Fault::ConflictIs400 if is_resolve && status == StatusCode::CONFLICT => {
             let (mut parts, body) = response.into_parts();
             parts.status = StatusCode::BAD_REQUEST;
             return Response::from_parts(parts, body);
         }
-        Fault::LimitsAre404 if status == StatusCode::BAD_REQUEST => {
+        Fault::LimitsAre500 if status == StatusCode::BAD_REQUEST => {
             let out_of_range = path
                 .split('/')
                 .any(|segment| segment.len() > 128 || ["0", "first", "1ST_KEY"].contains(&segment));
             if out_of_range {
                 return json_response(
-                    StatusCode::NOT_FOUND,
-                    &json!({ "error": { "code": "not_found", "message": "no such thing" } }),
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    &json!({ "error": { "code": "internal", "message": "out of range" } }),
                 );
             }
         }
@@ -660,7 +694,10 @@ async fn inject(
         | Fault::WrongDigest
         | Fault::BuildVersion1
         | Fault::CommitsNothing => is_lifecycle,
-        Fault::SkipsSequence | Fault::ReopensTurns | Fault::PageExtraMember => is_events,
+        Fault::SkipsSequence
+        | Fault::ReopensTurns
+        | Fault::PageExtraMember
+        | Fault::DuplicatesEvents => is_events,
         Fault::ArchivedAsString => is_session,
         Fault::AppNameAsNumber => path == "/v1/pipeline/apps",
         Fault::SkillAsNumber => path.starts_with("/v1/pipeline/skills/"),
@@ -732,6 +769,13 @@ async fn inject(
             })
         }
         Fault::ReopensTurns => reopen(&injector, &path, &query, &mut value),
+        Fault::DuplicatesEvents => {
+            let events = value["events"].as_array_mut();
+            events.is_some_and(|events| {
+                let twice = (events.len() >= 2).then(|| events[0].clone());
+                twice.map(|first| events.push(first)).is_some()
+            })
+        }
         Fault::DescriptorKind => {
             value["kind"] = json!("action");
             true
@@ -989,17 +1033,17 @@ async fn each_fault_fails_exactly_its_checks_and_every_normative_check_has_a_fau
                     })
             })
             .collect();
-        // A check the deployment's catalog cannot serve skips and names its input: no verdict.
+        // A check the deployment's catalog cannot serve skips and names its input, and one whose
+        // means the deployment refuses is inconclusive: no verdict.
         let unpassed: BTreeSet<&str> = report
             .outcomes
             .iter()
             .filter(|outcome| !matches!(outcome.status, Status::Pass | Status::Disabled))
             .filter(|outcome| {
                 outcome.status != Status::Skip
-                    || !outcome
-                        .message
-                        .as_deref()
-                        .is_some_and(|message| message.contains("set inputs."))
+                    || !outcome.message.as_deref().is_some_and(|message| {
+                        message.contains("set inputs.") || message.starts_with("inconclusive")
+                    })
             })
             .map(|outcome| outcome.id)
             .collect();
@@ -1009,7 +1053,15 @@ async fn each_fault_fails_exactly_its_checks_and_every_normative_check_has_a_fau
                 not_passed(report)
             ));
         }
-        caught.extend(failed);
+        // A normative check counts as caught only by a failure at the normative level.
+        caught.extend(
+            report
+                .outcomes
+                .iter()
+                .filter(|outcome| outcome.status == Status::Fail)
+                .filter(|outcome| outcome.level == Level::Normative)
+                .map(|outcome| outcome.id),
+        );
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
     let uncaught: Vec<&str> = reports[0]

@@ -2,8 +2,11 @@
 //! leaves room: a layer in front of the reference server changes event kinds, error codes, key
 //! order, profile objects and the catalog. The normative level must pass through each variation;
 //! at level `all`, the profile findings must name what differed. The SDK reads through the same
-//! layer: an event kind it does not know is kept whole, on a turn and on both streams.
+//! layer: an event kind it does not know is kept whole, on a turn and on both streams. Another
+//! team's deployment ([`crate::another_team`]) has them all at once and more: the normative level
+//! passes it, refused means are inconclusive, and each fault on a stated fact fails it.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -22,6 +25,7 @@ use intent_models::{AgentEvent, TurnState};
 use intent_sdk::RetryPolicy;
 use serde_json::{Value, json};
 
+use crate::another_team::{AnotherTeam, Fault as AnotherFault, front, its_profile};
 use crate::fronts::{events_up_to, refusal, sdk_behind};
 
 /// One way a deployment may differ from the reference server and still follow the interface.
@@ -200,6 +204,10 @@ fn profile_object(method: &str, path: &str) -> bool {
 /// Varies a JSON body of `method` `path` answered with `status`.
 fn vary_json(variation: Variation, method: &str, path: &str, status: u16, body: &mut Value) {
     let events_page = method == "GET" && path.starts_with("/v1/agent/chat/");
+    if !path.starts_with("/v1/") {
+        // OAuth's endpoints answer in OAuth's form, which the interface does not shape.
+        return;
+    }
     match variation {
         Variation::EventKinds if events_page && status == 200 => vary_events(body),
         Variation::ErrorCodes | Variation::BareErrorCodes if status >= 400 => {
@@ -423,4 +431,139 @@ async fn the_sdk_keeps_entries_of_kinds_it_does_not_know_on_a_turn_and_on_both_s
     let streamed = events_up_to(agent.follow_sse(&outcome.session_id, None), last, within).await;
     assert_eq!(polled, outcome.events);
     assert_eq!(streamed, outcome.events);
+}
+
+/// The suite against another team's deployment ([`crate::another_team`]): every variation above
+/// at once behind its front, broken by `fault` when given, with `means` as the config file's
+/// `profile` (none: a token source alone). Takes `only` (all when empty), at the normative level.
+async fn another_team(fault: Option<AnotherFault>, means: Option<Value>, only: &[&str]) -> Report {
+    let team = AnotherTeam::new(fault);
+    let layered = |variation: Variation| from_fn_with_state(Arc::new(variation), vary);
+    let server = Embedded::start_with(move |app| {
+        app.layer(layered(Variation::EventKinds))
+            .layer(layered(Variation::BareErrorCodes))
+            .layer(layered(Variation::ProfileExtraMembers))
+            .layer(layered(Variation::AnotherCatalog))
+            .layer(layered(Variation::RateLimited))
+            .layer(from_fn_with_state(team, front))
+            .layer(layered(Variation::ReorderedKeys))
+    })
+    .await
+    .expect("the embedded server starts");
+    let selection = Selection {
+        only: only.iter().map(|id| id.to_string()).collect(),
+        skip: vec!["limits.rate-limit".into(), "deployment".into()],
+        normative_only: true,
+    };
+    let mut target = server.target();
+    target.settings.inputs = catalog_inputs();
+    if let Some(means) = means {
+        target.settings.means = serde_json::from_value(means).expect("a profile");
+    }
+    run(&target, &selection, DEFAULT_JOBS, |_, _, _| {}).await
+}
+
+fn status_of(report: &Report, id: &str) -> Status {
+    report
+        .outcomes
+        .iter()
+        .find(|outcome| outcome.id == id)
+        .map_or(Status::Disabled, |outcome| outcome.status)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn another_teams_deployment_passes_the_normative_level_and_refused_means_are_inconclusive() {
+    let mut chat_only = its_profile();
+    chat_only["cursorParameter"] = json!("cursor");
+    let (configured, alone, chat_only) = tokio::join!(
+        another_team(None, Some(its_profile()), &[]),
+        another_team(None, None, &[]),
+        another_team(None, Some(chat_only), &["agent.events", "agent.sse"]),
+    );
+    // With its profile in the config file, the cursor rules of part 7 are judged, and hold.
+    let failed = |report: &Report| -> Vec<String> {
+        broken(report)
+            .into_iter()
+            .filter(|line| !line.contains("Some(\"inconclusive"))
+            .filter(|line| {
+                !line.starts_with("agent.events.expired-cursor") || !line.contains("15 s")
+            })
+            .collect()
+    };
+    assert!(failed(&configured).is_empty(), "{:#?}", broken(&configured));
+    for id in [
+        "agent.events.invalid-cursor",
+        "agent.events.foreign-cursor",
+        "agent.events.expired-cursor",
+        "agent.events.round-trip",
+        "agent.sse.resume",
+        "pipeline.commit",
+        "pipeline.commit-expired",
+        "agent.sessions.update",
+        "auth.isolation.getSession",
+        "limits.wait",
+    ] {
+        assert_eq!(
+            status_of(&configured, id),
+            Status::Pass,
+            "{id}: {:#?}",
+            broken(&configured)
+        );
+    }
+    assert!(
+        configured.count(Status::Pass) > 40,
+        "{}",
+        configured.summary()
+    );
+    // With a token source alone, or our cursor parameter, nothing fails: what needs a means the
+    // deployment refuses is inconclusive and names the key to set.
+    for (report, keys) in [
+        (&alone, &["profile.chat", "profile.commit"][..]),
+        (&chat_only, &["profile.cursorParameter"][..]),
+    ] {
+        let refused: Vec<String> = broken(report)
+            .into_iter()
+            .filter(|line| !line.contains("inconclusive") && !line.contains("was seen in this run"))
+            .collect();
+        assert!(refused.is_empty(), "{refused:#?}");
+        for key in keys {
+            let named = report.outcomes.iter().any(|outcome| {
+                outcome.status == Status::Skip
+                    && outcome.message.as_deref().is_some_and(|m| m.contains(key))
+            });
+            assert!(
+                named,
+                "no inconclusive check names {key}: {:#?}",
+                broken(report)
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn each_fault_on_a_stated_fact_fails_another_teams_deployment_at_the_normative_level() {
+    let reports = futures_util::future::join_all(
+        AnotherFault::ALL
+            .iter()
+            .map(|fault| another_team(Some(*fault), Some(its_profile()), fault.breaks().0)),
+    )
+    .await;
+    let mut wrong = Vec::new();
+    for (fault, report) in AnotherFault::ALL.iter().zip(&reports) {
+        let failed: BTreeSet<&str> = report
+            .outcomes
+            .iter()
+            .filter(|outcome| outcome.status == Status::Fail)
+            .filter(|outcome| outcome.level == intent_conformance::spec::Level::Normative)
+            .map(|outcome| outcome.id)
+            .collect();
+        let expected: BTreeSet<&str> = fault.breaks().1.iter().copied().collect();
+        if !expected.is_subset(&failed) {
+            wrong.push(format!(
+                "{fault:?}: expected {expected:?} to fail, got {:#?}",
+                broken(report)
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
 }

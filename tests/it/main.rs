@@ -3,6 +3,7 @@
 mod account;
 mod agent;
 mod agent_sse;
+mod another_team;
 mod auth_matrix;
 mod conformance;
 mod conformance_mock;

@@ -204,6 +204,11 @@ fn operations_beyond_part_4_are_marked_profile() {
                 fills(op).contains(&"path") && fills(op).contains(&"method"),
                 "resolveAction"
             );
+            // Part 4.2 shows the body `{ revision: number, result: ActionResult }`.
+            assert!(
+                !fills(op).contains(&"requestBody"),
+                "resolveAction: the body is the document's"
+            );
         } else if !named {
             assert!(
                 is_profile(op),
@@ -241,9 +246,12 @@ fn every_operation_has_id_tag_one_scope_one_success_and_the_error_envelope() {
             .filter(|code| code.starts_with('2'))
             .collect();
         assert_eq!(successes.len(), 1, "{id}: exactly one success response");
-        assert!(
-            !responses.contains_key("default"),
-            "{id}: explicit statuses only"
+        // Parts 4 and 7.2: every endpoint may return an error envelope, and any other status
+        // falls to the same envelope.
+        assert_eq!(
+            responses.get("default"),
+            Some(&json!({ "$ref": "#/components/responses/Error" })),
+            "{id}: default is the error envelope"
         );
         for (code, response) in responses.iter().filter(|(code, _)| !code.starts_with('2')) {
             let response = resolve(response);
@@ -257,6 +265,11 @@ fn every_operation_has_id_tag_one_scope_one_success_and_the_error_envelope() {
             assert!(responses.contains_key(code), "{id}: declares {code}");
         }
     }
+    let error = &openapi()["components"]["responses"]["Error"];
+    assert!(
+        !is_profile(error) && fills(error).is_empty(),
+        "the default response is the document's"
+    );
 }
 
 #[test]
@@ -357,12 +370,32 @@ fn all_sixteen_scopes_with_their_descriptions() {
 fn oauth_addresses_and_the_five_resources() {
     let scheme = &openapi()["components"]["securitySchemes"]["oauth2"];
     let flow = &scheme["flows"]["authorizationCode"];
-    assert_eq!(flow["authorizationUrl"], "/api/auth/oauth2/authorize");
-    assert_eq!(flow["tokenUrl"], "/api/auth/oauth2/token");
+    // Part 5.3: absolute addresses under the first server's `{base_url}`, which the
+    // description names. A relative address would resolve against every server, the second
+    // environment's included; OpenAPI 3.0 writes no server variable in a flow's URLs, so they take
+    // the variable's default, a choice of ours that the flow's note says.
+    let server = &openapi()["servers"][0];
+    assert_eq!(server["url"], "{base_url}");
+    let base = server["variables"]["base_url"]["default"].as_str().unwrap();
+    assert!(base.starts_with("http"), "{base}");
+    assert_eq!(
+        flow["authorizationUrl"],
+        format!("{base}/api/auth/oauth2/authorize")
+    );
+    assert_eq!(flow["tokenUrl"], format!("{base}/api/auth/oauth2/token"));
     assert_eq!(
         scheme["x-device-authorization-url"],
-        "/api/auth/device/code"
+        format!("{base}/api/auth/device/code")
     );
+    assert!(fills(flow).contains(&"x-profile-note"));
+    let description = scheme["description"].as_str().unwrap();
+    for address in [
+        "{base_url}/api/auth/oauth2/authorize",
+        "{base_url}/api/auth/oauth2/token",
+        "{base_url}/api/auth/device/code",
+    ] {
+        assert!(description.contains(address), "{address}");
+    }
     assert_eq!(
         scheme["x-resources"],
         json!({
@@ -719,10 +752,11 @@ fn turn_states_of_part_3_and_events_that_carry_them() {
 
 #[test]
 fn action_resolution_takes_revision_and_result_with_an_idempotency_key() {
+    // Part 4.2: `revision: number` (the `allOf`); our profile's integer is a fill.
     assert_fields(
         "ActionResolutionRequest",
         &[
-            ("revision", "integer", true, false),
+            ("revision", "number", true, false),
             ("result", "ref:ActionResult", true, false),
         ],
     );
@@ -753,6 +787,104 @@ fn action_resolution_takes_revision_and_result_with_an_idempotency_key() {
             .unwrap()
             .contains(&json!("revision"))
     );
+    // Part 4.2: `revision: number`. Our profile narrows it to a 64-bit integer from 1, which the
+    // code generators read; the normative view keeps the number (`allOf`).
+    let revision = &schema("ActionResolutionRequest")["properties"]["revision"];
+    assert_eq!(revision["allOf"], json!([{ "type": "number" }]));
+    for keyword in ["type", "format", "minimum"] {
+        assert!(
+            fills(revision).contains(&keyword),
+            "revision: {keyword} is ours"
+        );
+    }
+}
+
+/// Integers of parts 2, 4 and 8 to which our profile gives `format: int64` (as its fill), and
+/// numbers it narrows to integers.
+#[test]
+fn int64_and_integer_narrowings_are_marked_at_their_keyword() {
+    let members: &[(&str, &[&str])] = &[
+        ("PipelineBuild", &["expiresAt"]),
+        ("PipelineBalanceChange", &["decimals", "chainId", "step"]),
+        ("PipelineApprovalChange", &["decimals", "chainId", "step"]),
+        ("PipelineFeeEstimate", &["decimals", "chainId"]),
+        ("PipelineLog", &["chainId", "step"]),
+        ("Session", &["updatedAt"]),
+    ];
+    let mut integers: Vec<(String, &Value)> = members
+        .iter()
+        .flat_map(|(name, properties)| {
+            properties.iter().map(move |property| {
+                (
+                    format!("{name}.{property}"),
+                    &schema(name)["properties"][*property],
+                )
+            })
+        })
+        .collect();
+    let parameters = &openapi()["components"]["parameters"];
+    integers.push(("wait".into(), &parameters["Wait"]["schema"]));
+    integers.push((
+        "applicationId".into(),
+        &parameters["ApplicationId"]["schema"],
+    ));
+    assert_eq!(integers.len(), 14);
+    for (at, integer) in integers {
+        assert_eq!(
+            (integer["type"].clone(), integer["format"].clone()),
+            (json!("integer"), json!("int64")),
+            "{at}"
+        );
+        assert!(fills(integer).contains(&"format"), "{at}: int64 is ours");
+    }
+    // Part 4.3: `{applicationId}` is numeric; our profile makes it an integer.
+    let application = &parameters["ApplicationId"]["schema"];
+    assert!(fills(application).contains(&"type"));
+    assert_eq!(application["allOf"], json!([{ "type": "number" }]));
+    // Part 2.9: `Session.id` is a string; the 160 of `SessionId` is the path parameter's.
+    let id = &schema("Session")["properties"]["id"];
+    assert_eq!(id["type"], "string");
+    assert_eq!(
+        id["oneOf"],
+        json!([{ "$ref": "#/components/schemas/SessionId" }])
+    );
+    assert!(fills(id).contains(&"oneOf") && !fills(id).contains(&"type"));
+}
+
+#[test]
+fn install_and_credential_removal_return_a_json_object_of_our_members() {
+    for (method, path, name) in [
+        (
+            "POST",
+            "/v1/account/apps/{applicationId}",
+            "AppInstallation",
+        ),
+        (
+            "DELETE",
+            "/v1/account/apps/{applicationId}/secrets/{name}",
+            "CredentialChange",
+        ),
+    ] {
+        let success = &operation(method, path)["responses"]["200"];
+        assert_eq!(
+            success["content"]["application/json"]["schema"]["$ref"],
+            format!("#/components/schemas/{name}"),
+            "{method} {path}"
+        );
+        let object = schema(name);
+        assert_eq!(object["type"], "object", "{name}");
+        assert!(
+            !is_profile(object) && !fills(object).contains(&"type"),
+            "{name}"
+        );
+        assert!(
+            fills(object).contains(&"required"),
+            "{name}: required is ours"
+        );
+        for (member, property) in object["properties"].as_object().unwrap() {
+            assert!(is_profile(property), "{name}.{member} is ours");
+        }
+    }
 }
 
 fn parameter(method: &str, path: &str, name: &str) -> &'static Value {
@@ -890,6 +1022,9 @@ const NORMATIVE_SCHEMAS: &[&str] = &[
     "PipelineGasEstimate",
     "PipelineLog",
     "PipelineLifecycleRequest",
+    // Part 4.1: "200 PipelineBuild", or a commit result (whose shape, PipelineCommitResult, is
+    // ours).
+    "PipelineLifecycleResponse",
     "OperationDescriptor",
     "Session",
     // Part 8's limit of a session id, shared by every session path and by `Session.id`.
@@ -899,6 +1034,9 @@ const NORMATIVE_SCHEMAS: &[&str] = &[
     "EventPage",
     "ActionResolutionRequest",
     "ErrorEnvelope",
+    // Part 4.3: install and credential removal return a JSON object; every member is ours.
+    "AppInstallation",
+    "CredentialChange",
 ];
 
 #[test]
@@ -948,9 +1086,13 @@ fn lifecycle_request_variants_are_build_request_stage_input_and_build() {
             "PipelineBuild"
         ]
     );
-    assert_eq!(
-        schema("PipelineLifecycleRequest")["x-profile-fills"],
-        json!(["oneOf"])
+    // Part 4.1: a JSON object, whose fields the document does not show: the variants are ours.
+    let request = schema("PipelineLifecycleRequest");
+    assert_eq!(request["type"], "object");
+    assert!(fills(request).contains(&"oneOf"), "the variants are ours");
+    assert!(
+        !fills(request).contains(&"type"),
+        "a JSON object is the document's"
     );
     for (method, path) in [
         ("POST", "/v1/pipeline/svm/stage"),
@@ -964,7 +1106,32 @@ fn lifecycle_request_variants_are_build_request_stage_input_and_build() {
         );
         let response = &op["responses"]["200"]["content"]["application/json"]["schema"]["$ref"];
         assert_eq!(response, "#/components/schemas/PipelineLifecycleResponse");
+        assert!(!is_profile(&op["responses"]["200"]), "{method} {path} 200");
+        // Parts 5.5 and 7.2: 401 and 403 are declared for the lifecycle endpoint.
+        for (status, name) in [
+            ("401", "LifecycleUnauthorized"),
+            ("403", "LifecycleForbidden"),
+        ] {
+            assert_eq!(
+                op["responses"][status]["$ref"],
+                format!("#/components/responses/{name}"),
+                "{method} {path} {status}"
+            );
+            let declared = resolve(&op["responses"][status]);
+            assert!(
+                !is_profile(declared),
+                "{method} {path} {status} is normative"
+            );
+            assert_eq!(
+                declared["content"]["application/json"]["schema"]["$ref"],
+                "#/components/schemas/ErrorEnvelope",
+                "{method} {path} {status}"
+            );
+        }
     }
+    let lifecycle = schema("PipelineLifecycleResponse");
+    assert!(!is_profile(lifecycle) && fills(lifecycle).is_empty());
+    assert!(is_profile(schema("PipelineCommitResult")));
     let results: Vec<&str> = schema("PipelineLifecycleResponse")["oneOf"]
         .as_array()
         .unwrap()
@@ -1061,8 +1228,9 @@ fn links_chain_a_turn_and_a_commit_through_real_operations_and_fields() {
     );
 }
 
-/// Keywords that narrow what a value may be.
-const LIMITS: [&str; 9] = [
+/// Keywords that narrow what a value may be (`format: int64` bounds an integer).
+const LIMITS: [&str; 10] = [
+    "format",
     "minLength",
     "maxLength",
     "minimum",
@@ -1169,9 +1337,10 @@ fn unmarked_limits(
 }
 
 /// The statuses an operation may declare as facts: its success status (part 4), 401 and 403
-/// (part 5), and 400 and 410 where a cursor is read (parts 7.3 and 7.4).
+/// (part 5), 400 and 410 where a cursor is read (parts 7.3 and 7.4), and `default`, the error
+/// envelope (part 7.2).
 fn stated_statuses(op: &Value) -> Vec<&'static str> {
-    let mut statuses = vec!["200", "201", "202", "204", "401", "403"];
+    let mut statuses = vec!["200", "201", "202", "204", "401", "403", "default"];
     let reads_cursor = op["parameters"]
         .as_array()
         .into_iter()
@@ -1181,6 +1350,53 @@ fn stated_statuses(op: &Value) -> Vec<&'static str> {
         statuses.extend(["400", "410"]);
     }
     statuses
+}
+
+/// The responses of `components/responses` that say what the document says: the error envelope
+/// of every endpoint (parts 4 and 7.2), the lifecycle endpoint's 401 and 403 (parts 5.5 and
+/// 7.2), and a cursor's 400 and 410 (parts 7.3 to 7.5). The others list our error codes and
+/// headers and are `x-profile: reference`.
+const NORMATIVE_RESPONSES: &[&str] = &[
+    "Error",
+    "LifecycleUnauthorized",
+    "LifecycleForbidden",
+    "InvalidCursor",
+    "Gone",
+];
+
+#[test]
+fn the_responses_the_document_declares_are_normative_error_envelopes() {
+    let responses = &openapi()["components"]["responses"];
+    for name in NORMATIVE_RESPONSES {
+        let response = &responses[*name];
+        assert!(!is_profile(response), "{name} is normative");
+        assert_eq!(
+            response["content"]["application/json"]["schema"]["$ref"],
+            "#/components/schemas/ErrorEnvelope",
+            "{name}"
+        );
+    }
+    for path in [
+        "/v1/agent/chat/{sessionId}",
+        "/v1/agent/chat/{sessionId}/stream",
+    ] {
+        let declared = &operation("GET", path)["responses"];
+        assert_eq!(
+            declared["400"]["$ref"], "#/components/responses/InvalidCursor",
+            "{path}"
+        );
+        assert_eq!(
+            declared["410"]["$ref"], "#/components/responses/Gone",
+            "{path}"
+        );
+    }
+    // The interface shows neither the status nor the shape of a started turn's answer.
+    assert!(is_profile(
+        &operation("POST", "/v1/agent/chat")["responses"]["202"]
+    ));
+    let envelope = schema("ErrorEnvelope");
+    assert_eq!(envelope["required"], json!(["error"]));
+    assert!(fills(envelope).is_empty() && !is_profile(&envelope["properties"]["error"]));
 }
 
 #[test]
@@ -1203,7 +1419,7 @@ fn every_gap_fill_is_marked() {
         }
     }
     for (name, response) in components["responses"].as_object().into_iter().flatten() {
-        if !is_profile(response) {
+        if !is_profile(response) && !NORMATIVE_RESPONSES.contains(&name.as_str()) {
             unmarked.push(format!(
                 "#/components/responses/{name}: the error codes and headers it lists"
             ));
@@ -1230,15 +1446,16 @@ fn every_gap_fill_is_marked() {
                 );
             }
         }
+        // A status of ours is marked on its response (most through `components/responses`),
+        // never by a fill of the operation, which would label the document's own statuses too.
+        if fills(op).iter().any(|fill| fill.starts_with("responses")) {
+            unmarked.push(format!(
+                "{method} {path}: `responses` in x-profile-fills; mark the responses of ours"
+            ));
+        }
         let stated = stated_statuses(op);
-        for status in op["responses"]
-            .as_object()
-            .into_iter()
-            .flatten()
-            .map(|(s, _)| s)
-        {
-            let marked = fills(op).contains(&"responses")
-                || fills(op).contains(&format!("responses.{status}").as_str());
+        for (status, response) in op["responses"].as_object().into_iter().flatten() {
+            let marked = is_profile(response) || is_profile(resolve(response));
             if !stated.contains(&status.as_str()) && !marked {
                 unmarked.push(format!("{method} {path} responds {status}"));
             }
@@ -1261,5 +1478,172 @@ fn every_gap_fill_is_marked() {
         unmarked.is_empty(),
         "unmarked gap-fills:\n{}",
         unmarked.join("\n")
+    );
+}
+
+/// Every element the JSON pointer `at` passes through, from the document down to it.
+fn path_to(at: &str) -> Vec<&'static Value> {
+    let mut nodes = vec![openapi()];
+    let mut prefix = String::new();
+    for segment in at.trim_start_matches('#').split('/').skip(1) {
+        prefix.push('/');
+        prefix.push_str(segment);
+        nodes.push(
+            openapi()
+                .pointer(&prefix)
+                .unwrap_or_else(|| panic!("no {prefix} in openapi.json")),
+        );
+    }
+    nodes
+}
+
+/// The description of the element at `at`, asserted normative: neither it nor an element above
+/// it is `x-profile: reference`, and it does not list `description` in `x-profile-fills`.
+fn normative_description(at: &str) -> &'static str {
+    let nodes = path_to(at);
+    for node in &nodes {
+        assert!(
+            !is_profile(node),
+            "{at} lies under an element of our profile"
+        );
+    }
+    let element: &'static Value = nodes[nodes.len() - 1];
+    assert!(
+        !fills(element).contains(&"description"),
+        "{at}: its description is a fill"
+    );
+    element["description"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{at} has no description"))
+}
+
+/// Sentences of the interface that openapi.json holds in normative descriptions, never only
+/// under a fill or an element of our profile; our own sentences stand beside them, in
+/// `x-profile-note`.
+#[test]
+fn document_sentences_stand_in_normative_descriptions() {
+    let escape = |path: &str| path.replace('~', "~0").replace('/', "~1");
+    let resolution = operations()
+        .into_iter()
+        .find(|(_, _, op)| op["operationId"] == "resolveAction")
+        .map(|(method, path, _)| format!("#/paths/{}/{}", escape(path), method.to_lowercase()))
+        .unwrap();
+    let stream = format!(
+        "#/paths/{}/get",
+        escape("/v1/agent/chat/{sessionId}/stream")
+    );
+    let events = "#/components/schemas/EventPage/properties";
+    let build = "#/components/schemas/PipelineBuild/properties";
+    let sentences: Vec<(String, &str)> = vec![
+        (
+            format!("{events}/events"),
+            "never separate top-level fields",
+        ),
+        (
+            format!("{events}/events"),
+            "An action is a durable event that carries a nested ActionRequest",
+        ),
+        (
+            format!("{events}/cursor"),
+            "Opaque; never parse or build it.",
+        ),
+        (format!("{events}/has_more"), "while `has_more` is true"),
+        (
+            format!("{build}/attestation"),
+            "Server authentication of the Build, its owner and its app scope.",
+        ),
+        (
+            format!("{build}/expiresAt"),
+            "Commit is rejected after this time.",
+        ),
+        (
+            "#/components/schemas/Session".into(),
+            "a wallet address is never used as an ownership key",
+        ),
+        (
+            "#/components/securitySchemes/oauth2".into(),
+            "A backend-for-frontend gateway verifies them and delegates a downscoped internal bearer.",
+        ),
+        (resolution.clone(), "an idempotency key"),
+        (
+            resolution,
+            "caller-authored transaction fields never replace the action payload",
+        ),
+        (
+            "#/components/schemas/ActionResolutionRequest".into(),
+            "The submitted result must be the one produced by the reviewed request",
+        ),
+        (stream.clone(), "the client fetches an event page again"),
+        (stream.clone(), "it is never a durable cursor"),
+        (
+            stream.clone(),
+            "A client reconnects with the last cursor received in a `page` event.",
+        ),
+        (
+            "#/components/schemas/PipelineLifecycleRequest".into(),
+            "A JSON object",
+        ),
+        (
+            "#/components/responses/Error".into(),
+            "any other status falls to the same envelope",
+        ),
+    ];
+    for (at, sentence) in &sentences {
+        let description = normative_description(at);
+        assert!(
+            description.contains(*sentence),
+            "{at}: {description:?} lacks {sentence:?}"
+        );
+    }
+    // Part 7 gives 410 no code, and part 6 never names Last-Event-ID: both are ours.
+    let stream_description = normative_description(&stream);
+    for ours in ["Last-Event-ID", "cursor_expired", "rebuild"] {
+        assert!(
+            !stream_description.contains(ours),
+            "the stream's normative description says {ours:?}, a choice of ours"
+        );
+    }
+    // Commit-once needs state about Builds on the server (part 1 keeps none): it is ours.
+    let deployment = &openapi()["x-deployment"];
+    assert!(is_profile(deployment));
+    assert!(
+        deployment["description"]
+            .as_str()
+            .unwrap()
+            .contains("Commit-once is the reference profile's choice")
+    );
+}
+
+/// Our sentences beside a normative description (`x-profile-note`) are listed in their object's
+/// `x-profile-fills`, so that a pointer to one names a choice of the profile.
+#[test]
+fn every_profile_note_is_listed_in_its_fills() {
+    fn walk(at: String, node: &Value, out: &mut Vec<String>) {
+        match node {
+            Value::Object(members) => {
+                if members.contains_key("x-profile-note")
+                    && !is_profile(node)
+                    && !fills(node).contains(&"x-profile-note")
+                {
+                    out.push(at.clone());
+                }
+                for (key, member) in members {
+                    walk(format!("{at}/{key}"), member, out);
+                }
+            }
+            Value::Array(items) => {
+                for (index, item) in items.iter().enumerate() {
+                    walk(format!("{at}/{index}"), item, out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut unlisted = Vec::new();
+    walk("#".into(), openapi(), &mut unlisted);
+    assert!(
+        unlisted.is_empty(),
+        "x-profile-note not listed in x-profile-fills:\n{}",
+        unlisted.join("\n")
     );
 }

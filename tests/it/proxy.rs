@@ -293,3 +293,54 @@ async fn a_redirect_reaches_the_client_as_the_upstream_sent_it() {
     assert_eq!(moved.status(), 303, "the proxy follows no redirect itself");
     assert_eq!(moved.headers()["location"], "/healthz");
 }
+
+/// Drops `gas` from the simulation of every Build a lifecycle endpoint answers.
+async fn drop_gas(request: Request, next: Next) -> Response {
+    let lifecycle = request.uri().path().ends_with("/evm/build");
+    let response = next.run(request).await;
+    if !lifecycle || !response.status().is_success() {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+    let mut body: Value = serde_json::from_slice(&bytes).unwrap();
+    if let Some(simulation) = body["simulation"].as_object_mut() {
+        simulation.remove("gas");
+    }
+    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::from(body.to_string()))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_build_whose_simulation_lacks_gas_breaks_the_document_and_names_it() {
+    let server = Embedded::start_with(|app: Router| app.layer(from_fn(drop_gas)))
+        .await
+        .unwrap();
+    let (proxy, base) = proxy_of(&server).await;
+    let token = server.target().role(Role::Pipeline).await.unwrap();
+    let request = intent_conformance::spec::spec()
+        .request_example("POST", "/v1/pipeline/evm/build", "operations")
+        .expect("a build request example");
+    let built = reqwest::Client::new()
+        .post(format!("{base}/v1/pipeline/evm/build"))
+        .bearer_auth(&token)
+        .json(&request)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(built.status(), 200);
+    assert_eq!(built.headers()[VIOLATIONS_HEADER], "1");
+    // Part 2.2 requires `gas`: a normative violation, which `--fail-on-violation` exits 1 on
+    // (it fails when this normative report does).
+    let normative = proxy.ledger().report(proxy.upstream(), true);
+    assert!(normative.failed(), "{}", report::console(&normative));
+    let violation = Violation {
+        side: Side::Server,
+        operation: "evmBuild".into(),
+        pointer: "/body/simulation/gas".into(),
+        keyword: "required".into(),
+        level: Level::Normative,
+    };
+    let message = violations(&proxy);
+    assert!(message.contains(&violation.to_string()), "{message}");
+}

@@ -123,6 +123,16 @@ fn crate_version(root: &Path) -> Result<String, String> {
         .ok_or_else(|| "no workspace version in Cargo.toml".into())
 }
 
+/// Whether `alternatives`, added to `schema`, hold of every value `schema` admits: each is
+/// `{"type": "number"}` beside `type: integer` (an integer is a number).
+fn implied(schema: &Value, alternatives: &[Value]) -> bool {
+    let number = json!({ "type": "number" });
+    schema["type"] == "integer"
+        && alternatives
+            .iter()
+            .all(|alternative| *alternative == number)
+}
+
 /// A document from a file, or from `openapi.json` at a git revision; checked with `openapiv3`.
 fn load(root: &Path, source: &str) -> Result<Value, String> {
     let path = root.join(source);
@@ -337,11 +347,20 @@ impl<'a> Diff<'a> {
         let (base, head) = (resolve(self.base, base), resolve(self.head, head));
         for key in ["type", "format"] {
             let (b, h) = (base.get(key), head.get(key));
-            if b != h {
-                self.breaking(
-                    at,
-                    format!("{key} changed from {} to {}", compact(b), compact(h)),
-                );
+            if b == h {
+                continue;
+            }
+            let reason = format!("{key} changed from {} to {}", compact(b), compact(h));
+            // A keyword added to a response narrows what is sent; one added to a request that
+            // every alternative of the schema already meets refuses nothing.
+            let same_type = base.get("type") == head.get("type");
+            let narrowing = b.is_none()
+                && (way == Direction::Response && (key == "type" || same_type)
+                    || key == "type" && self.alternatives_have_type(base, h));
+            if narrowing {
+                self.compatible(at, reason);
+            } else {
+                self.breaking(at, reason);
             }
         }
         self.nullable(at, base, head, way);
@@ -361,6 +380,14 @@ impl<'a> Diff<'a> {
                     }
                 }
                 (None, None) => {}
+                (None, Some(h)) if way == Direction::Response || implied(base, h) => self
+                    .compatible(
+                        at,
+                        format!(
+                            "{key} of {} alternatives added, which narrows nothing accepted",
+                            h.len()
+                        ),
+                    ),
                 (b, h) => self.breaking(
                     at,
                     format!(
@@ -371,6 +398,19 @@ impl<'a> Diff<'a> {
                 ),
             }
         }
+    }
+
+    /// Whether every alternative (`oneOf` or `anyOf`) of `schema` has the type `kind`.
+    fn alternatives_have_type(&self, schema: &Value, kind: Option<&Value>) -> bool {
+        let alternatives: Vec<&Value> = ["oneOf", "anyOf"]
+            .iter()
+            .filter_map(|key| schema[key].as_array())
+            .flatten()
+            .collect();
+        !alternatives.is_empty()
+            && alternatives
+                .iter()
+                .all(|alternative| resolve(self.base, alternative).get("type") == kind)
     }
 
     fn nullable(&mut self, at: &str, base: &Value, head: &Value, way: Direction) {
@@ -636,6 +676,33 @@ mod tests {
     #[test]
     fn no_change_needs_no_release() {
         insta::assert_snapshot!(report_of(|_| {}));
+    }
+
+    #[test]
+    fn keywords_that_narrow_nothing_accepted_are_compatible() {
+        let classes = |change: &dyn Fn(&mut Value)| -> Vec<Class> {
+            let mut head = base();
+            change(&mut head);
+            compare(&base(), &head).iter().map(|c| c.class).collect()
+        };
+        let wait = |d: &mut Value| -> Value {
+            d["paths"]["/v1/sessions/{id}"]["get"]["parameters"][1]["schema"].take()
+        };
+        // An integer is a number; a response may only narrow (Session answers two operations).
+        let implied = |d: &mut Value| {
+            let mut schema = wait(d);
+            schema["allOf"] = json!([{ "type": "number" }]);
+            d["paths"]["/v1/sessions/{id}"]["get"]["parameters"][1]["schema"] = schema;
+            session(d)["properties"]["id"]["oneOf"] = json!([{ "maxLength": 160 }]);
+        };
+        assert_eq!(classes(&implied), [Class::Compatible; 3]);
+        // A request that gains an alternative it did not meet refuses what it accepted.
+        let narrowed = |d: &mut Value| {
+            let mut schema = wait(d);
+            schema["allOf"] = json!([{ "maximum": 10 }]);
+            d["paths"]["/v1/sessions/{id}"]["get"]["parameters"][1]["schema"] = schema;
+        };
+        assert_eq!(classes(&narrowed), [Class::Breaking]);
     }
 
     #[test]

@@ -30,8 +30,11 @@ pub fn run(root: &Path, mode: Mode) -> Result<(), String> {
     let spec_path = root.join("openapi.json");
     let text = fs::read_to_string(&spec_path)
         .map_err(|e| format!("reading {}: {e}", spec_path.display()))?;
-    let spec: OpenAPI =
+    let mut document: Value =
         serde_json::from_str(&text).map_err(|e| format!("parsing {}: {e}", spec_path.display()))?;
+    for_generators(&mut document);
+    let spec: OpenAPI = serde_json::from_value(document)
+        .map_err(|e| format!("parsing {}: {e}", spec_path.display()))?;
 
     let outputs = [
         (root.join("sdk/models/src/generated.rs"), models(&spec)?),
@@ -39,6 +42,54 @@ pub fn run(root: &Path, mode: Mode) -> Result<(), String> {
     ];
 
     crate::sync::sync(root, mode, &outputs, "cargo xtask codegen")
+}
+
+/// `document` as the generators can read it. Two constructions of openapi.json hold as JSON
+/// Schema but trip progenitor or typify; each is taken out without changing a generated type:
+/// - each operation's `default` response (the error envelope of part 7): progenitor reads a
+///   `default` as a success too, and wants one type for all successes. The declared error
+///   statuses keep the envelope, and any other status stays `Error::UnexpectedResponse`.
+/// - an `allOf` of nothing but `{"type": "number"}` beside `type: integer` (the document's
+///   `number`, which our profile narrows to an integer): every integer is a number, but typify
+///   cannot merge `integer` with `number` and would make the type uninhabited.
+fn for_generators(document: &mut Value) {
+    let operations = document
+        .get_mut("paths")
+        .and_then(Value::as_object_mut)
+        .into_iter()
+        .flat_map(|paths| paths.values_mut())
+        .filter_map(Value::as_object_mut)
+        .flat_map(|item| item.values_mut());
+    for operation in operations {
+        if let Some(responses) = operation
+            .get_mut("responses")
+            .and_then(Value::as_object_mut)
+        {
+            responses.remove("default");
+        }
+    }
+    without_implied_number(document);
+}
+
+/// Removes, everywhere under `value`, an `allOf` whose every member is `{"type": "number"}`
+/// from a schema of `type: integer`.
+fn without_implied_number(value: &mut Value) {
+    match value {
+        Value::Object(members) => {
+            let number = serde_json::json!({ "type": "number" });
+            let implied = members.get("type").and_then(Value::as_str) == Some("integer")
+                && members
+                    .get("allOf")
+                    .and_then(Value::as_array)
+                    .is_some_and(|all| all.iter().all(|member| *member == number));
+            if implied {
+                members.remove("allOf");
+            }
+            members.values_mut().for_each(without_implied_number);
+        }
+        Value::Array(items) => items.iter_mut().for_each(without_implied_number),
+        _ => {}
+    }
 }
 
 fn settings() -> GenerationSettings {
@@ -544,5 +595,33 @@ mod tests {
             line_doc_comments("/**Only*/\nstruct S;\n"),
             "///Only\nstruct S;\n"
         );
+    }
+
+    #[test]
+    fn the_generators_read_no_default_response_and_no_implied_number() {
+        let mut document = serde_json::json!({
+            "paths": { "/a": {
+                "parameters": [],
+                "get": { "responses": {
+                    "200": { "description": "ok" },
+                    "default": { "$ref": "#/components/responses/Error" }
+                } }
+            } },
+            "components": { "schemas": { "A": { "type": "object", "properties": {
+                "revision": { "type": "integer", "minimum": 1, "allOf": [{ "type": "number" }] },
+                "other": { "type": "string", "allOf": [{ "type": "number" }] }
+            } } } }
+        });
+        super::for_generators(&mut document);
+        assert_eq!(
+            document["paths"]["/a"]["get"]["responses"],
+            serde_json::json!({ "200": { "description": "ok" } })
+        );
+        let properties = &document["components"]["schemas"]["A"]["properties"];
+        assert_eq!(
+            properties["revision"],
+            serde_json::json!({ "type": "integer", "minimum": 1 })
+        );
+        assert!(properties["other"].get("allOf").is_some());
     }
 }

@@ -1,18 +1,93 @@
-//! `cargo xtask conformance-doc`: writes CONFORMANCE.md from the checks' own metadata.
+//! `cargo xtask conformance-doc`: writes CONFORMANCE.md from the checks' own metadata and the
+//! document's facts (`conformance/facts.json`), prints the facts' coverage per part, and fails
+//! when a testable fact has no normative check.
 
 use std::fmt::Write as _;
 use std::path::Path;
 
+use intent_conformance::check::Check;
 use intent_conformance::checks;
+use intent_conformance::facts::{self, Standing};
 use intent_conformance::spec::Level;
 use intent_conformance::spec::spec;
 
 use crate::sync::{Mode, sync};
 
-/// Generates CONFORMANCE.md and writes or checks it.
+/// Generates CONFORMANCE.md and writes or checks it; prints the facts' coverage and fails on
+/// a testable fact without a normative check.
 pub fn run(root: &Path, mode: Mode) -> Result<(), String> {
+    let checks = checks::all();
+    print!("{}", coverage_table(&checks));
     let outputs = [(root.join("CONFORMANCE.md"), document())];
-    sync(root, mode, &outputs, "cargo xtask conformance-doc")
+    sync(root, mode, &outputs, "cargo xtask conformance-doc")?;
+    let problems = facts::problems(&checks);
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("conformance/facts.json: {}", problems.join("\n  ")))
+    }
+}
+
+/// The facts of each part: how many a normative check asserts, how many no check from outside
+/// can, and how many are left.
+fn coverage_table(checks: &[Check]) -> String {
+    let mut out = String::from(
+        "| Part | Facts | Asserted by a normative check | Untestable from outside | Not asserted |\n\
+         |---|---|---|---|---|\n",
+    );
+    let mut totals = (0, 0, 0);
+    for (part, covered, untestable, uncovered) in facts::coverage(checks) {
+        let facts = covered + untestable + uncovered;
+        let _ = writeln!(
+            out,
+            "| {part} | {facts} | {covered} | {untestable} | {uncovered} |"
+        );
+        totals = (
+            totals.0 + covered,
+            totals.1 + untestable,
+            totals.2 + uncovered,
+        );
+    }
+    let (covered, untestable, uncovered) = totals;
+    let _ = writeln!(
+        out,
+        "| all | {} | {covered} | {untestable} | {uncovered} |",
+        covered + untestable + uncovered
+    );
+    out
+}
+
+/// Each fact with the normative checks that assert it, or why none can.
+fn facts_table(checks: &[Check]) -> String {
+    let mut out = String::from("| Fact | Statement | Asserted by |\n|---|---|---|\n");
+    for fact in facts::all() {
+        let by = match facts::standing(fact, checks) {
+            Standing::Untestable => format!(
+                "untestable: {}",
+                fact.untestable.as_deref().unwrap_or_default()
+            ),
+            Standing::Uncovered => "**no normative check**".to_owned(),
+            Standing::Covered => fact
+                .checks
+                .iter()
+                .filter(|id| {
+                    checks.iter().any(|check| {
+                        check.id == id.as_str() && spec().level(check.rests_on) == Level::Normative
+                    })
+                })
+                .map(|id| format!("`{id}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        };
+        let _ = writeln!(
+            out,
+            "| `{}` | {} | {} |",
+            fact.id,
+            fact.text.replace('|', "\\|"),
+            by
+        );
+    }
+    out
 }
 
 fn document() -> String {
@@ -36,9 +111,21 @@ fn document() -> String {
          `auth.matrix.<operationId>` tries each operation without a token, with malformed ones, \
          with a token of another resource (401) and with one holding every scope of its resource \
          but its own (403). `auth.isolation.<operationId>` sends a second account's request for \
-         the first account's session: it must get what a missing session gets, and change \
-         nothing. Tokens come from `--token-command` (or the seven token flags); a case no token \
+         the first account's session: whatever the status, the answer must carry none of the \
+         session's data and change nothing (that it is the answer a missing session gets is a \
+         profile finding). Tokens come from `--token-command` (or the seven token flags); a case no token \
          allows is skipped with the reason.\n\n\
+         A check reaches the deployment through *means* the document leaves open, and asserts \
+         *facts*; an assertion has the level of its fact. The means come from the config file's \
+         `profile` (the cursor query parameter `cursorParameter`, the chat request and where its \
+         answer names the session and turn `chat`, where a page tells a turn's state \
+         `turnState`, the resolution's path, method and idempotency header `resolution`, how a \
+         Build is presented for commit `commit`), each defaulting to our reference profile. A \
+         means the deployment refuses (a 4xx, or an answer without what the means needs) makes \
+         the check *inconclusive*: it is skipped, naming the key to set, never failed. Requests \
+         are ones every variation the document allows accepts (a PATCH carries both members); a \
+         success status the document does not give may be any 2xx, and a refusal it does not \
+         give any 4xx in the error envelope.\n\n\
          What a check sends where the deployment's catalog and runtime decide what is valid comes \
          from the config file's `inputs` (`evmBuild`, `svmStage`, `skillCall`, `chat`, \
          `actionChat`, `install`). Without them a check sends the examples of `openapi.json`, but \
@@ -90,5 +177,16 @@ fn document() -> String {
             rests_on.join("<br>").replace('|', "\\|"),
         );
     }
+    let _ = write!(
+        out,
+        "\n## The document, fact by fact\n\n\
+         Every statement of `{}` is an entry of `conformance/facts.json`, with the normative checks \
+         that assert it, or why no check from outside a deployment can. \
+         `cargo xtask conformance-doc --check` fails when a testable fact has no normative check.\n\n\
+         {}\n{}",
+        facts::list().document,
+        coverage_table(&checks),
+        facts_table(&checks)
+    );
     out
 }

@@ -5,19 +5,31 @@ use serde_json::{Value, json};
 
 use super::{read, run};
 use crate::check::{Category, Check};
-use crate::finding::{Verdict, ensure};
-use crate::target::{Role, Target};
+use crate::finding::{Verdict, ensure, profile, skip};
+use crate::target::{Role, Target, excerpt};
 
 pub(super) fn checks() -> Vec<Check> {
     vec![
         Check {
             id: "account.statement",
             category: Category::Account,
-            requirement: "The priced usage statement MUST be returned with 200 as a JSON object.",
+            requirement: "The priced usage statement MUST be returned as JSON with a success status.",
             section: "4.3",
             rests_on: &["GET /v1/account/statement"],
             operation: None,
             run: run!(statement),
+        },
+        Check {
+            id: "account.install-remove",
+            category: Category::Account,
+            requirement: "Installing an app MUST be refused while a required credential is missing and MUST answer a JSON object once it is saved; removing a credential MUST answer a JSON object; no answer MUST carry a credential's value.",
+            section: "4.3",
+            rests_on: &[
+                "POST /v1/account/apps/{applicationId}",
+                "DELETE /v1/account/apps/{applicationId}/secrets/{name}",
+            ],
+            operation: None,
+            run: run!(install_and_remove),
         },
         Check {
             id: "account.install",
@@ -44,10 +56,108 @@ async fn statement(target: &Target) -> Verdict {
         .bearer(token)
         .send()
         .await?;
-    reply.expect(200, "GET /v1/account/statement")?;
-    ensure(reply.body.is_object(), || {
-        format!("the statement is {}", crate::target::excerpt(&reply.text))
-    })
+    ensure(
+        (200..300).contains(&reply.status) && !reply.body.is_null(),
+        || {
+            format!(
+                "GET /v1/account/statement: {} {}, not a JSON statement",
+                reply.status,
+                excerpt(&reply.text)
+            )
+        },
+    )?;
+    profile(reply.status == 200 && reply.body.is_object(), || {
+        format!(
+            "the profile's statement is a 200 object: {} {}",
+            reply.status,
+            excerpt(&reply.text)
+        )
+    });
+    Ok(())
+}
+
+async fn install_and_remove(target: &Target) -> Verdict {
+    let token = &target.role(Role::Account).await?;
+    let install = crate::inputs::install(target).await?;
+    let app_path = format!("/v1/account/apps/{}", install.application_id);
+    let secret_path = |name: &str| format!("{app_path}/secrets/{name}");
+    let call = |method: Method, path: String| target.request(method, &path).bearer(token).send();
+    // From nothing installed and no credential saved (uninstalling is our profile's means).
+    call(Method::DELETE, app_path.clone()).await?;
+    for name in install.credentials.keys() {
+        let removed = call(Method::DELETE, secret_path(name)).await?;
+        ensure(
+            (200..300).contains(&removed.status) && removed.body.is_object()
+                || (400..500).contains(&removed.status) && removed.body.get("error").is_some(),
+            || {
+                format!(
+                    "DELETE {}: {} {}, neither a JSON object nor a refusal in the envelope",
+                    secret_path(name),
+                    removed.status,
+                    excerpt(&removed.text)
+                )
+            },
+        )?;
+    }
+    let missing = call(Method::POST, app_path.clone()).await?;
+    ensure(
+        (400..500).contains(&missing.status) && missing.body.get("error").is_some(),
+        || {
+            format!(
+                "POST {app_path} without its required credentials: {} {}, not a refusal in the envelope",
+                missing.status,
+                excerpt(&missing.text)
+            )
+        },
+    )?;
+    for (name, value) in &install.credentials {
+        let saved = target
+            .request(Method::PUT, &secret_path(name))
+            .bearer(token)
+            .json(&json!({ "value": value }))
+            .send()
+            .await?;
+        if !(200..300).contains(&saved.status) {
+            return skip(format!(
+                "inconclusive: saving a credential (PUT {}, our profile's means) was answered {}",
+                secret_path(name),
+                saved.status
+            ));
+        }
+    }
+    let installed = call(Method::POST, app_path.clone()).await?;
+    ensure(
+        (200..300).contains(&installed.status) && installed.body.is_object(),
+        || {
+            format!(
+                "POST {app_path} with its credentials saved: {} {}, not a JSON object",
+                installed.status,
+                excerpt(&installed.text)
+            )
+        },
+    )?;
+    let values: Vec<&String> = install.credentials.values().collect();
+    for name in install.credentials.keys() {
+        let removed = call(Method::DELETE, secret_path(name)).await?;
+        ensure(
+            (200..300).contains(&removed.status) && removed.body.is_object(),
+            || {
+                format!(
+                    "DELETE {}: {} {}, not a JSON object",
+                    secret_path(name),
+                    removed.status,
+                    excerpt(&removed.text)
+                )
+            },
+        )?;
+        ensure(
+            !values.iter().any(|value| {
+                installed.text.contains(value.as_str()) || removed.text.contains(value.as_str())
+            }),
+            || "an answer carries a credential's value".into(),
+        )?;
+    }
+    Ok(())
 }
 
 async fn install(target: &Target) -> Verdict {

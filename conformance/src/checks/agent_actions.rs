@@ -83,20 +83,19 @@ impl Pending {
         json!({ "revision": revision, "result": { "outcome": outcome, "digest": self.digest } })
     }
 
-    async fn resolve(
+    pub(super) async fn resolve(
         &self,
         target: &Target,
         token: &str,
         key: Option<&str>,
         body: &Value,
     ) -> Result<Reply, Finding> {
-        let path = format!(
-            "/v1/agent/sessions/{}/actions/{}/resolve",
-            self.session, self.action
-        );
-        let mut call = target.request(Method::POST, &path).bearer(token).json(body);
+        let means = &target.settings.means.resolution;
+        let path = means.path(&self.session, &self.action);
+        let method: Method = means.method.parse().unwrap_or(Method::POST);
+        let mut call = target.request(method, &path).bearer(token).json(body);
         if let Some(key) = key {
-            call = call.header("idempotency-key", key);
+            call = call.header(&means.idempotency_header, key);
         }
         call.send().await
     }

@@ -4,20 +4,27 @@ use std::time::{Duration, Instant};
 
 use reqwest::Method;
 
-use super::{alter_signature, encode, poll, read_log, read_pages, run, seqs, settle, start_turn};
+use serde_json::Value;
+
+use super::{
+    alter_signature, cursor_query, cursor_taken, poll, read_log, read_pages, run, seqs, settle,
+    start_turn, turn_state,
+};
 use crate::check::{Category, Check};
-use crate::finding::{Finding, Verdict, ensure, skip};
+use crate::finding::{Finding, Verdict, ensure, profile, skip};
 use crate::target::{Role, Target, excerpt};
 
-const ON: &[&str] = &[
+const ON: &[&str] = &["GET /v1/agent/chat/{sessionId}"];
+
+/// How a held poll ends (held for `wait`, an empty page at its end) is our profile.
+const WAITING: &[&str] = &[
     "GET /v1/agent/chat/{sessionId}",
-    "#/components/parameters/Cursor",
+    "#/paths/~1v1~1agent~1chat~1{sessionId}/get/x-profile-note",
 ];
 
 const ON_STREAM: &[&str] = &[
     "GET /v1/agent/chat/{sessionId}",
     "GET /v1/agent/chat/{sessionId}/stream",
-    "#/components/parameters/Cursor",
 ];
 
 pub(super) fn checks() -> Vec<Check> {
@@ -25,14 +32,9 @@ pub(super) fn checks() -> Vec<Check> {
         Check {
             id: "agent.events.round-trip",
             category: Category::AgentEvents,
-            requirement: "Following the cursor from the reconcile page while `has_more` is true MUST deliver every event once, in sequence order, without gaps.",
+            requirement: "Following a page's cursor while `has_more` is true MUST deliver the events appended after it, each once and none delivered before it.",
             section: "2.11",
-            rests_on: &[
-                "GET /v1/agent/chat/{sessionId}",
-                "#/components/parameters/Cursor",
-                "#/components/parameters/Limit",
-                "#/components/schemas/AgentEvent",
-            ],
+            rests_on: ON,
             operation: None,
             run: run!(round_trip),
         },
@@ -59,11 +61,7 @@ pub(super) fn checks() -> Vec<Check> {
             category: Category::AgentEvents,
             requirement: "An expired cursor MUST be answered with 410, on the event page and when it opens the stream, and a request without a cursor MUST then return the page to reconcile against.",
             section: "7.4, 7.5",
-            rests_on: &[
-                "GET /v1/agent/chat/{sessionId}",
-                "GET /v1/agent/chat/{sessionId}/stream",
-                "#/components/parameters/Cursor",
-            ],
+            rests_on: ON_STREAM,
             operation: None,
             run: run!(expired_cursor),
         },
@@ -72,7 +70,7 @@ pub(super) fn checks() -> Vec<Check> {
             category: Category::AgentEvents,
             requirement: "A poll with `wait` and nothing new MUST be held for about `wait` milliseconds and then answered with a page without events.",
             section: "4.2",
-            rests_on: ON,
+            rests_on: WAITING,
             operation: None,
             run: run!(wait),
         },
@@ -88,76 +86,139 @@ pub(super) fn checks() -> Vec<Check> {
     ]
 }
 
-/// A session with one settled turn; returns its id and the cursor after its log.
+/// A session with one settled turn; returns its id, its log and the cursor after it.
 async fn settled_session(
     target: &Target,
     token: &str,
     message: &str,
-) -> Result<(String, String), Finding> {
+) -> Result<(String, Vec<Value>, String), Finding> {
     let (session, turn) = start_turn(target, token, None, message).await?;
-    let (_, cursor) = settle(target, token, &session, &turn).await?;
-    Ok((session, cursor))
+    let (events, cursor) = settle(target, token, &session, &turn).await?;
+    Ok((session, events, cursor))
 }
 
 async fn round_trip(target: &Target) -> Verdict {
     let token = &target.role(Role::Agent).await?;
     let (session, first) = start_turn(target, token, None, "conformance: first turn").await?;
-    settle(target, token, &session, &first).await?;
+    let (before, cursor) = settle(target, token, &session, &first).await?;
+    cursor_taken(target, token, &session, &cursor, &before).await?;
     let (_, second) = start_turn(target, token, Some(&session), "conformance: second turn").await?;
     let (whole, _) = settle(target, token, &session, &second).await?;
-    // The same log again, two events a page.
-    let (pages, _) = read_pages(target, token, &session, "limit=2").await?;
-    let sizes: Vec<usize> = pages.iter().map(Vec::len).collect();
-    ensure(sizes.iter().all(|size| *size <= 2), || {
-        format!("limit=2 gave pages of {sizes:?} events")
+    // From the first turn's cursor, following `has_more`: each later event once, none before.
+    let (pages, _) = read_pages(target, token, &session, Some(&cursor), "").await?;
+    let after = pages.concat();
+    ensure(!after.iter().any(|event| before.contains(event)), || {
+        "the pages after a cursor repeat events delivered before it".into()
     })?;
+    ensure(
+        after
+            .iter()
+            .enumerate()
+            .all(|(at, event)| !after[..at].contains(event)),
+        || "the pages after a cursor deliver an event twice".into(),
+    )?;
+    ensure(turn_state(target, &after, &second).is_some(), || {
+        format!("the pages after the first turn's cursor lack the second turn {second}")
+    })?;
+    // Our profile: `limit` pages, and `seq` numbers from 1 without gaps.
+    let (pages, _) = read_pages(target, token, &session, None, "limit=2").await?;
+    let sizes: Vec<usize> = pages.iter().map(Vec::len).collect();
+    profile(sizes.iter().all(|size| *size <= 2), || {
+        format!("limit=2 gave pages of {sizes:?} events")
+    });
     let paged = pages.concat();
     let numbers = seqs(&paged);
     let expected: Vec<i64> = (1..=numbers.len() as i64).collect();
-    ensure(numbers == expected, || {
+    profile(numbers == expected, || {
         format!("sequence numbers read page by page: {numbers:?}")
-    })?;
-    ensure(paged.len() >= whole.len(), || {
+    });
+    profile(
+        paged.len() >= whole.len() && paged[..whole.len()] == whole[..],
+        || "page-by-page reading gave other events than one read".into(),
+    );
+    Ok(())
+}
+
+/// What the stream answers when `cursor` opens it: a refusal must be `status` (normative, with
+/// `code` when given); a stream that opens ignored the cursor means, a profile finding.
+async fn stream_refuses(
+    target: &Target,
+    token: &str,
+    session: &str,
+    cursor: &str,
+    status: u16,
+    code: Option<&str>,
+    what: &str,
+) -> Verdict {
+    let path = format!(
+        "/v1/agent/chat/{session}/stream?{}",
+        cursor_query(target, cursor)
+    );
+    let stream = target
+        .request(Method::GET, &path)
+        .bearer(token)
+        .open()
+        .await?;
+    if stream.status().is_success() {
+        profile(false, || {
+            format!("the stream opened with {what}: it does not read the cursor means")
+        });
+        return Ok(());
+    }
+    let answer = stream.status().as_u16();
+    let text = stream.text().await.unwrap_or_default();
+    let body: Value = serde_json::from_str(&text).unwrap_or_default();
+    ensure(answer == status && body.get("error").is_some(), || {
         format!(
-            "{} events page by page, {} in one read",
-            paged.len(),
-            whole.len()
+            "GET {path} with {what}: {answer} {}, not {status} in the error envelope",
+            excerpt(&text)
         )
     })?;
-    ensure(paged[..whole.len()] == whole[..], || {
-        "page-by-page reading gave other events than one read".into()
-    })
+    if let Some(code) = code {
+        let given = body["error"]
+            .as_str()
+            .or_else(|| body["error"]["code"].as_str());
+        ensure(given == Some(code), || {
+            format!(
+                "GET {path} with {what}: error {}, not `{code}`",
+                excerpt(&text)
+            )
+        })?;
+    }
+    Ok(())
 }
 
 async fn invalid_cursor(target: &Target) -> Verdict {
     let token = &target.role(Role::Agent).await?;
-    let (session, cursor) = settled_session(target, token, "conformance: cursors").await?;
+    let (session, events, cursor) = settled_session(target, token, "conformance: cursors").await?;
+    cursor_taken(target, token, &session, &cursor, &events).await?;
     let altered = alter_signature(&cursor);
     for bad in ["not-a-cursor", "v1.e30.AAAA", altered.as_str()] {
         poll(target, token, &session, Some(bad), "")
             .await?
             .expect_error(400, "invalid_cursor", &format!("cursor {bad:?}"))?;
-        let path = format!("/v1/agent/chat/{session}/stream?cursor={}", encode(bad));
-        target
-            .request(Method::GET, &path)
-            .bearer(token)
-            .send()
-            .await?
-            .expect_error(
-                400,
-                "invalid_cursor",
-                &format!("the stream with cursor {bad:?}"),
-            )?;
+        let what = format!("cursor {bad:?}");
+        stream_refuses(
+            target,
+            token,
+            &session,
+            bad,
+            400,
+            Some("invalid_cursor"),
+            &what,
+        )
+        .await?;
     }
     Ok(())
 }
 
 async fn foreign_cursor(target: &Target) -> Verdict {
     let token = &target.role(Role::Agent).await?;
-    let (first, _) = settled_session(target, token, "conformance: one session").await?;
-    let (second, _) = settled_session(target, token, "conformance: another session").await?;
+    let (first, events, _) = settled_session(target, token, "conformance: one session").await?;
+    let (second, _, _) = settled_session(target, token, "conformance: another session").await?;
     // A cursor issued now, so that a short cursor lifetime cannot turn the answer into 410.
     let (_, cursor) = read_log(target, token, &first).await?;
+    cursor_taken(target, token, &first, &cursor, &events).await?;
     poll(target, token, &second, Some(&cursor), "")
         .await?
         .expect_error(
@@ -177,23 +238,14 @@ async fn expired_cursor(target: &Target) -> Verdict {
     else {
         return skip("needs a deployment whose cursors live at most 15 s (--cursor-ttl)");
     };
-    let (session, cursor) = settled_session(target, token, "conformance: expiry").await?;
+    let (session, events, cursor) = settled_session(target, token, "conformance: expiry").await?;
+    cursor_taken(target, token, &session, &cursor, &events).await?;
     tokio::time::sleep(ttl + Duration::from_secs(1)).await;
     poll(target, token, &session, Some(&cursor), "")
         .await?
         .expect_envelope(410, "a cursor past its lifetime")?;
-    let path = format!("/v1/agent/chat/{session}/stream?cursor={}", encode(&cursor));
-    let stream = target
-        .request(Method::GET, &path)
-        .bearer(token)
-        .open()
-        .await?;
-    ensure(stream.status() == 410, || {
-        format!(
-            "GET {path} with a cursor past its lifetime: {}, not 410 before any event",
-            stream.status()
-        )
-    })?;
+    let what = "a cursor past its lifetime";
+    stream_refuses(target, token, &session, &cursor, 410, None, what).await?;
     let reconcile = poll(target, token, &session, None, "").await?;
     reconcile.expect(200, "the reconcile request after 410")?;
     ensure(
@@ -206,7 +258,7 @@ async fn expired_cursor(target: &Target) -> Verdict {
 
 async fn wait(target: &Target) -> Verdict {
     let token = &target.role(Role::Agent).await?;
-    let (session, cursor) = settled_session(target, token, "conformance: wait").await?;
+    let (session, _, cursor) = settled_session(target, token, "conformance: wait").await?;
     let started = Instant::now();
     let reply = poll(target, token, &session, Some(&cursor), "wait=1000").await?;
     let held = started.elapsed();
@@ -223,7 +275,8 @@ async fn wait(target: &Target) -> Verdict {
 
 async fn wake(target: &Target) -> Verdict {
     let token = &target.role(Role::Agent).await?;
-    let (session, cursor) = settled_session(target, token, "conformance: wake").await?;
+    let (session, events, cursor) = settled_session(target, token, "conformance: wake").await?;
+    cursor_taken(target, token, &session, &cursor, &events).await?;
     let started = Instant::now();
     let ((reply, answered), (turn, appended)) = tokio::join!(
         async {
@@ -246,19 +299,21 @@ async fn wake(target: &Target) -> Verdict {
             appended.as_millis()
         )
     })?;
+    // Nothing else writes to the settled session: any event the held poll brings is new.
     let events = reply.body["events"].as_array().cloned().unwrap_or_default();
-    ensure(
-        events.iter().any(|event| event["turnId"] == turn.as_str()),
-        || {
-            format!(
-                "the held poll was answered after {} ms without an event of the turn {turn} started \
+    ensure(!events.is_empty(), || {
+        format!(
+            "the held poll was answered after {} ms without the events of the turn {turn} started \
              at {} ms: {}",
-                answered.as_millis(),
-                appended.as_millis(),
-                excerpt(&reply.text)
-            )
-        },
-    )?;
+            answered.as_millis(),
+            appended.as_millis(),
+            excerpt(&reply.text)
+        )
+    })?;
+    profile(
+        events.iter().any(|event| event["turnId"] == turn.as_str()),
+        || format!("the held poll's events name no `turnId` {turn}"),
+    );
     ensure(answered < Duration::from_secs(10), || {
         format!(
             "the held poll was answered {} ms after it was sent",

@@ -12,9 +12,9 @@ pub(super) fn checks() -> Vec<Check> {
         Check {
             id: "agent.turns.terminal",
             category: Category::AgentTurns,
-            requirement: "A turn MUST reach one of the states complete, failed, interrupted or awaiting_action, once, and then stay in it.",
+            requirement: "A turn MUST take only the five states of part 3, and reach one of complete, failed, interrupted or awaiting_action, once, and then stay in it.",
             section: "3",
-            rests_on: &["POST /v1/agent/chat", "#/components/schemas/AgentEvent"],
+            rests_on: &["POST /v1/agent/chat", "GET /v1/agent/chat/{sessionId}"],
             operation: None,
             run: run!(terminal),
         },
@@ -34,7 +34,17 @@ async fn terminal(target: &Target) -> Verdict {
     let token = &target.role(Role::Agent).await?;
     let (session, turn) = start_turn(target, token, None, "conformance: hello").await?;
     let (events, cursor) = settle(target, token, &session, &turn).await?;
-    let states: Vec<&str> = turn_states(&events, &turn).collect();
+    let states: Vec<&str> = turn_states(target, &events, &turn).collect();
+    let known = [
+        "processing",
+        "complete",
+        "failed",
+        "interrupted",
+        "awaiting_action",
+    ];
+    ensure(states.iter().all(|state| known.contains(state)), || {
+        format!("turn {turn} went through {states:?}, beyond the five states of part 3")
+    })?;
     let ends = states
         .iter()
         .filter(|state| TERMINAL.contains(state))
@@ -46,10 +56,10 @@ async fn terminal(target: &Target) -> Verdict {
     let later = poll(target, token, &session, Some(&cursor), "wait=1000").await?;
     later.expect(200, "a poll after the turn ended")?;
     let after = later.body["events"].as_array().cloned().unwrap_or_default();
-    ensure(turn_state(&after, &turn).is_none(), || {
+    ensure(turn_state(target, &after, &turn).is_none(), || {
         format!(
             "turn {turn} changed state after it ended: {:?}",
-            turn_state(&after, &turn)
+            turn_state(target, &after, &turn)
         )
     })
 }
@@ -70,12 +80,15 @@ async fn interrupt(target: &Target) -> Verdict {
     }
     first.expect(200, "interrupting a processing turn")?;
     let (events, _) = settle(target, token, &session, &turn).await?;
-    ensure(turn_state(&events, &turn) == Some("interrupted"), || {
-        format!(
-            "the interrupted turn ended {:?}",
-            turn_state(&events, &turn)
-        )
-    })?;
+    ensure(
+        turn_state(target, &events, &turn) == Some("interrupted"),
+        || {
+            format!(
+                "the interrupted turn ended {:?}",
+                turn_state(target, &events, &turn)
+            )
+        },
+    )?;
     let again = target
         .request(Method::POST, &path)
         .bearer(token)

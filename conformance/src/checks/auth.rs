@@ -6,7 +6,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use super::agent_actions::pending_action;
-use super::{read, read_log, reference, run_on_operation, settle, start_turn};
+use super::{read, read_log, reference, run_on_operation, settle, start_turn, start_turn_saying};
 use crate::check::{Category, Check, interned};
 use crate::finding::{Finding, Verdict, ensure, fail, profile, skip};
 use crate::spec::{Operation, spec};
@@ -165,8 +165,8 @@ async fn matrix(target: &Target, operation: &'static Operation) -> Verdict {
         _ => String::new(),
     };
     let path = path_of(operation, &session, "act_conformance");
-    // The body is refused, if at all, only after the token: an empty one will do.
-    let empty = json!({});
+    // A body every variation of the document accepts, so that only the token can refuse it.
+    let empty = plausible_body(target, operation).await;
     let what = format!("{} {path}", operation.method);
     let mut skipped = Vec::new();
     let unauthorized = |reply: &Reply, case: &str| -> Verdict {
@@ -274,6 +274,26 @@ async fn session_state(target: &Target, owner: &str, session: &str) -> Result<Va
     ]))
 }
 
+/// A body of `operation` that every deployment accepts where the document shows it: both
+/// members of a session update, the chat means, the configured build request; `{}` elsewhere.
+async fn plausible_body(target: &Target, operation: &Operation) -> Value {
+    match operation.id.as_str() {
+        "updateSession" => json!({ "title": "conformance: the auth matrix", "archived": false }),
+        "startChat" => target
+            .settings
+            .means
+            .chat
+            .request("conformance: the auth matrix", None),
+        "evmBuild" | "svmStage" => crate::inputs::build_request(target, &operation.template)
+            .await
+            .unwrap_or_else(|_| json!({})),
+        _ => json!({}),
+    }
+}
+
+/// A wallet address both accounts name in their messages.
+const WALLET: &str = "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266";
+
 /// `id` with its last character changed: an id of the same shape that names nothing.
 fn missing(id: &str) -> String {
     let mut changed = id.to_owned();
@@ -295,13 +315,18 @@ async fn isolation(target: &Target, operation: &'static Operation) -> Verdict {
     let other = target
         .token(&TokenRequest::new(Account::Secondary, "agent", scopes))
         .await?;
+    // What only the owner's session holds, so that an answer that carries it shows.
+    // What only this session holds, first, so that a title cut short keeps it; the message names
+    // a wallet, which the second account names too: a wallet owns nothing (part 1).
+    let marker = format!("iso-{}", super::nanos());
     // The body the owner could send, so that only ownership can refuse the request.
     let (session, action, body) = if operation.template.contains("{actionId}") {
         let pending = pending_action(target, &owner).await?;
         let body = pending.body(pending.revision, "rejected");
         (pending.session, pending.action, body)
     } else {
-        let (session, turn) = start_turn(target, &owner, None, "conformance: isolation").await?;
+        let message = format!("{marker} conformance: isolation from {WALLET}");
+        let (session, turn) = start_turn_saying(target, &owner, None, &message).await?;
         settle(target, &owner, &session, &turn).await?;
         let body = match operation.method.as_str() {
             "PATCH" => json!({ "title": "conformance: renamed by another", "archived": true }),
@@ -316,7 +341,10 @@ async fn isolation(target: &Target, operation: &'static Operation) -> Verdict {
             target
                 .request(Method::POST, "/v1/agent/chat")
                 .bearer(&other)
-                .json(&json!({ "message": "conformance: not mine", "sessionId": session }))
+                .json(&target.settings.means.chat.request(
+                    &format!("conformance: not mine, from {WALLET}"),
+                    Some(session),
+                ))
                 .send()
         };
         (into(&session).await?, into(&missing(&session)).await?)
@@ -328,37 +356,43 @@ async fn isolation(target: &Target, operation: &'static Operation) -> Verdict {
             send(target, operation, &nobody, Some(&bearer), &body).await?,
         )
     };
-    let statuses = (theirs.status, absent.status);
     compare(
         target,
         &owner,
-        &session,
+        (&session, &marker),
         &before,
-        statuses,
+        (&theirs, absent.status),
         &operation.template,
     )
     .await
 }
 
-/// Fails unless another account's request got what a missing session gets (and no success),
-/// and the owner reads the session back unchanged.
+/// Fails unless another account's answer carries none of the session's data (`marker`, the
+/// owner's message) and the owner reads the session back unchanged, whatever the status. That
+/// the answer is a refusal, and the one a missing session gets, is our profile.
 async fn compare(
     target: &Target,
     owner: &str,
-    session: &str,
+    (session, marker): (&str, &str),
     before: &Value,
-    (theirs, absent): (u16, u16),
+    (theirs, absent): (&Reply, u16),
     template: &str,
 ) -> Verdict {
-    ensure(!(200..300).contains(&theirs), || {
-        format!("{template}: another account's request succeeded ({theirs})")
-    })?;
-    ensure(theirs == absent, || {
+    // A stream is not read once it opens: that it opened is what it yields.
+    let opened = template.ends_with("/stream") && (200..300).contains(&theirs.status);
+    ensure(!theirs.text.contains(marker) && !opened, || {
         format!(
-            "{template}: another account's session answered {theirs}, a missing one {absent}: \
-             the answer tells that the session exists"
+            "{template}: another account's request was answered with the session's data: {}",
+            crate::target::excerpt(&theirs.text)
         )
     })?;
+    let status = theirs.status;
+    profile(!(200..300).contains(&status) && status == absent, || {
+        format!(
+            "{template}: another account's session answered {status}, a missing one {absent}; \
+             the profile answers both alike, with a refusal"
+        )
+    });
     let after = session_state(target, owner, session).await?;
     ensure(&after == before, || {
         format!("{template}: another account's request changed the session: {before} -> {after}")

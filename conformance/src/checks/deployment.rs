@@ -8,7 +8,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use super::pipeline::EVM;
-use super::{encode, nanos, run, seqs, settle, start_turn, text};
+use super::{nanos, run, seqs, settle, start_turn, text};
 use crate::check::{Category, Check};
 use crate::finding::{Finding, Verdict, ensure, fail};
 use crate::inputs::build_request;
@@ -70,8 +70,8 @@ async fn peer_page(
     wait: u64,
 ) -> Result<Reply, Finding> {
     let path = format!(
-        "/v1/agent/chat/{session}?wait={wait}&cursor={}",
-        encode(cursor)
+        "/v1/agent/chat/{session}?wait={wait}&{}",
+        super::cursor_query(target, cursor)
     );
     target
         .peer_request(Method::GET, &path)?

@@ -8,6 +8,7 @@ mod agent_sse;
 mod agent_turns;
 mod auth;
 mod deployment;
+mod grants;
 mod limits;
 mod mcp;
 mod negative;
@@ -22,6 +23,7 @@ use serde_json::{Value, json};
 
 use crate::check::Check;
 use crate::finding::Finding;
+use crate::means::inconclusive;
 use crate::spec::{Operation, spec};
 use crate::target::{Reply, Role, Target};
 
@@ -63,6 +65,7 @@ pub(crate) use run_on_operation;
 pub fn all() -> Vec<Check> {
     [
         auth::checks(),
+        grants::checks(),
         agent_events::checks(),
         agent_sse::checks(),
         agent_turns::checks(),
@@ -86,16 +89,19 @@ pub fn all() -> Vec<Check> {
 /// time, at any `--jobs`:
 /// - the schema checks and `limits.step` judge every response the run saw, and the account leak
 ///   check reads them all too;
-/// - the account checks, and the auth checks of account operations, change the apps and
-///   credentials of the accounts that the others list;
+/// - the account checks, the auth checks of account operations and `auth.grants` change the
+///   apps and credentials of the accounts that the others list;
 /// - `limits.rate-limit` spends the deployment's rate limit, which would make others wait.
 pub fn alone(check: &Check) -> bool {
     use crate::check::Category;
     match check.category {
         Category::Schema | Category::Limits | Category::Account => true,
-        Category::Auth => check
-            .operation
-            .is_some_and(|operation| operation.template.starts_with("/v1/account")),
+        Category::Auth => {
+            check.id == "auth.grants"
+                || check
+                    .operation
+                    .is_some_and(|operation| operation.template.starts_with("/v1/account"))
+        }
         _ => false,
     }
 }
@@ -141,24 +147,32 @@ pub(crate) async fn start_turn(
     start_turn_saying(target, token, session, crate::inputs::chat(target, label)).await
 }
 
-/// Starts a turn with exactly `message`, in `session` or a new one; returns
-/// `(sessionId, turnId)`.
+/// Starts a turn with exactly `message`, in `session` or a new one, through the chat means
+/// (`profile.chat`); returns `(sessionId, turnId)`. A refusal (4xx) or an answer that does not
+/// name the session and turn where the means says makes the check inconclusive.
 pub(crate) async fn start_turn_saying(
     target: &Target,
     token: &str,
     session: Option<&str>,
     message: &str,
 ) -> Result<(String, String), Finding> {
-    let mut body = json!({ "message": message });
-    if let Some(session) = session {
-        body["sessionId"] = json!(session);
-    }
+    let chat = &target.settings.means.chat;
     let reply = target
         .request(Method::POST, "/v1/agent/chat")
         .bearer(token)
-        .json(&body)
+        .json(&chat.request(message, session))
         .send()
         .await?;
+    if (400..500).contains(&reply.status) {
+        return Err(inconclusive(
+            "chat",
+            format!(
+                "starting a turn was refused: {} {}",
+                reply.status,
+                crate::target::excerpt(&reply.text)
+            ),
+        ));
+    }
     if !(200..300).contains(&reply.status) {
         return Err(Finding::Fail(format!(
             "starting a turn: got {} {}",
@@ -166,10 +180,19 @@ pub(crate) async fn start_turn_saying(
             crate::target::excerpt(&reply.text)
         )));
     }
-    Ok((
-        text(&reply.body, "/sessionId")?.to_owned(),
-        text(&reply.body, "/turnId")?.to_owned(),
-    ))
+    let named = |pointer: &str| reply.body.pointer(pointer).and_then(Value::as_str);
+    match (named(&chat.session_id), named(&chat.turn_id)) {
+        (Some(session), Some(turn)) => Ok((session.to_owned(), turn.to_owned())),
+        _ => Err(inconclusive(
+            "chat",
+            format!(
+                "the chat answer names no session at {} and turn at {}: {}",
+                chat.session_id,
+                chat.turn_id,
+                crate::target::excerpt(&reply.text)
+            ),
+        )),
+    }
 }
 
 /// `GET path` as `token`, expected 200; the body.
@@ -183,6 +206,43 @@ pub(crate) async fn read(target: &Target, token: &str, path: &str) -> Result<Val
     Ok(reply.body)
 }
 
+/// `name=value` of `cursor` in the query parameter the deployment reads it from
+/// (`profile.cursorParameter`).
+pub(crate) fn cursor_query(target: &Target, cursor: &str) -> String {
+    format!(
+        "{}={}",
+        encode(&target.settings.means.cursor_parameter),
+        encode(cursor)
+    )
+}
+
+/// Whether the deployment takes `cursor`, which it issued after `seen`, through the cursor
+/// means: a poll with it answers 2xx with none of `seen`. Otherwise the check is inconclusive.
+pub(crate) async fn cursor_taken(
+    target: &Target,
+    token: &str,
+    session: &str,
+    cursor: &str,
+    seen: &[Value],
+) -> Result<(), Finding> {
+    let reply = poll(target, token, session, Some(cursor), "").await?;
+    let repeated = reply.body["events"]
+        .as_array()
+        .is_none_or(|events| events.iter().any(|event| seen.contains(event)));
+    if (200..300).contains(&reply.status) && !repeated {
+        return Ok(());
+    }
+    Err(inconclusive(
+        "cursorParameter",
+        format!(
+            "a cursor the deployment issued, sent as `{}`, was not taken: {} {}",
+            target.settings.means.cursor_parameter,
+            reply.status,
+            crate::target::excerpt(&reply.text)
+        ),
+    ))
+}
+
 /// `GET /v1/agent/chat/{session}` with an optional cursor and wait.
 pub(crate) async fn poll(
     target: &Target,
@@ -193,7 +253,7 @@ pub(crate) async fn poll(
 ) -> Result<Reply, Finding> {
     let mut path = format!("/v1/agent/chat/{session}?{query}");
     if let Some(cursor) = cursor {
-        path.push_str(&format!("&cursor={}", encode(cursor)));
+        path.push_str(&format!("&{}", cursor_query(target, cursor)));
     }
     target
         .request(Method::GET, &path)
@@ -202,17 +262,18 @@ pub(crate) async fn poll(
         .await
 }
 
-/// The session's whole log page by page, each poll with `query` (such as `limit=2`),
-/// following cursors from the reconcile page while `has_more`; returns the pages' events and
-/// the cursor after the last page.
+/// The session's log page by page, each poll with `query` (such as `limit=2`), following
+/// cursors while `has_more` from `start` (the reconcile page when `None`); returns the pages'
+/// events and the cursor after the last page.
 pub(crate) async fn read_pages(
     target: &Target,
     token: &str,
     session: &str,
+    start: Option<&str>,
     query: &str,
 ) -> Result<(Vec<Vec<Value>>, String), Finding> {
     let mut pages = Vec::new();
-    let mut cursor: Option<String> = None;
+    let mut cursor: Option<String> = start.map(str::to_owned);
     for _ in 0..1000 {
         let reply = poll(target, token, session, cursor.as_deref(), query).await?;
         reply.expect(200, "reading the event log")?;
@@ -235,7 +296,7 @@ pub(crate) async fn read_log(
     token: &str,
     session: &str,
 ) -> Result<(Vec<Value>, String), Finding> {
-    let (pages, cursor) = read_pages(target, token, session, "").await?;
+    let (pages, cursor) = read_pages(target, token, session, None, "").await?;
     Ok((pages.concat(), cursor))
 }
 
@@ -247,20 +308,23 @@ pub(crate) fn seqs(events: &[Value]) -> Vec<i64> {
         .collect()
 }
 
-/// The states of the `turn_state` events of `turn` in `events`, in log order.
+/// The states `events` give `turn`, in log order, read where `profile.turnState` says.
 pub(crate) fn turn_states<'a>(
+    target: &'a Target,
     events: &'a [Value],
     turn: &'a str,
 ) -> impl DoubleEndedIterator<Item = &'a str> {
-    events
-        .iter()
-        .filter(move |event| event["type"] == "turn_state" && event["turnId"] == turn)
-        .filter_map(|event| event["state"].as_str())
+    let means = &target.settings.means.turn_state;
+    events.iter().filter_map(move |event| means.of(event, turn))
 }
 
-/// The state of the latest `turn_state` event of `turn` in `events`.
-pub(crate) fn turn_state<'a>(events: &'a [Value], turn: &'a str) -> Option<&'a str> {
-    turn_states(events, turn).next_back()
+/// The latest state `events` give `turn`.
+pub(crate) fn turn_state<'a>(
+    target: &'a Target,
+    events: &'a [Value],
+    turn: &'a str,
+) -> Option<&'a str> {
+    turn_states(target, events, turn).next_back()
 }
 
 /// A value no earlier run used, such as an Idempotency-Key: `conformance-{label}-{nanos}`.
@@ -288,8 +352,15 @@ pub(crate) async fn settle(
     let deadline = Instant::now() + timeout;
     loop {
         let (events, cursor) = read_log(target, token, session).await?;
-        if turn_state(&events, turn).is_some_and(|state| TERMINAL.contains(&state)) {
+        let state = turn_state(target, &events, turn);
+        if state.is_some_and(|state| TERMINAL.contains(&state)) {
             return Ok((events, cursor));
+        }
+        if Instant::now() > deadline && state.is_none() {
+            return Err(inconclusive(
+                "turnState",
+                format!("the log never told the state of turn {turn} where the means says"),
+            ));
         }
         if Instant::now() > deadline {
             return Err(Finding::Fail(format!(

@@ -21,6 +21,15 @@ pub(super) fn checks() -> Vec<Check> {
             run: run!(error_envelope),
         },
         Check {
+            id: "schema.media-type",
+            category: Category::Schema,
+            requirement: "Every response body but a stream's MUST be `application/json`, success and error alike.",
+            section: "4",
+            rests_on: &["#/components/schemas/ErrorEnvelope"],
+            operation: None,
+            run: run!(media_type),
+        },
+        Check {
             id: "schema.simulation",
             category: Category::Schema,
             requirement: "Every simulation MUST hold exactly the fields of parts 2.2 to 2.8, with their types, and no other property.",
@@ -54,10 +63,11 @@ pub(super) fn checks() -> Vec<Check> {
 }
 
 async fn error_envelope(target: &Target) -> Verdict {
+    // The interface's endpoints (part 4); the OAuth endpoints answer in OAuth's own form.
     let errors: Vec<_> = target
         .seen()
         .into_iter()
-        .filter(|seen| seen.status >= 400)
+        .filter(|seen| seen.status >= 400 && seen.request.contains(" /v1/"))
         .collect();
     if errors.is_empty() {
         return skip("no error response was seen in this run");
@@ -77,6 +87,51 @@ async fn error_envelope(target: &Target) -> Verdict {
             bare.len(),
             errors.len(),
             bare.join("; ")
+        )
+    })
+}
+
+async fn media_type(target: &Target) -> Verdict {
+    // Every answer with a body but streams (part 6) and the MCP resources (JSON-RPC).
+    let bodies: Vec<_> = target
+        .seen()
+        .into_iter()
+        .filter(|seen| {
+            seen.exchange
+                .response_body
+                .as_deref()
+                .is_some_and(|body| !body.is_empty())
+                && seen.request.contains(" /v1/")
+                && !seen.request.ends_with("/mcp")
+        })
+        .collect();
+    if bodies.is_empty() {
+        return skip("no response with a body was seen in this run");
+    }
+    let other: Vec<_> = bodies
+        .iter()
+        .filter(|seen| {
+            let kind = seen.exchange.response_headers.get("content-type");
+            !kind.is_some_and(|kind| kind.starts_with("application/json"))
+        })
+        .collect();
+    cite(other.iter().map(|seen| &seen.exchange));
+    let other: Vec<String> = other
+        .iter()
+        .map(|seen| {
+            let kind = seen.exchange.response_headers.get("content-type");
+            format!(
+                "{} ({}, {kind:?}, from {})",
+                seen.request, seen.status, seen.check
+            )
+        })
+        .collect();
+    ensure(other.is_empty(), || {
+        format!(
+            "{} of {} responses with a body are not application/json: {}",
+            other.len(),
+            bodies.len(),
+            other.join("; ")
         )
     })
 }

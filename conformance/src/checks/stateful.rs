@@ -94,6 +94,19 @@ async fn sequence(target: &Target, root: &'static Operation) -> Verdict {
     let mut rng = Rng::new(target.settings.seed, &root.id);
     let body = root_body(target, root, &mut rng).await?;
     let (first, _) = send(target, root, BTreeMap::new(), Some(body), &mut rng).await?;
+    if (400..500).contains(&first.reply.status) {
+        let key = match root.id.as_str() {
+            "startChat" => "chat",
+            _ => "commit",
+        };
+        return Err(crate::means::inconclusive(
+            key,
+            format!(
+                "{} refused the run's inputs with {}, so no link could be followed",
+                first.name, first.reply.status
+            ),
+        ));
+    }
     if !(200..300).contains(&first.reply.status) {
         return crate::finding::fail(format!(
             "{} answered {} to the run's inputs, so no link could be followed: {}",
@@ -197,7 +210,7 @@ async fn root_body(target: &Target, root: &Operation, rng: &mut Rng) -> Result<V
     match root.id.as_str() {
         "startChat" => {
             let message = crate::inputs::chat(target, "conformance: follow the links");
-            Ok(json!({ "message": message }))
+            Ok(target.settings.means.chat.request(message, None))
         }
         "evmBuild" | "svmStage" => crate::inputs::build_request(target, &root.template).await,
         _ => Ok(request_schema(root)
@@ -333,9 +346,11 @@ fn judge(step: &Step, promise: Option<&Value>, broken: &mut Vec<(Level, String)>
     if reply.status >= 500 {
         broken.push((at(Level::Normative), format!("{what}, a server error")));
     }
-    if let Some((level, errors)) =
-        spec().judge(step.operation, reply.status, &reply.body, &reply.text)
-    {
+    if let Some((level, errors)) = spec().judge(
+        step.operation,
+        step.body.as_ref(),
+        (reply.status, &reply.body, &reply.text),
+    ) {
         broken.push((at(level), format!("{what}: {}", errors.join(", "))));
     }
     if let Some(link) = promise

@@ -109,15 +109,16 @@ pub fn request(request: &Request<'_>) -> (Option<&'static Operation>, Vec<Violat
     (Some(operation), found.violations)
 }
 
-/// What the server broke in answering `operation` with `status` and `body` (empty for a stream,
-/// whose frames are judged one by one).
-pub fn response(operation: &Operation, status: u16, body: &[u8]) -> Vec<Violation> {
+/// What the server broke in answering `operation`'s `request` (its body) with `status` and
+/// `body` (empty for a stream, whose frames are judged one by one).
+pub fn response(operation: &Operation, request: &[u8], status: u16, body: &[u8]) -> Vec<Violation> {
     let mut found = Found::new(Side::Server, operation);
     // A status the normative view declares, our profile declares too.
     match spec().response(operation, status) {
         Err(_) => found.push("/status", "responses", Level::Profile),
         Ok(profile) => {
-            let normative = spec().normative_response(operation, status);
+            let request: Option<Value> = serde_json::from_slice(request).ok();
+            let normative = spec().normative_answer(operation, request.as_ref(), status);
             let body = serde_json::from_slice(body).ok();
             found.body(
                 "/body",

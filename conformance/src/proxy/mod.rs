@@ -117,7 +117,7 @@ impl Proxy {
             .http
             .request(parts.method.clone(), format!("{}{path}", self.upstream))
             .headers(without_encodings(forwarded(&parts.headers)))
-            .body(body)
+            .body(body.clone())
             .send()
             .await;
         let answer = match sent {
@@ -136,14 +136,14 @@ impl Proxy {
             .is_some_and(|value| value.starts_with("text/event-stream"));
         if stream {
             if let Some(operation) = operation {
-                found.extend(judge::response(operation, status.as_u16(), b""));
+                found.extend(judge::response(operation, &body, status.as_u16(), b""));
             }
             self.note(operation, Some(status.as_u16()), &found);
             let body = self.frames(operation, answer);
             return response(status, headers, found.len(), body);
         }
-        let body = match answer.bytes().await {
-            Ok(body) => body,
+        let answered = match answer.bytes().await {
+            Ok(answered) => answered,
             Err(error) => {
                 self.note(operation, None, &found);
                 let message = format!("the upstream's answer broke off: {error}");
@@ -151,10 +151,15 @@ impl Proxy {
             }
         };
         if let Some(operation) = operation {
-            found.extend(judge::response(operation, status.as_u16(), &body));
+            found.extend(judge::response(
+                operation,
+                &body,
+                status.as_u16(),
+                &answered,
+            ));
         }
         self.note(operation, Some(status.as_u16()), &found);
-        let body = Full::new(body).map_err(|never| match never {}).boxed();
+        let body = Full::new(answered).map_err(|never| match never {}).boxed();
         response(status, headers, found.len(), body)
     }
 

@@ -691,7 +691,7 @@ pub mod types {
 ///
 ///Intent enters a runtime and one ordered stream of events leaves it. Pipeline builds, simulates and commits portable Build envelopes for EVM and SVM chains; Agent owns sessions, turns and a durable event log; Account manages applications, credentials and a priced usage statement.
 ///
-///Reference profile. Where the interface document leaves a gap, this document fills it with the reference profile's choice. `x-profile: reference` on an operation, parameter, schema or property marks the whole thing as such a choice: other deployments may differ. `x-profile-fills` on a normative object lists the parts of it that are choices (for example `required`, `security`, `responses`). Everything unmarked is normative.
+///Reference profile. Where the interface document leaves a gap, this document fills it with the reference profile's choice. `x-profile: reference` on an operation, parameter, response, schema or property marks the whole thing as such a choice: other deployments may differ. `x-profile-fills` on a normative object lists the parts of it that are choices (for example `required`, `security`, `format`). `x-profile-note` beside a normative `description` holds the reference profile's own sentences about that element, and its object lists it in `x-profile-fills`. Everything unmarked is normative.
 ///
 ///Version: 1.0.0
 pub struct Client {
@@ -759,991 +759,6 @@ const _: () = {
 };
 #[allow(clippy::all)]
 impl Client {
-    ///List apps
-    ///
-    ///Apps whose operations assemble actions, with their operation descriptors.
-    ///
-    ///Sends a `GET` request to `/v1/pipeline/apps`
-    ///
-    ///
-    pub async fn list_pipeline_apps<'a>(
-        &'a self,
-    ) -> Result<ResponseValue<intent_models::PipelineAppList>, Error<intent_models::ErrorEnvelope>>
-    {
-        let url = format!("{}/v1/pipeline/apps", self.baseurl,);
-        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
-        header_map.append(
-            ::reqwest::header::HeaderName::from_static("api-version"),
-            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
-        );
-        #[allow(unused_mut)]
-        let mut request = self
-            .client
-            .get(url)
-            .header(
-                ::reqwest::header::ACCEPT,
-                ::reqwest::header::HeaderValue::from_static("application/json"),
-            )
-            .headers(header_map)
-            .build()?;
-        let info = OperationInfo {
-            operation_id: "list_pipeline_apps",
-        };
-        self.pre(&mut request, &info).await?;
-        let result = self.exec(request, &info).await;
-        self.post(&result, &info).await?;
-        let response = result?;
-        match response.status().as_u16() {
-            200u16 => ResponseValue::from_response(response).await,
-            401u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            403u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            429u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            500u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            503u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            _ => Err(Error::UnexpectedResponse(response)),
-        }
-    }
-    ///Read an app operation
-    ///
-    ///Returns the Operation descriptor with a JSON Schema of its input.
-    ///
-    ///Sends a `GET` request to `/v1/pipeline/apps/{app}/operations/{operation}`
-    ///
-    ///Arguments:
-    ///- `app`: App name, 1 to 160 characters.
-    ///- `operation`: Operation name, 1 to 160 characters.
-    ///
-    pub async fn get_app_operation<'a>(
-        &'a self,
-        app: &'a types::GetAppOperationApp,
-        operation: &'a types::GetAppOperationOperation,
-    ) -> Result<
-        ResponseValue<intent_models::OperationDescriptor>,
-        Error<intent_models::ErrorEnvelope>,
-    > {
-        let url = format!(
-            "{}/v1/pipeline/apps/{}/operations/{}",
-            self.baseurl,
-            encode_path(&app.to_string()),
-            encode_path(&operation.to_string()),
-        );
-        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
-        header_map.append(
-            ::reqwest::header::HeaderName::from_static("api-version"),
-            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
-        );
-        #[allow(unused_mut)]
-        let mut request = self
-            .client
-            .get(url)
-            .header(
-                ::reqwest::header::ACCEPT,
-                ::reqwest::header::HeaderValue::from_static("application/json"),
-            )
-            .headers(header_map)
-            .build()?;
-        let info = OperationInfo {
-            operation_id: "get_app_operation",
-        };
-        self.pre(&mut request, &info).await?;
-        let result = self.exec(request, &info).await;
-        self.post(&result, &info).await?;
-        let response = result?;
-        match response.status().as_u16() {
-            200u16 => ResponseValue::from_response(response).await,
-            400u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            401u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            403u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            404u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            429u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            500u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            503u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            _ => Err(Error::UnexpectedResponse(response)),
-        }
-    }
-    ///List skills
-    ///
-    ///Skills whose operations return request-local results.
-    ///
-    ///Sends a `GET` request to `/v1/pipeline/skills`
-    ///
-    ///
-    pub async fn list_pipeline_skills<'a>(
-        &'a self,
-    ) -> Result<ResponseValue<intent_models::PipelineSkillList>, Error<intent_models::ErrorEnvelope>>
-    {
-        let url = format!("{}/v1/pipeline/skills", self.baseurl,);
-        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
-        header_map.append(
-            ::reqwest::header::HeaderName::from_static("api-version"),
-            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
-        );
-        #[allow(unused_mut)]
-        let mut request = self
-            .client
-            .get(url)
-            .header(
-                ::reqwest::header::ACCEPT,
-                ::reqwest::header::HeaderValue::from_static("application/json"),
-            )
-            .headers(header_map)
-            .build()?;
-        let info = OperationInfo {
-            operation_id: "list_pipeline_skills",
-        };
-        self.pre(&mut request, &info).await?;
-        let result = self.exec(request, &info).await;
-        self.post(&result, &info).await?;
-        let response = result?;
-        match response.status().as_u16() {
-            200u16 => ResponseValue::from_response(response).await,
-            401u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            403u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            429u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            500u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            503u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            _ => Err(Error::UnexpectedResponse(response)),
-        }
-    }
-    ///Call a skill operation
-    ///
-    ///Validates the body against the operation's inputSchema and returns a request-local result.
-    ///
-    ///Sends a `POST` request to `/v1/pipeline/skills/{skill}/operations/{operation}`
-    ///
-    ///Arguments:
-    ///- `skill`: Skill name, 1 to 160 characters.
-    ///- `operation`: Operation name, 1 to 160 characters.
-    ///- `body`
-    ///
-    pub async fn call_skill_operation<'a>(
-        &'a self,
-        skill: &'a types::CallSkillOperationSkill,
-        operation: &'a types::CallSkillOperationOperation,
-        body: &'a ::serde_json::Map<::std::string::String, ::serde_json::Value>,
-    ) -> Result<ResponseValue<intent_models::SkillResult>, Error<intent_models::ErrorEnvelope>>
-    {
-        let url = format!(
-            "{}/v1/pipeline/skills/{}/operations/{}",
-            self.baseurl,
-            encode_path(&skill.to_string()),
-            encode_path(&operation.to_string()),
-        );
-        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
-        header_map.append(
-            ::reqwest::header::HeaderName::from_static("api-version"),
-            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
-        );
-        #[allow(unused_mut)]
-        let mut request = self
-            .client
-            .post(url)
-            .header(
-                ::reqwest::header::ACCEPT,
-                ::reqwest::header::HeaderValue::from_static("application/json"),
-            )
-            .json(&body)
-            .headers(header_map)
-            .build()?;
-        let info = OperationInfo {
-            operation_id: "call_skill_operation",
-        };
-        self.pre(&mut request, &info).await?;
-        let result = self.exec(request, &info).await;
-        self.post(&result, &info).await?;
-        let response = result?;
-        match response.status().as_u16() {
-            200u16 => ResponseValue::from_response(response).await,
-            400u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            401u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            403u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            404u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            413u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            415u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            429u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            500u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            503u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            _ => Err(Error::UnexpectedResponse(response)),
-        }
-    }
-    ///Build, stage or commit on an EVM chain
-    ///
-    ///Stateless. A build request or stage input returns a portable Build; a complete Build envelope is revalidated (digest, attestation, owner, app scope, expiresAt), re-simulated and committed, and the commit result is returned.
-    ///
-    ///Sends a `POST` request to `/v1/pipeline/evm/build`
-    ///
-    ///
-    pub async fn evm_build<'a>(
-        &'a self,
-        body: &'a intent_models::PipelineLifecycleRequest,
-    ) -> Result<
-        ResponseValue<intent_models::PipelineLifecycleResponse>,
-        Error<intent_models::ErrorEnvelope>,
-    > {
-        let url = format!("{}/v1/pipeline/evm/build", self.baseurl,);
-        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
-        header_map.append(
-            ::reqwest::header::HeaderName::from_static("api-version"),
-            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
-        );
-        #[allow(unused_mut)]
-        let mut request = self
-            .client
-            .post(url)
-            .header(
-                ::reqwest::header::ACCEPT,
-                ::reqwest::header::HeaderValue::from_static("application/json"),
-            )
-            .json(&body)
-            .headers(header_map)
-            .build()?;
-        let info = OperationInfo {
-            operation_id: "evm_build",
-        };
-        self.pre(&mut request, &info).await?;
-        let result = self.exec(request, &info).await;
-        self.post(&result, &info).await?;
-        let response = result?;
-        match response.status().as_u16() {
-            200u16 => ResponseValue::from_response(response).await,
-            400u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            401u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            403u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            413u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            415u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            422u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            429u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            500u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            503u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            _ => Err(Error::UnexpectedResponse(response)),
-        }
-    }
-    ///Build, stage or commit on an SVM cluster
-    ///
-    ///Stateless. A build request or stage input returns a portable Build; a complete Build envelope is revalidated (digest, attestation, owner, app scope, expiresAt), re-simulated and committed, and the commit result is returned.
-    ///
-    ///Sends a `POST` request to `/v1/pipeline/svm/stage`
-    ///
-    ///
-    pub async fn svm_stage<'a>(
-        &'a self,
-        body: &'a intent_models::PipelineLifecycleRequest,
-    ) -> Result<
-        ResponseValue<intent_models::PipelineLifecycleResponse>,
-        Error<intent_models::ErrorEnvelope>,
-    > {
-        let url = format!("{}/v1/pipeline/svm/stage", self.baseurl,);
-        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
-        header_map.append(
-            ::reqwest::header::HeaderName::from_static("api-version"),
-            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
-        );
-        #[allow(unused_mut)]
-        let mut request = self
-            .client
-            .post(url)
-            .header(
-                ::reqwest::header::ACCEPT,
-                ::reqwest::header::HeaderValue::from_static("application/json"),
-            )
-            .json(&body)
-            .headers(header_map)
-            .build()?;
-        let info = OperationInfo {
-            operation_id: "svm_stage",
-        };
-        self.pre(&mut request, &info).await?;
-        let result = self.exec(request, &info).await;
-        self.post(&result, &info).await?;
-        let response = result?;
-        match response.status().as_u16() {
-            200u16 => ResponseValue::from_response(response).await,
-            400u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            401u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            403u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            413u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            415u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            422u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            429u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            500u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            503u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            _ => Err(Error::UnexpectedResponse(response)),
-        }
-    }
-    ///Start a turn
-    ///
-    ///Starts a turn in a new session owned by the caller, or in `sessionId`. One turn runs at a time in a session: a start while one is processing or awaiting an action is 409 `turn_in_progress`. Poll or stream the session until the turn reaches a state other than `processing`. The reference runtime is deterministic: `send <amount> <ETH|USDC|DAI> to <0x address> [from <0x address>] [on <chain id>]` builds and simulates a native or ERC-20 transfer on the devnet and awaits approval of the Build (approval commits it); `wait <ms>` pauses; anything else gets a plain reply.
-    ///
-    ///Sends a `POST` request to `/v1/agent/chat`
-    ///
-    ///
-    pub async fn start_chat<'a>(
-        &'a self,
-        body: &'a intent_models::ChatStartRequest,
-    ) -> Result<ResponseValue<intent_models::ChatStartResponse>, Error<intent_models::ErrorEnvelope>>
-    {
-        let url = format!("{}/v1/agent/chat", self.baseurl,);
-        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
-        header_map.append(
-            ::reqwest::header::HeaderName::from_static("api-version"),
-            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
-        );
-        #[allow(unused_mut)]
-        let mut request = self
-            .client
-            .post(url)
-            .header(
-                ::reqwest::header::ACCEPT,
-                ::reqwest::header::HeaderValue::from_static("application/json"),
-            )
-            .json(&body)
-            .headers(header_map)
-            .build()?;
-        let info = OperationInfo {
-            operation_id: "start_chat",
-        };
-        self.pre(&mut request, &info).await?;
-        let result = self.exec(request, &info).await;
-        self.post(&result, &info).await?;
-        let response = result?;
-        match response.status().as_u16() {
-            202u16 => ResponseValue::from_response(response).await,
-            400u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            401u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            403u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            404u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            409u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            413u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            415u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            429u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            500u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            503u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            _ => Err(Error::UnexpectedResponse(response)),
-        }
-    }
-    ///Read a page of session events
-    ///
-    ///Without `cursor`: the page to reconcile against, from the start of the retained log. With `cursor`: the events after it. `wait` long-polls until an event is appended or the time runs out; an empty page then keeps the same position. 400 `invalid_cursor` for a malformed or foreign cursor, 410 for an expired one: request again without a cursor and reconcile.
-    ///
-    ///Sends a `GET` request to `/v1/agent/chat/{sessionId}`
-    ///
-    ///Arguments:
-    ///- `session_id`: Session id, at most 160 characters.
-    ///- `cursor`: Opaque cursor from an EventPage; omit for the page to reconcile against. Reference profile: signed, bound to the session and the account, valid for 24 hours; events stay in the retained log for 7 days (both configurable).
-    ///- `limit`: Most events in one page.
-    ///- `wait`: Long-poll duration in milliseconds, at most 30000.
-    ///
-    pub async fn get_chat_events<'a>(
-        &'a self,
-        session_id: &'a intent_models::SessionId,
-        cursor: Option<&'a types::GetChatEventsCursor>,
-        limit: Option<::std::num::NonZeroU64>,
-        wait: Option<i64>,
-    ) -> Result<ResponseValue<intent_models::EventPage>, Error<intent_models::ErrorEnvelope>> {
-        let url = format!(
-            "{}/v1/agent/chat/{}",
-            self.baseurl,
-            encode_path(&session_id.to_string()),
-        );
-        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
-        header_map.append(
-            ::reqwest::header::HeaderName::from_static("api-version"),
-            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
-        );
-        #[allow(unused_mut)]
-        let mut request = self
-            .client
-            .get(url)
-            .header(
-                ::reqwest::header::ACCEPT,
-                ::reqwest::header::HeaderValue::from_static("application/json"),
-            )
-            .query(&progenitor_client::QueryParam::new("cursor", &cursor))
-            .query(&progenitor_client::QueryParam::new("limit", &limit))
-            .query(&progenitor_client::QueryParam::new("wait", &wait))
-            .headers(header_map)
-            .build()?;
-        let info = OperationInfo {
-            operation_id: "get_chat_events",
-        };
-        self.pre(&mut request, &info).await?;
-        let result = self.exec(request, &info).await;
-        self.post(&result, &info).await?;
-        let response = result?;
-        match response.status().as_u16() {
-            200u16 => ResponseValue::from_response(response).await,
-            400u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            401u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            403u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            404u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            410u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            429u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            500u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            503u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            _ => Err(Error::UnexpectedResponse(response)),
-        }
-    }
-    ///Stream session events (SSE)
-    ///
-    ///A server-sent-events projection of the same log. `page`: data is an EventPage and `id` is its cursor. `message`: data is a MessageSnapshot; no id. `resync`: data is a Resync; rebuild the view from the pages that follow, which start at the retained log. Resume with `cursor` or `Last-Event-ID` (`cursor` wins). A `cursor` is checked like the event page's, before any event: malformed or foreign is 400 `invalid_cursor`, expired is 410 `cursor_expired` (part 7). A Last-Event-ID that can no longer be projected gives `resync` first, as part 6 says, since a browser resends Last-Event-ID on its own and cannot act on a status. Idle streams get comment keep-alives (every 15 s in the reference profile). In the reference profile a stream ends when its access token expires; the client reconnects with a fresh token from its last page id.
-    ///
-    ///Sends a `GET` request to `/v1/agent/chat/{sessionId}/stream`
-    ///
-    ///Arguments:
-    ///- `session_id`: Session id, at most 160 characters.
-    ///- `cursor`: Opaque cursor from an EventPage; omit for the page to reconcile against. Reference profile: signed, bound to the session and the account, valid for 24 hours; events stay in the retained log for 7 days (both configurable).
-    ///- `last_event_id`: SSE resume: the `id` of the last `page` event received; `cursor` wins when both are given.
-    ///
-    pub async fn stream_chat_events<'a>(
-        &'a self,
-        session_id: &'a intent_models::SessionId,
-        cursor: Option<&'a types::StreamChatEventsCursor>,
-        last_event_id: Option<&'a types::StreamChatEventsLastEventId>,
-    ) -> Result<ResponseValue<ByteStream>, Error<intent_models::ErrorEnvelope>> {
-        let url = format!(
-            "{}/v1/agent/chat/{}/stream",
-            self.baseurl,
-            encode_path(&session_id.to_string()),
-        );
-        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(2usize);
-        header_map.append(
-            ::reqwest::header::HeaderName::from_static("api-version"),
-            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
-        );
-        if let Some(value) = last_event_id {
-            header_map.append("Last-Event-ID", value.to_string().try_into()?);
-        }
-        #[allow(unused_mut)]
-        let mut request = self
-            .client
-            .get(url)
-            .query(&progenitor_client::QueryParam::new("cursor", &cursor))
-            .headers(header_map)
-            .build()?;
-        let info = OperationInfo {
-            operation_id: "stream_chat_events",
-        };
-        self.pre(&mut request, &info).await?;
-        let result = self.exec(request, &info).await;
-        self.post(&result, &info).await?;
-        let response = result?;
-        match response.status().as_u16() {
-            200u16 => Ok(ResponseValue::stream(response)),
-            400u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            401u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            403u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            404u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            410u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            429u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            500u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            503u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            _ => Err(Error::UnexpectedResponse(response)),
-        }
-    }
-    ///Read a session
-    ///
-    ///Returns the Session. Another account's session is 404.
-    ///
-    ///Sends a `GET` request to `/v1/agent/sessions/{sessionId}`
-    ///
-    ///Arguments:
-    ///- `session_id`: Session id, at most 160 characters.
-    ///
-    pub async fn get_session<'a>(
-        &'a self,
-        session_id: &'a intent_models::SessionId,
-    ) -> Result<ResponseValue<intent_models::Session>, Error<intent_models::ErrorEnvelope>> {
-        let url = format!(
-            "{}/v1/agent/sessions/{}",
-            self.baseurl,
-            encode_path(&session_id.to_string()),
-        );
-        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
-        header_map.append(
-            ::reqwest::header::HeaderName::from_static("api-version"),
-            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
-        );
-        #[allow(unused_mut)]
-        let mut request = self
-            .client
-            .get(url)
-            .header(
-                ::reqwest::header::ACCEPT,
-                ::reqwest::header::HeaderValue::from_static("application/json"),
-            )
-            .headers(header_map)
-            .build()?;
-        let info = OperationInfo {
-            operation_id: "get_session",
-        };
-        self.pre(&mut request, &info).await?;
-        let result = self.exec(request, &info).await;
-        self.post(&result, &info).await?;
-        let response = result?;
-        match response.status().as_u16() {
-            200u16 => ResponseValue::from_response(response).await,
-            400u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            401u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            403u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            404u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            429u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            500u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            503u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            _ => Err(Error::UnexpectedResponse(response)),
-        }
-    }
-    ///Delete a session
-    ///
-    ///Deletes the session and its event log; a processing turn is interrupted first.
-    ///
-    ///Sends a `DELETE` request to `/v1/agent/sessions/{sessionId}`
-    ///
-    ///Arguments:
-    ///- `session_id`: Session id, at most 160 characters.
-    ///
-    pub async fn delete_session<'a>(
-        &'a self,
-        session_id: &'a intent_models::SessionId,
-    ) -> Result<ResponseValue<()>, Error<intent_models::ErrorEnvelope>> {
-        let url = format!(
-            "{}/v1/agent/sessions/{}",
-            self.baseurl,
-            encode_path(&session_id.to_string()),
-        );
-        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
-        header_map.append(
-            ::reqwest::header::HeaderName::from_static("api-version"),
-            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
-        );
-        #[allow(unused_mut)]
-        let mut request = self
-            .client
-            .delete(url)
-            .header(
-                ::reqwest::header::ACCEPT,
-                ::reqwest::header::HeaderValue::from_static("application/json"),
-            )
-            .headers(header_map)
-            .build()?;
-        let info = OperationInfo {
-            operation_id: "delete_session",
-        };
-        self.pre(&mut request, &info).await?;
-        let result = self.exec(request, &info).await;
-        self.post(&result, &info).await?;
-        let response = result?;
-        match response.status().as_u16() {
-            204u16 => Ok(ResponseValue::empty(response)),
-            400u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            401u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            403u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            404u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            429u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            500u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            503u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            _ => Err(Error::UnexpectedResponse(response)),
-        }
-    }
-    ///Update a session
-    ///
-    ///Sets `title`, `archived` or both; returns the Session.
-    ///
-    ///Sends a `PATCH` request to `/v1/agent/sessions/{sessionId}`
-    ///
-    ///Arguments:
-    ///- `session_id`: Session id, at most 160 characters.
-    ///- `body`
-    ///
-    pub async fn update_session<'a>(
-        &'a self,
-        session_id: &'a intent_models::SessionId,
-        body: &'a intent_models::SessionUpdate,
-    ) -> Result<ResponseValue<intent_models::Session>, Error<intent_models::ErrorEnvelope>> {
-        let url = format!(
-            "{}/v1/agent/sessions/{}",
-            self.baseurl,
-            encode_path(&session_id.to_string()),
-        );
-        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
-        header_map.append(
-            ::reqwest::header::HeaderName::from_static("api-version"),
-            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
-        );
-        #[allow(unused_mut)]
-        let mut request = self
-            .client
-            .patch(url)
-            .header(
-                ::reqwest::header::ACCEPT,
-                ::reqwest::header::HeaderValue::from_static("application/json"),
-            )
-            .json(&body)
-            .headers(header_map)
-            .build()?;
-        let info = OperationInfo {
-            operation_id: "update_session",
-        };
-        self.pre(&mut request, &info).await?;
-        let result = self.exec(request, &info).await;
-        self.post(&result, &info).await?;
-        let response = result?;
-        match response.status().as_u16() {
-            200u16 => ResponseValue::from_response(response).await,
-            400u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            401u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            403u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            404u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            413u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            415u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            429u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            500u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            503u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            _ => Err(Error::UnexpectedResponse(response)),
-        }
-    }
-    ///Interrupt the current turn
-    ///
-    ///Moves a `processing` or `awaiting_action` turn to `interrupted`. 409 `turn_not_active` when there is none.
-    ///
-    ///Sends a `POST` request to `/v1/agent/sessions/{sessionId}/interrupt`
-    ///
-    ///Arguments:
-    ///- `session_id`: Session id, at most 160 characters.
-    ///
-    pub async fn interrupt_turn<'a>(
-        &'a self,
-        session_id: &'a intent_models::SessionId,
-    ) -> Result<ResponseValue<intent_models::TurnStatus>, Error<intent_models::ErrorEnvelope>> {
-        let url = format!(
-            "{}/v1/agent/sessions/{}/interrupt",
-            self.baseurl,
-            encode_path(&session_id.to_string()),
-        );
-        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
-        header_map.append(
-            ::reqwest::header::HeaderName::from_static("api-version"),
-            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
-        );
-        #[allow(unused_mut)]
-        let mut request = self
-            .client
-            .post(url)
-            .header(
-                ::reqwest::header::ACCEPT,
-                ::reqwest::header::HeaderValue::from_static("application/json"),
-            )
-            .headers(header_map)
-            .build()?;
-        let info = OperationInfo {
-            operation_id: "interrupt_turn",
-        };
-        self.pre(&mut request, &info).await?;
-        let result = self.exec(request, &info).await;
-        self.post(&result, &info).await?;
-        let response = result?;
-        match response.status().as_u16() {
-            200u16 => ResponseValue::from_response(response).await,
-            400u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            401u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            403u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            404u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            409u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            429u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            500u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            503u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            _ => Err(Error::UnexpectedResponse(response)),
-        }
-    }
-    ///Resolve an action
-    ///
-    ///Answers the ActionRequest at `revision` with a result that names the reviewed Build's digest. The same Idempotency-Key with the same body replays the first answer; with another body it is 422 `idempotency_key_reused`; while the first is in flight it is 409 `idempotency_in_flight`. A stale revision is 409 `revision_conflict`.
-    ///
-    ///Sends a `POST` request to `/v1/agent/sessions/{sessionId}/actions/{actionId}/resolve`
-    ///
-    ///Arguments:
-    ///- `session_id`: Session id, at most 160 characters.
-    ///- `action_id`: Action id from the ActionRequest.
-    ///- `idempotency_key`: Client-made key; a retry of the same resolution reuses it. Kept for 24 hours.
-    ///- `body`
-    ///
-    pub async fn resolve_action<'a>(
-        &'a self,
-        session_id: &'a intent_models::SessionId,
-        action_id: &'a types::ResolveActionActionId,
-        idempotency_key: &'a types::ResolveActionIdempotencyKey,
-        body: &'a intent_models::ActionResolutionRequest,
-    ) -> Result<ResponseValue<intent_models::ActionResolution>, Error<intent_models::ErrorEnvelope>>
-    {
-        let url = format!(
-            "{}/v1/agent/sessions/{}/actions/{}/resolve",
-            self.baseurl,
-            encode_path(&session_id.to_string()),
-            encode_path(&action_id.to_string()),
-        );
-        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(2usize);
-        header_map.append(
-            ::reqwest::header::HeaderName::from_static("api-version"),
-            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
-        );
-        header_map.append("Idempotency-Key", idempotency_key.to_string().try_into()?);
-        #[allow(unused_mut)]
-        let mut request = self
-            .client
-            .post(url)
-            .header(
-                ::reqwest::header::ACCEPT,
-                ::reqwest::header::HeaderValue::from_static("application/json"),
-            )
-            .json(&body)
-            .headers(header_map)
-            .build()?;
-        let info = OperationInfo {
-            operation_id: "resolve_action",
-        };
-        self.pre(&mut request, &info).await?;
-        let result = self.exec(request, &info).await;
-        self.post(&result, &info).await?;
-        let response = result?;
-        match response.status().as_u16() {
-            200u16 => ResponseValue::from_response(response).await,
-            400u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            401u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            403u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            404u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            409u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            413u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            415u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            422u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            429u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            500u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            503u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            _ => Err(Error::UnexpectedResponse(response)),
-        }
-    }
     ///List applications
     ///
     ///Available applications with installed state and the credentials each requires.
@@ -1800,7 +815,7 @@ impl Client {
     }
     ///Install an application
     ///
-    ///Installs when every required credential is present; otherwise 422 `credentials_missing` naming them. No body.
+    ///Installs an app after checking the required user credentials. No body. Returns a JSON object (part 4.3).
     ///
     ///Sends a `POST` request to `/v1/account/apps/{applicationId}`
     ///
@@ -2083,7 +1098,7 @@ impl Client {
     }
     ///Remove a credential
     ///
-    ///Removes one credential for this account and application. No body. 404 when it is not present.
+    ///Removes one credential for this account and app. No body. Returns a JSON object (part 4.3).
     ///
     ///Sends a `DELETE` request to `/v1/account/apps/{applicationId}/secrets/{name}`
     ///
@@ -2153,7 +1168,7 @@ impl Client {
     }
     ///Read the usage statement
     ///
-    ///Priced usage that the server metered (turns, builds, simulations, commits) in one calendar month.
+    ///Returns the priced usage statement (part 4.3).
     ///
     ///Sends a `GET` request to `/v1/account/statement`
     ///
@@ -2198,6 +1213,991 @@ impl Client {
                 ResponseValue::from_response(response).await?,
             )),
             403u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            429u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            500u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            503u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            _ => Err(Error::UnexpectedResponse(response)),
+        }
+    }
+    ///Start a turn
+    ///
+    ///Starts a turn (part 4.2). The turn is then polled or streamed until it reaches a terminal state: `processing` means the client keeps polling; `complete`, `failed`, `interrupted` and `awaiting_action` make it stop (part 3). Session ownership comes from the authenticated caller.
+    ///
+    ///Sends a `POST` request to `/v1/agent/chat`
+    ///
+    ///
+    pub async fn start_chat<'a>(
+        &'a self,
+        body: &'a intent_models::ChatStartRequest,
+    ) -> Result<ResponseValue<intent_models::ChatStartResponse>, Error<intent_models::ErrorEnvelope>>
+    {
+        let url = format!("{}/v1/agent/chat", self.baseurl,);
+        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+        header_map.append(
+            ::reqwest::header::HeaderName::from_static("api-version"),
+            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
+        );
+        #[allow(unused_mut)]
+        let mut request = self
+            .client
+            .post(url)
+            .header(
+                ::reqwest::header::ACCEPT,
+                ::reqwest::header::HeaderValue::from_static("application/json"),
+            )
+            .json(&body)
+            .headers(header_map)
+            .build()?;
+        let info = OperationInfo {
+            operation_id: "start_chat",
+        };
+        self.pre(&mut request, &info).await?;
+        let result = self.exec(request, &info).await;
+        self.post(&result, &info).await?;
+        let response = result?;
+        match response.status().as_u16() {
+            202u16 => ResponseValue::from_response(response).await,
+            400u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            401u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            403u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            404u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            409u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            413u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            415u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            429u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            500u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            503u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            _ => Err(Error::UnexpectedResponse(response)),
+        }
+    }
+    ///Read a page of session events
+    ///
+    ///Returns an EventPage (part 4.2). `wait` is the long-poll duration in milliseconds, at most 30000. A cursor may also be supplied; a request without a cursor returns the event page to reconcile against. A malformed cursor, or a cursor belonging to another session, gives 400 with error `invalid_cursor`; an expired cursor gives 410; after either, the client requests the session without a cursor and reconciles the page (part 7). A client repeats its request while `has_more` is true or the latest turn state is `processing` (part 3).
+    ///
+    ///Sends a `GET` request to `/v1/agent/chat/{sessionId}`
+    ///
+    ///Arguments:
+    ///- `session_id`: Session id, at most 160 characters.
+    ///- `cursor`: Opaque cursor from an EventPage; omit for the page to reconcile against. Reference profile: signed, bound to the session and the account, valid for 24 hours; events stay in the retained log for 7 days (both configurable).
+    ///- `limit`: Most events in one page.
+    ///- `wait`: Long-poll duration in milliseconds, at most 30000.
+    ///
+    pub async fn get_chat_events<'a>(
+        &'a self,
+        session_id: &'a intent_models::SessionId,
+        cursor: Option<&'a types::GetChatEventsCursor>,
+        limit: Option<::std::num::NonZeroU64>,
+        wait: Option<i64>,
+    ) -> Result<ResponseValue<intent_models::EventPage>, Error<intent_models::ErrorEnvelope>> {
+        let url = format!(
+            "{}/v1/agent/chat/{}",
+            self.baseurl,
+            encode_path(&session_id.to_string()),
+        );
+        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+        header_map.append(
+            ::reqwest::header::HeaderName::from_static("api-version"),
+            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
+        );
+        #[allow(unused_mut)]
+        let mut request = self
+            .client
+            .get(url)
+            .header(
+                ::reqwest::header::ACCEPT,
+                ::reqwest::header::HeaderValue::from_static("application/json"),
+            )
+            .query(&progenitor_client::QueryParam::new("cursor", &cursor))
+            .query(&progenitor_client::QueryParam::new("limit", &limit))
+            .query(&progenitor_client::QueryParam::new("wait", &wait))
+            .headers(header_map)
+            .build()?;
+        let info = OperationInfo {
+            operation_id: "get_chat_events",
+        };
+        self.pre(&mut request, &info).await?;
+        let result = self.exec(request, &info).await;
+        self.post(&result, &info).await?;
+        let response = result?;
+        match response.status().as_u16() {
+            200u16 => ResponseValue::from_response(response).await,
+            400u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            401u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            403u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            404u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            410u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            429u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            500u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            503u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            _ => Err(Error::UnexpectedResponse(response)),
+        }
+    }
+    ///Stream session events (SSE)
+    ///
+    ///A server-sent-events projection over the same event log (part 6), with three SSE event names. `page`: a durable EventPage; the client persists its opaque cursor for reconnects. `message`: a transient snapshot of an in-progress message; it is never a durable cursor. `resync`: the stream could not project a safe delta; the client fetches an event page again. A client reconnects with the last cursor received in a `page` event. A malformed cursor, or a cursor belonging to another session, gives 400 with error `invalid_cursor`, and an expired cursor gives 410 (part 7).
+    ///
+    ///Sends a `GET` request to `/v1/agent/chat/{sessionId}/stream`
+    ///
+    ///Arguments:
+    ///- `session_id`: Session id, at most 160 characters.
+    ///- `cursor`: Opaque cursor from an EventPage; omit for the page to reconcile against. Reference profile: signed, bound to the session and the account, valid for 24 hours; events stay in the retained log for 7 days (both configurable).
+    ///- `last_event_id`: SSE resume: the `id` of the last `page` event received; `cursor` wins when both are given.
+    ///
+    pub async fn stream_chat_events<'a>(
+        &'a self,
+        session_id: &'a intent_models::SessionId,
+        cursor: Option<&'a types::StreamChatEventsCursor>,
+        last_event_id: Option<&'a types::StreamChatEventsLastEventId>,
+    ) -> Result<ResponseValue<ByteStream>, Error<intent_models::ErrorEnvelope>> {
+        let url = format!(
+            "{}/v1/agent/chat/{}/stream",
+            self.baseurl,
+            encode_path(&session_id.to_string()),
+        );
+        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(2usize);
+        header_map.append(
+            ::reqwest::header::HeaderName::from_static("api-version"),
+            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
+        );
+        if let Some(value) = last_event_id {
+            header_map.append("Last-Event-ID", value.to_string().try_into()?);
+        }
+        #[allow(unused_mut)]
+        let mut request = self
+            .client
+            .get(url)
+            .query(&progenitor_client::QueryParam::new("cursor", &cursor))
+            .headers(header_map)
+            .build()?;
+        let info = OperationInfo {
+            operation_id: "stream_chat_events",
+        };
+        self.pre(&mut request, &info).await?;
+        let result = self.exec(request, &info).await;
+        self.post(&result, &info).await?;
+        let response = result?;
+        match response.status().as_u16() {
+            200u16 => Ok(ResponseValue::stream(response)),
+            400u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            401u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            403u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            404u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            410u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            429u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            500u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            503u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            _ => Err(Error::UnexpectedResponse(response)),
+        }
+    }
+    ///Read a session
+    ///
+    ///Returns a Session (part 4.2). Session ownership comes from the authenticated caller.
+    ///
+    ///Sends a `GET` request to `/v1/agent/sessions/{sessionId}`
+    ///
+    ///Arguments:
+    ///- `session_id`: Session id, at most 160 characters.
+    ///
+    pub async fn get_session<'a>(
+        &'a self,
+        session_id: &'a intent_models::SessionId,
+    ) -> Result<ResponseValue<intent_models::Session>, Error<intent_models::ErrorEnvelope>> {
+        let url = format!(
+            "{}/v1/agent/sessions/{}",
+            self.baseurl,
+            encode_path(&session_id.to_string()),
+        );
+        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+        header_map.append(
+            ::reqwest::header::HeaderName::from_static("api-version"),
+            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
+        );
+        #[allow(unused_mut)]
+        let mut request = self
+            .client
+            .get(url)
+            .header(
+                ::reqwest::header::ACCEPT,
+                ::reqwest::header::HeaderValue::from_static("application/json"),
+            )
+            .headers(header_map)
+            .build()?;
+        let info = OperationInfo {
+            operation_id: "get_session",
+        };
+        self.pre(&mut request, &info).await?;
+        let result = self.exec(request, &info).await;
+        self.post(&result, &info).await?;
+        let response = result?;
+        match response.status().as_u16() {
+            200u16 => ResponseValue::from_response(response).await,
+            400u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            401u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            403u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            404u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            429u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            500u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            503u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            _ => Err(Error::UnexpectedResponse(response)),
+        }
+    }
+    ///Delete a session
+    ///
+    ///Deletes the session and its event log; a processing turn is interrupted first.
+    ///
+    ///Sends a `DELETE` request to `/v1/agent/sessions/{sessionId}`
+    ///
+    ///Arguments:
+    ///- `session_id`: Session id, at most 160 characters.
+    ///
+    pub async fn delete_session<'a>(
+        &'a self,
+        session_id: &'a intent_models::SessionId,
+    ) -> Result<ResponseValue<()>, Error<intent_models::ErrorEnvelope>> {
+        let url = format!(
+            "{}/v1/agent/sessions/{}",
+            self.baseurl,
+            encode_path(&session_id.to_string()),
+        );
+        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+        header_map.append(
+            ::reqwest::header::HeaderName::from_static("api-version"),
+            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
+        );
+        #[allow(unused_mut)]
+        let mut request = self
+            .client
+            .delete(url)
+            .header(
+                ::reqwest::header::ACCEPT,
+                ::reqwest::header::HeaderValue::from_static("application/json"),
+            )
+            .headers(header_map)
+            .build()?;
+        let info = OperationInfo {
+            operation_id: "delete_session",
+        };
+        self.pre(&mut request, &info).await?;
+        let result = self.exec(request, &info).await;
+        self.post(&result, &info).await?;
+        let response = result?;
+        match response.status().as_u16() {
+            204u16 => Ok(ResponseValue::empty(response)),
+            400u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            401u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            403u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            404u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            429u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            500u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            503u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            _ => Err(Error::UnexpectedResponse(response)),
+        }
+    }
+    ///Update a session
+    ///
+    ///Updates a session: a body object with `title` (string) and `archived` (boolean). Returns a Session (part 4.2).
+    ///
+    ///Sends a `PATCH` request to `/v1/agent/sessions/{sessionId}`
+    ///
+    ///Arguments:
+    ///- `session_id`: Session id, at most 160 characters.
+    ///- `body`
+    ///
+    pub async fn update_session<'a>(
+        &'a self,
+        session_id: &'a intent_models::SessionId,
+        body: &'a intent_models::SessionUpdate,
+    ) -> Result<ResponseValue<intent_models::Session>, Error<intent_models::ErrorEnvelope>> {
+        let url = format!(
+            "{}/v1/agent/sessions/{}",
+            self.baseurl,
+            encode_path(&session_id.to_string()),
+        );
+        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+        header_map.append(
+            ::reqwest::header::HeaderName::from_static("api-version"),
+            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
+        );
+        #[allow(unused_mut)]
+        let mut request = self
+            .client
+            .patch(url)
+            .header(
+                ::reqwest::header::ACCEPT,
+                ::reqwest::header::HeaderValue::from_static("application/json"),
+            )
+            .json(&body)
+            .headers(header_map)
+            .build()?;
+        let info = OperationInfo {
+            operation_id: "update_session",
+        };
+        self.pre(&mut request, &info).await?;
+        let result = self.exec(request, &info).await;
+        self.post(&result, &info).await?;
+        let response = result?;
+        match response.status().as_u16() {
+            200u16 => ResponseValue::from_response(response).await,
+            400u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            401u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            403u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            404u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            413u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            415u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            429u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            500u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            503u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            _ => Err(Error::UnexpectedResponse(response)),
+        }
+    }
+    ///Resolve an action
+    ///
+    ///Action resolution (part 4.2): takes body `{ revision: number, result: ActionResult }` and responds with the resulting action revision. It needs the scope `agent:actions:resolve` and an idempotency key. The submitted result must be the one produced by the reviewed request; caller-authored transaction fields never replace the action payload.
+    ///
+    ///Sends a `POST` request to `/v1/agent/sessions/{sessionId}/actions/{actionId}/resolve`
+    ///
+    ///Arguments:
+    ///- `session_id`: Session id, at most 160 characters.
+    ///- `action_id`: Action id from the ActionRequest.
+    ///- `idempotency_key`: Client-made key; a retry of the same resolution reuses it. Kept for 24 hours.
+    ///- `body`
+    ///
+    pub async fn resolve_action<'a>(
+        &'a self,
+        session_id: &'a intent_models::SessionId,
+        action_id: &'a types::ResolveActionActionId,
+        idempotency_key: &'a types::ResolveActionIdempotencyKey,
+        body: &'a intent_models::ActionResolutionRequest,
+    ) -> Result<ResponseValue<intent_models::ActionResolution>, Error<intent_models::ErrorEnvelope>>
+    {
+        let url = format!(
+            "{}/v1/agent/sessions/{}/actions/{}/resolve",
+            self.baseurl,
+            encode_path(&session_id.to_string()),
+            encode_path(&action_id.to_string()),
+        );
+        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(2usize);
+        header_map.append(
+            ::reqwest::header::HeaderName::from_static("api-version"),
+            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
+        );
+        header_map.append("Idempotency-Key", idempotency_key.to_string().try_into()?);
+        #[allow(unused_mut)]
+        let mut request = self
+            .client
+            .post(url)
+            .header(
+                ::reqwest::header::ACCEPT,
+                ::reqwest::header::HeaderValue::from_static("application/json"),
+            )
+            .json(&body)
+            .headers(header_map)
+            .build()?;
+        let info = OperationInfo {
+            operation_id: "resolve_action",
+        };
+        self.pre(&mut request, &info).await?;
+        let result = self.exec(request, &info).await;
+        self.post(&result, &info).await?;
+        let response = result?;
+        match response.status().as_u16() {
+            200u16 => ResponseValue::from_response(response).await,
+            400u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            401u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            403u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            404u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            409u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            413u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            415u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            422u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            429u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            500u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            503u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            _ => Err(Error::UnexpectedResponse(response)),
+        }
+    }
+    ///Interrupt the current turn
+    ///
+    ///Moves a `processing` or `awaiting_action` turn to `interrupted`. 409 `turn_not_active` when there is none.
+    ///
+    ///Sends a `POST` request to `/v1/agent/sessions/{sessionId}/interrupt`
+    ///
+    ///Arguments:
+    ///- `session_id`: Session id, at most 160 characters.
+    ///
+    pub async fn interrupt_turn<'a>(
+        &'a self,
+        session_id: &'a intent_models::SessionId,
+    ) -> Result<ResponseValue<intent_models::TurnStatus>, Error<intent_models::ErrorEnvelope>> {
+        let url = format!(
+            "{}/v1/agent/sessions/{}/interrupt",
+            self.baseurl,
+            encode_path(&session_id.to_string()),
+        );
+        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+        header_map.append(
+            ::reqwest::header::HeaderName::from_static("api-version"),
+            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
+        );
+        #[allow(unused_mut)]
+        let mut request = self
+            .client
+            .post(url)
+            .header(
+                ::reqwest::header::ACCEPT,
+                ::reqwest::header::HeaderValue::from_static("application/json"),
+            )
+            .headers(header_map)
+            .build()?;
+        let info = OperationInfo {
+            operation_id: "interrupt_turn",
+        };
+        self.pre(&mut request, &info).await?;
+        let result = self.exec(request, &info).await;
+        self.post(&result, &info).await?;
+        let response = result?;
+        match response.status().as_u16() {
+            200u16 => ResponseValue::from_response(response).await,
+            400u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            401u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            403u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            404u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            409u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            429u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            500u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            503u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            _ => Err(Error::UnexpectedResponse(response)),
+        }
+    }
+    ///List apps
+    ///
+    ///Apps whose operations assemble actions, with their operation descriptors.
+    ///
+    ///Sends a `GET` request to `/v1/pipeline/apps`
+    ///
+    ///
+    pub async fn list_pipeline_apps<'a>(
+        &'a self,
+    ) -> Result<ResponseValue<intent_models::PipelineAppList>, Error<intent_models::ErrorEnvelope>>
+    {
+        let url = format!("{}/v1/pipeline/apps", self.baseurl,);
+        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+        header_map.append(
+            ::reqwest::header::HeaderName::from_static("api-version"),
+            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
+        );
+        #[allow(unused_mut)]
+        let mut request = self
+            .client
+            .get(url)
+            .header(
+                ::reqwest::header::ACCEPT,
+                ::reqwest::header::HeaderValue::from_static("application/json"),
+            )
+            .headers(header_map)
+            .build()?;
+        let info = OperationInfo {
+            operation_id: "list_pipeline_apps",
+        };
+        self.pre(&mut request, &info).await?;
+        let result = self.exec(request, &info).await;
+        self.post(&result, &info).await?;
+        let response = result?;
+        match response.status().as_u16() {
+            200u16 => ResponseValue::from_response(response).await,
+            401u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            403u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            429u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            500u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            503u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            _ => Err(Error::UnexpectedResponse(response)),
+        }
+    }
+    ///Read an app operation
+    ///
+    ///Returns the Operation descriptor of an app operation (parts 2.10 and 4.1).
+    ///
+    ///Sends a `GET` request to `/v1/pipeline/apps/{app}/operations/{operation}`
+    ///
+    ///Arguments:
+    ///- `app`: App name, 1 to 160 characters.
+    ///- `operation`: Operation name, 1 to 160 characters.
+    ///
+    pub async fn get_app_operation<'a>(
+        &'a self,
+        app: &'a types::GetAppOperationApp,
+        operation: &'a types::GetAppOperationOperation,
+    ) -> Result<
+        ResponseValue<intent_models::OperationDescriptor>,
+        Error<intent_models::ErrorEnvelope>,
+    > {
+        let url = format!(
+            "{}/v1/pipeline/apps/{}/operations/{}",
+            self.baseurl,
+            encode_path(&app.to_string()),
+            encode_path(&operation.to_string()),
+        );
+        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+        header_map.append(
+            ::reqwest::header::HeaderName::from_static("api-version"),
+            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
+        );
+        #[allow(unused_mut)]
+        let mut request = self
+            .client
+            .get(url)
+            .header(
+                ::reqwest::header::ACCEPT,
+                ::reqwest::header::HeaderValue::from_static("application/json"),
+            )
+            .headers(header_map)
+            .build()?;
+        let info = OperationInfo {
+            operation_id: "get_app_operation",
+        };
+        self.pre(&mut request, &info).await?;
+        let result = self.exec(request, &info).await;
+        self.post(&result, &info).await?;
+        let response = result?;
+        match response.status().as_u16() {
+            200u16 => ResponseValue::from_response(response).await,
+            400u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            401u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            403u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            404u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            429u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            500u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            503u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            _ => Err(Error::UnexpectedResponse(response)),
+        }
+    }
+    ///Build, stage or commit on an EVM chain
+    ///
+    ///Stateless (part 4.1). The body is a build request, an explicit stage input, or a complete portable Build envelope, depending on the endpoint; the response is a portable chain-specific Build or a commit result. A commit revalidates the Build and re-simulates it before custody, and a Build presented for commit after its `expiresAt` is rejected (parts 3 and 7).
+    ///
+    ///Sends a `POST` request to `/v1/pipeline/evm/build`
+    ///
+    ///
+    pub async fn evm_build<'a>(
+        &'a self,
+        body: &'a intent_models::PipelineLifecycleRequest,
+    ) -> Result<
+        ResponseValue<intent_models::PipelineLifecycleResponse>,
+        Error<intent_models::ErrorEnvelope>,
+    > {
+        let url = format!("{}/v1/pipeline/evm/build", self.baseurl,);
+        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+        header_map.append(
+            ::reqwest::header::HeaderName::from_static("api-version"),
+            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
+        );
+        #[allow(unused_mut)]
+        let mut request = self
+            .client
+            .post(url)
+            .header(
+                ::reqwest::header::ACCEPT,
+                ::reqwest::header::HeaderValue::from_static("application/json"),
+            )
+            .json(&body)
+            .headers(header_map)
+            .build()?;
+        let info = OperationInfo {
+            operation_id: "evm_build",
+        };
+        self.pre(&mut request, &info).await?;
+        let result = self.exec(request, &info).await;
+        self.post(&result, &info).await?;
+        let response = result?;
+        match response.status().as_u16() {
+            200u16 => ResponseValue::from_response(response).await,
+            400u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            401u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            403u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            413u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            415u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            422u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            429u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            500u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            503u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            _ => Err(Error::UnexpectedResponse(response)),
+        }
+    }
+    ///List skills
+    ///
+    ///Skills whose operations return request-local results.
+    ///
+    ///Sends a `GET` request to `/v1/pipeline/skills`
+    ///
+    ///
+    pub async fn list_pipeline_skills<'a>(
+        &'a self,
+    ) -> Result<ResponseValue<intent_models::PipelineSkillList>, Error<intent_models::ErrorEnvelope>>
+    {
+        let url = format!("{}/v1/pipeline/skills", self.baseurl,);
+        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+        header_map.append(
+            ::reqwest::header::HeaderName::from_static("api-version"),
+            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
+        );
+        #[allow(unused_mut)]
+        let mut request = self
+            .client
+            .get(url)
+            .header(
+                ::reqwest::header::ACCEPT,
+                ::reqwest::header::HeaderValue::from_static("application/json"),
+            )
+            .headers(header_map)
+            .build()?;
+        let info = OperationInfo {
+            operation_id: "list_pipeline_skills",
+        };
+        self.pre(&mut request, &info).await?;
+        let result = self.exec(request, &info).await;
+        self.post(&result, &info).await?;
+        let response = result?;
+        match response.status().as_u16() {
+            200u16 => ResponseValue::from_response(response).await,
+            401u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            403u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            429u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            500u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            503u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            _ => Err(Error::UnexpectedResponse(response)),
+        }
+    }
+    ///Call a skill operation
+    ///
+    ///Calls a skill-scoped operation with a JSON object body and returns its request-local result (part 4.1).
+    ///
+    ///Sends a `POST` request to `/v1/pipeline/skills/{skill}/operations/{operation}`
+    ///
+    ///Arguments:
+    ///- `skill`: Skill name, 1 to 160 characters.
+    ///- `operation`: Operation name, 1 to 160 characters.
+    ///- `body`
+    ///
+    pub async fn call_skill_operation<'a>(
+        &'a self,
+        skill: &'a types::CallSkillOperationSkill,
+        operation: &'a types::CallSkillOperationOperation,
+        body: &'a ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+    ) -> Result<ResponseValue<intent_models::SkillResult>, Error<intent_models::ErrorEnvelope>>
+    {
+        let url = format!(
+            "{}/v1/pipeline/skills/{}/operations/{}",
+            self.baseurl,
+            encode_path(&skill.to_string()),
+            encode_path(&operation.to_string()),
+        );
+        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+        header_map.append(
+            ::reqwest::header::HeaderName::from_static("api-version"),
+            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
+        );
+        #[allow(unused_mut)]
+        let mut request = self
+            .client
+            .post(url)
+            .header(
+                ::reqwest::header::ACCEPT,
+                ::reqwest::header::HeaderValue::from_static("application/json"),
+            )
+            .json(&body)
+            .headers(header_map)
+            .build()?;
+        let info = OperationInfo {
+            operation_id: "call_skill_operation",
+        };
+        self.pre(&mut request, &info).await?;
+        let result = self.exec(request, &info).await;
+        self.post(&result, &info).await?;
+        let response = result?;
+        match response.status().as_u16() {
+            200u16 => ResponseValue::from_response(response).await,
+            400u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            401u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            403u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            404u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            413u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            415u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            429u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            500u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            503u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            _ => Err(Error::UnexpectedResponse(response)),
+        }
+    }
+    ///Build, stage or commit on an SVM cluster
+    ///
+    ///Stateless (part 4.1). The body is a build request, an explicit stage input, or a complete portable Build envelope, depending on the endpoint; the response is a portable chain-specific Build or a commit result. A commit revalidates the Build and re-simulates it before custody, and a Build presented for commit after its `expiresAt` is rejected (parts 3 and 7). It requires the scope `pipeline:execute`: missing or invalid credentials give 401, and a token without the needed permission gives 403 (part 5.5).
+    ///
+    ///Sends a `POST` request to `/v1/pipeline/svm/stage`
+    ///
+    ///
+    pub async fn svm_stage<'a>(
+        &'a self,
+        body: &'a intent_models::PipelineLifecycleRequest,
+    ) -> Result<
+        ResponseValue<intent_models::PipelineLifecycleResponse>,
+        Error<intent_models::ErrorEnvelope>,
+    > {
+        let url = format!("{}/v1/pipeline/svm/stage", self.baseurl,);
+        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+        header_map.append(
+            ::reqwest::header::HeaderName::from_static("api-version"),
+            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
+        );
+        #[allow(unused_mut)]
+        let mut request = self
+            .client
+            .post(url)
+            .header(
+                ::reqwest::header::ACCEPT,
+                ::reqwest::header::HeaderValue::from_static("application/json"),
+            )
+            .json(&body)
+            .headers(header_map)
+            .build()?;
+        let info = OperationInfo {
+            operation_id: "svm_stage",
+        };
+        self.pre(&mut request, &info).await?;
+        let result = self.exec(request, &info).await;
+        self.post(&result, &info).await?;
+        let response = result?;
+        match response.status().as_u16() {
+            200u16 => ResponseValue::from_response(response).await,
+            400u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            401u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            403u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            413u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            415u16 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            422u16 => Err(Error::ErrorResponse(
                 ResponseValue::from_response(response).await?,
             )),
             429u16 => Err(Error::ErrorResponse(

@@ -143,7 +143,7 @@ pub struct ActionResolution {
     ///The resulting action revision.
     pub revision: ::std::num::NonZeroU64,
 }
-///Action resolution body.
+///Action resolution body `{ revision: number, result: ActionResult }` (part 4.2). The submitted result must be the one produced by the reviewed request; caller-authored transaction fields never replace the action payload.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ActionResolutionRequest {
@@ -433,7 +433,7 @@ impl ::std::convert::TryFrom<::std::string::String> for AgentEventRole {
         value.parse()
     }
 }
-///Installed state of an application.
+///A JSON object, as installing an app returns (part 4.3); the interface shows none of its fields.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 pub struct AppInstallation {
     #[serde(rename = "applicationId")]
@@ -576,7 +576,7 @@ pub struct ChatStartResponse {
     #[serde(rename = "turnId")]
     pub turn_id: ::std::string::String,
 }
-///Presence of a credential after a save or removal.
+///A JSON object, as removing a credential returns (part 4.3); the interface shows none of its fields.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 pub struct CredentialChange {
     #[serde(rename = "applicationId")]
@@ -814,20 +814,20 @@ pub struct ErrorDetail {
     ///What failed, for people.
     pub message: ::std::string::String,
 }
-///Every error response. `{ error: <any> }`.
+///Every error response (part 7): `{ error: <any> }`.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 pub struct ErrorEnvelope {
-    ///Any JSON value. This profile sends an ErrorDetail; clients must also accept a bare string code.
+    ///Any JSON value.
     pub error: ::serde_json::Value,
 }
 ///One page of a session's ordered event log.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 pub struct EventPage {
-    ///Opaque; never parse or build it. Pass it back as `cursor` to read the events after this page.
+    ///Opaque; never parse or build it.
     pub cursor: ::std::string::String,
-    ///Messages, tool activity, actions, errors and lifecycle changes, in sequence order.
+    ///Messages, tool activity, actions, errors and lifecycle changes are entries here, never separate top-level fields. An action is a durable event that carries a nested ActionRequest, and the client must respond to it. Clients apply events in sequence order.
     pub events: ::std::vec::Vec<AgentEvent>,
-    ///More events are ready now; repeat the request with `cursor`.
+    ///A client repeats its request while `has_more` is true or the latest turn state is `processing` (part 3).
     pub has_more: bool,
     pub session_id: ::std::string::String,
 }
@@ -939,7 +939,7 @@ impl<'de> ::serde::Deserialize<'de> for Money {
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 pub struct OperationDescriptor {
     pub href: ::std::string::String,
-    ///A JSON Schema that describes the operation input.
+    ///Describes the operation input.
     #[serde(rename = "inputSchema")]
     pub input_schema: ::serde_json::Map<::std::string::String, ::serde_json::Value>,
     ///Carries the value `operation`.
@@ -1775,16 +1775,16 @@ impl ::std::convert::TryFrom<::std::string::String> for PipelineBalanceChangeSta
         value.parse()
     }
 }
-///Portable, chain-specific Build envelope. The server keeps nothing about it between calls; it is passed by value. The reference profile omits optional fields that are absent, null or empty, so a Build decoded into typed models and encoded again keeps its digest; a client of another deployment commits the JSON it received.
+///Portable, chain-specific Build envelope (part 2.1). The lifecycle operations keep no state on the server: the complete Build is passed by value.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 pub struct PipelineBuild {
     ///The chain actions this Build executes, in order; `step` numbers refer to positions here.
     pub actions: ::std::vec::Vec<PipelineAction>,
-    ///Server authentication of the Build, its owner and its app scope. In this profile: a compact JWS over the digest, owner, app and expiry, verifiable with the server's JWKS.
+    ///Server authentication of the Build, its owner and its app scope.
     pub attestation: ::std::string::String,
     ///`sha256:` and the lowercase hex SHA-256 of the RFC 8785 canonical JSON of the envelope without `digest` and `attestation`.
     pub digest: PipelineBuildDigest,
-    ///Unix timestamp in seconds. Commit is rejected after this time.
+    ///Unix timestamp. Commit is rejected after this time.
     #[serde(rename = "expiresAt")]
     pub expires_at: i64,
     pub origin: PipelineOrigin,
@@ -2325,7 +2325,7 @@ impl ::std::convert::TryFrom<::std::string::String> for PipelineGuardResultStatu
         value.parse()
     }
 }
-///A JSON object: a build request, an explicit stage input, or a complete Build envelope to commit. The variants are told apart by their required fields.
+///A JSON object (part 4.1): a build request, an explicit stage input, or a complete portable Build envelope, depending on the endpoint. The interface shows no fields of it.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 #[serde(untagged)]
 pub enum PipelineLifecycleRequest {
@@ -2348,7 +2348,7 @@ impl ::std::convert::From<PipelineBuild> for PipelineLifecycleRequest {
         Self::Build(value)
     }
 }
-///A portable Build, or the result of committing one.
+///A portable chain-specific Build, or a commit result (part 4.1).
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 #[serde(untagged)]
 pub enum PipelineLifecycleResponse {
@@ -2446,15 +2446,15 @@ impl<'de> ::serde::Deserialize<'de> for PipelineOperationCallOperation {
 ///The app, skills and catalog operations that assembled the actions.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 pub struct PipelineOrigin {
-    ///The app whose scope the Build is attested for.
+    ///The app that assembled the actions (part 2.1).
     pub app: PipelineOriginApp,
-    ///The catalog operations that assembled the actions, in order.
+    ///The catalog operations that assembled the actions.
     pub operations: ::std::vec::Vec<PipelineOriginOperation>,
     ///Skills consulted while assembling the actions.
     #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
     pub skills: ::std::vec::Vec<PipelineOriginSkillsItem>,
 }
-///The app whose scope the Build is attested for.
+///The app that assembled the actions (part 2.1).
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
 #[serde(transparent)]
 pub struct PipelineOriginApp(::std::string::String);
@@ -2940,7 +2940,7 @@ impl ::std::convert::TryFrom<::std::string::String> for ResyncReason {
         value.parse()
     }
 }
-///An Agent session, owned by the account that created it.
+///An Agent session (part 2.9). Session ownership comes from the authenticated caller; a wallet address is never used as an ownership key.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 pub struct Session {
     pub archived: bool,
@@ -3003,7 +3003,7 @@ impl<'de> ::serde::Deserialize<'de> for SessionId {
             })
     }
 }
-///Session update. Both fields are optional; at least one must be given.
+///Body of a session update: an object with `title` (string) and `archived` (boolean) (part 4.2).
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct SessionUpdate {

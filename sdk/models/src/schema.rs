@@ -164,26 +164,15 @@ impl SchemaValidator {
     }
 
     /// Every way `instance` fails the schema, told without echoing any value: the JSON pointer
-    /// of each failing member (of a missing one, for `required`) and the keyword it breaks.
-    /// Empty when it holds.
+    /// of each failing member (of a missing one, for `required`) and the keyword it breaks. Of a
+    /// `oneOf` or `anyOf` that no branch holds, the violations of the branch with the fewest
+    /// errors (the one meant) stand for it. Empty when it holds.
     pub fn violations(&self, instance: &Value) -> Vec<Violation> {
-        self.inner
-            .iter_errors(instance)
-            .map(|error| {
-                let at = error.instance_path().as_str().to_owned();
-                let pointer = match error.kind() {
-                    ValidationErrorKind::Required {
-                        property: Value::String(name),
-                    } => format!("{at}/{}", name.replace('~', "~0").replace('/', "~1")),
-                    _ if at.is_empty() => "/".to_owned(),
-                    _ => at,
-                };
-                Violation {
-                    pointer,
-                    keyword: error.kind().keyword().to_owned(),
-                }
-            })
-            .collect()
+        let mut out = Vec::new();
+        for error in self.inner.iter_errors(instance) {
+            violation(&error, &mut out);
+        }
+        out
     }
 
     /// Whether `instance` holds against the schema.
@@ -199,6 +188,38 @@ pub struct Violation {
     pub pointer: String,
     /// The JSON Schema keyword it breaks, such as `required` or `type`.
     pub keyword: String,
+}
+
+/// `error` as violations: of a `oneOf` or `anyOf` that no branch holds, those of the branch
+/// with the fewest errors.
+fn violation(error: &ValidationError, out: &mut Vec<Violation>) {
+    match error.kind() {
+        ValidationErrorKind::OneOfNotValid { context } | ValidationErrorKind::AnyOf { context }
+            if context.iter().any(|branch| !branch.is_empty()) =>
+        {
+            let branch = context
+                .iter()
+                .filter(|branch| !branch.is_empty())
+                .min_by_key(|branch| branch.len());
+            for error in branch.into_iter().flatten() {
+                violation(error, out);
+            }
+        }
+        kind => {
+            let at = error.instance_path().as_str().to_owned();
+            let pointer = match kind {
+                ValidationErrorKind::Required {
+                    property: Value::String(name),
+                } => format!("{at}/{}", name.replace('~', "~0").replace('/', "~1")),
+                _ if at.is_empty() => "/".to_owned(),
+                _ => at,
+            };
+            out.push(Violation {
+                pointer,
+                keyword: kind.keyword().to_owned(),
+            });
+        }
+    }
 }
 
 /// The JSON pointer of the failing value, `/` for the whole instance.

@@ -109,11 +109,17 @@ impl OperationTool {
             "required": required,
             "additionalProperties": false,
         });
-        let description = [op["summary"].as_str(), op["description"].as_str()]
+        // The summary and the description, then the reference profile's own sentences about
+        // the operation (`x-profile-note`), which this server follows.
+        let mut description = [op["summary"].as_str(), op["description"].as_str()]
             .into_iter()
             .flatten()
             .collect::<Vec<_>>()
             .join(". ");
+        if let Some(note) = op["x-profile-note"].as_str() {
+            description.push(' ');
+            description.push_str(note);
+        }
         let mut tool = Tool::new(name.to_owned(), description, object(input.clone()));
         if let Some(output) = output_schema(schemas, op) {
             tool = tool.with_raw_output_schema(object(output));

@@ -1,0 +1,153 @@
+//! The interface document, fact by fact: `conformance/facts.json` ties each statement of
+//! `shared/interface.md` to the normative checks that assert it, or says why no check from
+//! outside a deployment can (as web-platform-tests ties each test to the text it tests).
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::LazyLock;
+
+use serde::Deserialize;
+
+use crate::check::Check;
+use crate::spec::{Level, spec};
+
+/// One statement of the document.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Fact {
+    /// Stable id, `section.slug`.
+    pub id: String,
+    /// The document's top-level part, `1` to `9`.
+    pub part: String,
+    /// The statement, quoted or closely paraphrased.
+    pub text: String,
+    /// The ids of the checks that assert it.
+    #[serde(default)]
+    pub checks: Vec<String>,
+    /// Why no check from outside a deployment can assert it.
+    pub untestable: Option<String>,
+    /// What a normative check would have to assert, for a testable fact none asserts yet.
+    pub missing: Option<String>,
+}
+
+/// The list: the document it reads and its facts.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Facts {
+    /// The document's path in the workspace's parent.
+    pub document: String,
+    /// Its facts, in its order.
+    pub facts: Vec<Fact>,
+}
+
+/// The list, parsed once.
+pub fn list() -> &'static Facts {
+    static FACTS: LazyLock<Facts> = LazyLock::new(|| {
+        serde_json::from_str(include_str!("../facts.json"))
+            .expect("conformance/facts.json holds the facts")
+    });
+    &FACTS
+}
+
+/// Every fact of the document, in its order.
+pub fn all() -> &'static [Fact] {
+    &list().facts
+}
+
+/// How a fact stands against the checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Standing {
+    /// At least one normative check asserts it.
+    Covered,
+    /// No check from outside can.
+    Untestable,
+    /// Testable, but no normative check asserts it.
+    Uncovered,
+}
+
+/// How `fact` stands against `checks`.
+pub fn standing(fact: &Fact, checks: &[Check]) -> Standing {
+    let normative = fact.checks.iter().any(|id| {
+        checks
+            .iter()
+            .any(|check| check.id == id && spec().level(check.rests_on) == Level::Normative)
+    });
+    match (normative, &fact.untestable) {
+        (true, _) => Standing::Covered,
+        (false, Some(_)) => Standing::Untestable,
+        (false, None) => Standing::Uncovered,
+    }
+}
+
+/// The facts of each part: `(part, covered, untestable, uncovered)`, in part order.
+pub fn coverage(checks: &[Check]) -> Vec<(String, usize, usize, usize)> {
+    let mut parts: BTreeMap<u32, (String, usize, usize, usize)> = BTreeMap::new();
+    for fact in all() {
+        let order = fact.part.parse().unwrap_or(u32::MAX);
+        let entry = parts
+            .entry(order)
+            .or_insert_with(|| (fact.part.clone(), 0, 0, 0));
+        match standing(fact, checks) {
+            Standing::Covered => entry.1 += 1,
+            Standing::Untestable => entry.2 += 1,
+            Standing::Uncovered => entry.3 += 1,
+        }
+    }
+    parts.into_values().collect()
+}
+
+/// What is wrong with the list against `checks`: an id twice, a check that does not exist, a
+/// fact both tested and called untestable, a testable fact no normative check asserts.
+pub fn problems(checks: &[Check]) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut ids = HashSet::new();
+    for fact in all() {
+        if !ids.insert(fact.id.as_str()) {
+            problems.push(format!("{}: the id appears twice", fact.id));
+        }
+        for id in &fact.checks {
+            if !checks.iter().any(|check| check.id == id) {
+                problems.push(format!("{}: no check {id}", fact.id));
+            }
+        }
+        if fact.untestable.is_some() && !fact.checks.is_empty() {
+            problems.push(format!("{}: tested and called untestable", fact.id));
+        }
+        if standing(fact, checks) == Standing::Uncovered {
+            problems.push(format!(
+                "{} (part {}): no normative check asserts \"{}\"",
+                fact.id, fact.part, fact.text
+            ));
+        }
+    }
+    problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_testable_fact_has_a_normative_check() {
+        let problems = problems(&crate::checks::all());
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
+    }
+
+    #[test]
+    fn a_fact_whose_only_check_is_of_the_profile_is_uncovered() {
+        let checks = crate::checks::all();
+        let fact = |checks: &[&str], untestable: Option<&str>| Fact {
+            id: "x".into(),
+            part: "7".into(),
+            text: "x".into(),
+            checks: checks.iter().map(|id| id.to_string()).collect(),
+            untestable: untestable.map(str::to_owned),
+            missing: None,
+        };
+        let profile_only = fact(&["agent.sessions.delete"], None);
+        assert_eq!(standing(&profile_only, &checks), Standing::Uncovered);
+        let normative = fact(&["schema.error-envelope"], None);
+        assert_eq!(standing(&normative, &checks), Standing::Covered);
+        let untestable = fact(&[], Some("inside the deployment"));
+        assert_eq!(standing(&untestable, &checks), Standing::Untestable);
+    }
+}

@@ -13,6 +13,7 @@ pub mod account;
 pub mod agent;
 mod clock;
 pub mod config;
+mod data_dir;
 pub mod error;
 pub mod gateway;
 mod http;

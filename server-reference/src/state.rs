@@ -120,7 +120,8 @@ impl AppState {
             path: data_dir.clone(),
             source,
         };
-        std::fs::create_dir_all(&data_dir).map_err(io)?;
+        let database = config.database_url.is_none().then_some(store::SQLITE_FILE);
+        crate::data_dir::prepare(&data_dir, database).map_err(io)?;
         let signing_lifetime = config.access_token_ttl.max(config.build_ttl);
         let signing_key =
             Arc::new(SigningKeys::load_or_create(&data_dir, signing_lifetime).map_err(io)?);

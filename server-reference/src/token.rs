@@ -119,7 +119,7 @@ pub fn mint_with_data_dir(
         path: data_dir.to_owned(),
         source,
     };
-    std::fs::create_dir_all(data_dir).map_err(key_error)?;
+    crate::data_dir::prepare(data_dir, None).map_err(key_error)?;
     let key = SigningKeys::load_or_create(data_dir, Duration::ZERO).map_err(key_error)?;
     Ok(mint(&key, issuer, grant, now))
 }

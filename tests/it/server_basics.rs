@@ -411,3 +411,42 @@ async fn every_answer_carries_a_request_id_and_a_given_one_is_kept() {
         .unwrap();
     assert_eq!(given.headers()["x-request-id"], "trace-42");
 }
+
+#[tokio::test]
+async fn the_data_dir_and_every_file_in_it_are_private_to_the_server() {
+    use std::os::unix::fs::PermissionsExt;
+    let server = TestServer::start().await;
+    if server.database_url().is_some() {
+        // The data files are SQLite's; PostgreSQL keeps its own.
+        return;
+    }
+    // A write, so that SQLite has made its WAL and SHM files.
+    let token = server.token(
+        "private",
+        intent_server::resource::Resource::Agent,
+        &["agent:write"],
+    );
+    let started = reqwest::Client::new()
+        .post(format!("{}/v1/agent/chat", server.base_url()))
+        .bearer_auth(token)
+        .json(&serde_json::json!({ "message": "hello" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(started.status(), 202);
+    let mode =
+        |path: &std::path::Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(server.data_dir()), 0o700);
+    let mut files: Vec<String> = Vec::new();
+    for entry in std::fs::read_dir(server.data_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        assert_eq!(mode(&path), 0o600, "{}", path.display());
+        files.push(path.file_name().unwrap().to_string_lossy().into_owned());
+    }
+    for name in ["intent.db", "intent.db-wal", "intent.db-shm"] {
+        assert!(
+            files.iter().any(|file| file == name),
+            "{name} among {files:?}"
+        );
+    }
+}

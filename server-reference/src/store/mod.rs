@@ -41,6 +41,9 @@ pub struct Store {
     runner: Runner,
 }
 
+/// The SQLite database's file in the data dir.
+pub(crate) const SQLITE_FILE: &str = "intent.db";
+
 impl Store {
     /// Opens (creating it if needed) `intent.db` in `data_dir` and applies the migrations. The
     /// file has one process, `runner`: every turn lease of an earlier process has ended.

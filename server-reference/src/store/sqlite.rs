@@ -13,7 +13,7 @@ use super::{Error, Result};
 /// has one process, this one: every turn lease of an earlier process has ended.
 pub(super) async fn open(data_dir: &Path) -> Result<SqlitePool> {
     let options = SqliteConnectOptions::new()
-        .filename(data_dir.join("intent.db"))
+        .filename(data_dir.join(super::SQLITE_FILE))
         .create_if_missing(true)
         .journal_mode(SqliteJournalMode::Wal)
         .synchronous(SqliteSynchronous::Full)

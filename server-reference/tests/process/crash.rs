@@ -2,7 +2,8 @@
 //! while readers record every event the server acknowledged, the process is killed mid-append,
 //! and a restart on the same data dir must still hold every acknowledged event, with no gap, and
 //! accept every cursor handed out before. With SIGTERM: the server drains, answering a waiting
-//! long-poll at once, and exits within its shutdown grace.
+//! long-poll at once, and exits within its shutdown grace. And one it never starts: on a data dir
+//! other users can write.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -234,4 +235,28 @@ async fn sigterm_answers_a_waiting_long_poll_and_the_server_exits_within_its_gra
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn a_data_dir_other_users_can_write_is_refused_at_start_with_the_fix() {
+    use std::os::unix::fs::PermissionsExt;
+    let data = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(data.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_intent-server"))
+        .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
+        .arg(data.path())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("other users can write it") && stderr.contains("chmod 700"),
+        "{stderr}"
+    );
+    assert!(output.stdout.is_empty(), "it never listened");
+    assert_eq!(
+        std::fs::read_dir(data.path()).unwrap().count(),
+        0,
+        "nothing written"
+    );
 }

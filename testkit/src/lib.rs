@@ -72,6 +72,13 @@ impl TestServer {
         Self::open(data_dir, database_url, None, configure).await
     }
 
+    /// Starts a server like [`TestServer::start`] on SQLite, with its data dir made in `parent`
+    /// (such as a small filesystem a test mounted).
+    pub async fn start_in(parent: &std::path::Path) -> Self {
+        let data_dir = tempfile::tempdir_in(parent).expect("a temporary data dir");
+        Self::open(data_dir, None, None, |config| config).await
+    }
+
     /// Starts a second instance of this server's deployment, with `configure` applied to its
     /// config: its own port, the same database, a copy of the key files and the same public
     /// address, as behind one load balancer. Only on PostgreSQL: panics without

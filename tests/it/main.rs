@@ -10,6 +10,7 @@ mod conformance_mock;
 mod conformance_variations;
 mod deployment;
 mod fronts;
+mod full_disk;
 mod key_rotation;
 mod mcp;
 mod model_strictness;

@@ -145,7 +145,8 @@ pub enum Error {
 
 impl Error {
     /// Whether the database is out of reach for now (connection lost or refused, pool timed
-    /// out, server shutting down): a retry may succeed, and nothing was written.
+    /// out, server shutting down, no space left to write): a retry may succeed, and nothing was
+    /// written (the statement's transaction rolled back).
     pub fn unavailable(&self) -> bool {
         let Error::Database(error) = self else {
             return false;
@@ -159,6 +160,18 @@ impl Error {
             // A FATAL error ends the session (the server refused or dropped the connection);
             // or a connection exception (08), insufficient resources (53), operator
             // intervention (57P: shutdown, cannot connect now).
+            // SQLite's disk or database full (13), or an I/O error (10) such as a short write,
+            // in the primary code of its extended code.
+            sqlx::Error::Database(error)
+                if error
+                    .try_downcast_ref::<sqlx::sqlite::SqliteError>()
+                    .is_some() =>
+            {
+                error
+                    .code()
+                    .and_then(|code| code.parse::<i32>().ok())
+                    .is_some_and(|code| matches!(code & 0xff, 10 | 13))
+            }
             sqlx::Error::Database(error) => {
                 let fatal = error
                     .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()

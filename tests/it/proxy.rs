@@ -120,19 +120,28 @@ async fn an_sdk_client_through_the_proxy_breaks_nothing() {
     assert!(!report.failed(), "{}", report::console(&report));
 }
 
-/// Drops the required `turnId` from every answer that starts a turn.
-async fn drop_turn_id(request: Request, next: Next) -> Response {
-    let starts_a_turn = request.uri().path() == "/v1/agent/chat";
+/// The answer to `request`, with `edit` applied to its JSON body when the request's path ends
+/// with `path` and the answer is a success.
+async fn edited(request: Request, next: Next, path: &str, edit: fn(&mut Value)) -> Response {
+    let matches = request.uri().path().ends_with(path);
     let response = next.run(request).await;
-    if !starts_a_turn || !response.status().is_success() {
+    if !matches || !response.status().is_success() {
         return response;
     }
     let (mut parts, body) = response.into_parts();
     let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap();
     let mut body: Value = serde_json::from_slice(&bytes).unwrap();
-    body.as_object_mut().unwrap().remove("turnId");
+    edit(&mut body);
     parts.headers.remove(axum::http::header::CONTENT_LENGTH);
     Response::from_parts(parts, Body::from(body.to_string()))
+}
+
+/// Drops the required `turnId` from every answer that starts a turn.
+async fn drop_turn_id(request: Request, next: Next) -> Response {
+    edited(request, next, "/v1/agent/chat", |body| {
+        body.as_object_mut().unwrap().remove("turnId");
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -294,21 +303,14 @@ async fn a_redirect_reaches_the_client_as_the_upstream_sent_it() {
     assert_eq!(moved.headers()["location"], "/healthz");
 }
 
-/// Drops `gas` from the simulation of every Build a lifecycle endpoint answers.
+/// Drops `gas` from the simulation of every Build the EVM lifecycle endpoint answers.
 async fn drop_gas(request: Request, next: Next) -> Response {
-    let lifecycle = request.uri().path().ends_with("/evm/build");
-    let response = next.run(request).await;
-    if !lifecycle || !response.status().is_success() {
-        return response;
-    }
-    let (mut parts, body) = response.into_parts();
-    let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap();
-    let mut body: Value = serde_json::from_slice(&bytes).unwrap();
-    if let Some(simulation) = body["simulation"].as_object_mut() {
-        simulation.remove("gas");
-    }
-    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
-    Response::from_parts(parts, Body::from(body.to_string()))
+    edited(request, next, "/v1/pipeline/evm/build", |body| {
+        if let Some(simulation) = body["simulation"].as_object_mut() {
+            simulation.remove("gas");
+        }
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread")]

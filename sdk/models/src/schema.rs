@@ -147,7 +147,13 @@ impl SchemaValidator {
     pub fn errors(&self, instance: &Value) -> Vec<String> {
         let mut errors = Vec::new();
         for error in self.inner.iter_errors(instance) {
-            meant(&error, &mut errors);
+            let mut leaves = Vec::new();
+            meant(&error, &mut leaves);
+            errors.extend(
+                leaves
+                    .into_iter()
+                    .map(|leaf| format!("{}: {leaf}", pointer(leaf))),
+            );
         }
         errors
     }
@@ -170,7 +176,9 @@ impl SchemaValidator {
     pub fn violations(&self, instance: &Value) -> Vec<Violation> {
         let mut out = Vec::new();
         for error in self.inner.iter_errors(instance) {
-            violation(&error, &mut out);
+            let mut leaves = Vec::new();
+            meant(&error, &mut leaves);
+            out.extend(leaves.into_iter().map(violation));
         }
         out
     }
@@ -190,35 +198,19 @@ pub struct Violation {
     pub keyword: String,
 }
 
-/// `error` as violations: of a `oneOf` or `anyOf` that no branch holds, those of the branch
-/// with the fewest errors.
-fn violation(error: &ValidationError, out: &mut Vec<Violation>) {
-    match error.kind() {
-        ValidationErrorKind::OneOfNotValid { context } | ValidationErrorKind::AnyOf { context }
-            if context.iter().any(|branch| !branch.is_empty()) =>
-        {
-            let branch = context
-                .iter()
-                .filter(|branch| !branch.is_empty())
-                .min_by_key(|branch| branch.len());
-            for error in branch.into_iter().flatten() {
-                violation(error, out);
-            }
-        }
-        kind => {
-            let at = error.instance_path().as_str().to_owned();
-            let pointer = match kind {
-                ValidationErrorKind::Required {
-                    property: Value::String(name),
-                } => format!("{at}/{}", name.replace('~', "~0").replace('/', "~1")),
-                _ if at.is_empty() => "/".to_owned(),
-                _ => at,
-            };
-            out.push(Violation {
-                pointer,
-                keyword: kind.keyword().to_owned(),
-            });
-        }
+/// `error` as a violation: its pointer (of a missing member, for `required`) and keyword.
+fn violation(error: &ValidationError) -> Violation {
+    let at = error.instance_path().as_str().to_owned();
+    let pointer = match error.kind() {
+        ValidationErrorKind::Required {
+            property: Value::String(name),
+        } => format!("{at}/{}", name.replace('~', "~0").replace('/', "~1")),
+        _ if at.is_empty() => "/".to_owned(),
+        _ => at,
+    };
+    Violation {
+        pointer,
+        keyword: error.kind().keyword().to_owned(),
     }
 }
 
@@ -230,10 +222,9 @@ fn pointer<'a>(error: &'a ValidationError) -> &'a str {
     }
 }
 
-/// One validation error, told as [`SchemaValidator::first_violation`] says.
-/// `error` as `path: message`, or for a `oneOf` or `anyOf` that no branch holds, the errors of
-/// the branch with the fewest.
-fn meant(error: &ValidationError, out: &mut Vec<String>) {
+/// The errors that stand for `error`: itself, or for a `oneOf` or `anyOf` that no branch holds,
+/// those of the branch with the fewest (the one meant), at any depth.
+fn meant<'e, 'a>(error: &'e ValidationError<'a>, out: &mut Vec<&'e ValidationError<'a>>) {
     match error.kind() {
         ValidationErrorKind::OneOfNotValid { context } | ValidationErrorKind::AnyOf { context }
             if context.iter().any(|branch| !branch.is_empty()) =>
@@ -246,10 +237,11 @@ fn meant(error: &ValidationError, out: &mut Vec<String>) {
                 meant(error, out);
             }
         }
-        _ => out.push(format!("{}: {error}", pointer(error))),
+        _ => out.push(error),
     }
 }
 
+/// One validation error, told as [`SchemaValidator::first_violation`] says.
 fn describe(error: &ValidationError) -> String {
     let path = pointer(error);
     match error.kind() {

@@ -168,6 +168,14 @@ struct ReportFiles {
     /// Write the report as an HTML page.
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
+    /// Write a Markdown summary (counts, failures with their curl lines, coverage), such as to
+    /// `$GITHUB_STEP_SUMMARY` or for a pull request comment.
+    #[arg(long, value_name = "FILE")]
+    summary: Option<PathBuf>,
+    /// Print GitHub Actions workflow commands: `::error` for each check that failed or broke,
+    /// `::warning` for each inconclusive one (on by itself in GitHub Actions).
+    #[arg(long, env = "GITHUB_ACTIONS")]
+    github: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -354,7 +362,22 @@ fn write_reports(report: &run::Report, files: &ReportFiles) -> Result<(), String
     let text = serde_json::to_string_pretty(report).expect("a report serializes") + "\n";
     write(&files.json, text)?;
     write(&files.junit, report::junit(report))?;
-    write(&files.html, report::html(report))
+    write(&files.html, report::html(report))?;
+    write(&files.summary, report::summary(report))?;
+    if files.github {
+        // Beside the JSON report on standard output, the runner reads them on standard error.
+        let commands = report::github(report);
+        if files
+            .json
+            .as_ref()
+            .is_some_and(|path| path.as_os_str() == "-")
+        {
+            eprint!("{commands}");
+        } else {
+            print!("{commands}");
+        }
+    }
+    Ok(())
 }
 
 /// Writes the transcript of each check that ran into `dir`.

@@ -1,15 +1,20 @@
-//! Reports of a run: the console summary, JSON, JUnit XML and HTML, with secrets redacted.
+//! Reports of a run: the console summary, JSON, JUnit XML, HTML, GitHub Actions annotations and
+//! a Markdown summary, with secrets redacted.
 
+mod github;
 mod html;
 mod junit;
+mod summary;
 
 use std::fmt::Write as _;
 
 use crate::check::Status;
 use crate::run::{Outcome, Report};
 
+pub use github::github;
 pub use html::html;
 pub use junit::junit;
+pub use summary::summary;
 
 const REDACTED: &str = "[redacted]";
 
@@ -326,6 +331,8 @@ mod tests {
         insta::assert_snapshot!("json", json);
         insta::assert_snapshot!("junit", junit(&report));
         insta::assert_snapshot!("html", html(&report));
+        insta::assert_snapshot!("github", github(&report));
+        insta::assert_snapshot!("summary", summary(&report));
         let transcripts = transcripts(&report);
         let names: Vec<&str> = transcripts.iter().map(|(name, _)| name.as_str()).collect();
         assert_eq!(
@@ -372,6 +379,21 @@ mod tests {
         let last = "      POST http://127.0.0.1:1/v1/pipeline/evm/build -> 500 in 4 ms";
         assert_eq!(failure[5..7], [last, last]);
         assert!(failure[7].starts_with("      reproduce: a long line, in the JSON report"));
+    }
+
+    #[test]
+    fn github_annotates_an_inconclusive_check_as_a_warning_that_names_its_key() {
+        let mut report = fixture();
+        report.outcomes[2].message = Some(
+            "inconclusive: the chat was refused: 422; set `profile.chat` in the config file".into(),
+        );
+        let commands = github(&report);
+        let lines: Vec<&str> = commands.lines().collect();
+        assert_eq!(lines.len(), 2, "{commands}");
+        assert!(lines[0].starts_with("::error title=pipeline.commit fail [normative]"));
+        assert!(lines[1].starts_with("::warning title=pipeline.svm skip"));
+        assert!(lines[1].ends_with("set `profile.chat` in the config file"));
+        assert!(summary(&report).contains("- `pipeline.svm`: inconclusive"));
     }
 
     #[test]

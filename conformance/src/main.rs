@@ -145,6 +145,10 @@ struct RunArgs {
     /// List the checks and exit.
     #[arg(long)]
     list: bool,
+    /// Fail the run when fewer than this percent of the operations were answered with a success
+    /// status (their success schema validated).
+    #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u8).range(0..=100))]
+    min_coverage: Option<u8>,
     #[command(flatten)]
     reports: ReportFiles,
     /// Write every exchange of every check that ran into DIR, one file per check (`<id>.txt`).
@@ -283,7 +287,18 @@ async fn run_command(args: RunArgs) -> Result<ExitCode, String> {
     if let Some(dir) = &args.transcript {
         write_transcripts(&report, dir)?;
     }
-    Ok(if report.failed() {
+    let percent = report.coverage_percent();
+    let short = args
+        .min_coverage
+        .is_some_and(|least| percent < f64::from(least));
+    if short {
+        eprintln!(
+            "intent-conformance: {percent:.0}% of the operations were answered with a success \
+             status, under --min-coverage {}",
+            args.min_coverage.unwrap_or_default()
+        );
+    }
+    Ok(if report.failed() || short {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS

@@ -188,6 +188,15 @@ impl Report {
         line
     }
 
+    /// The share of operations answered with a success status, in percent (100 without any).
+    pub fn coverage_percent(&self) -> f64 {
+        if self.coverage.is_empty() {
+            return 100.0;
+        }
+        let succeeded = self.coverage.iter().filter(|o| o.succeeded()).count();
+        100.0 * succeeded as f64 / self.coverage.len() as f64
+    }
+
     /// Whether any check failed or broke.
     pub fn failed(&self) -> bool {
         self.count(Status::Fail) + self.count(Status::Error) > 0

@@ -342,9 +342,35 @@ pub struct Coverage {
     pub path: String,
     /// Every status the deployment answered it with, ascending.
     pub statuses: Vec<u16>,
+    /// The statuses openapi.json documents for it that the run never saw, in its order.
+    pub unseen: Vec<String>,
 }
 
 impl Coverage {
+    /// The coverage of `operation`, answered with `statuses` (ascending): with the statuses
+    /// openapi.json documents for it that are not among them.
+    pub fn of(operation: &Operation, statuses: Vec<u16>) -> Self {
+        let documented = spec()
+            .operation_object(&operation.method, &operation.template)
+            .and_then(|object| object["responses"].as_object())
+            .into_iter()
+            .flat_map(|responses| responses.keys());
+        let unseen = documented
+            .filter(|status| {
+                status
+                    .parse::<u16>()
+                    .is_ok_and(|status| !statuses.contains(&status))
+            })
+            .cloned()
+            .collect();
+        Self {
+            method: operation.method.clone(),
+            path: operation.template.clone(),
+            statuses,
+            unseen,
+        }
+    }
+
     /// Whether the operation was answered with a success status, so that its success schema
     /// was validated.
     pub fn succeeded(&self) -> bool {
@@ -609,13 +635,10 @@ impl Target {
         spec()
             .operations()
             .iter()
-            .map(|operation| Coverage {
-                method: operation.method.clone(),
-                path: operation.template.clone(),
-                statuses: answered
-                    .get(&format!("{} {}", operation.method, operation.template))
-                    .map(|statuses| statuses.iter().copied().collect())
-                    .unwrap_or_default(),
+            .map(|operation| {
+                let key = format!("{} {}", operation.method, operation.template);
+                let statuses = answered.get(&key).into_iter().flatten().copied();
+                Coverage::of(operation, statuses.collect())
             })
             .collect()
     }

@@ -109,13 +109,10 @@ impl Ledger {
         ));
         let coverage = operations
             .iter()
-            .map(|operation| Coverage {
-                method: operation.method.clone(),
-                path: operation.template.clone(),
-                statuses: traffic
-                    .get(&operation.id)
-                    .map(|seen| seen.statuses.iter().copied().collect())
-                    .unwrap_or_default(),
+            .map(|operation| {
+                let seen = traffic.get(&operation.id);
+                let statuses = seen.into_iter().flat_map(|seen| seen.statuses.iter());
+                Coverage::of(operation, statuses.copied().collect())
             })
             .collect();
         Report {

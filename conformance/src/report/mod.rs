@@ -304,11 +304,13 @@ pub(crate) fn fixture() -> Report {
                 method: "GET".into(),
                 path: "/v1/x".into(),
                 statuses: vec![200, 401],
+                unseen: vec!["403".into()],
             },
             Coverage {
                 method: "POST".into(),
                 path: "/v1/y/{id}".into(),
                 statuses: vec![],
+                unseen: vec!["200".into(), "404".into()],
             },
         ],
         warnings: vec!["only 1 of 3 checks passed".into()],
@@ -379,6 +381,17 @@ mod tests {
         let last = "      POST http://127.0.0.1:1/v1/pipeline/evm/build -> 500 in 4 ms";
         assert_eq!(failure[5..7], [last, last]);
         assert!(failure[7].starts_with("      reproduce: a long line, in the JSON report"));
+    }
+
+    #[test]
+    fn coverage_counts_the_operations_answered_with_a_success_and_lists_unseen_statuses() {
+        let report = fixture();
+        assert_eq!(report.coverage_percent(), 50.0);
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(
+            json["coverage"][1]["unseen"],
+            serde_json::json!(["200", "404"])
+        );
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use super::{fresh_key, read_log, run, settle, start_turn_saying, text};
+use super::{fresh_key, read_log, run, settle, start_turn_saying};
 use crate::check::{Category, Check};
 use crate::finding::{Finding, Verdict, ensure, skip};
 use crate::target::{Reply, Role, Target};
@@ -69,10 +69,25 @@ pub(super) async fn pending_action(target: &Target, token: &str) -> Result<Pendi
             "the runtime raised no action for {prompt:?}; set inputs.actionChat (--action-prompt)"
         ));
     };
+    // The action's entry is our profile's shape (part 2.13 does not show it): one without what
+    // a resolution names is a means of ours the deployment does not share.
+    let named = |pointer: &str| {
+        event
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    let (Some(action), Some(digest)) = (named("/action/actionId"), named("/action/build/digest"))
+    else {
+        return skip(
+            "inconclusive: the action's entry names no /action/actionId and /action/build/digest, \
+             which the profile's resolution needs",
+        );
+    };
     Ok(Pending {
-        action: text(event, "/action/actionId")?.to_owned(),
+        action,
         revision: event["action"]["revision"].as_i64().unwrap_or(1),
-        digest: text(event, "/action/build/digest")?.to_owned(),
+        digest,
         session,
     })
 }
@@ -92,7 +107,11 @@ impl Pending {
     ) -> Result<Reply, Finding> {
         let means = &target.settings.means.resolution;
         let path = means.path(&self.session, &self.action);
-        let method: Method = means.method.parse().unwrap_or(Method::POST);
+        let method: Method = means
+            .method
+            .to_ascii_uppercase()
+            .parse()
+            .unwrap_or(Method::POST);
         let mut call = target.request(method, &path).bearer(token).json(body);
         if let Some(key) = key {
             call = call.header(&means.idempotency_header, key);

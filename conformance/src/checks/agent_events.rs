@@ -7,8 +7,8 @@ use reqwest::Method;
 use serde_json::Value;
 
 use super::{
-    alter_signature, cursor_query, cursor_taken, poll, read_log, read_pages, run, seqs, settle,
-    start_turn, turn_state,
+    TERMINAL, alter_signature, cursor_query, cursor_taken, poll, read_log, read_pages, run, seqs,
+    settle, start_turn, text, turn_state,
 };
 use crate::check::{Category, Check};
 use crate::finding::{Finding, Verdict, ensure, profile, skip};
@@ -103,10 +103,10 @@ async fn round_trip(target: &Target) -> Verdict {
     let (before, cursor) = settle(target, token, &session, &first).await?;
     cursor_taken(target, token, &session, &cursor, &before).await?;
     let (_, second) = start_turn(target, token, Some(&session), "conformance: second turn").await?;
-    let (whole, _) = settle(target, token, &session, &second).await?;
-    // From the first turn's cursor, following `has_more`: each later event once, none before.
-    let (pages, _) = read_pages(target, token, &session, Some(&cursor), "").await?;
-    let after = pages.concat();
+    // From the first turn's cursor, following `has_more` and each page's cursor at once: each
+    // later event once, none before.
+    let after = follow(target, token, &session, &cursor, &second).await?;
+    let (whole, _) = read_log(target, token, &session).await?;
     ensure(!after.iter().any(|event| before.contains(event)), || {
         "the pages after a cursor repeat events delivered before it".into()
     })?;
@@ -137,6 +137,41 @@ async fn round_trip(target: &Target) -> Verdict {
         || "page-by-page reading gave other events than one read".into(),
     );
     Ok(())
+}
+
+/// The events after `cursor`, following each page's cursor as soon as it comes (a held poll of
+/// `wait=2000` each), until `turn` has reached a terminal state and no more is ready. A cursor
+/// that expires between two polls makes the check inconclusive.
+async fn follow(
+    target: &Target,
+    token: &str,
+    session: &str,
+    cursor: &str,
+    turn: &str,
+) -> Result<Vec<Value>, Finding> {
+    let deadline = Instant::now() + target.settings.turn_timeout;
+    let mut cursor = cursor.to_owned();
+    let mut events = Vec::new();
+    loop {
+        let reply = poll(target, token, session, Some(&cursor), "wait=2000").await?;
+        if reply.status == 410 {
+            return skip("inconclusive: a page's cursor expired before the next poll");
+        }
+        reply.expect(200, "following the log from a cursor")?;
+        events.extend(reply.body["events"].as_array().cloned().unwrap_or_default());
+        cursor = text(&reply.body, "/cursor")?.to_owned();
+        let settled =
+            turn_state(target, &events, turn).is_some_and(|state| TERMINAL.contains(&state));
+        if settled && reply.body["has_more"] != true {
+            return Ok(events);
+        }
+        if Instant::now() > deadline {
+            return Err(Finding::Fail(format!(
+                "following the log, turn {turn} reached no terminal state within {} s",
+                target.settings.turn_timeout.as_secs()
+            )));
+        }
+    }
 }
 
 /// What the stream answers when `cursor` opens it: a refusal must be `status` (normative, with

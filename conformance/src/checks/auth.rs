@@ -90,8 +90,12 @@ fn scope_is_normative(operation: &Operation) -> bool {
 }
 
 /// A concrete path for `operation`: `session` and `action` for their parameters, and every
-/// other path parameter its example in openapi.json.
-fn path_of(operation: &Operation, session: &str, action: &str) -> String {
+/// other path parameter its example in openapi.json; an action's resolution where the
+/// deployment takes it (`profile.resolution`).
+fn path_of(target: &Target, operation: &Operation, session: &str, action: &str) -> String {
+    if operation.id == "resolveAction" {
+        return target.settings.means.resolution.path(session, action);
+    }
     let object = spec()
         .operation_object(&operation.method, &operation.template)
         .expect("operations come from the document");
@@ -124,10 +128,20 @@ async fn send(
     authorization: Option<&str>,
     body: &Value,
 ) -> Result<Reply, Finding> {
-    let method: Method = operation.method.parse().expect("the document's methods");
+    let resolution = &target.settings.means.resolution;
+    let (method, idempotency) = if operation.id == "resolveAction" {
+        let method = resolution.method.to_ascii_uppercase().parse();
+        (
+            method.unwrap_or(Method::POST),
+            resolution.idempotency_header.as_str(),
+        )
+    } else {
+        let method = operation.method.parse().expect("the document's methods");
+        (method, "idempotency-key")
+    };
     let mut call = target
         .request(method.clone(), path)
-        .header("idempotency-key", &super::fresh_key("auth"));
+        .header(idempotency, &super::fresh_key("auth"));
     if let Some(value) = authorization {
         call = call.header("authorization", value);
     }
@@ -164,7 +178,7 @@ async fn matrix(target: &Target, operation: &'static Operation) -> Verdict {
         }
         _ => String::new(),
     };
-    let path = path_of(operation, &session, "act_conformance");
+    let path = path_of(target, operation, &session, "act_conformance");
     // A body every variation of the document accepts, so that only the token can refuse it.
     let empty = plausible_body(target, operation).await;
     let what = format!("{} {path}", operation.method);
@@ -349,8 +363,8 @@ async fn isolation(target: &Target, operation: &'static Operation) -> Verdict {
         };
         (into(&session).await?, into(&missing(&session)).await?)
     } else {
-        let mine = path_of(operation, &session, &action);
-        let nobody = path_of(operation, &missing(&session), &action);
+        let mine = path_of(target, operation, &session, &action);
+        let nobody = path_of(target, operation, &missing(&session), &action);
         (
             send(target, operation, &mine, Some(&bearer), &body).await?,
             send(target, operation, &nobody, Some(&bearer), &body).await?,
@@ -410,7 +424,7 @@ async fn account_isolation(target: &Target, operation: &'static Operation) -> Ve
             &ACCOUNT_SCOPES,
         ))
         .await?;
-    let path = path_of(operation, "", "");
+    let path = path_of(target, operation, "", "");
     let install = crate::inputs::install(target).await?;
     let application = format!("/v1/account/apps/{}", install.application_id);
     let credential = |name: &str| format!("{application}/secrets/{name}");

@@ -215,6 +215,8 @@ async fn pipeline_grants(target: &Target) -> Verdict {
         .send()
         .await?;
     let_through(&reply, "pipeline:catalog", &format!("GET {path}"))?;
+    // Execution is subject to a policy gate (part 5), which may answer 403: only a 401 says
+    // the token was not taken.
     let execute = only(target, "pipeline", "pipeline:execute").await?;
     for path in [EVM, SVM] {
         let body = build_request(target, path).await?;
@@ -224,7 +226,9 @@ async fn pipeline_grants(target: &Target) -> Verdict {
             .json(&body)
             .send()
             .await?;
-        let_through(&reply, "pipeline:execute", &format!("POST {path}"))?;
+        ensure(reply.status != 401, || {
+            format!("POST {path} with a token holding pipeline:execute: 401")
+        })?;
     }
     Ok(())
 }

@@ -208,6 +208,19 @@ async fn fresh_build(target: &Target, token: &str, path: &str) -> Result<Value, 
     build_from(target, token, path, build_request(target, path).await?).await
 }
 
+/// A Build no other check makes: the reference example sent to a recipient no run used (a
+/// Build of the same request in the same second is the same Build, which commits once). A
+/// configured request is the deployment's own, sent as it is.
+async fn unique_build(target: &Target, token: &str, path: &str) -> Result<Value, Finding> {
+    let mut request = build_request(target, path).await?;
+    if target.settings.inputs.evm_build.is_none()
+        && let Some(to) = request.pointer_mut("/operations/0/input/to")
+    {
+        *to = json!(format!("0x{:040x}", nanos()));
+    }
+    build_from(target, token, path, request).await
+}
+
 /// A Build made from `request`.
 async fn build_from(
     target: &Target,
@@ -216,6 +229,15 @@ async fn build_from(
     request: Value,
 ) -> Result<Value, Finding> {
     let reply = lifecycle(target, token, path, &request).await?;
+    if (400..500).contains(&reply.status) {
+        // The fields of a build request are not shown (part 4.1): the input is the deployment's.
+        let key = if path == SVM { "svmStage" } else { "evmBuild" };
+        return skip(format!(
+            "inconclusive: POST {path} refused the build request with {}; set inputs.{key} in \
+             the config file",
+            reply.status
+        ));
+    }
     reply.expect(
         200,
         &format!(
@@ -520,9 +542,9 @@ fn refused(reply: &Reply, what: &str) -> Verdict {
 
 async fn tampered(target: &Target) -> Verdict {
     let token = &target.role(Role::Pipeline).await?;
-    // A Build of its own: it differs from the one `pipeline.commit` committed by its expiry at
-    // least, so that no refusal of a Build already committed hides what this checks.
-    let build = fresh_build(target, token, EVM).await?;
+    // A Build of its own, so that no refusal of a Build already committed hides what this
+    // checks, and its control commits.
+    let build = unique_build(target, token, EVM).await?;
     let mut variants = Vec::new();
     let mut actions = build.clone();
     if alter_action(&mut actions) {
@@ -547,12 +569,15 @@ async fn tampered(target: &Target) -> Verdict {
         .token(&TokenRequest::new(Account::Secondary, "pipeline", &scopes))
         .await?;
     let reply = present(target, &other, EVM, &build).await?;
-    refused(&reply, "another account's Build")
+    refused(&reply, "another account's Build")?;
+    // The control: the untouched Build commits, so that the refusals above were not the commit
+    // means refused.
+    commit_fresh(target, token, EVM, &build).await.map(|_| ())
 }
 
 async fn expired(target: &Target) -> Verdict {
     let token = &target.role(Role::Pipeline).await?;
-    let build = fresh_build(target, token, EVM).await?;
+    let build = unique_build(target, token, EVM).await?;
     let expires = build["expiresAt"].as_i64().unwrap_or(0);
     let left = expires - now();
     if left > 15 {
@@ -562,7 +587,10 @@ async fn expired(target: &Target) -> Verdict {
     }
     tokio::time::sleep(Duration::from_secs(left.max(0) as u64 + 1)).await;
     let reply = present(target, token, EVM, &build).await?;
-    refused(&reply, "a Build past its expiresAt")
+    refused(&reply, "a Build past its expiresAt")?;
+    // The control: a fresh Build commits, so that the refusal was the expiry's, not the means'.
+    let fresh = unique_build(target, token, EVM).await?;
+    commit_fresh(target, token, EVM, &fresh).await.map(|_| ())
 }
 
 async fn operation_descriptor(target: &Target) -> Verdict {

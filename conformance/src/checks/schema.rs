@@ -41,7 +41,7 @@ pub(super) fn checks() -> Vec<Check> {
         Check {
             id: "schema.event-page",
             category: Category::Schema,
-            requirement: "An EventPage MUST hold only its own fields: messages, tool activity, actions, errors and lifecycle changes are entries of `events`, never separate top-level fields.",
+            requirement: "Messages, tool activity, actions, errors and lifecycle changes MUST be entries of an EventPage's `events`, never separate top-level fields (a list or an object beside them).",
             section: "2.11",
             rests_on: &["#/components/schemas/EventPage"],
             operation: None,
@@ -63,11 +63,10 @@ pub(super) fn checks() -> Vec<Check> {
 }
 
 async fn error_envelope(target: &Target) -> Verdict {
-    // The interface's endpoints (part 4); the OAuth endpoints answer in OAuth's own form.
     let errors: Vec<_> = target
         .seen()
         .into_iter()
-        .filter(|seen| seen.status >= 400 && seen.request.contains(" /v1/"))
+        .filter(|seen| seen.status >= 400 && of_the_document(&seen.request))
         .collect();
     if errors.is_empty() {
         return skip("no error response was seen in this run");
@@ -89,6 +88,16 @@ async fn error_envelope(target: &Target) -> Verdict {
             bare.join("; ")
         )
     })
+}
+
+/// Whether `request` (`METHOD /path?query`) is an instance of an operation the interface
+/// document states (part 4), not one only our profile has, nor OAuth's or MCP's endpoints.
+fn of_the_document(request: &str) -> bool {
+    let (method, path) = request.split_once(' ').unwrap_or_default();
+    let route = path.split('?').next().unwrap_or(path);
+    spec()
+        .operation(method, route)
+        .is_some_and(|operation| !spec().is_profile(super::reference(operation)))
 }
 
 async fn media_type(target: &Target) -> Verdict {
@@ -137,16 +146,31 @@ async fn media_type(target: &Target) -> Verdict {
 }
 
 async fn simulation(target: &Target) -> Verdict {
-    let validator = spec()
-        .component("PipelineSimulation")
-        .ok_or_else(|| Finding::Error("openapi.json has no PipelineSimulation".into()))?;
+    // The document's view (parts 2.2 to 2.8); our profile's bounds are a profile finding.
+    let (Some(validator), Some(profiled)) = (
+        spec().normative_component("PipelineSimulation"),
+        spec().component("PipelineSimulation"),
+    ) else {
+        return Err(Finding::Error(
+            "openapi.json has no PipelineSimulation".into(),
+        ));
+    };
     let mut count = 0;
     let mut wrong = Vec::new();
     let mut cited = Vec::new();
     let seen = target.seen();
-    for seen in &seen {
+    // Simulations of Builds, as the lifecycle endpoints answer them.
+    let lifecycle = |request: &str| {
+        let route = request.split('?').next().unwrap_or(request);
+        route.ends_with("/evm/build") || route.ends_with("/svm/stage")
+    };
+    for seen in seen.iter().filter(|seen| lifecycle(&seen.request)) {
         for simulation in simulations(&seen.body) {
             count += 1;
+            let differs = profiled.errors(simulation);
+            crate::finding::profile(differs.is_empty(), || {
+                format!("{}: {}", seen.request, differs.join(", "))
+            });
             let errors = validator.errors(simulation);
             if !errors.is_empty() {
                 wrong.push(format!(
@@ -185,28 +209,38 @@ async fn event_page(target: &Target) -> Verdict {
     if pages.is_empty() {
         return skip("no event page was seen in this run (run the agent checks too)");
     }
+    // Entries as separate top-level fields (a list or an object beside `events`) break part
+    // 2.11; another extra member is only off our profile.
     let mut cited = Vec::new();
-    let extra: Vec<String> = pages
-        .iter()
-        .flat_map(|seen| {
-            let members = seen.body.as_object().into_iter().flatten();
-            let extra: Vec<String> = members
-                .filter(|(name, _)| !fields.contains_key(*name))
-                .map(|(name, _)| format!("`{name}` in {} (from {})", seen.request, seen.check))
-                .collect();
-            if !extra.is_empty() {
+    let mut other = Vec::new();
+    let mut entries = Vec::new();
+    for seen in &pages {
+        let members = seen.body.as_object().into_iter().flatten();
+        for (name, value) in members.filter(|(name, _)| !fields.contains_key(*name)) {
+            let line = format!("`{name}` in {} (from {})", seen.request, seen.check);
+            if value.is_array() || value.is_object() {
                 cited.push(&seen.exchange);
+                entries.push(line);
+            } else {
+                other.push(line);
             }
-            extra
-        })
-        .collect();
+        }
+    }
     cite(cited);
-    ensure(extra.is_empty(), || {
+    crate::finding::profile(other.is_empty(), || {
+        format!("members beside the EventPage fields: {}", other.join("; "))
+    });
+    ensure(entries.is_empty(), || {
         format!(
-            "{} members of {} pages are not EventPage fields: {}",
-            extra.len(),
+            "{} members of {} pages hold entries beside `events`: {}",
+            entries.len(),
             pages.len(),
-            extra.iter().take(5).cloned().collect::<Vec<_>>().join("; ")
+            entries
+                .iter()
+                .take(5)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("; ")
         )
     })
 }

@@ -95,17 +95,16 @@ async fn sequence(target: &Target, root: &'static Operation) -> Verdict {
     let body = root_body(target, root, &mut rng).await?;
     let (first, _) = send(target, root, BTreeMap::new(), Some(body), &mut rng).await?;
     if (400..500).contains(&first.reply.status) {
-        let key = match root.id.as_str() {
-            "startChat" => "chat",
-            _ => "commit",
+        let what = format!(
+            "{} refused the run's inputs with {}, so no link could be followed",
+            first.name, first.reply.status
+        );
+        return match root.id.as_str() {
+            "startChat" => Err(crate::means::inconclusive("chat", what)),
+            id => crate::finding::skip(format!(
+                "inconclusive: {what}; set inputs.{id} in the config file"
+            )),
         };
-        return Err(crate::means::inconclusive(
-            key,
-            format!(
-                "{} refused the run's inputs with {}, so no link could be followed",
-                first.name, first.reply.status
-            ),
-        ));
     }
     if !(200..300).contains(&first.reply.status) {
         return crate::finding::fail(format!(

@@ -11,6 +11,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod baseline;
 pub mod check;
 pub mod checks;
 pub mod config;

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
+use intent_conformance::baseline::{self, Baseline, Known};
 use intent_conformance::check::Status;
 use intent_conformance::config::{self, Layer, TokenLayer};
 use intent_conformance::inputs::Inputs;
@@ -145,6 +146,16 @@ struct RunArgs {
     /// List the checks and exit.
     #[arg(long)]
     list: bool,
+    /// A baseline of known failures (a file `--write-baseline` made, or a JSON report): a
+    /// failure it holds is reported as known and fails nothing; only new failures fail the run.
+    #[arg(long, value_name = "FILE")]
+    baseline: Option<PathBuf>,
+    /// With `--baseline`, a normative failure fails the run even when the baseline holds it.
+    #[arg(long, requires = "baseline")]
+    strict_normative: bool,
+    /// Write this run's failures as a baseline file.
+    #[arg(long, value_name = "FILE")]
+    write_baseline: Option<PathBuf>,
     /// Fail the run when fewer than this percent of the operations were answered with a success
     /// status (their success schema validated).
     #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u8).range(0..=100))]
@@ -241,6 +252,13 @@ async fn run_command(args: RunArgs) -> Result<ExitCode, String> {
         }
         return Ok(ExitCode::SUCCESS);
     }
+    let baseline = match &args.baseline {
+        Some(path) => Some(Baseline::parse(
+            &std::fs::read_to_string(path)
+                .map_err(|e| format!("reading {}: {e}", path.display()))?,
+        )?),
+        None => None,
+    };
     let resolved = resolve(&args)?;
     #[cfg(feature = "embedded")]
     let embedded;
@@ -282,8 +300,31 @@ async fn run_command(args: RunArgs) -> Result<ExitCode, String> {
         bar.finish_and_clear();
     }
     let report = report::redacted(&report, &target.secrets());
+    let comparison = baseline
+        .as_ref()
+        .map(|baseline| baseline::compare(&report, baseline, args.strict_normative));
     console(&report, &args.reports);
-    write_reports(&report, &args.reports)?;
+    let known = comparison.as_ref().map_or(&[][..], |c| c.known.as_slice());
+    write_reports(&report, &args.reports, known)?;
+    if let Some(comparison) = &comparison {
+        for (what, findings) in [
+            ("known", &comparison.known),
+            ("fixed", &comparison.fixed),
+            ("new", &comparison.new),
+        ] {
+            for finding in findings {
+                println!(
+                    "baseline: {what} {} [{}]",
+                    finding.check,
+                    finding.level.as_str()
+                );
+            }
+        }
+    }
+    if let Some(path) = &args.write_baseline {
+        let text = serde_json::to_string_pretty(&Baseline::of(&report)).expect("a baseline") + "\n";
+        std::fs::write(path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    }
     if let Some(dir) = &args.transcript {
         write_transcripts(&report, dir)?;
     }
@@ -298,7 +339,11 @@ async fn run_command(args: RunArgs) -> Result<ExitCode, String> {
             args.min_coverage.unwrap_or_default()
         );
     }
-    Ok(if report.failed() || short {
+    let failed = match &comparison {
+        Some(comparison) => !comparison.new.is_empty(),
+        None => report.failed(),
+    };
+    Ok(if failed || short {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
@@ -360,8 +405,9 @@ fn console(report: &run::Report, files: &ReportFiles) {
     }
 }
 
-/// Writes `report` to each file given, as JSON, JUnit XML and HTML.
-fn write_reports(report: &run::Report, files: &ReportFiles) -> Result<(), String> {
+/// Writes `report` to each file given, as JSON, JUnit XML, HTML and Markdown, and prints its
+/// GitHub annotations when asked (the failures in `known` as warnings).
+fn write_reports(report: &run::Report, files: &ReportFiles, known: &[Known]) -> Result<(), String> {
     let write = |path: &Option<PathBuf>, text: String| -> Result<(), String> {
         match path {
             Some(path) if path.as_os_str() == "-" => {
@@ -381,7 +427,7 @@ fn write_reports(report: &run::Report, files: &ReportFiles) -> Result<(), String
     write(&files.summary, report::summary(report))?;
     if files.github {
         // Beside the JSON report on standard output, the runner reads them on standard error.
-        let commands = report::github(report);
+        let commands = report::github(report, known);
         if files
             .json
             .as_ref()
@@ -423,7 +469,7 @@ async fn proxy_command(args: ProxyArgs) -> Result<ExitCode, String> {
         loop {
             every.tick().await;
             let report = proxy.ledger().report(proxy.upstream(), normative_only);
-            write_reports(&report, &args.reports)?;
+            write_reports(&report, &args.reports, &[])?;
         }
     };
     tokio::select! {
@@ -433,7 +479,7 @@ async fn proxy_command(args: ProxyArgs) -> Result<ExitCode, String> {
     }
     let report = proxy.ledger().report(proxy.upstream(), normative_only);
     console(&report, &args.reports);
-    write_reports(&report, &args.reports)?;
+    write_reports(&report, &args.reports, &[])?;
     // What broke normatively fails the exit code, whatever `--level` shows.
     let broke = || proxy.ledger().report(proxy.upstream(), true).failed();
     Ok(if args.fail_on_violation && broke() {

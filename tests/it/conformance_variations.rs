@@ -17,6 +17,7 @@ use axum::http::header;
 use axum::middleware::{Next, from_fn_with_state};
 use axum::response::Response;
 use futures_util::StreamExt;
+use intent_conformance::baseline::{Baseline, Known, compare};
 use intent_conformance::check::Status;
 use intent_conformance::embedded::Embedded;
 use intent_conformance::inputs::Inputs;
@@ -566,4 +567,46 @@ async fn each_fault_on_a_stated_fact_fails_another_teams_deployment_at_the_norma
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_baseline_passes_a_known_failure_fails_a_new_one_and_names_the_fixed_one() {
+    let only = ["agent.events.invalid-cursor", "pipeline.build"];
+    let profile = || Some(its_profile());
+    let (first, again, other, mended) = tokio::join!(
+        another_team(Some(AnotherFault::IgnoresBadCursor), profile(), &only),
+        another_team(Some(AnotherFault::IgnoresBadCursor), profile(), &only),
+        another_team(
+            Some(AnotherFault::BuildWithoutAttestation),
+            profile(),
+            &only
+        ),
+        another_team(None, profile(), &only),
+    );
+    let baseline = Baseline::of(&first);
+    let cursor = Known {
+        check: "agent.events.invalid-cursor".into(),
+        level: intent_conformance::spec::Level::Normative,
+    };
+    assert_eq!(baseline.known, std::slice::from_ref(&cursor));
+    // The same failure in another run: known, nothing new.
+    let known = compare(&again, &baseline, false);
+    assert_eq!((known.new.len(), known.known.len()), (0, 1), "{known:?}");
+    // Unless normative findings may not be baselined.
+    assert_eq!(
+        compare(&again, &baseline, true).new,
+        std::slice::from_ref(&cursor)
+    );
+    // Another failure is new, and the known one, passing there, is fixed.
+    let new = compare(&other, &baseline, false);
+    assert!(
+        new.new
+            .iter()
+            .any(|finding| finding.check == "pipeline.build"),
+        "{new:?}"
+    );
+    assert_eq!(new.fixed, std::slice::from_ref(&cursor));
+    // A deployment that mended it: nothing new, the known one fixed.
+    let fixed = compare(&mended, &baseline, false);
+    assert_eq!((fixed.new.len(), fixed.fixed), (0, vec![cursor]));
 }

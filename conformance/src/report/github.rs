@@ -1,19 +1,24 @@
-//! GitHub Actions workflow commands: an `::error` for each check that failed or broke and a
-//! `::warning` for each inconclusive one (a means the deployment refuses, with the key to set),
-//! which the runner shows as annotations of the job.
+//! GitHub Actions workflow commands: an `::error` for each check that failed or broke, a
+//! `::warning` for each such failure a baseline knows and for each inconclusive check (a means
+//! the deployment refuses, with the key to set), which the runner shows as annotations.
 
+use crate::baseline::Known;
 use crate::check::Status;
 use crate::run::Report;
 
 /// The longest message an annotation carries; the JSON report has the whole.
 const MESSAGE: usize = 2000;
 
-/// The workflow commands of `report`, one per line.
-pub fn github(report: &Report) -> String {
+/// The workflow commands of `report`, one per line; the failures in `known` are warnings.
+pub fn github(report: &Report, known: &[Known]) -> String {
     let mut out = String::new();
     for outcome in &report.outcomes {
         let message = outcome.message.as_deref().unwrap_or_default();
+        let is_known = known
+            .iter()
+            .any(|known| known.check == outcome.id && known.level == outcome.level);
         let command = match outcome.status {
+            Status::Fail | Status::Error if is_known => "warning",
             Status::Fail | Status::Error => "error",
             Status::Skip if message.starts_with("inconclusive") => "warning",
             _ => continue,

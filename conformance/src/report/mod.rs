@@ -333,7 +333,7 @@ mod tests {
         insta::assert_snapshot!("json", json);
         insta::assert_snapshot!("junit", junit(&report));
         insta::assert_snapshot!("html", html(&report));
-        insta::assert_snapshot!("github", github(&report));
+        insta::assert_snapshot!("github", github(&report, &[]));
         insta::assert_snapshot!("summary", summary(&report));
         let transcripts = transcripts(&report);
         let names: Vec<&str> = transcripts.iter().map(|(name, _)| name.as_str()).collect();
@@ -400,13 +400,15 @@ mod tests {
         report.outcomes[2].message = Some(
             "inconclusive: the chat was refused: 422; set `profile.chat` in the config file".into(),
         );
-        let commands = github(&report);
+        let commands = github(&report, &[]);
         let lines: Vec<&str> = commands.lines().collect();
         assert_eq!(lines.len(), 2, "{commands}");
         assert!(lines[0].starts_with("::error title=pipeline.commit fail [normative]"));
         assert!(lines[1].starts_with("::warning title=pipeline.svm skip"));
         assert!(lines[1].ends_with("set `profile.chat` in the config file"));
         assert!(summary(&report).contains("- `pipeline.svm`: inconclusive"));
+        let known = crate::baseline::Baseline::of(&report).known;
+        assert!(github(&report, &known).starts_with("::warning title=pipeline.commit fail"));
     }
 
     #[test]

@@ -153,6 +153,9 @@ struct RunArgs {
     /// With `--baseline`, a normative failure fails the run even when the baseline holds it.
     #[arg(long, requires = "baseline")]
     strict_normative: bool,
+    /// Run only the checks that failed or broke in this JSON report, and say which pass now.
+    #[arg(long, value_name = "REPORT", conflicts_with = "only")]
+    rerun: Option<PathBuf>,
     /// Write this run's failures as a baseline file.
     #[arg(long, value_name = "FILE")]
     write_baseline: Option<PathBuf>,
@@ -217,8 +220,27 @@ fn main() -> ExitCode {
 }
 
 async fn run_command(args: RunArgs) -> Result<ExitCode, String> {
+    let rerun = match &args.rerun {
+        Some(path) => Some(Baseline::parse(
+            &std::fs::read_to_string(path)
+                .map_err(|e| format!("reading {}: {e}", path.display()))?,
+        )?),
+        None => None,
+    };
+    if rerun.as_ref().is_some_and(|failed| failed.known.is_empty()) {
+        println!("rerun: no check failed or broke in that report");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let only = match &rerun {
+        Some(failed) => failed
+            .known
+            .iter()
+            .map(|known| known.check.clone())
+            .collect(),
+        None => args.only.clone(),
+    };
     let selection = Selection {
-        only: args.only.clone(),
+        only,
         skip: args.skip.clone(),
         normative_only: args.level == Levels::Normative,
     };
@@ -319,6 +341,28 @@ async fn run_command(args: RunArgs) -> Result<ExitCode, String> {
                     finding.level.as_str()
                 );
             }
+        }
+    }
+    if let Some(failed) = &rerun {
+        let changed = baseline::compare(&report, failed, false);
+        for (what, findings) in [
+            ("passes now", &changed.fixed),
+            ("fails again", &changed.known),
+        ] {
+            for finding in findings {
+                println!(
+                    "rerun: {} [{}] {what}",
+                    finding.check,
+                    finding.level.as_str()
+                );
+            }
+        }
+        for finding in &changed.new {
+            println!(
+                "rerun: {} [{}] fails anew",
+                finding.check,
+                finding.level.as_str()
+            );
         }
     }
     if let Some(path) = &args.write_baseline {

@@ -1,16 +1,16 @@
-//! The data directory, private to the server's user whatever the umask: the directory 0700 and
-//! every file in it 0600 (the SQLite database, its WAL and SHM files, the keys). One that other
-//! users can write is refused: they could replace a key or the database.
+//! The data directory, private to the server's user whatever the umask: created 0700, and its
+//! files 0600 (the keys are written so; the SQLite database, its WAL and SHM files are made so
+//! here). One that other users can write is refused: they could replace a key or the database.
 
 use std::fs::{self, DirBuilder, OpenOptions, Permissions};
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
-/// Makes `dir` private: created 0700 when missing, group and other access taken from one that
-/// exists, and each file in it 0600. With `database`, that file is created 0600 first, so that
-/// the WAL and SHM files SQLite makes beside it take its mode. Refuses a directory that group
-/// or other users can write.
+/// Makes `dir` private: created 0700 when missing, refused when group or other users can write
+/// it. With `database`, that file is created 0600 first, so that the WAL and SHM files SQLite
+/// makes beside it take its mode, and the files of an existing database (`database*`) are made
+/// 0600. Nothing else in an existing directory is touched.
 pub fn prepare(dir: &Path, database: Option<&str>) -> io::Result<()> {
     match fs::metadata(dir) {
         Err(missing) if missing.kind() == io::ErrorKind::NotFound => {
@@ -29,22 +29,21 @@ pub fn prepare(dir: &Path, database: Option<&str>) -> io::Result<()> {
                     ),
                 ));
             }
-            if mode != 0o700 {
-                fs::set_permissions(dir, Permissions::from_mode(0o700))?;
-            }
         }
     }
-    if let Some(name) = database {
-        OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(dir.join(name))?;
-    }
+    let Some(name) = database else {
+        return Ok(());
+    };
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(dir.join(name))?;
     for entry in fs::read_dir(dir)? {
         let entry = entry?;
         let metadata = entry.metadata()?;
-        if metadata.is_file() && metadata.permissions().mode() & 0o777 != 0o600 {
+        let ours = entry.file_name().to_string_lossy().starts_with(name);
+        if ours && metadata.is_file() && metadata.permissions().mode() & 0o777 != 0o600 {
             fs::set_permissions(entry.path(), Permissions::from_mode(0o600))?;
         }
     }
@@ -69,28 +68,28 @@ mod tests {
     }
 
     #[test]
-    fn an_existing_directory_readable_by_others_is_made_private_with_its_files() {
+    fn an_existing_databases_files_are_made_private_and_nothing_else_is_touched() {
         let dir = tempfile::tempdir().unwrap();
         fs::set_permissions(dir.path(), Permissions::from_mode(0o755)).unwrap();
-        for name in [
-            "intent.db",
-            "intent.db-wal",
-            "intent.db-shm",
-            "signing.json",
-        ] {
+        let names = ["intent.db", "intent.db-wal", "intent.db-shm", "notes.txt"];
+        for name in names {
             fs::write(dir.path().join(name), b"").unwrap();
             fs::set_permissions(dir.path().join(name), Permissions::from_mode(0o644)).unwrap();
         }
-        prepare(dir.path(), None).unwrap();
-        assert_eq!(mode(dir.path()), 0o700);
-        for name in [
-            "intent.db",
-            "intent.db-wal",
-            "intent.db-shm",
-            "signing.json",
-        ] {
+        prepare(dir.path(), Some("intent.db")).unwrap();
+        for name in &names[..3] {
             assert_eq!(mode(&dir.path().join(name)), 0o600, "{name}");
         }
+        assert_eq!(
+            mode(&dir.path().join("notes.txt")),
+            0o644,
+            "not the server's"
+        );
+        assert_eq!(
+            mode(dir.path()),
+            0o755,
+            "a directory the server did not make"
+        );
     }
 
     #[test]

@@ -64,13 +64,22 @@ pub enum Standing {
     Uncovered,
 }
 
+/// The checks `fact` names that are among `checks` at the normative level.
+pub fn normative_checks<'a>(fact: &'a Fact, checks: &[Check]) -> Vec<&'a str> {
+    fact.checks
+        .iter()
+        .filter(|id| {
+            checks
+                .iter()
+                .any(|check| check.id == *id && spec().level(check.rests_on) == Level::Normative)
+        })
+        .map(String::as_str)
+        .collect()
+}
+
 /// How `fact` stands against `checks`.
 pub fn standing(fact: &Fact, checks: &[Check]) -> Standing {
-    let normative = fact.checks.iter().any(|id| {
-        checks
-            .iter()
-            .any(|check| check.id == id && spec().level(check.rests_on) == Level::Normative)
-    });
+    let normative = !normative_checks(fact, checks).is_empty();
     match (normative, &fact.untestable) {
         (true, _) => Standing::Covered,
         (false, Some(_)) => Standing::Untestable,

@@ -220,13 +220,7 @@ fn main() -> ExitCode {
 }
 
 async fn run_command(args: RunArgs) -> Result<ExitCode, String> {
-    let rerun = match &args.rerun {
-        Some(path) => Some(Baseline::parse(
-            &std::fs::read_to_string(path)
-                .map_err(|e| format!("reading {}: {e}", path.display()))?,
-        )?),
-        None => None,
-    };
+    let rerun = read_baseline(args.rerun.as_deref())?;
     if rerun.as_ref().is_some_and(|failed| failed.known.is_empty()) {
         println!("rerun: no check failed or broke in that report");
         return Ok(ExitCode::SUCCESS);
@@ -274,13 +268,7 @@ async fn run_command(args: RunArgs) -> Result<ExitCode, String> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let baseline = match &args.baseline {
-        Some(path) => Some(Baseline::parse(
-            &std::fs::read_to_string(path)
-                .map_err(|e| format!("reading {}: {e}", path.display()))?,
-        )?),
-        None => None,
-    };
+    let baseline = read_baseline(args.baseline.as_deref())?;
     let resolved = resolve(&args)?;
     #[cfg(feature = "embedded")]
     let embedded;
@@ -329,41 +317,21 @@ async fn run_command(args: RunArgs) -> Result<ExitCode, String> {
     let known = comparison.as_ref().map_or(&[][..], |c| c.known.as_slice());
     write_reports(&report, &args.reports, known)?;
     if let Some(comparison) = &comparison {
-        for (what, findings) in [
+        let groups = [
             ("known", &comparison.known),
             ("fixed", &comparison.fixed),
             ("new", &comparison.new),
-        ] {
-            for finding in findings {
-                println!(
-                    "baseline: {what} {} [{}]",
-                    finding.check,
-                    finding.level.as_str()
-                );
-            }
-        }
+        ];
+        print_findings("baseline", &groups);
     }
     if let Some(failed) = &rerun {
         let changed = baseline::compare(&report, failed, false);
-        for (what, findings) in [
+        let groups = [
             ("passes now", &changed.fixed),
             ("fails again", &changed.known),
-        ] {
-            for finding in findings {
-                println!(
-                    "rerun: {} [{}] {what}",
-                    finding.check,
-                    finding.level.as_str()
-                );
-            }
-        }
-        for finding in &changed.new {
-            println!(
-                "rerun: {} [{}] fails anew",
-                finding.check,
-                finding.level.as_str()
-            );
-        }
+            ("fails anew", &changed.new),
+        ];
+        print_findings("rerun", &groups);
     }
     if let Some(path) = &args.write_baseline {
         let text = serde_json::to_string_pretty(&Baseline::of(&report)).expect("a baseline") + "\n";
@@ -392,6 +360,29 @@ async fn run_command(args: RunArgs) -> Result<ExitCode, String> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The baseline in the file at `path`, when given: one `--write-baseline` made, or a JSON report.
+fn read_baseline(path: Option<&Path>) -> Result<Option<Baseline>, String> {
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    Baseline::parse(&text).map(Some)
+}
+
+/// Prints each finding of each `(what, findings)` group as `{prefix}: {check} [{level}] {what}`.
+fn print_findings(prefix: &str, groups: &[(&str, &Vec<Known>)]) {
+    for (what, findings) in groups {
+        for finding in *findings {
+            println!(
+                "{prefix}: {} [{}] {what}",
+                finding.check,
+                finding.level.as_str()
+            );
+        }
+    }
 }
 
 /// Flags and environment variables over the config file.

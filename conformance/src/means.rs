@@ -148,6 +148,14 @@ impl Default for Resolution {
 }
 
 impl Resolution {
+    /// The HTTP method, in any case as configured; `POST` when it names none.
+    pub fn http_method(&self) -> reqwest::Method {
+        self.method
+            .to_ascii_uppercase()
+            .parse()
+            .unwrap_or(reqwest::Method::POST)
+    }
+
     /// The path that resolves `action` of `session`.
     pub fn path(&self, session: &str, action: &str) -> String {
         self.path
@@ -233,6 +241,11 @@ mod tests {
             means.resolution.path("s", "a"),
             "/v1/agent/sessions/s/actions/a/resolve"
         );
+        let lower = Resolution {
+            method: "put".into(),
+            ..Resolution::default()
+        };
+        assert_eq!(lower.http_method(), reqwest::Method::PUT);
     }
 
     #[test]

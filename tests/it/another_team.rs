@@ -30,7 +30,7 @@ use serde_json::{Value, json};
 
 use intent_conformance::embedded::CURSOR_TTL;
 
-use crate::fronts::refusal;
+use crate::fronts::{is_event_stream, json_response, now, refusal};
 
 /// A fault on a fact the document states, which `--level normative` must fail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,14 +120,6 @@ pub(crate) fn its_profile() -> Value {
     })
 }
 
-fn json_response(status: StatusCode, body: &Value) -> Response {
-    Response::builder()
-        .status(status)
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(body.to_string()))
-        .expect("a response")
-}
-
 /// The query with `after` read as the server's `cursor`, and `cursor` not read.
 fn translated_query(query: &str) -> String {
     query
@@ -167,12 +159,6 @@ fn drop_gas(value: &mut Value) {
         Value::Array(items) => items.iter_mut().for_each(drop_gas),
         _ => {}
     }
-}
-
-fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_secs() as i64)
 }
 
 /// The front: translates the client's request to the reference server's, and its answer back.
@@ -271,13 +257,7 @@ pub(crate) async fn front(
     // The answer, as this deployment gives it.
     let status = response.status();
     let (mut parts, body) = response.into_parts();
-    let kind = parts
-        .headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
-    if kind.starts_with("text/event-stream") {
+    if is_event_stream(&parts.headers) {
         if team.fault != Some(Fault::RenamedPageEvents) {
             return Response::from_parts(parts, body);
         }

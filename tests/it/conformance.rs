@@ -20,6 +20,8 @@ use intent_conformance::spec::Level;
 use intent_conformance::target::{Role, Target, Tokens};
 use serde_json::{Value, json};
 
+use crate::fronts::{json_response, now};
+
 /// One way a deployment can be broken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Fault {
@@ -326,25 +328,10 @@ fn claims(authorization: &HeaderValue) -> Value {
         .unwrap_or_default()
 }
 
-fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64
-}
-
 async fn read_json(body: Body) -> (Bytes, Value) {
     let bytes = to_bytes(body, usize::MAX).await.unwrap_or_default();
     let value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
     (bytes, value)
-}
-
-fn json_response(status: StatusCode, body: &Value) -> Response {
-    Response::builder()
-        .status(status)
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(body.to_string()))
-        .unwrap()
 }
 
 /// A request of `parts` with `body` in place of the one it had.

@@ -27,7 +27,7 @@ use intent_sdk::RetryPolicy;
 use serde_json::{Value, json};
 
 use crate::another_team::{AnotherTeam, Fault as AnotherFault, front, its_profile};
-use crate::fronts::{events_up_to, refusal, sdk_behind};
+use crate::fronts::{events_up_to, is_event_stream, refusal, sdk_behind};
 
 /// One way a deployment may differ from the reference server and still follow the interface.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -268,13 +268,7 @@ async fn vary(State(variation): State<Arc<Variation>>, request: Request, next: N
     let response = next.run(request).await;
     let status = response.status().as_u16();
     let (mut parts, body) = response.into_parts();
-    let kind = parts
-        .headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
-    if kind.starts_with("text/event-stream") {
+    if is_event_stream(&parts.headers) {
         if variation != Variation::EventKinds {
             return Response::from_parts(parts, body);
         }

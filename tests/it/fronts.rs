@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use axum::http::header;
+use axum::http::{StatusCode, header};
 use axum::response::Response;
 use futures_util::StreamExt;
 use intent_conformance::embedded::Embedded;
@@ -13,7 +13,31 @@ use intent_conformance::target::Role;
 use intent_models::AgentEvent;
 use intent_sdk::agent::LogItem;
 use intent_sdk::{Intent, Resource, RetryPolicy, StaticToken};
-use serde_json::json;
+use serde_json::{Value, json};
+
+/// An answer of `status` with `body` as JSON.
+pub(crate) fn json_response(status: StatusCode, body: &Value) -> Response {
+    Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body.to_string()))
+        .expect("a response")
+}
+
+/// Whether an answer with `headers` is an event stream.
+pub(crate) fn is_event_stream(headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|kind| kind.starts_with("text/event-stream"))
+}
+
+/// Unix seconds now.
+pub(crate) fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs() as i64)
+}
 
 /// A refusal in the error envelope: `status` with `code`, and `Retry-After` when given.
 pub(crate) fn refusal(status: u16, code: &str, retry_after: Option<&str>) -> Response {

@@ -67,14 +67,8 @@ fn facts_table(checks: &[Check]) -> String {
                 fact.untestable.as_deref().unwrap_or_default()
             ),
             Standing::Uncovered => "**no normative check**".to_owned(),
-            Standing::Covered => fact
-                .checks
+            Standing::Covered => facts::normative_checks(fact, checks)
                 .iter()
-                .filter(|id| {
-                    checks.iter().any(|check| {
-                        check.id == id.as_str() && spec().level(check.rests_on) == Level::Normative
-                    })
-                })
                 .map(|id| format!("`{id}`"))
                 .collect::<Vec<_>>()
                 .join(", "),

@@ -1,6 +1,5 @@
 //! Durable actions and their resolution (parts 1, 4.2 and 6).
 
-use reqwest::Method;
 use serde_json::{Value, json};
 
 use super::{fresh_key, read_log, run, settle, start_turn_saying};
@@ -107,12 +106,10 @@ impl Pending {
     ) -> Result<Reply, Finding> {
         let means = &target.settings.means.resolution;
         let path = means.path(&self.session, &self.action);
-        let method: Method = means
-            .method
-            .to_ascii_uppercase()
-            .parse()
-            .unwrap_or(Method::POST);
-        let mut call = target.request(method, &path).bearer(token).json(body);
+        let mut call = target
+            .request(means.http_method(), &path)
+            .bearer(token)
+            .json(body);
         if let Some(key) = key {
             call = call.header(&means.idempotency_header, key);
         }

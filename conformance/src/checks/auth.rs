@@ -130,9 +130,8 @@ async fn send(
 ) -> Result<Reply, Finding> {
     let resolution = &target.settings.means.resolution;
     let (method, idempotency) = if operation.id == "resolveAction" {
-        let method = resolution.method.to_ascii_uppercase().parse();
         (
-            method.unwrap_or(Method::POST),
+            resolution.http_method(),
             resolution.idempotency_header.as_str(),
         )
     } else {
@@ -329,7 +328,6 @@ async fn isolation(target: &Target, operation: &'static Operation) -> Verdict {
     let other = target
         .token(&TokenRequest::new(Account::Secondary, "agent", scopes))
         .await?;
-    // What only the owner's session holds, so that an answer that carries it shows.
     // What only this session holds, first, so that a title cut short keeps it; the message names
     // a wallet, which the second account names too: a wallet owns nothing (part 1).
     let marker = format!("iso-{}", super::nanos());

@@ -8,7 +8,7 @@ use super::agent_actions::pending_action;
 use super::pipeline::{EVM, SVM};
 use super::{run, start_turn, text};
 use crate::check::{Category, Check};
-use crate::finding::{Finding, Verdict, ensure, skip};
+use crate::finding::{Finding, Verdict, ensure};
 use crate::inputs::build_request;
 use crate::target::{Account, Reply, Role, Target, TokenRequest};
 
@@ -131,43 +131,38 @@ fn let_through(reply: &Reply, scope: &str, what: &str) -> Verdict {
     })
 }
 
+/// Sends `method path` (with `body`) with a token of `resource` holding only `scope`, and fails
+/// when it is refused 401 or 403.
+async fn granted(
+    target: &Target,
+    (resource, scope): (&str, &str),
+    method: Method,
+    path: &str,
+    body: Option<&Value>,
+) -> Verdict {
+    let token = only(target, resource, scope).await?;
+    let mut call = target.request(method.clone(), path).bearer(&token);
+    if let Some(body) = body {
+        call = call.json(body);
+    }
+    let reply = call.send().await?;
+    let_through(&reply, scope, &format!("{method} {path}"))
+}
+
 async fn grants(target: &Target) -> Verdict {
     let agent = &target.role(Role::Agent).await?;
     let (session, _) = start_turn(target, agent, None, "conformance: grants").await?;
-    let read = only(target, "agent", "agent:read").await?;
-    for path in [
-        format!("/v1/agent/sessions/{session}"),
-        format!("/v1/agent/chat/{session}"),
-    ] {
-        let reply = target
-            .request(Method::GET, &path)
-            .bearer(&read)
-            .send()
-            .await?;
-        let_through(&reply, "agent:read", &format!("GET {path}"))?;
-    }
-    let write = only(target, "agent", "agent:write").await?;
-    let chat = target
-        .settings
-        .means
-        .chat
-        .request("conformance: written", Some(&session));
-    let reply = target
-        .request(Method::POST, "/v1/agent/chat")
-        .bearer(&write)
-        .json(&chat)
-        .send()
-        .await?;
-    let_through(&reply, "agent:write", "POST /v1/agent/chat")?;
-    let path = format!("/v1/agent/sessions/{session}");
+    let session_path = format!("/v1/agent/sessions/{session}");
+    let read = ("agent", "agent:read");
+    granted(target, read, Method::GET, &session_path, None).await?;
+    let page = format!("/v1/agent/chat/{session}");
+    granted(target, read, Method::GET, &page, None).await?;
+    let write = ("agent", "agent:write");
+    let means = &target.settings.means.chat;
+    let chat = means.request("conformance: written", Some(&session));
+    granted(target, write, Method::POST, "/v1/agent/chat", Some(&chat)).await?;
     let body = json!({ "title": "conformance: granted", "archived": false });
-    let reply = target
-        .request(Method::PATCH, &path)
-        .bearer(&write)
-        .json(&body)
-        .send()
-        .await?;
-    let_through(&reply, "agent:write", &format!("PATCH {path}"))?;
+    granted(target, write, Method::PATCH, &session_path, Some(&body)).await?;
     // An action to resolve exists only where the runtime raises one; else no verdict on it.
     match pending_action(target, agent).await {
         Ok(pending) => {
@@ -207,14 +202,9 @@ async fn pipeline_grants(target: &Target) -> Verdict {
         text(&request, "/app")?,
         text(&request, "/operations/0/operation")?,
     );
-    let catalog = only(target, "pipeline", "pipeline:catalog").await?;
     let path = format!("/v1/pipeline/apps/{app}/operations/{operation}");
-    let reply = target
-        .request(Method::GET, &path)
-        .bearer(&catalog)
-        .send()
-        .await?;
-    let_through(&reply, "pipeline:catalog", &format!("GET {path}"))?;
+    let catalog = ("pipeline", "pipeline:catalog");
+    granted(target, catalog, Method::GET, &path, None).await?;
     // Execution is subject to a policy gate (part 5), which may answer 403: only a 401 says
     // the token was not taken.
     let execute = only(target, "pipeline", "pipeline:execute").await?;
@@ -234,39 +224,15 @@ async fn pipeline_grants(target: &Target) -> Verdict {
 }
 
 async fn account_grants(target: &Target) -> Verdict {
-    let install = match crate::inputs::install(target).await {
-        Ok(install) => install,
-        Err(Finding::Skip(reason)) => return skip(reason),
-        Err(other) => return Err(other),
-    };
+    let install = crate::inputs::install(target).await?;
     let application = format!("/v1/account/apps/{}", install.application_id);
-    let apps = only(target, "account", "account:apps:write").await?;
-    let reply = target
-        .request(Method::POST, &application)
-        .bearer(&apps)
-        .send()
-        .await?;
-    let_through(&reply, "account:apps:write", &format!("POST {application}"))?;
-    let credentials = only(target, "account", "account:credentials:write").await?;
+    let apps = ("account", "account:apps:write");
+    granted(target, apps, Method::POST, &application, None).await?;
     if let Some(name) = install.credentials.keys().next() {
         let path = format!("{application}/secrets/{name}");
-        let reply = target
-            .request(Method::DELETE, &path)
-            .bearer(&credentials)
-            .send()
-            .await?;
-        let_through(
-            &reply,
-            "account:credentials:write",
-            &format!("DELETE {path}"),
-        )?;
+        let credentials = ("account", "account:credentials:write");
+        granted(target, credentials, Method::DELETE, &path, None).await?;
     }
-    let usage = only(target, "account", "account:usage:read").await?;
-    let path = "/v1/account/statement";
-    let reply = target
-        .request(Method::GET, path)
-        .bearer(&usage)
-        .send()
-        .await?;
-    let_through(&reply, "account:usage:read", &format!("GET {path}"))
+    let usage = ("account", "account:usage:read");
+    granted(target, usage, Method::GET, "/v1/account/statement", None).await
 }

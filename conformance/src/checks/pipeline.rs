@@ -213,12 +213,17 @@ async fn fresh_build(target: &Target, token: &str, path: &str) -> Result<Value, 
 /// configured request is the deployment's own, sent as it is.
 async fn unique_build(target: &Target, token: &str, path: &str) -> Result<Value, Finding> {
     let mut request = build_request(target, path).await?;
-    if target.settings.inputs.evm_build.is_none()
-        && let Some(to) = request.pointer_mut("/operations/0/input/to")
-    {
-        *to = json!(format!("0x{:040x}", nanos()));
+    if target.settings.inputs.evm_build.is_none() {
+        to_fresh_recipient(&mut request);
     }
     build_from(target, token, path, request).await
+}
+
+/// `request` sent to a recipient no run used, where it names one (its first operation's `to`).
+fn to_fresh_recipient(request: &mut Value) {
+    if let Some(to) = request.pointer_mut("/operations/0/input/to") {
+        *to = json!(format!("0x{:040x}", nanos()));
+    }
 }
 
 /// A Build made from `request`.
@@ -364,9 +369,7 @@ async fn commit(target: &Target) -> Verdict {
     let token = &target.role(Role::Pipeline).await?;
     let mut request = build_request(target, EVM).await?;
     // A recipient no run used, so that no other commit shares the Build.
-    if let Some(to) = request.pointer_mut("/operations/0/input/to") {
-        *to = json!(format!("0x{:040x}", nanos()));
-    }
+    to_fresh_recipient(&mut request);
     let build = build_from(target, token, EVM, request.clone()).await?;
     commit_once(target, token, EVM, &build).await?;
     if target.settings.inputs.evm_build.is_some() {

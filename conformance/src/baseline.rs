@@ -27,6 +27,13 @@ pub struct Known {
     pub level: Level,
 }
 
+impl Known {
+    /// Whether `outcome` is this failure: its check failed or broke at this level.
+    pub fn holds(&self, outcome: &Outcome) -> bool {
+        is_finding(outcome) && outcome.id == self.check && outcome.level == self.level
+    }
+}
+
 /// The known failures of a deployment.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

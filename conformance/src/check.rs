@@ -1,9 +1,8 @@
 //! What a check is: its metadata, its level and the verdict of one run.
 
-use std::collections::HashSet;
+use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{LazyLock, Mutex};
 
 use serde::Serialize;
 
@@ -117,7 +116,7 @@ pub type Run =
 /// One requirement of the interface and the code that tests it.
 pub struct Check {
     /// Stable id, `category.name`.
-    pub id: &'static str,
+    pub id: Cow<'static, str>,
     /// The area it covers.
     pub category: Category,
     /// The requirement, one RFC 2119 sentence.
@@ -125,24 +124,9 @@ pub struct Check {
     /// The part of the interface document it comes from, such as `7.3`.
     pub section: &'static str,
     /// The elements of openapi.json it rests on: `METHOD /path` or `#/components/...`.
-    pub rests_on: &'static [&'static str],
+    pub rests_on: Vec<&'static str>,
     /// The operation of openapi.json the check is about, for the checks made once per operation.
     pub operation: Option<&'static Operation>,
     /// The test.
     pub run: Run,
-}
-
-/// A name made at run time, kept for the whole process, once per distinct name (a check's id
-/// is static).
-pub(crate) fn interned(id: String) -> &'static str {
-    static IDS: LazyLock<Mutex<HashSet<&'static str>>> = LazyLock::new(Mutex::default);
-    let mut ids = IDS.lock().expect("check ids");
-    match ids.get(id.as_str()) {
-        Some(id) => id,
-        None => {
-            let id: &'static str = Box::leak(id.into_boxed_str());
-            ids.insert(id);
-            id
-        }
-    }
 }

@@ -71,7 +71,7 @@ pub fn normative_checks<'a>(fact: &'a Fact, checks: &[Check]) -> Vec<&'a str> {
         .filter(|id| {
             checks
                 .iter()
-                .any(|check| check.id == *id && spec().level(check.rests_on) == Level::Normative)
+                .any(|check| *check.id == **id && spec().level(&check.rests_on) == Level::Normative)
         })
         .map(String::as_str)
         .collect()
@@ -114,7 +114,7 @@ pub fn problems(checks: &[Check]) -> Vec<String> {
             problems.push(format!("{}: the id appears twice", fact.id));
         }
         for id in &fact.checks {
-            if !checks.iter().any(|check| check.id == id) {
+            if !checks.iter().any(|check| *check.id == **id) {
                 problems.push(format!("{}: no check {id}", fact.id));
             }
         }
@@ -137,7 +137,7 @@ mod tests {
 
     #[test]
     fn every_testable_fact_has_a_normative_check() {
-        let problems = problems(&crate::checks::all());
+        let problems = problems(crate::checks::all());
         assert!(problems.is_empty(), "{}", problems.join("\n"));
     }
 
@@ -153,10 +153,10 @@ mod tests {
             missing: None,
         };
         let profile_only = fact(&["agent.sessions.delete"], None);
-        assert_eq!(standing(&profile_only, &checks), Standing::Uncovered);
+        assert_eq!(standing(&profile_only, checks), Standing::Uncovered);
         let normative = fact(&["schema.error-envelope"], None);
-        assert_eq!(standing(&normative, &checks), Standing::Covered);
+        assert_eq!(standing(&normative, checks), Standing::Covered);
         let untestable = fact(&[], Some("inside the deployment"));
-        assert_eq!(standing(&untestable, &checks), Standing::Untestable);
+        assert_eq!(standing(&untestable, checks), Standing::Untestable);
     }
 }

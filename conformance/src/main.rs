@@ -186,6 +186,10 @@ struct ReportFiles {
     /// Write the report as an HTML page.
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
+    /// Write the failures as SARIF 2.1.0, located at the openapi.json operation each concerns, for
+    /// code scanning (those a baseline knows as warnings).
+    #[arg(long, value_name = "FILE")]
+    sarif: Option<PathBuf>,
     /// Write a Markdown summary (counts, failures with their curl lines, coverage), such as to
     /// `$GITHUB_STEP_SUMMARY` or for a pull request comment.
     #[arg(long, value_name = "FILE")]
@@ -239,7 +243,7 @@ async fn run_command(args: RunArgs) -> Result<ExitCode, String> {
         normative_only: args.level == Levels::Normative,
     };
     let all = checks::all();
-    let unknown = selection.unknown(&all);
+    let unknown = selection.unknown(all);
     if !unknown.is_empty() {
         let mut categories: Vec<&str> = all.iter().map(|check| check.category.as_str()).collect();
         categories.dedup();
@@ -256,12 +260,12 @@ async fn run_command(args: RunArgs) -> Result<ExitCode, String> {
         return Ok(ExitCode::SUCCESS);
     }
     if args.list {
-        for check in &all {
+        for check in all {
             let mark = if selection.takes(check) { " " } else { "-" };
             println!(
                 "{mark} {:<34} {:<9} {:<10} {}",
                 check.id,
-                spec().level(check.rests_on).as_str(),
+                spec().level(&check.rests_on).as_str(),
                 check.section,
                 check.requirement
             );
@@ -440,7 +444,7 @@ fn console(report: &run::Report, files: &ReportFiles) {
     }
 }
 
-/// Writes `report` to each file given, as JSON, JUnit XML, HTML and Markdown, and prints its
+/// Writes `report` to each file given, as JSON, JUnit XML, HTML, Markdown and SARIF, and prints its
 /// GitHub annotations when asked (the failures in `known` as warnings).
 fn write_reports(report: &run::Report, files: &ReportFiles, known: &[Known]) -> Result<(), String> {
     let write = |path: &Option<PathBuf>, text: String| -> Result<(), String> {
@@ -460,6 +464,7 @@ fn write_reports(report: &run::Report, files: &ReportFiles, known: &[Known]) -> 
     write(&files.junit, report::junit(report))?;
     write(&files.html, report::html(report))?;
     write(&files.summary, report::summary(report))?;
+    write(&files.sarif, report::sarif(report, known))?;
     if files.github {
         // Beside the JSON report on standard output, the runner reads them on standard error.
         let commands = report::github(report, known);
@@ -540,7 +545,7 @@ fn progress(bar: Option<&ProgressBar>, done: usize, total: usize, outcome: &Outc
         Some(bar) => {
             bar.set_length(total as u64);
             bar.set_position(done as u64);
-            bar.set_message(outcome.id);
+            bar.set_message(outcome.id.clone());
         }
         None if outcome.status != Status::Disabled => eprintln!(
             "{:<5} {} ({} ms)",

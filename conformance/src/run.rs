@@ -32,7 +32,7 @@ pub struct Selection {
 impl Selection {
     fn covers(patterns: &[String], check: &Check) -> bool {
         patterns.iter().any(|pattern| {
-            check.id == pattern
+            *check.id == **pattern
                 || check.category.as_str() == pattern
                 || check.id.starts_with(&format!("{pattern}."))
         })
@@ -57,7 +57,7 @@ impl Selection {
     pub fn takes(&self, check: &Check) -> bool {
         (self.only.is_empty() || Self::covers(&self.only, check))
             && !Self::covers(&self.skip, check)
-            && !(self.normative_only && spec().level(check.rests_on) == Level::Profile)
+            && !(self.normative_only && spec().level(&check.rests_on) == Level::Profile)
     }
 }
 
@@ -71,7 +71,7 @@ pub fn listing(selection: &Selection) -> Value {
             json!({
                 "id": check.id,
                 "category": check.category,
-                "level": spec().level(check.rests_on),
+                "level": spec().level(&check.rests_on),
                 "section": check.section,
                 "requirement": check.requirement,
                 "restsOn": check.rests_on,
@@ -86,7 +86,7 @@ pub fn listing(selection: &Selection) -> Value {
 #[derive(Debug, Clone, Serialize)]
 pub struct Outcome {
     /// The check's id.
-    pub id: &'static str,
+    pub id: String,
     /// Its category.
     pub category: Category,
     /// Its level.
@@ -95,6 +95,8 @@ pub struct Outcome {
     pub requirement: &'static str,
     /// The section of the interface document.
     pub section: &'static str,
+    /// The elements of openapi.json the check rests on: `METHOD /path` or `#/components/...`.
+    pub rests_on: Vec<&'static str>,
     /// How it ended.
     pub status: Status,
     /// Why, when it did not pass.
@@ -229,7 +231,7 @@ pub async fn run(
         (0..total).partition(|&index| selection.takes(&checks[index]));
     for index in disabled {
         let check = &checks[index];
-        let level = spec().level(check.rests_on);
+        let level = spec().level(&check.rests_on);
         let disabled = (Status::Disabled, None);
         ended(
             index,
@@ -271,11 +273,14 @@ pub async fn run(
     report
 }
 
-async fn run_one(target: &Target, check: &Check, normative_only: bool) -> Outcome {
+async fn run_one(target: &Target, check: &'static Check, normative_only: bool) -> Outcome {
     let started = Instant::now();
     let body = AssertUnwindSafe((check.run)(target, check)).catch_unwind();
-    let (ended, tally) =
-        checking(check.id, tallied(tokio::time::timeout(CHECK_TIMEOUT, body))).await;
+    let (ended, tally) = checking(
+        &check.id,
+        tallied(tokio::time::timeout(CHECK_TIMEOUT, body)),
+    )
+    .await;
     // A pass whose profile assertions did not hold fails at level `all`, as a profile matter.
     let by_profile = matches!(&ended, Ok(Ok(Ok(()))))
         && tally.assertions > 0
@@ -313,7 +318,7 @@ async fn run_one(target: &Target, check: &Check, normative_only: bool) -> Outcom
     let level = if by_profile {
         Level::Profile
     } else {
-        spec().level(check.rests_on)
+        spec().level(&check.rests_on)
     };
     outcome(check, level, (status, message), started.elapsed(), tally)
 }
@@ -329,11 +334,12 @@ fn outcome(
         .then(|| tally.exchanges.last().map(Exchange::curl))
         .flatten();
     Outcome {
-        id: check.id,
+        id: check.id.to_string(),
         category: check.category,
         level,
         requirement: check.requirement,
         section: check.section,
+        rests_on: check.rests_on.clone(),
         status,
         message,
         assertions: tally.assertions,
@@ -405,7 +411,7 @@ mod tests {
             normative_only: false,
         };
         assert_eq!(
-            selection.unknown(&checks::all()),
+            selection.unknown(checks::all()),
             ["nonexistent", "agent.sse.resum"]
         );
     }

@@ -41,6 +41,8 @@ pub struct Operation {
     pub template: String,
     /// Its `operationId`.
     pub id: String,
+    /// `METHOD /path`, as a check's `rests_on` names it.
+    pub reference: String,
     segments: Vec<String>,
 }
 
@@ -205,6 +207,7 @@ impl Spec {
             for (method, object) in item.as_object().into_iter().flatten() {
                 if ["get", "put", "post", "delete", "patch"].contains(&method.as_str()) {
                     operations.push(Operation {
+                        reference: format!("{} {template}", method.to_uppercase()),
                         method: method.to_uppercase(),
                         template: template.clone(),
                         id: object["operationId"]

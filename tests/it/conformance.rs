@@ -933,11 +933,11 @@ async fn the_reference_server_passes_every_check_at_any_number_of_jobs() {
     assert!(not_passed(&report).is_empty(), "{:#?}", not_passed(&report));
     // The verdicts do not depend on how many checks run at once, nor does the report's order.
     let (one_at_a_time, _) = suite(None, 1).await;
-    let verdicts = |report: &Report| -> Vec<(&str, Status)> {
+    let verdicts = |report: &Report| -> Vec<(String, Status)> {
         report
             .outcomes
             .iter()
-            .map(|outcome| (outcome.id, outcome.status))
+            .map(|outcome| (outcome.id.clone(), outcome.status))
             .collect()
     };
     assert_eq!(verdicts(&report), verdicts(&one_at_a_time));
@@ -1002,14 +1002,14 @@ async fn each_fault_fails_exactly_its_checks_and_every_normative_check_has_a_fau
                 .outcomes
                 .iter()
                 .filter(|outcome| keep(outcome.status))
-                .map(|outcome| outcome.id)
+                .map(|outcome| outcome.id.as_str())
                 .collect()
         };
         let failed = ids(|status| status == Status::Fail);
         let expected: BTreeSet<&str> = report
             .outcomes
             .iter()
-            .map(|outcome| outcome.id)
+            .map(|outcome| outcome.id.as_str())
             .filter(|id| {
                 fault
                     .breaks()
@@ -1032,7 +1032,7 @@ async fn each_fault_fails_exactly_its_checks_and_every_normative_check_has_a_fau
                         message.contains("set inputs.") || message.starts_with("inconclusive")
                     })
             })
-            .map(|outcome| outcome.id)
+            .map(|outcome| outcome.id.as_str())
             .collect();
         if failed != expected || unpassed != expected {
             wrong.push(format!(
@@ -1047,7 +1047,7 @@ async fn each_fault_fails_exactly_its_checks_and_every_normative_check_has_a_fau
                 .iter()
                 .filter(|outcome| outcome.status == Status::Fail)
                 .filter(|outcome| outcome.level == Level::Normative)
-                .map(|outcome| outcome.id),
+                .map(|outcome| outcome.id.as_str()),
         );
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
@@ -1055,8 +1055,10 @@ async fn each_fault_fails_exactly_its_checks_and_every_normative_check_has_a_fau
         .0
         .outcomes
         .iter()
-        .filter(|outcome| outcome.level == Level::Normative && !caught.contains(outcome.id))
-        .map(|outcome| outcome.id)
+        .filter(|outcome| {
+            outcome.level == Level::Normative && !caught.contains(outcome.id.as_str())
+        })
+        .map(|outcome| outcome.id.as_str())
         .collect();
     assert!(
         uncaught.is_empty(),
@@ -1068,7 +1070,7 @@ async fn each_fault_fails_exactly_its_checks_and_every_normative_check_has_a_fau
 async fn deployment_checks(
     first: &intent_tests::TestServer,
     peer: &intent_tests::TestServer,
-) -> Vec<(&'static str, Status, Option<String>)> {
+) -> Vec<(String, Status, Option<String>)> {
     use intent_conformance::target::{AGENT_SCOPES, PIPELINE_SCOPES};
     use intent_conformance::target::{Settings, Target};
     use intent_server::resource::Resource;
@@ -1091,7 +1093,7 @@ async fn deployment_checks(
         .outcomes
         .iter()
         .filter(|outcome| outcome.status != Status::Disabled)
-        .map(|outcome| (outcome.id, outcome.status, outcome.message.clone()))
+        .map(|outcome| (outcome.id.clone(), outcome.status, outcome.message.clone()))
         .collect()
 }
 

@@ -176,7 +176,7 @@ async fn a_static_mock_passes_no_behaviour_check() {
         .outcomes
         .iter()
         .filter(|outcome| outcome.status == Status::Pass)
-        .map(|outcome| outcome.id)
+        .map(|outcome| outcome.id.as_str())
         .collect();
     let expected: BTreeSet<&str> = PASSED_BY_THE_MOCK.into_iter().collect();
     assert_eq!(passed, expected, "{}", report.summary());

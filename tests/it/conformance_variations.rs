@@ -550,7 +550,7 @@ async fn each_fault_on_a_stated_fact_fails_another_teams_deployment_at_the_norma
             .iter()
             .filter(|outcome| outcome.status == Status::Fail)
             .filter(|outcome| outcome.level == intent_conformance::spec::Level::Normative)
-            .map(|outcome| outcome.id)
+            .map(|outcome| outcome.id.as_str())
             .collect();
         let expected: BTreeSet<&str> = fault.breaks().1.iter().copied().collect();
         if !expected.is_subset(&failed) {

@@ -105,7 +105,7 @@ async fn an_sdk_client_through_the_proxy_breaks_nothing() {
         .outcomes
         .iter()
         .filter(|outcome| outcome.status == Status::Pass)
-        .map(|outcome| outcome.id)
+        .map(|outcome| outcome.id.as_str())
         .collect();
     for id in [
         "traffic.startChat",

@@ -17,10 +17,10 @@ use crate::sync::{Mode, sync};
 /// a testable fact without a normative check.
 pub fn run(root: &Path, mode: Mode) -> Result<(), String> {
     let checks = checks::all();
-    print!("{}", coverage_table(&checks));
+    print!("{}", coverage_table(checks));
     let outputs = [(root.join("CONFORMANCE.md"), document())];
     sync(root, mode, &outputs, "cargo xtask conformance-doc")?;
-    let problems = facts::problems(&checks);
+    let problems = facts::problems(checks);
     if problems.is_empty() {
         Ok(())
     } else {
@@ -149,7 +149,7 @@ fn document() -> String {
     );
     let normative = checks
         .iter()
-        .filter(|c| spec().level(c.rests_on) == Level::Normative)
+        .filter(|c| spec().level(&c.rests_on) == Level::Normative)
         .count();
     let _ = writeln!(
         out,
@@ -158,14 +158,14 @@ fn document() -> String {
         checks.len() - normative
     );
     out.push_str("| Check | Level | Section | Requirement | Rests on |\n|---|---|---|---|---|\n");
-    for check in &checks {
+    for check in checks {
         let rests_on: Vec<String> = check.rests_on.iter().map(|r| format!("`{r}`")).collect();
         let _ = writeln!(
             out,
             "| `{}`{} | {} | {} | {} | {} |",
             check.id,
             if checks::alone(check) { " *alone*" } else { "" },
-            spec().level(check.rests_on).as_str(),
+            spec().level(&check.rests_on).as_str(),
             check.section,
             check.requirement.replace('|', "\\|"),
             rests_on.join("<br>").replace('|', "\\|"),
@@ -179,8 +179,8 @@ fn document() -> String {
          `cargo xtask conformance-doc --check` fails when a testable fact has no normative check.\n\n\
          {}\n{}",
         facts::list().document,
-        coverage_table(&checks),
-        facts_table(&checks)
+        coverage_table(checks),
+        facts_table(checks)
     );
     out
 }

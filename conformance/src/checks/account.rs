@@ -11,20 +11,20 @@ use crate::target::{Role, Target, excerpt};
 pub(super) fn checks() -> Vec<Check> {
     vec![
         Check {
-            id: "account.statement",
+            id: "account.statement".into(),
             category: Category::Account,
             requirement: "The priced usage statement MUST be returned as JSON with a success status.",
             section: "4.3",
-            rests_on: &["GET /v1/account/statement"],
+            rests_on: vec!["GET /v1/account/statement"],
             operation: None,
             run: run!(statement),
         },
         Check {
-            id: "account.install-remove",
+            id: "account.install-remove".into(),
             category: Category::Account,
             requirement: "Installing an app MUST be refused while a required credential is missing and MUST answer a JSON object once it is saved; removing a credential MUST answer a JSON object; no answer MUST carry a credential's value.",
             section: "4.3",
-            rests_on: &[
+            rests_on: vec![
                 "POST /v1/account/apps/{applicationId}",
                 "DELETE /v1/account/apps/{applicationId}/secrets/{name}",
             ],
@@ -32,11 +32,11 @@ pub(super) fn checks() -> Vec<Check> {
             run: run!(install_and_remove),
         },
         Check {
-            id: "account.install",
+            id: "account.install".into(),
             category: Category::Account,
             requirement: "Installing an app MUST be refused with 422 while a required credential is missing, MUST succeed once it is saved, the credential list MUST show it present, removing it MUST answer and list its absence, never its value, and the app list MUST show the app installed until it is uninstalled.",
             section: "4.3",
-            rests_on: &[
+            rests_on: vec![
                 "POST /v1/account/apps/{applicationId}",
                 "DELETE /v1/account/apps/{applicationId}/secrets/{name}",
                 "PUT /v1/account/apps/{applicationId}/secrets/{name}",

@@ -15,20 +15,20 @@ const ON: &[&str] = &[
 pub(super) fn checks() -> Vec<Check> {
     vec![
         Check {
-            id: "agent.actions.revision-conflict",
+            id: "agent.actions.revision-conflict".into(),
             category: Category::AgentActions,
             requirement: "A resolution naming another revision than the action's current one MUST be refused with 409 and leave the action pending.",
             section: "4.2",
-            rests_on: ON,
+            rests_on: ON.to_vec(),
             operation: None,
             run: run!(revision_conflict),
         },
         Check {
-            id: "agent.actions.idempotency",
+            id: "agent.actions.idempotency".into(),
             category: Category::AgentActions,
             requirement: "A resolution MUST need an Idempotency-Key; a duplicate sent while the first is in flight MUST get the first answer or 409 `idempotency_in_flight`; a later retry MUST get the first answer again; the same key with another body MUST be refused with 422; and a new key after resolution MUST be refused with 409.",
             section: "4.2",
-            rests_on: &[
+            rests_on: vec![
                 "POST /v1/agent/sessions/{sessionId}/actions/{actionId}/resolve",
                 "#/components/parameters/IdempotencyKey",
             ],
@@ -36,11 +36,11 @@ pub(super) fn checks() -> Vec<Check> {
             run: run!(idempotency),
         },
         Check {
-            id: "agent.actions.reviewed-result",
+            id: "agent.actions.reviewed-result".into(),
             category: Category::AgentActions,
             requirement: "A result MUST be the one produced by the reviewed request: one naming another Build's digest, or carrying transaction fields, MUST be refused with 400, and the accepted one MUST enter the log as the action's result.",
             section: "4.2",
-            rests_on: ON,
+            rests_on: ON.to_vec(),
             operation: None,
             run: run!(reviewed_result),
         },

@@ -13,11 +13,11 @@ use crate::target::{Role, Target, excerpt};
 pub(super) fn checks() -> Vec<Check> {
     vec![
         Check {
-            id: "agent.sessions.update",
+            id: "agent.sessions.update".into(),
             category: Category::AgentSessions,
             requirement: "A session MUST read as a Session, and a PATCH of its `title` and `archived` MUST answer the Session with those values, which later reads show.",
             section: "4.2",
-            rests_on: &[
+            rests_on: vec![
                 "GET /v1/agent/sessions/{sessionId}",
                 "PATCH /v1/agent/sessions/{sessionId}",
             ],
@@ -25,11 +25,11 @@ pub(super) fn checks() -> Vec<Check> {
             run: run!(update),
         },
         Check {
-            id: "agent.sessions.delete",
+            id: "agent.sessions.delete".into(),
             category: Category::AgentSessions,
             requirement: "A deleted session MUST be gone: reading it and its log MUST answer 404, and it MUST take no new turn (404).",
             section: "4.2",
-            rests_on: &["DELETE /v1/agent/sessions/{sessionId}"],
+            rests_on: vec!["DELETE /v1/agent/sessions/{sessionId}"],
             operation: None,
             run: run!(delete),
         },

@@ -15,11 +15,11 @@ use crate::target::{Role, Target};
 pub(super) fn checks() -> Vec<Check> {
     vec![
         Check {
-            id: "agent.sse.events",
+            id: "agent.sse.events".into(),
             category: Category::AgentSse,
             requirement: "The stream MUST carry the events appended while it is open, MUST send only the events `page`, `message` and `resync`, every `page` MUST carry an EventPage, and a `message` MUST NOT carry an id a reconnect could resume from.",
             section: "6",
-            rests_on: &[
+            rests_on: vec![
                 "GET /v1/agent/chat/{sessionId}/stream",
                 "#/components/schemas/EventPage",
             ],
@@ -27,11 +27,11 @@ pub(super) fn checks() -> Vec<Check> {
             run: run!(event_names),
         },
         Check {
-            id: "agent.sse.ids",
+            id: "agent.sse.ids".into(),
             category: Category::AgentSse,
             requirement: "A `page` event's id MUST be its page's cursor, and a `message` event MUST NOT carry an id.",
             section: "6",
-            rests_on: &[
+            rests_on: vec![
                 "GET /v1/agent/chat/{sessionId}/stream",
                 "#/components/parameters/LastEventId",
             ],
@@ -39,11 +39,11 @@ pub(super) fn checks() -> Vec<Check> {
             run: run!(ids),
         },
         Check {
-            id: "agent.sse.resume",
+            id: "agent.sse.resume".into(),
             category: Category::AgentSse,
             requirement: "A stream reopened with the cursor of the last `page` event it sent MUST continue after that page, without repeating or skipping an event.",
             section: "6",
-            rests_on: &["GET /v1/agent/chat/{sessionId}/stream"],
+            rests_on: vec!["GET /v1/agent/chat/{sessionId}/stream"],
             operation: None,
             run: run!(resume),
         },

@@ -10,20 +10,20 @@ use crate::target::{Role, Target};
 pub(super) fn checks() -> Vec<Check> {
     vec![
         Check {
-            id: "agent.turns.terminal",
+            id: "agent.turns.terminal".into(),
             category: Category::AgentTurns,
             requirement: "A turn MUST take only the five states of part 3, and reach one of complete, failed, interrupted or awaiting_action, once, and then stay in it.",
             section: "3",
-            rests_on: &["POST /v1/agent/chat", "GET /v1/agent/chat/{sessionId}"],
+            rests_on: vec!["POST /v1/agent/chat", "GET /v1/agent/chat/{sessionId}"],
             operation: None,
             run: run!(terminal),
         },
         Check {
-            id: "agent.turns.interrupt",
+            id: "agent.turns.interrupt".into(),
             category: Category::AgentTurns,
             requirement: "Interrupting a processing turn MUST end it `interrupted`, and interrupting it again MUST be refused with 409.",
             section: "3",
-            rests_on: &["POST /v1/agent/sessions/{sessionId}/interrupt"],
+            rests_on: vec!["POST /v1/agent/sessions/{sessionId}/interrupt"],
             operation: None,
             run: run!(interrupt),
         },

@@ -6,8 +6,8 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use super::agent_actions::pending_action;
-use super::{read, read_log, reference, run_on_operation, settle, start_turn, start_turn_saying};
-use crate::check::{Category, Check, interned};
+use super::{read, read_log, run_on_operation, settle, start_turn, start_turn_saying};
+use crate::check::{Category, Check};
 use crate::finding::{Finding, Verdict, ensure, fail, profile, skip};
 use crate::spec::{Operation, spec};
 use crate::target::{
@@ -17,14 +17,11 @@ use crate::target::{
 pub(super) fn checks() -> Vec<Check> {
     let operations = spec().operations();
     let matrix = operations.iter().map(|operation| Check {
-        id: interned(format!("auth.matrix.{}", operation.id.as_str())),
+        id: format!("auth.matrix.{}", operation.id).into(),
         category: Category::Auth,
         requirement: "The operation MUST answer 401 with an error envelope without a token, with a malformed one and with one bound to another resource, and 403 with one that lacks its scope.",
         section: "5",
-        rests_on: Box::leak(Box::new([
-            reference(operation),
-            "#/components/securitySchemes/oauth2",
-        ])),
+        rests_on: vec![&operation.reference, "#/components/securitySchemes/oauth2"],
         operation: Some(operation),
         run: run_on_operation!(matrix),
     });
@@ -34,11 +31,11 @@ pub(super) fn checks() -> Vec<Check> {
             || ["listAccountApps", "listCredentials"].contains(&operation.id.as_str())
     });
     let isolation = isolated.map(|operation| Check {
-        id: interned(format!("auth.isolation.{}", operation.id.as_str())),
+        id: format!("auth.isolation.{}", operation.id).into(),
         category: Category::Auth,
         requirement: "Another account's request MUST get the answer a missing session gets, and MUST change nothing; another account MUST see none of the account's apps and credentials.",
         section: "1",
-        rests_on: Box::leak(Box::new([reference(operation)])),
+        rests_on: vec![&operation.reference],
         operation: Some(operation),
         run: run_on_operation!(isolation),
     });

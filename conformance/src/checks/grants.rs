@@ -15,20 +15,20 @@ use crate::target::{Account, Reply, Role, Target, TokenRequest};
 pub(super) fn checks() -> Vec<Check> {
     vec![
         Check {
-            id: "auth.oauth",
+            id: "auth.oauth".into(),
             category: Category::Auth,
             requirement: "The authorization, token and device code addresses under the base URL MUST answer as OAuth endpoints, and the token endpoint MUST know the authorization-code and device grants.",
             section: "5.1, 5.3",
-            rests_on: &["#/components/securitySchemes/oauth2"],
+            rests_on: vec!["#/components/securitySchemes/oauth2"],
             operation: None,
             run: run!(oauth),
         },
         Check {
-            id: "auth.grants",
+            id: "auth.grants".into(),
             category: Category::Auth,
             requirement: "A token bound to a resource and holding one scope MUST be let through (neither 401 nor 403) where part 5 says that scope grants: reading and writing Agent sessions, resolving an action, the MCP resources, the catalog, execution, installing apps, removing credentials and reading usage.",
             section: "5.4, 5.5",
-            rests_on: &["#/components/securitySchemes/oauth2/x-resources"],
+            rests_on: vec!["#/components/securitySchemes/oauth2/x-resources"],
             operation: None,
             run: run!(grants),
         },

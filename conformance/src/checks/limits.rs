@@ -13,11 +13,11 @@ use crate::target::{Role, Target, excerpt};
 pub(super) fn checks() -> Vec<Check> {
     vec![
         Check {
-            id: "limits.wait",
+            id: "limits.wait".into(),
             category: Category::Limits,
             requirement: "A `wait` above 30000 milliseconds MUST be refused with a 4xx in the error envelope.",
             section: "4.2, 8",
-            rests_on: &[
+            rests_on: vec![
                 "GET /v1/agent/chat/{sessionId}",
                 "#/components/parameters/Wait",
             ],
@@ -25,11 +25,11 @@ pub(super) fn checks() -> Vec<Check> {
             run: run!(wait),
         },
         Check {
-            id: "limits.session-id",
+            id: "limits.session-id".into(),
             category: Category::Limits,
             requirement: "A `{sessionId}` longer than 160 characters MUST be refused with a 4xx in the error envelope.",
             section: "4.2, 8",
-            rests_on: &[
+            rests_on: vec![
                 "GET /v1/agent/sessions/{sessionId}",
                 "#/components/parameters/SessionId",
             ],
@@ -37,11 +37,11 @@ pub(super) fn checks() -> Vec<Check> {
             run: run!(session_id),
         },
         Check {
-            id: "limits.names",
+            id: "limits.names".into(),
             category: Category::Limits,
             requirement: "An `{app}`, `{skill}` or `{operation}` longer than 160 characters MUST be refused with a 4xx in the error envelope.",
             section: "4.1, 8",
-            rests_on: &[
+            rests_on: vec![
                 "GET /v1/pipeline/apps/{app}/operations/{operation}",
                 "POST /v1/pipeline/skills/{skill}/operations/{operation}",
             ],
@@ -49,11 +49,11 @@ pub(super) fn checks() -> Vec<Check> {
             run: run!(names),
         },
         Check {
-            id: "limits.application-id",
+            id: "limits.application-id".into(),
             category: Category::Limits,
             requirement: "An `{applicationId}` below 1 or not a number MUST be refused with a 4xx in the error envelope.",
             section: "4.3, 8",
-            rests_on: &[
+            rests_on: vec![
                 "POST /v1/account/apps/{applicationId}",
                 "#/components/parameters/ApplicationId",
             ],
@@ -61,11 +61,11 @@ pub(super) fn checks() -> Vec<Check> {
             run: run!(application_id),
         },
         Check {
-            id: "limits.credential-name",
+            id: "limits.credential-name".into(),
             category: Category::Limits,
             requirement: "A credential `{name}` longer than 128 characters or not matching `^[A-Za-z_][A-Za-z0-9_]{0,127}$` MUST be refused with a 4xx in the error envelope.",
             section: "4.3, 8",
-            rests_on: &[
+            rests_on: vec![
                 "DELETE /v1/account/apps/{applicationId}/secrets/{name}",
                 "#/components/parameters/CredentialName",
             ],
@@ -73,20 +73,20 @@ pub(super) fn checks() -> Vec<Check> {
             run: run!(credential_name),
         },
         Check {
-            id: "limits.step",
+            id: "limits.step".into(),
             category: Category::Limits,
             requirement: "Every `step` of a balance change, approval or log MUST be at least 1.",
             section: "2.3, 2.4, 2.8, 8",
-            rests_on: &["#/components/schemas/PipelineSimulation"],
+            rests_on: vec!["#/components/schemas/PipelineSimulation"],
             operation: None,
             run: run!(step),
         },
         Check {
-            id: "limits.rate-limit",
+            id: "limits.rate-limit".into(),
             category: Category::Limits,
             requirement: "A burst over the rate limit MUST be answered with 429, an error envelope and a `Retry-After` in seconds, and a request after that time MUST be admitted.",
             section: "8",
-            rests_on: &[
+            rests_on: vec![
                 "GET /v1/account/apps",
                 "#/components/responses/TooManyRequests",
             ],

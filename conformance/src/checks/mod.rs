@@ -16,6 +16,7 @@ mod pipeline;
 mod schema;
 mod stateful;
 
+use std::sync::LazyLock;
 use std::time::Instant;
 
 use reqwest::Method;
@@ -61,28 +62,32 @@ macro_rules! run_on_operation {
 }
 pub(crate) use run_on_operation;
 
-/// Every check. The schema checks come last: they read the responses the others saw.
-pub fn all() -> Vec<Check> {
-    [
-        auth::checks(),
-        grants::checks(),
-        agent_events::checks(),
-        agent_sse::checks(),
-        agent_turns::checks(),
-        agent_sessions::checks(),
-        agent_actions::checks(),
-        pipeline::checks(),
-        account::checks(),
-        mcp::checks(),
-        deployment::checks(),
-        limits::checks(),
-        negative::checks(),
-        stateful::checks(),
-        schema::checks(),
-    ]
-    .into_iter()
-    .flatten()
-    .collect()
+/// Every check, built once. The schema checks come last: they read the responses the others
+/// saw.
+pub fn all() -> &'static [Check] {
+    static ALL: LazyLock<Vec<Check>> = LazyLock::new(|| {
+        [
+            auth::checks(),
+            grants::checks(),
+            agent_events::checks(),
+            agent_sse::checks(),
+            agent_turns::checks(),
+            agent_sessions::checks(),
+            agent_actions::checks(),
+            pipeline::checks(),
+            account::checks(),
+            mcp::checks(),
+            deployment::checks(),
+            limits::checks(),
+            negative::checks(),
+            stateful::checks(),
+            schema::checks(),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    });
+    &ALL
 }
 
 /// Whether `check` needs the deployment to itself. Such checks run after the others, one at a
@@ -104,11 +109,6 @@ pub fn alone(check: &Check) -> bool {
         }
         _ => false,
     }
-}
-
-/// `METHOD template` of `operation`, as `rests_on` names it.
-pub(crate) fn reference(operation: &Operation) -> &'static str {
-    crate::check::interned(format!("{} {}", operation.method, operation.template))
 }
 
 /// The role whose token holds every scope of `operation`'s resource (`x-resource`).
@@ -429,10 +429,9 @@ mod tests {
 
     #[test]
     fn every_check_is_well_formed() {
-        let checks = all();
         let mut ids = HashSet::new();
-        for check in &checks {
-            assert!(ids.insert(check.id), "{} appears twice", check.id);
+        for check in all() {
+            assert!(ids.insert(&check.id), "{} appears twice", check.id);
             assert!(
                 check
                     .id
@@ -448,7 +447,7 @@ mod tests {
                 check.id
             );
             assert!(!check.rests_on.is_empty(), "{} rests on nothing", check.id);
-            for reference in check.rests_on {
+            for reference in &check.rests_on {
                 assert!(
                     spec().element(reference).is_some(),
                     "{}: {reference} is not in openapi.json",

@@ -17,11 +17,11 @@ use crate::target::{Role, Target, excerpt};
 pub(super) fn checks() -> Vec<Check> {
     vec![
         Check {
-            id: "schema.negative.normative",
+            id: "schema.negative.normative".into(),
             category: Category::Schema,
             requirement: "A request that breaks a normative rule of openapi.json (a member's type, `null` where it is not nullable, a body that is not an object, a parameter's type or bound) MUST be refused with a 4xx in the error envelope, never 2xx or 5xx, and MUST change nothing.",
             section: "4, 7",
-            rests_on: &[
+            rests_on: vec![
                 "#/components/schemas/SessionUpdate",
                 "#/components/schemas/ActionResolutionRequest",
                 "#/components/parameters/Wait",
@@ -30,11 +30,11 @@ pub(super) fn checks() -> Vec<Check> {
             run: run!(normative),
         },
         Check {
-            id: "schema.negative.profile",
+            id: "schema.negative.profile".into(),
             category: Category::Schema,
             requirement: "A request that breaks a rule of the reference profile in openapi.json (types, nullability, required and unexpected members, lengths, enums, bounds and patterns of its request schemas and parameters) MUST be refused with a 4xx in the error envelope and MUST change nothing.",
             section: "4, 7",
-            rests_on: &[
+            rests_on: vec![
                 "#/components/schemas/PipelineBuildRequest",
                 "#/components/schemas/ChatStartRequest",
                 "#/components/schemas/CredentialValue",

@@ -12,47 +12,47 @@ use crate::target::{Target, Violation};
 pub(super) fn checks() -> Vec<Check> {
     vec![
         Check {
-            id: "schema.error-envelope",
+            id: "schema.error-envelope".into(),
             category: Category::Schema,
             requirement: "Every error response MUST be a JSON object with an `error` member.",
             section: "7.1",
-            rests_on: &["#/components/schemas/ErrorEnvelope"],
+            rests_on: vec!["#/components/schemas/ErrorEnvelope"],
             operation: None,
             run: run!(error_envelope),
         },
         Check {
-            id: "schema.media-type",
+            id: "schema.media-type".into(),
             category: Category::Schema,
             requirement: "Every response body but a stream's MUST be `application/json`, success and error alike.",
             section: "4",
-            rests_on: &["#/components/schemas/ErrorEnvelope"],
+            rests_on: vec!["#/components/schemas/ErrorEnvelope"],
             operation: None,
             run: run!(media_type),
         },
         Check {
-            id: "schema.simulation",
+            id: "schema.simulation".into(),
             category: Category::Schema,
             requirement: "Every simulation MUST hold exactly the fields of parts 2.2 to 2.8, with their types, and no other property.",
             section: "2.2",
-            rests_on: &["#/components/schemas/PipelineSimulation"],
+            rests_on: vec!["#/components/schemas/PipelineSimulation"],
             operation: None,
             run: run!(simulation),
         },
         Check {
-            id: "schema.event-page",
+            id: "schema.event-page".into(),
             category: Category::Schema,
             requirement: "Messages, tool activity, actions, errors and lifecycle changes MUST be entries of an EventPage's `events`, never separate top-level fields (a list or an object beside them).",
             section: "2.11",
-            rests_on: &["#/components/schemas/EventPage"],
+            rests_on: vec!["#/components/schemas/EventPage"],
             operation: None,
             run: run!(event_page),
         },
         Check {
-            id: "schema.responses",
+            id: "schema.responses".into(),
             category: Category::Schema,
             requirement: "Every response body MUST hold against its schema in openapi.json, as far as the interface shows it; the statuses, event entries and error codes of our profile are profile assertions.",
             section: "2, 7",
-            rests_on: &[
+            rests_on: vec![
                 "#/components/schemas/ErrorEnvelope",
                 "#/components/schemas/EventPage",
             ],
@@ -97,7 +97,7 @@ fn of_the_document(request: &str) -> bool {
     let route = path.split('?').next().unwrap_or(path);
     spec()
         .operation(method, route)
-        .is_some_and(|operation| !spec().is_profile(super::reference(operation)))
+        .is_some_and(|operation| !spec().is_profile(&operation.reference))
 }
 
 async fn media_type(target: &Target) -> Verdict {

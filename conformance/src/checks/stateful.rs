@@ -10,8 +10,8 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use super::{encode, fresh_key, reference, role_of, run_on_operation};
-use crate::check::{Category, Check, interned};
+use super::{encode, fresh_key, role_of, run_on_operation};
+use crate::check::{Category, Check};
 use crate::finding::{Finding, Verdict, ensure};
 use crate::generate::Rng;
 use crate::spec::{Level, Operation, spec};
@@ -24,11 +24,11 @@ pub(super) fn checks() -> Vec<Check> {
     roots()
         .into_iter()
         .map(|operation| Check {
-            id: interned(format!("stateful.{}", operation.id)),
+            id: format!("stateful.{}", operation.id).into(),
             category: Category::Stateful,
             requirement: "Following the links of openapi.json from this operation, with every other input generated from its schema, each answer MUST be a status the operation declares, hold against its schema and be no server error, and the id each link passes MUST resolve (no 404).",
             section: "4",
-            rests_on: Box::leak(Box::new([reference(operation)])),
+            rests_on: vec![&operation.reference],
             operation: Some(operation),
             run: run_on_operation!(sequence),
         })
@@ -339,7 +339,7 @@ fn evaluate(expression: &Value, step: &Step) -> Option<Value> {
 /// Everything about an operation of our profile is a profile finding.
 fn judge(step: &Step, promise: Option<&Value>, broken: &mut Vec<(Level, String)>) {
     let reply = &step.reply;
-    let profiled = spec().is_profile(reference(step.operation));
+    let profiled = spec().is_profile(&step.operation.reference);
     let at = |level: Level| if profiled { Level::Profile } else { level };
     let what = format!("{} answered {}", step.name, reply.status);
     if reply.status >= 500 {

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use super::judge::Violation;
-use crate::check::{Category, Status, interned};
+use crate::check::{Category, Status};
 use crate::run::{Outcome, REPORT_VERSION, Report};
 use crate::spec::{Level, spec};
 use crate::target::Coverage;
@@ -97,13 +97,14 @@ impl Ledger {
         let mut outcomes: Vec<Outcome> = operations
             .iter()
             .map(|operation| {
-                let id = interned(format!("traffic.{}", operation.id));
                 let seen = traffic.get(&operation.id).unwrap_or(&none);
-                outcome(id, seen, normative_only)
+                let id = format!("traffic.{}", operation.id);
+                outcome(id, vec![&operation.reference], seen, normative_only)
             })
             .collect();
         outcomes.push(outcome(
-            "traffic.paths",
+            "traffic.paths".into(),
+            Vec::new(),
             traffic.get("").unwrap_or(&none),
             normative_only,
         ));
@@ -129,7 +130,12 @@ impl Ledger {
 }
 
 /// The outcome of one operation's traffic.
-fn outcome(id: &'static str, seen: &Traffic, normative_only: bool) -> Outcome {
+fn outcome(
+    id: String,
+    rests_on: Vec<&'static str>,
+    seen: &Traffic,
+    normative_only: bool,
+) -> Outcome {
     let (normative, profile): (Vec<_>, Vec<_>) = seen
         .violations
         .iter()
@@ -160,6 +166,7 @@ fn outcome(id: &'static str, seen: &Traffic, normative_only: bool) -> Outcome {
         level,
         requirement: REQUIREMENT,
         section: "7",
+        rests_on,
         status,
         message,
         assertions: seen.exchanges,

@@ -14,9 +14,7 @@ pub fn github(report: &Report, known: &[Known]) -> String {
     let mut out = String::new();
     for outcome in &report.outcomes {
         let message = outcome.message.as_deref().unwrap_or_default();
-        let is_known = known
-            .iter()
-            .any(|known| known.check == outcome.id && known.level == outcome.level);
+        let is_known = known.iter().any(|known| known.holds(outcome));
         let command = match outcome.status {
             Status::Fail | Status::Error if is_known => "warning",
             Status::Fail | Status::Error => "error",

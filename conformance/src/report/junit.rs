@@ -64,7 +64,7 @@ fn case(category: &str, outcome: &Outcome) -> TestCase {
             status
         }
     };
-    let mut case = TestCase::new(outcome.id, status);
+    let mut case = TestCase::new(outcome.id.as_str(), status);
     if let Some(curl) = &outcome.reproduce {
         case.set_system_out(format!(
             "reproduce: {curl}\n\n{}",

@@ -4,6 +4,7 @@
 mod github;
 mod html;
 mod junit;
+mod sarif;
 mod summary;
 
 use std::fmt::Write as _;
@@ -14,6 +15,7 @@ use crate::run::{Outcome, Report};
 pub use github::github;
 pub use html::html;
 pub use junit::junit;
+pub use sarif::sarif;
 pub use summary::summary;
 
 const REDACTED: &str = "[redacted]";
@@ -249,12 +251,13 @@ pub(crate) fn fixture() -> Report {
     use crate::run::Outcome;
     use crate::spec::Level;
     use crate::target::Coverage;
-    let outcome = |id, status, message: Option<&str>| Outcome {
-        id,
+    let outcome = |id: &str, status, message: Option<&str>| Outcome {
+        id: id.to_owned(),
         category: Category::Pipeline,
         level: Level::Normative,
         requirement: "A Build MUST verify.",
         section: "2.1",
+        rests_on: vec!["POST /v1/pipeline/evm/build"],
         status,
         message: message.map(str::to_owned),
         assertions: 3,

@@ -145,7 +145,7 @@ mod tests {
 
     #[test]
     fn known_failures_pass_new_ones_fail_and_fixed_ones_are_named() {
-        let report = crate::report::fixture();
+        let report = crate::run::fixture();
         // The fixture's one failure: pipeline.commit at the normative level.
         let baseline = Baseline::of(&report);
         let commit = Known {
@@ -179,7 +179,7 @@ mod tests {
 
     #[test]
     fn a_report_or_a_baseline_file_reads_as_the_same_baseline() {
-        let report = crate::report::fixture();
+        let report = crate::run::fixture();
         let from_report = Baseline::parse(&serde_json::to_string(&report).unwrap()).unwrap();
         let file = serde_json::to_string(&Baseline::of(&report)).unwrap();
         assert_eq!(Baseline::parse(&file).unwrap(), from_report);

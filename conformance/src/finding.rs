@@ -141,6 +141,15 @@ pub fn fail<T>(message: impl Into<String>) -> Result<T, Finding> {
     Err(Finding::Fail(message.into()))
 }
 
+/// The first 300 characters of `text`, for messages.
+pub fn excerpt(text: &str) -> String {
+    let mut cut: String = text.chars().take(300).collect();
+    if cut.len() < text.len() {
+        cut.push('…');
+    }
+    cut
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

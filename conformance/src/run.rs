@@ -365,6 +365,87 @@ fn warnings(report: &Report) -> Vec<String> {
     }
 }
 
+/// A fixed run result for the report tests: a pass, a failure whose message needs escaping, a
+/// skip, two operations of which one was answered with a success, and a warning.
+#[cfg(test)]
+pub(crate) fn fixture() -> Report {
+    use crate::check::Category;
+    use crate::run::Outcome;
+    use crate::spec::Level;
+    use crate::target::Coverage;
+    let outcome = |id: &str, status, message: Option<&str>| Outcome {
+        id: id.to_owned(),
+        category: Category::Pipeline,
+        level: Level::Normative,
+        requirement: "A Build MUST verify.",
+        section: "2.1",
+        rests_on: vec!["POST /v1/pipeline/evm/build"],
+        status,
+        message: message.map(str::to_owned),
+        assertions: 3,
+        profile_findings: Vec::new(),
+        warnings: Vec::new(),
+        millis: 12,
+        reproduce: None,
+        exchanges: Vec::new(),
+    };
+    let mut failed = outcome(
+        "pipeline.commit",
+        Status::Fail,
+        Some("got 500 <boom> & \"more\""),
+    );
+    let exchange = crate::exchange::Exchange {
+        method: "POST".into(),
+        url: "http://127.0.0.1:1/v1/pipeline/evm/build".into(),
+        request_headers: [
+            ("authorization".into(), "Bearer $TOKEN".into()),
+            ("content-type".into(), "application/json".into()),
+        ]
+        .into(),
+        request_body: Some(r#"{"chain":"evm"}"#.into()),
+        sent: 1_795_000_000_010,
+        millis: 4,
+        status: Some(500),
+        response_headers: [("content-type".into(), "text/plain".into())].into(),
+        response_body: Some("<boom>".into()),
+        frames: Vec::new(),
+        frames_omitted: 0,
+        error: None,
+    };
+    failed.reproduce = Some(exchange.curl());
+    failed.exchanges = vec![exchange];
+    Report {
+        version: crate::run::REPORT_VERSION,
+        target: "http://127.0.0.1:1".into(),
+        started: 1_795_000_000,
+        millis: 100,
+        outcomes: vec![
+            outcome("pipeline.build", Status::Pass, None),
+            failed,
+            outcome("pipeline.svm", Status::Skip, Some("needs a pipeline token")),
+        ],
+        coverage: vec![
+            Coverage {
+                method: "GET".into(),
+                path: "/v1/x".into(),
+                statuses: vec![200, 401],
+                unseen: vec!["403".into()],
+            },
+            Coverage {
+                method: "POST".into(),
+                path: "/v1/y/{id}".into(),
+                statuses: vec![],
+                unseen: vec!["200".into(), "404".into()],
+            },
+        ],
+        warnings: vec!["only 1 of 3 checks passed".into()],
+        cleanup: Some(crate::target::CleanUp {
+            removed: vec!["/v1/agent/sessions/s-1".into()],
+            left: vec!["/v1/agent/sessions/s-2 (500)".into()],
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -313,13 +313,18 @@ impl Spec {
         request: Option<&Value>,
         (status, body, text): (u16, &Value, &str),
     ) -> Option<(Level, Vec<String>)> {
-        let not_json = || vec![format!("not a JSON body: {}", crate::target::excerpt(text))];
+        let not_json = || {
+            vec![format!(
+                "not a JSON body: {}",
+                crate::finding::excerpt(text)
+            )]
+        };
         let errors = |validator: &SchemaValidator| -> Vec<String> {
             if body.is_null() {
                 not_json()
             } else {
                 let errors = validator.errors(body);
-                errors.iter().map(|e| crate::target::excerpt(e)).collect()
+                errors.iter().map(|e| crate::finding::excerpt(e)).collect()
             }
         };
         let normative = match self.normative_answer(operation, request, status) {

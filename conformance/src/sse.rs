@@ -1,12 +1,5 @@
-//! A reader of `text/event-stream` frames that keeps each frame's own fields, so that a check
+//! A decoder of `text/event-stream` frames that keeps each frame's own fields, so that a check
 //! can see whether a frame carried an `id` (the EventSource API would carry the last one over).
-
-use std::time::Duration;
-
-use futures_util::StreamExt;
-
-use crate::exchange::Recorded;
-use crate::finding::Finding;
 
 /// One dispatched SSE frame.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -72,83 +65,36 @@ impl Frame {
     }
 }
 
-/// An open stream.
-pub(crate) struct Reader {
-    body: futures_util::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>,
-    decoder: Decoder,
-    /// The stream's exchange in the running check's record, which its frames join.
-    recorded: Option<usize>,
-}
-
-impl Reader {
-    /// Reads `response`'s body as SSE.
-    pub(crate) fn new(response: reqwest::Response) -> Self {
-        let recorded = response.extensions().get::<Recorded>().map(|place| place.0);
-        Self {
-            body: response.bytes_stream().boxed(),
-            decoder: Decoder::default(),
-            recorded,
-        }
-    }
-
-    /// The next frame, `None` at the end of the stream or when `timeout` passes first.
-    pub(crate) async fn next(&mut self, timeout: Duration) -> Result<Option<Frame>, Finding> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            if let Some(frame) = self.decoder.frame() {
-                if frame.is_comment() {
-                    continue;
-                }
-                if let Some(place) = self.recorded {
-                    crate::finding::framed(place, &frame);
-                }
-                return Ok(Some(frame));
-            }
-            match tokio::time::timeout_at(deadline, self.body.next()).await {
-                Err(_) | Ok(None) => return Ok(None),
-                Ok(Some(Err(e))) => return Err(Finding::Error(format!("reading the stream: {e}"))),
-                Ok(Some(Ok(chunk))) => self.decoder.push(&chunk),
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use futures_util::stream;
-
     use super::*;
 
-    #[tokio::test]
-    async fn frames_survive_characters_and_line_ends_split_across_chunks() {
+    #[test]
+    fn frames_survive_characters_and_line_ends_split_across_chunks() {
         let text = "event: page\r\nid: c1\r\ndata: {\"text\":\"café\"}\r\n\r\n: keep-alive\n\ndata: hi\n\n";
         let bytes = text.as_bytes();
         let split = text.find('é').unwrap() + 1; // inside the two bytes of `é`
         let crlf = text.find("\r\n\r\n").unwrap() + 3; // between the last CR and LF
-        let chunks = [&bytes[..split], &bytes[split..crlf], &bytes[crlf..]]
-            .map(|chunk| Ok(bytes::Bytes::copy_from_slice(chunk)));
-        let mut reader = Reader {
-            body: stream::iter(chunks).boxed(),
-            decoder: Decoder::default(),
-            recorded: None,
-        };
-        let timeout = Duration::from_secs(1);
+        let mut decoder = Decoder::default();
+        let mut frames = Vec::new();
+        for chunk in [&bytes[..split], &bytes[split..crlf], &bytes[crlf..]] {
+            decoder.push(chunk);
+            frames.extend(std::iter::from_fn(|| decoder.frame()).filter(|f| !f.is_comment()));
+        }
         assert_eq!(
-            reader.next(timeout).await.unwrap(),
-            Some(Frame {
-                event: "page".into(),
-                id: Some("c1".into()),
-                data: "{\"text\":\"café\"}".into(),
-            })
+            frames,
+            [
+                Frame {
+                    event: "page".into(),
+                    id: Some("c1".into()),
+                    data: "{\"text\":\"café\"}".into(),
+                },
+                Frame {
+                    event: "message".into(),
+                    id: None,
+                    data: "hi".into(),
+                },
+            ]
         );
-        assert_eq!(
-            reader.next(timeout).await.unwrap(),
-            Some(Frame {
-                event: "message".into(),
-                id: None,
-                data: "hi".into(),
-            })
-        );
-        assert_eq!(reader.next(timeout).await.unwrap(), None);
     }
 }

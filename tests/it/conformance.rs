@@ -1169,7 +1169,9 @@ async fn a_run_leaves_the_account_as_it_found_it() {
     let report = run(&target, &selection, DEFAULT_JOBS, |_, _, _| {}).await;
     assert!(!report.failed(), "{:#?}", not_passed(&report));
     // What a check stopped halfway leaves: its credentials saved and its app installed.
-    let install = intent_conformance::inputs::install(&target).await.unwrap();
+    let install = intent_conformance::checks::inputs::install(&target)
+        .await
+        .unwrap();
     let token = target.role(Role::Account).await.unwrap();
     let app = format!("/v1/account/apps/{}", install.application_id);
     let mut left = Vec::new();

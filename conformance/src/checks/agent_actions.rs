@@ -57,7 +57,7 @@ pub(super) struct Pending {
 
 /// Starts a turn that raises an action and waits until it awaits it.
 pub(super) async fn pending_action(target: &Target, token: &str) -> Result<Pending, Finding> {
-    let prompt = crate::inputs::action_chat(target);
+    let prompt = super::inputs::action_chat(target);
     let (session, turn) = start_turn_saying(target, token, None, prompt).await?;
     let (events, _) = settle(target, token, &session, &turn).await?;
     let Some(event) = events

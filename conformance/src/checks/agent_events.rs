@@ -11,8 +11,9 @@ use super::{
     settle, start_turn, text, turn_state,
 };
 use crate::check::{Category, Check};
+use crate::finding::excerpt;
 use crate::finding::{Finding, Verdict, ensure, profile, skip};
-use crate::target::{Role, Target, excerpt};
+use crate::target::{Role, Target};
 
 const ON: &[&str] = &["GET /v1/agent/chat/{sessionId}"];
 

@@ -7,8 +7,9 @@ use serde_json::{Value, json};
 
 use super::{fresh_key, read, run, settle, start_turn};
 use crate::check::{Category, Check};
+use crate::finding::excerpt;
 use crate::finding::{Finding, Verdict, ensure, profile};
-use crate::target::{Role, Target, excerpt};
+use crate::target::{Role, Target};
 
 pub(super) fn checks() -> Vec<Check> {
     vec![

@@ -9,7 +9,8 @@ use super::{cursor_query, cursor_taken, run, settle, start_turn, text};
 use crate::check::{Category, Check};
 use crate::finding::{Finding, Verdict, ensure, fail, skip};
 use crate::spec::spec;
-use crate::sse::{Frame, Reader};
+use crate::sse::Frame;
+use crate::target::Reader;
 use crate::target::{Role, Target};
 
 pub(super) fn checks() -> Vec<Check> {
@@ -246,7 +247,7 @@ async fn resume(target: &Target) -> Verdict {
             "the stream reopened with its last page's cursor gave {} events, the log has {} after it: {}",
             streamed.len(),
             missed.len(),
-            crate::target::excerpt(&Value::from(streamed.clone()).to_string())
+            crate::finding::excerpt(&Value::from(streamed.clone()).to_string())
         )
     })
 }

@@ -294,7 +294,7 @@ async fn plausible_body(target: &Target, operation: &Operation) -> Value {
             .means
             .chat
             .request("conformance: the auth matrix", None),
-        "evmBuild" | "svmStage" => crate::inputs::build_request(target, &operation.template)
+        "evmBuild" | "svmStage" => super::inputs::build_request(target, &operation.template)
             .await
             .unwrap_or_else(|_| json!({})),
         _ => json!({}),
@@ -392,7 +392,7 @@ async fn compare(
     ensure(!theirs.text.contains(marker) && !opened, || {
         format!(
             "{template}: another account's request was answered with the session's data: {}",
-            crate::target::excerpt(&theirs.text)
+            crate::finding::excerpt(&theirs.text)
         )
     })?;
     let status = theirs.status;
@@ -420,7 +420,7 @@ async fn account_isolation(target: &Target, operation: &'static Operation) -> Ve
         ))
         .await?;
     let path = path_of(target, operation, "", "");
-    let install = crate::inputs::install(target).await?;
+    let install = super::inputs::install(target).await?;
     let application = format!("/v1/account/apps/{}", install.application_id);
     let credential = |name: &str| format!("{application}/secrets/{name}");
     // From nothing installed and nothing saved, so that what the owner does shows.
@@ -446,7 +446,7 @@ async fn account_isolation(target: &Target, operation: &'static Operation) -> Ve
                 "PUT {} by the owner: {} {}",
                 credential(name),
                 saved.status,
-                crate::target::excerpt(&saved.text)
+                crate::finding::excerpt(&saved.text)
             ));
         }
     }

@@ -7,12 +7,12 @@ use std::time::{Duration, Instant};
 use reqwest::Method;
 use serde_json::{Value, json};
 
+use super::inputs::build_request;
 use super::pipeline::EVM;
 use super::{nanos, run, seqs, settle, start_turn, text};
 use crate::check::{Category, Check};
 use crate::finding::{Finding, Verdict, ensure, fail};
-use crate::inputs::build_request;
-use crate::sse::Reader;
+use crate::target::Reader;
 use crate::target::{Reply, Role, Target};
 
 const PROFILE: &[&str] = &["#/x-deployment"];

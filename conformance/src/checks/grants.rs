@@ -5,11 +5,11 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use super::agent_actions::pending_action;
+use super::inputs::build_request;
 use super::pipeline::{EVM, SVM};
 use super::{run, start_turn, text};
 use crate::check::{Category, Check};
 use crate::finding::{Finding, Verdict, ensure};
-use crate::inputs::build_request;
 use crate::target::{Account, Reply, Role, Target, TokenRequest};
 
 pub(super) fn checks() -> Vec<Check> {
@@ -72,7 +72,7 @@ async fn oauth(target: &Target) -> Verdict {
                 format!(
                     "POST {token_path} with a made-up {grant} grant: {} {}, not an OAuth error",
                     reply.status,
-                    crate::target::excerpt(&reply.text)
+                    crate::finding::excerpt(&reply.text)
                 )
             },
         )?;
@@ -95,7 +95,7 @@ async fn oauth(target: &Target) -> Verdict {
         format!(
             "POST {device_path}: {} {}, neither a device authorization nor an OAuth error",
             reply.status,
-            crate::target::excerpt(&reply.text)
+            crate::finding::excerpt(&reply.text)
         )
     })?;
     let authorize_path = "/api/auth/oauth2/authorize?response_type=code&client_id=conformance\
@@ -126,7 +126,7 @@ fn let_through(reply: &Reply, scope: &str, what: &str) -> Verdict {
         format!(
             "{what} with a token holding {scope}: {} {}",
             reply.status,
-            crate::target::excerpt(&reply.text)
+            crate::finding::excerpt(&reply.text)
         )
     })
 }
@@ -224,7 +224,7 @@ async fn pipeline_grants(target: &Target) -> Verdict {
 }
 
 async fn account_grants(target: &Target) -> Verdict {
-    let install = crate::inputs::install(target).await?;
+    let install = super::inputs::install(target).await?;
     let application = format!("/v1/account/apps/{}", install.application_id);
     let apps = ("account", "account:apps:write");
     granted(target, apps, Method::POST, &application, None).await?;

@@ -7,8 +7,9 @@ use serde_json::Value;
 
 use super::{run, simulations, start_turn};
 use crate::check::{Category, Check};
+use crate::finding::excerpt;
 use crate::finding::{Verdict, ensure, fail, profile, skip};
-use crate::target::{Role, Target, excerpt};
+use crate::target::{Role, Target};
 
 pub(super) fn checks() -> Vec<Check> {
     vec![

@@ -144,7 +144,7 @@ fn content(result: CallToolResult, tool: &str) -> Result<Value, Finding> {
     match (result.is_error, result.structured_content) {
         (Some(true), content) => fail(format!(
             "{tool} failed: {}",
-            crate::target::excerpt(&content.unwrap_or_default().to_string())
+            crate::finding::excerpt(&content.unwrap_or_default().to_string())
         )),
         (_, Some(content)) => Ok(content),
         (_, None) => fail(format!("{tool} gave no structured content")),
@@ -258,8 +258,8 @@ async fn catalog_tool(target: &Target) -> Verdict {
     ensure(through_mcp == reply.body, || {
         format!(
             "listPipelineApps answered {} where the API answers {}",
-            crate::target::excerpt(&through_mcp.to_string()),
-            crate::target::excerpt(&reply.text)
+            crate::finding::excerpt(&through_mcp.to_string()),
+            crate::finding::excerpt(&reply.text)
         )
     })
 }
@@ -309,8 +309,8 @@ async fn build(target: &Target) -> Verdict {
         || {
             format!(
                 "the Build through MCP {} differs from the API's {}",
-                crate::target::excerpt(&through_mcp.to_string()),
-                crate::target::excerpt(&reply.text)
+                crate::finding::excerpt(&through_mcp.to_string()),
+                crate::finding::excerpt(&reply.text)
             )
         },
     )

@@ -9,6 +9,7 @@ mod agent_turns;
 mod auth;
 mod deployment;
 mod grants;
+pub mod inputs;
 mod limits;
 mod mcp;
 mod negative;
@@ -131,7 +132,7 @@ pub(crate) fn text<'a>(body: &'a Value, pointer: &str) -> Result<&'a str, Findin
         .ok_or_else(|| {
             Finding::Fail(format!(
                 "no string at {pointer} in {}",
-                crate::target::excerpt(&body.to_string())
+                crate::finding::excerpt(&body.to_string())
             ))
         })
 }
@@ -144,7 +145,7 @@ pub(crate) async fn start_turn(
     session: Option<&str>,
     label: &str,
 ) -> Result<(String, String), Finding> {
-    start_turn_saying(target, token, session, crate::inputs::chat(target, label)).await
+    start_turn_saying(target, token, session, inputs::chat(target, label)).await
 }
 
 /// Starts a turn with exactly `message`, in `session` or a new one, through the chat means
@@ -169,7 +170,7 @@ pub(crate) async fn start_turn_saying(
             format!(
                 "starting a turn was refused: {} {}",
                 reply.status,
-                crate::target::excerpt(&reply.text)
+                crate::finding::excerpt(&reply.text)
             ),
         ));
     }
@@ -177,7 +178,7 @@ pub(crate) async fn start_turn_saying(
         return Err(Finding::Fail(format!(
             "starting a turn: got {} {}",
             reply.status,
-            crate::target::excerpt(&reply.text)
+            crate::finding::excerpt(&reply.text)
         )));
     }
     let named = |pointer: &str| reply.body.pointer(pointer).and_then(Value::as_str);
@@ -189,7 +190,7 @@ pub(crate) async fn start_turn_saying(
                 "the chat answer names no session at {} and turn at {}: {}",
                 chat.session_id,
                 chat.turn_id,
-                crate::target::excerpt(&reply.text)
+                crate::finding::excerpt(&reply.text)
             ),
         )),
     }
@@ -238,7 +239,7 @@ pub(crate) async fn cursor_taken(
             "a cursor the deployment issued, sent as `{}`, was not taken: {} {}",
             target.settings.means.cursor_parameter,
             reply.status,
-            crate::target::excerpt(&reply.text)
+            crate::finding::excerpt(&reply.text)
         ),
     ))
 }

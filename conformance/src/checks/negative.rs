@@ -10,9 +10,10 @@ use serde_json::{Map, Value, json};
 
 use super::{encode, read, run, start_turn};
 use crate::check::{Category, Check};
+use crate::finding::excerpt;
 use crate::finding::{Finding, Verdict, ensure, skip};
 use crate::spec::{Operation, spec};
-use crate::target::{Role, Target, excerpt};
+use crate::target::{Role, Target};
 
 pub(super) fn checks() -> Vec<Check> {
     vec![

@@ -7,10 +7,10 @@ use jsonwebtoken::{DecodingKey, Validation};
 use reqwest::Method;
 use serde_json::{Value, json};
 
+use super::inputs::{build_request, lists, reference_build_request};
 use super::{alter_signature, nanos, read, run, text};
 use crate::check::{Category, Check};
 use crate::finding::{Finding, Verdict, ensure, fail, profile, skip};
-use crate::inputs::{build_request, lists, reference_build_request};
 use crate::means::inconclusive;
 use crate::spec::spec;
 use crate::target::{Account, Reply, Role, Target, TokenRequest};
@@ -186,7 +186,7 @@ async fn commit_fresh(
             format!(
                 "a fresh Build presented for commit at {path} was refused: {} {}",
                 reply.status,
-                crate::target::excerpt(&reply.text)
+                crate::finding::excerpt(&reply.text)
             ),
         ));
     }
@@ -196,7 +196,7 @@ async fn commit_fresh(
             format!(
                 "committing a fresh Build at {path}: {} {}",
                 reply.status,
-                crate::target::excerpt(&reply.text)
+                crate::finding::excerpt(&reply.text)
             )
         },
     )?;
@@ -247,7 +247,7 @@ async fn build_from(
         200,
         &format!(
             "POST {path} {}",
-            crate::target::excerpt(&request.to_string())
+            crate::finding::excerpt(&request.to_string())
         ),
     )?;
     let Some(schema) = spec().normative_component("PipelineBuild") else {
@@ -537,7 +537,7 @@ fn refused(reply: &Reply, what: &str) -> Verdict {
             format!(
                 "{what} was answered {} {}",
                 reply.status,
-                crate::target::excerpt(&reply.text)
+                crate::finding::excerpt(&reply.text)
             )
         },
     )
@@ -663,12 +663,12 @@ async fn apps(target: &Target) -> Verdict {
     let token = &target.role(Role::Pipeline).await?;
     // What assembles a Build here, whether or not the catalog lists it: only a request the
     // deployment builds can show a catalog that leaves it out.
-    let request = crate::inputs::given_build_request(target, EVM)?;
+    let request = super::inputs::given_build_request(target, EVM)?;
     let built = lifecycle(target, token, EVM, &request).await?;
     if built.status != 200 {
         return skip(format!(
             "POST {EVM} {} was answered {}; set inputs.evmBuild in the config file",
-            crate::target::excerpt(&request.to_string()),
+            crate::finding::excerpt(&request.to_string()),
             built.status
         ));
     }
@@ -685,7 +685,7 @@ async fn apps(target: &Target) -> Verdict {
 
 async fn skill_call(target: &Target) -> Verdict {
     let token = &target.role(Role::Pipeline).await?;
-    let call = crate::inputs::skill_call(target).await?;
+    let call = super::inputs::skill_call(target).await?;
     let path = format!(
         "/v1/pipeline/skills/{}/operations/{}",
         call.skill, call.operation
@@ -700,7 +700,7 @@ async fn skill_call(target: &Target) -> Verdict {
     ensure(reply.body.is_object(), || {
         format!(
             "POST {path} answered {}",
-            crate::target::excerpt(&reply.text)
+            crate::finding::excerpt(&reply.text)
         )
     })
 }

@@ -111,7 +111,7 @@ async fn sequence(target: &Target, root: &'static Operation) -> Verdict {
             "{} answered {} to the run's inputs, so no link could be followed: {}",
             first.name,
             first.reply.status,
-            crate::target::excerpt(&first.reply.text)
+            crate::finding::excerpt(&first.reply.text)
         ));
     }
     let mut steps = vec![first];
@@ -208,10 +208,10 @@ fn level_of(link: &Value) -> Level {
 async fn root_body(target: &Target, root: &Operation, rng: &mut Rng) -> Result<Value, Finding> {
     match root.id.as_str() {
         "startChat" => {
-            let message = crate::inputs::chat(target, "conformance: follow the links");
+            let message = super::inputs::chat(target, "conformance: follow the links");
             Ok(target.settings.means.chat.request(message, None))
         }
-        "evmBuild" | "svmStage" => crate::inputs::build_request(target, &root.template).await,
+        "evmBuild" | "svmStage" => super::inputs::build_request(target, &root.template).await,
         _ => Ok(request_schema(root)
             .map(|schema| crate::generate::value(schema, rng))
             .unwrap_or(Value::Null)),

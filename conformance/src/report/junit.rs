@@ -82,7 +82,7 @@ mod tests {
 
     #[test]
     fn checks_become_cases_by_category_and_coverage_becomes_properties() {
-        let report = crate::report::fixture();
+        let report = crate::run::fixture();
         let xml = junit(&report);
         let parsed = quick_junit::Report::deserialize_from_str(&xml).expect("valid JUnit XML");
         let suites: Vec<(&str, usize, usize)> = parsed

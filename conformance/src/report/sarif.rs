@@ -124,7 +124,7 @@ mod tests {
         let schema: Value =
             serde_json::from_str(include_str!("../../schemas/sarif-schema-2.1.0.json")).unwrap();
         let validator = jsonschema::validator_for(&schema).unwrap();
-        let report = crate::report::fixture();
+        let report = crate::run::fixture();
         let known = crate::baseline::Baseline::of(&report).known;
         for known in [&[][..], &known[..]] {
             let log: Value = serde_json::from_str(&sarif(&report, known)).unwrap();

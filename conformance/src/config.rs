@@ -38,9 +38,10 @@ use crate::target::{Settings, Tokens};
 pub struct Layer {
     /// The deployment's base URL.
     pub base_url: Option<String>,
-    /// Tokens.
+    /// Tokens, by role (`agent`, `pipeline`, `account`, `narrow`, `second`, `agentMcp`,
+    /// `pipelineMcp`).
     #[serde(default)]
-    pub tokens: TokenLayer,
+    pub tokens: Tokens,
     /// The deployment's cursor lifetime in seconds.
     pub cursor_ttl: Option<u64>,
     /// What to send where the deployment's catalog and runtime decide what is valid.
@@ -59,28 +60,6 @@ pub struct Layer {
     /// The means of reaching the deployment where the document leaves them open (see
     /// [`crate::means`]); an environment's replaces the top level's whole.
     pub profile: Option<crate::means::Means>,
-}
-
-/// Tokens of one source.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TokenLayer {
-    /// See [`Tokens::agent`].
-    pub agent: Option<String>,
-    /// See [`Tokens::pipeline`].
-    pub pipeline: Option<String>,
-    /// See [`Tokens::account`].
-    pub account: Option<String>,
-    /// See [`Tokens::narrow`].
-    pub narrow: Option<String>,
-    /// See [`Tokens::second`].
-    pub second: Option<String>,
-    /// See [`Tokens::agent_mcp`].
-    #[serde(rename = "agentMcp")]
-    pub agent_mcp: Option<String>,
-    /// See [`Tokens::pipeline_mcp`].
-    #[serde(rename = "pipelineMcp")]
-    pub pipeline_mcp: Option<String>,
 }
 
 /// The config file: top-level values for every environment, and named environments.
@@ -150,15 +129,9 @@ pub fn resolve(
     .collect();
     let first =
         |pick: fn(&Layer) -> Option<&String>| layers.iter().find_map(|layer| pick(layer)).cloned();
-    let tokens = Tokens {
-        agent: first(|layer| layer.tokens.agent.as_ref()),
-        pipeline: first(|layer| layer.tokens.pipeline.as_ref()),
-        account: first(|layer| layer.tokens.account.as_ref()),
-        narrow: first(|layer| layer.tokens.narrow.as_ref()),
-        second: first(|layer| layer.tokens.second.as_ref()),
-        agent_mcp: first(|layer| layer.tokens.agent_mcp.as_ref()),
-        pipeline_mcp: first(|layer| layer.tokens.pipeline_mcp.as_ref()),
-    };
+    let tokens = layers
+        .iter()
+        .fold(Tokens::default(), |tokens, layer| tokens.or(&layer.tokens));
     let mut settings = Settings {
         cursor_ttl: layers
             .iter()
@@ -193,6 +166,7 @@ pub fn resolve(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::target::Role;
 
     const FILE: &str = r#"{
         "tokens": { "agent": "file-agent", "pipeline": "file-pipeline", "account": "file-account" },
@@ -206,10 +180,7 @@ mod tests {
     fn command_line_beats_environment_beats_file() {
         let file = File::parse(FILE).unwrap();
         let command_line = Layer {
-            tokens: TokenLayer {
-                agent: Some("flag-agent".into()),
-                ..TokenLayer::default()
-            },
+            tokens: Tokens::default().with(Role::Agent, "flag-agent"),
             ..Layer::default()
         };
         let resolved = resolve(command_line, Some(&file), Some("staging")).unwrap();
@@ -217,13 +188,11 @@ mod tests {
             resolved.base_url.as_deref(),
             Some("https://staging.example")
         );
-        assert_eq!(resolved.tokens.agent.as_deref(), Some("flag-agent"));
-        assert_eq!(
-            resolved.tokens.pipeline.as_deref(),
-            Some("staging-pipeline")
-        );
-        assert_eq!(resolved.tokens.account.as_deref(), Some("file-account"));
-        assert_eq!(resolved.tokens.narrow, None);
+        let token = |role| resolved.tokens.get(role);
+        assert_eq!(token(Role::Agent), Some("flag-agent"));
+        assert_eq!(token(Role::Pipeline), Some("staging-pipeline"));
+        assert_eq!(token(Role::Account), Some("file-account"));
+        assert_eq!(token(Role::Narrow), None);
         assert_eq!(resolved.settings.cursor_ttl, Some(Duration::from_secs(9)));
     }
 
@@ -233,5 +202,7 @@ mod tests {
         assert!(resolve(Layer::default(), Some(&file), Some("prod")).is_err());
         assert!(resolve(Layer::default(), None, Some("staging")).is_err());
         assert!(File::parse(r#"{"token": {}}"#).is_err());
+        assert!(File::parse(r#"{"tokens": {"agentMcp": "t", "admin": "t"}}"#).is_err());
+        assert!(File::parse(r#"{"tokens": {"agentMcp": "t", "pipelineMcp": "u"}}"#).is_ok());
     }
 }

@@ -312,8 +312,8 @@ struct Injector {
     ended: Mutex<HashMap<String, Value>>,
 }
 
-fn bearer(token: &Option<String>) -> HeaderValue {
-    HeaderValue::from_str(&format!("Bearer {}", token.as_deref().unwrap_or_default()))
+fn bearer(token: Option<&str>) -> HeaderValue {
+    HeaderValue::from_str(&format!("Bearer {}", token.unwrap_or_default()))
         .expect("a token is a header value")
 }
 
@@ -381,9 +381,12 @@ async fn inject(
 
     let is_session = path.starts_with("/v1/agent/sessions/") && !path.contains("/actions/");
     let is_mcp = path == "/v1/agent/mcp" || path == "/v1/pipeline/mcp";
-    let mcp_token = [bearer(&tokens.agent_mcp), bearer(&tokens.pipeline_mcp)]
-        .into_iter()
-        .any(|token| authorization.as_ref() == Some(&token));
+    let mcp_token = [
+        bearer(tokens.get(Role::AgentMcp)),
+        bearer(tokens.get(Role::PipelineMcp)),
+    ]
+    .into_iter()
+    .any(|token| authorization.as_ref() == Some(&token));
     // The JSON-RPC method and tool name of an MCP message, for the faults on its answer.
     let mut rpc = (String::new(), String::new());
     if is_mcp && method == "POST" {
@@ -415,7 +418,7 @@ async fn inject(
             if method == "DELETE"
                 && path.starts_with("/v1/account/apps/")
                 && !path.contains("/secrets")
-                && authorization == Some(bearer(&tokens.account)) =>
+                && authorization == Some(bearer(tokens.get(Role::Account))) =>
         {
             let id: i64 = path
                 .rsplit('/')
@@ -431,23 +434,25 @@ async fn inject(
             request = with_body(parts, "{}");
         }
         Fault::DeleteKeepsSession
-            if method == "DELETE" && is_session && authorization == Some(bearer(&tokens.agent)) =>
+            if method == "DELETE"
+                && is_session
+                && authorization == Some(bearer(tokens.get(Role::Agent))) =>
         {
             return StatusCode::NO_CONTENT.into_response();
         }
         Fault::RefusesSkillCalls
             if method == "POST"
                 && path.starts_with("/v1/pipeline/skills/")
-                && authorization == Some(bearer(&tokens.pipeline)) =>
+                && authorization == Some(bearer(tokens.get(Role::Pipeline))) =>
         {
             let error = json!({ "error": { "code": "invalid_request", "message": "refused" } });
             return json_response(StatusCode::BAD_REQUEST, &error);
         }
         Fault::LeaksSessions if claims["sub"] == "conformance-other" => {
             let own = if path.starts_with("/v1/account/") {
-                &tokens.account
+                tokens.get(Role::Account)
             } else {
-                &tokens.agent
+                tokens.get(Role::Agent)
             };
             request
                 .headers_mut()
@@ -462,14 +467,14 @@ async fn inject(
         {
             request
                 .headers_mut()
-                .insert(header::AUTHORIZATION, bearer(&tokens.agent));
+                .insert(header::AUTHORIZATION, bearer(tokens.get(Role::Agent)));
         }
         Fault::McpAcceptsOtherAudience
-            if is_mcp && authorization == Some(bearer(&tokens.agent)) =>
+            if is_mcp && authorization == Some(bearer(tokens.get(Role::Agent))) =>
         {
             request
                 .headers_mut()
-                .insert(header::AUTHORIZATION, bearer(&tokens.agent_mcp));
+                .insert(header::AUTHORIZATION, bearer(tokens.get(Role::AgentMcp)));
         }
         Fault::RefusesSingleScopes
             if claims["scope"]
@@ -486,7 +491,7 @@ async fn inject(
         Fault::OpenStatement if path == "/v1/account/statement" && authorization.is_none() => {
             request
                 .headers_mut()
-                .insert(header::AUTHORIZATION, bearer(&tokens.account));
+                .insert(header::AUTHORIZATION, bearer(tokens.get(Role::Account)));
         }
         Fault::IgnoresWait if is_events => {
             let kept: Vec<&str> = query
@@ -635,7 +640,7 @@ async fn inject(
         }
         Fault::StatementDown
             if path == "/v1/account/statement"
-                && authorization == Some(bearer(&tokens.account)) =>
+                && authorization == Some(bearer(tokens.get(Role::Account))) =>
         {
             return json_response(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -829,15 +834,13 @@ fn reopen(injector: &Injector, path: &str, query: &str, page: &mut Value) -> boo
 
 /// The token of each role, as the run will use it.
 async fn role_tokens(target: &Target) -> Tokens {
-    Tokens {
-        agent: target.role(Role::Agent).await.ok(),
-        pipeline: target.role(Role::Pipeline).await.ok(),
-        account: target.role(Role::Account).await.ok(),
-        narrow: target.role(Role::Narrow).await.ok(),
-        second: target.role(Role::Second).await.ok(),
-        agent_mcp: target.role(Role::AgentMcp).await.ok(),
-        pipeline_mcp: target.role(Role::PipelineMcp).await.ok(),
+    let mut tokens = Tokens::default();
+    for &role in Role::all() {
+        if let Ok(token) = target.role(role).await {
+            tokens = tokens.with(role, token);
+        }
     }
+    tokens
 }
 
 /// Runs the whole suite, `jobs` checks at once, against the reference server, broken by `fault`
@@ -880,10 +883,10 @@ async fn rate_limit_check(limit: Option<&str>, probe: u32) -> (Status, Option<St
     use intent_server::resource::Resource;
     let limit = limit.map(|l| RateLimit::parse(l).unwrap());
     let server = intent_tests::TestServer::start_with(|config| config.rate_limit(limit)).await;
-    let tokens = Tokens {
-        account: Some(server.token("probe", Resource::Account, &["account:apps:read"])),
-        ..Tokens::default()
-    };
+    let tokens = Tokens::default().with(
+        Role::Account,
+        server.token("probe", Resource::Account, &["account:apps:read"]),
+    );
     let settings = Settings {
         rate_limit_probe: Some(probe),
         ..Settings::default()
@@ -1074,11 +1077,15 @@ async fn deployment_checks(
     use intent_conformance::target::{AGENT_SCOPES, PIPELINE_SCOPES};
     use intent_conformance::target::{Settings, Target};
     use intent_server::resource::Resource;
-    let tokens = Tokens {
-        agent: Some(first.token("conformance", Resource::Agent, &AGENT_SCOPES)),
-        pipeline: Some(first.token("conformance", Resource::Pipeline, &PIPELINE_SCOPES)),
-        ..Tokens::default()
-    };
+    let tokens = Tokens::default()
+        .with(
+            Role::Agent,
+            first.token("conformance", Resource::Agent, &AGENT_SCOPES),
+        )
+        .with(
+            Role::Pipeline,
+            first.token("conformance", Resource::Pipeline, &PIPELINE_SCOPES),
+        );
     let settings = Settings {
         peer_url: Some(peer.base_url().to_owned()),
         ..Settings::default()

@@ -12,7 +12,7 @@ use axum::response::Response;
 use intent_conformance::check::Status;
 use intent_conformance::run::{DEFAULT_JOBS, Selection, run};
 use intent_conformance::spec::{Operation, spec};
-use intent_conformance::target::{Settings, Target, Tokens};
+use intent_conformance::target::{Role, Settings, Target, Tokens};
 use serde_json::{Value, json};
 
 fn envelope(status: StatusCode, code: &str, message: &str) -> Response {
@@ -160,16 +160,10 @@ async fn a_static_mock_passes_no_behaviour_check() {
             .await
             .unwrap()
     });
-    let token = || Some("mock-token".to_owned());
-    let tokens = Tokens {
-        agent: token(),
-        pipeline: token(),
-        account: token(),
-        narrow: token(),
-        second: token(),
-        agent_mcp: token(),
-        pipeline_mcp: token(),
-    };
+    let token = || "mock-token";
+    let tokens = Role::all().iter().fold(Tokens::default(), |tokens, &role| {
+        tokens.with(role, token())
+    });
     let target = Target::new(&base, tokens, Settings::default());
     let report = run(&target, &Selection::default(), DEFAULT_JOBS, |_, _, _| {}).await;
     let passed: BTreeSet<&str> = report

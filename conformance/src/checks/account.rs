@@ -190,7 +190,7 @@ async fn install(target: &Target) -> Verdict {
         .bearer(token)
         .send()
         .await?
-        .expect(
+        .ensure_status(
             422,
             &format!("POST {app_path} without {}", names.join(", ")),
         )?;
@@ -201,7 +201,7 @@ async fn install(target: &Target) -> Verdict {
             .json(&json!({ "value": value }))
             .send()
             .await?
-            .expect(200, &format!("PUT {}", secret_path(name)))?;
+            .ensure_status(200, &format!("PUT {}", secret_path(name)))?;
         present(target, token, id, name, true).await?;
     }
     let installed = target
@@ -209,7 +209,7 @@ async fn install(target: &Target) -> Verdict {
         .bearer(token)
         .send()
         .await?;
-    installed.expect(
+    installed.ensure_status(
         200,
         &format!("POST {app_path} with {} saved", names.join(", ")),
     )?;
@@ -219,7 +219,7 @@ async fn install(target: &Target) -> Verdict {
     listed(target, token, id, true).await?;
     for name in &names {
         let removed = remove(name).await?;
-        removed.expect(200, &format!("DELETE {}", secret_path(name)))?;
+        removed.ensure_status(200, &format!("DELETE {}", secret_path(name)))?;
         ensure(
             removed.body.is_object() && removed.body["present"] != Value::Bool(true),
             || format!("after removal: {}", removed.text),
@@ -246,7 +246,7 @@ async fn install(target: &Target) -> Verdict {
         .bearer(token)
         .send()
         .await?
-        .expect(200, &format!("DELETE {app_path} after the check"))?;
+        .ensure_status(200, &format!("DELETE {app_path} after the check"))?;
     listed(target, token, id, false).await
 }
 

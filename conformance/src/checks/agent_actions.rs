@@ -124,12 +124,12 @@ async fn revision_conflict(target: &Target) -> Verdict {
     pending
         .resolve(target, token, Some(&fresh_key("stale")), &stale)
         .await?
-        .expect(409, "a resolution naming a revision the action is not at")?;
+        .ensure_status(409, "a resolution naming a revision the action is not at")?;
     let current = pending.body(pending.revision, "rejected");
     pending
         .resolve(target, token, Some(&fresh_key("current")), &current)
         .await?
-        .expect(
+        .ensure_status(
             200,
             "the resolution at the current revision, after the conflict",
         )?;
@@ -143,7 +143,7 @@ async fn idempotency(target: &Target) -> Verdict {
     pending
         .resolve(target, token, None, &body)
         .await?
-        .expect(400, "a resolution without Idempotency-Key")?;
+        .ensure_status(400, "a resolution without Idempotency-Key")?;
     let key = fresh_key("retry");
     let (first, twin) = futures_util::future::join(
         pending.resolve(target, token, Some(&key), &body),
@@ -156,7 +156,7 @@ async fn idempotency(target: &Target) -> Verdict {
     } else {
         (twin, first)
     };
-    first.expect(200, "one of two concurrent resolutions with the same key")?;
+    first.ensure_status(200, "one of two concurrent resolutions with the same key")?;
     let replayed = twin.status == first.status && twin.body == first.body;
     let in_flight = twin.status == 409 && twin.error_code() == Some("idempotency_in_flight");
     ensure(replayed || in_flight, || {
@@ -179,11 +179,11 @@ async fn idempotency(target: &Target) -> Verdict {
     pending
         .resolve(target, token, Some(&key), &other)
         .await?
-        .expect(422, "the same key with another body")?;
+        .ensure_status(422, "the same key with another body")?;
     pending
         .resolve(target, token, Some(&fresh_key("late")), &body)
         .await?
-        .expect(409, "a new key for an action already resolved")?;
+        .ensure_status(409, "a new key for an action already resolved")?;
     Ok(())
 }
 
@@ -198,19 +198,19 @@ async fn reviewed_result(target: &Target) -> Verdict {
     pending
         .resolve(target, token, Some(&fresh_key("digest")), &wrong)
         .await?
-        .expect(400, "a result naming another Build's digest")?;
+        .ensure_status(400, "a result naming another Build's digest")?;
     let mut authored = pending.body(pending.revision, "approved");
     authored["result"]["transaction"] =
         json!({ "to": "0x0000000000000000000000000000000000000000", "value": "1" });
     pending
         .resolve(target, token, Some(&fresh_key("authored")), &authored)
         .await?
-        .expect(400, "a result carrying transaction fields")?;
+        .ensure_status(400, "a result carrying transaction fields")?;
     let reviewed = pending.body(pending.revision, "rejected");
     pending
         .resolve(target, token, Some(&fresh_key("reviewed")), &reviewed)
         .await?
-        .expect(200, "the reviewed result, after the refusals")?;
+        .ensure_status(200, "the reviewed result, after the refusals")?;
     // The durable effect: the log records the result, and only the accepted one.
     let (events, _) = read_log(target, token, &pending.session).await?;
     let results: Vec<&Value> = events

@@ -158,7 +158,7 @@ async fn follow(
         if reply.status == 410 {
             return skip("inconclusive: a page's cursor expired before the next poll");
         }
-        reply.expect(200, "following the log from a cursor")?;
+        reply.ensure_status(200, "following the log from a cursor")?;
         events.extend(reply.body["events"].as_array().cloned().unwrap_or_default());
         cursor = text(&reply.body, "/cursor")?.to_owned();
         let settled =
@@ -204,8 +204,8 @@ async fn stream_refuses(
     }
     let what = format!("GET {path} with {what}");
     match code {
-        Some(code) => reply.expect_error(status, code, &what),
-        None => reply.expect_envelope(status, &what),
+        Some(code) => reply.ensure_error(status, code, &what),
+        None => reply.ensure_envelope(status, &what),
     }
     .map(|_| ())
 }
@@ -218,7 +218,7 @@ async fn invalid_cursor(target: &Target) -> Verdict {
     for bad in ["not-a-cursor", "v1.e30.AAAA", altered.as_str()] {
         poll(target, token, &session, Some(bad), "")
             .await?
-            .expect_error(400, "invalid_cursor", &format!("cursor {bad:?}"))?;
+            .ensure_error(400, "invalid_cursor", &format!("cursor {bad:?}"))?;
         let what = format!("cursor {bad:?}");
         stream_refuses(
             target,
@@ -243,7 +243,7 @@ async fn foreign_cursor(target: &Target) -> Verdict {
     cursor_taken(target, token, &first, &cursor, &events).await?;
     poll(target, token, &second, Some(&cursor), "")
         .await?
-        .expect_error(
+        .ensure_error(
             400,
             "invalid_cursor",
             &format!("a cursor of session {first} on session {second}"),
@@ -265,11 +265,11 @@ async fn expired_cursor(target: &Target) -> Verdict {
     tokio::time::sleep(ttl + Duration::from_secs(1)).await;
     poll(target, token, &session, Some(&cursor), "")
         .await?
-        .expect_envelope(410, "a cursor past its lifetime")?;
+        .ensure_envelope(410, "a cursor past its lifetime")?;
     let what = "a cursor past its lifetime";
     stream_refuses(target, token, &session, &cursor, 410, None, what).await?;
     let reconcile = poll(target, token, &session, None, "").await?;
-    reconcile.expect(200, "the reconcile request after 410")?;
+    reconcile.ensure_status(200, "the reconcile request after 410")?;
     ensure(
         reconcile.body["events"]
             .as_array()
@@ -284,7 +284,7 @@ async fn wait(target: &Target) -> Verdict {
     let started = Instant::now();
     let reply = poll(target, token, &session, Some(&cursor), "wait=1000").await?;
     let held = started.elapsed();
-    reply.expect(200, "a poll with wait=1000 at the end of the log")?;
+    reply.ensure_status(200, "a poll with wait=1000 at the end of the log")?;
     ensure(
         reply.body["events"].as_array().is_some_and(Vec::is_empty),
         || "events appeared in a settled session".into(),
@@ -313,7 +313,7 @@ async fn wake(target: &Target) -> Verdict {
         }
     );
     let (reply, (_, turn)) = (reply?, turn?);
-    reply.expect(200, "a held poll")?;
+    reply.ensure_status(200, "a held poll")?;
     ensure(answered >= appended, || {
         format!(
             "the held poll was answered after {} ms, before the turn was started at {} ms",

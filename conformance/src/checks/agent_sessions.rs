@@ -145,7 +145,7 @@ async fn delete(target: &Target) -> Verdict {
             .bearer(token)
             .send()
             .await?
-            .expect_envelope(404, &format!("GET {gone} after DELETE {path}"))?;
+            .ensure_envelope(404, &format!("GET {gone} after DELETE {path}"))?;
     }
     target
         .request(Method::POST, "/v1/agent/chat")
@@ -159,6 +159,6 @@ async fn delete(target: &Target) -> Verdict {
         )
         .send()
         .await?
-        .expect_envelope(404, &format!("a turn in the session after DELETE {path}"))?;
+        .ensure_envelope(404, &format!("a turn in the session after DELETE {path}"))?;
     Ok(())
 }

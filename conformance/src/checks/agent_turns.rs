@@ -54,7 +54,7 @@ async fn terminal(target: &Target) -> Verdict {
         || format!("turn {turn} went through {states:?}"),
     )?;
     let later = poll(target, token, &session, Some(&cursor), "wait=1000").await?;
-    later.expect(200, "a poll after the turn ended")?;
+    later.ensure_status(200, "a poll after the turn ended")?;
     let after = later.body["events"].as_array().cloned().unwrap_or_default();
     ensure(turn_state(target, &after, &turn).is_none(), || {
         format!(
@@ -78,7 +78,7 @@ async fn interrupt(target: &Target) -> Verdict {
             "the turn was not processing when interrupted (the runtime ignores `wait <ms>`)",
         );
     }
-    first.expect(200, "interrupting a processing turn")?;
+    first.ensure_status(200, "interrupting a processing turn")?;
     let (events, _) = settle(target, token, &session, &turn).await?;
     ensure(
         turn_state(target, &events, &turn) == Some("interrupted"),
@@ -94,6 +94,6 @@ async fn interrupt(target: &Target) -> Verdict {
         .bearer(token)
         .send()
         .await?;
-    again.expect(409, "interrupting an ended turn")?;
+    again.ensure_status(409, "interrupting an ended turn")?;
     Ok(())
 }

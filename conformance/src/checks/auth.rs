@@ -180,7 +180,7 @@ async fn matrix(target: &Target, operation: &'static Operation) -> Verdict {
     let what = format!("{} {path}", operation.method);
     let mut skipped = Vec::new();
     let unauthorized = |reply: &Reply, case: &str| -> Verdict {
-        reply.expect_envelope(401, &format!("{what} {case}"))?;
+        reply.ensure_envelope(401, &format!("{what} {case}"))?;
         let challenge = reply
             .headers
             .get("www-authenticate")
@@ -243,7 +243,7 @@ async fn matrix(target: &Target, operation: &'static Operation) -> Verdict {
             .await?;
             let case = format!("{what} with every {resource} scope but {scope}");
             if scope_is_normative(operation) {
-                reply.expect_envelope(403, &case)?;
+                reply.ensure_envelope(403, &case)?;
             } else {
                 profile(
                     reply.status == 403 && reply.body.get("error").is_some(),

@@ -101,10 +101,10 @@ async fn cursor(target: &Target) -> Verdict {
         .bearer(token)
         .send()
         .await?;
-    first.expect(200, "a page of one event")?;
+    first.ensure_status(200, "a page of one event")?;
     let cursor = text(&first.body, "/cursor")?;
     let reply = peer_page(target, token, &session, cursor, 0).await?;
-    reply.expect(200, "the first address's cursor on the peer")?;
+    reply.ensure_status(200, "the first address's cursor on the peer")?;
     let got = seqs(
         reply.body["events"]
             .as_array()
@@ -130,7 +130,7 @@ async fn wake(target: &Target) -> Verdict {
     let (reply, sent) = tokio::join!(waiting, append);
     let (reply, sent) = (reply?, sent?);
     let woke = sent.elapsed();
-    reply.expect(200, "the long-poll on the peer")?;
+    reply.ensure_status(200, "the long-poll on the peer")?;
     let events = reply.body["events"].as_array().map_or(0, Vec::len);
     ensure(events > 0 && woke <= WAKE_WITHIN, || {
         format!(
@@ -190,7 +190,7 @@ async fn commit(target: &Target) -> Verdict {
         .json(&request)
         .send()
         .await?;
-    made.expect(200, "a build request on the first address")?;
+    made.ensure_status(200, "a build request on the first address")?;
     let build = made.body.clone();
     let through_peer = target
         .peer_request(Method::POST, EVM)?
@@ -198,7 +198,7 @@ async fn commit(target: &Target) -> Verdict {
         .json(&build)
         .send()
         .await?;
-    through_peer.expect(200, "committing the first address's Build through the peer")?;
+    through_peer.ensure_status(200, "committing the first address's Build through the peer")?;
     let again = target
         .request(Method::POST, EVM)
         .bearer(token)

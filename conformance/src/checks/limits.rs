@@ -260,10 +260,10 @@ async fn rate_limit(target: &Target) -> Verdict {
             .send()
             .await?;
         if reply.status != 429 {
-            reply.expect(200, "a request within the rate limit")?;
+            reply.ensure_status(200, "a request within the rate limit")?;
             continue;
         }
-        reply.expect_envelope(429, "a request over the rate limit")?;
+        reply.ensure_envelope(429, "a request over the rate limit")?;
         let header = reply
             .headers
             .get("retry-after")
@@ -283,7 +283,7 @@ async fn rate_limit(target: &Target) -> Verdict {
             .bearer(token)
             .send()
             .await?;
-        after.expect(
+        after.ensure_status(
             200,
             &format!("a request {seconds} s after a 429 with that Retry-After"),
         )?;

@@ -175,7 +175,7 @@ async fn post_initialize(
 async fn unauthorized(target: &Target) -> Verdict {
     for path in [AGENT_MCP, PIPELINE_MCP] {
         let reply = post_initialize(target, path, None).await?;
-        reply.expect(401, &format!("POST {path} without a token"))?;
+        reply.ensure_status(401, &format!("POST {path} without a token"))?;
         let challenge = reply
             .headers
             .get("www-authenticate")
@@ -198,7 +198,7 @@ async fn audience(target: &Target) -> Verdict {
     let agent = &target.role(Role::Agent).await?;
     post_initialize(target, AGENT_MCP, Some(agent))
         .await?
-        .expect(401, "the Agent's token on Agent MCP")?;
+        .ensure_status(401, "the Agent's token on Agent MCP")?;
     Ok(())
 }
 
@@ -254,7 +254,7 @@ async fn catalog_tool(target: &Target) -> Verdict {
         .bearer(http)
         .send()
         .await?;
-    reply.expect(200, "GET /v1/pipeline/apps")?;
+    reply.ensure_status(200, "GET /v1/pipeline/apps")?;
     ensure(through_mcp == reply.body, || {
         format!(
             "listPipelineApps answered {} where the API answers {}",
@@ -303,7 +303,7 @@ async fn build(target: &Target) -> Verdict {
         .json(&transfer())
         .send()
         .await?;
-    reply.expect(200, "POST /v1/pipeline/evm/build")?;
+    reply.ensure_status(200, "POST /v1/pipeline/evm/build")?;
     ensure(
         timeless(through_mcp.clone()) == timeless(reply.body.clone()),
         || {

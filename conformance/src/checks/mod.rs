@@ -203,7 +203,7 @@ pub(crate) async fn read(target: &Target, token: &str, path: &str) -> Result<Val
         .bearer(token)
         .send()
         .await?;
-    reply.expect(200, &format!("GET {path}"))?;
+    reply.ensure_status(200, &format!("GET {path}"))?;
     Ok(reply.body)
 }
 
@@ -277,7 +277,7 @@ pub(crate) async fn read_pages(
     let mut cursor: Option<String> = start.map(str::to_owned);
     for _ in 0..1000 {
         let reply = poll(target, token, session, cursor.as_deref(), query).await?;
-        reply.expect(200, "reading the event log")?;
+        reply.ensure_status(200, "reading the event log")?;
         let events = reply.body["events"]
             .as_array()
             .ok_or_else(|| Finding::Fail("an EventPage without `events`".into()))?;

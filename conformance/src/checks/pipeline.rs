@@ -243,7 +243,7 @@ async fn build_from(
             reply.status
         ));
     }
-    reply.expect(
+    reply.ensure_status(
         200,
         &format!(
             "POST {path} {}",
@@ -328,7 +328,7 @@ async fn attestation(target: &Target) -> Verdict {
     let token = &target.role(Role::Pipeline).await?;
     let metadata = "/.well-known/oauth-authorization-server";
     let reply = target.request(Method::GET, metadata).send().await?;
-    let jwks_uri = text(&reply.expect(200, metadata)?.body, "/jwks_uri")?;
+    let jwks_uri = text(&reply.ensure_status(200, metadata)?.body, "/jwks_uri")?;
     let response = target.http().get(jwks_uri).send().await;
     let jwks: JwkSet = match response {
         Ok(response) => response.json().await,
@@ -607,7 +607,7 @@ async fn operation_descriptor(target: &Target) -> Verdict {
         .bearer(token)
         .send()
         .await?;
-    reply.expect(200, &format!("GET {path}"))?;
+    reply.ensure_status(200, &format!("GET {path}"))?;
     let descriptor = &reply.body;
     ensure(descriptor.is_object(), || {
         format!("GET {path} answered {}, not an object", descriptor)
@@ -696,7 +696,7 @@ async fn skill_call(target: &Target) -> Verdict {
         .json(&call.input)
         .send()
         .await?;
-    reply.expect(200, &format!("POST {path} {}", call.input))?;
+    reply.ensure_status(200, &format!("POST {path} {}", call.input))?;
     ensure(reply.body.is_object(), || {
         format!(
             "POST {path} answered {}",
@@ -739,6 +739,6 @@ async fn skill_input(target: &Target) -> Verdict {
             "POST {path} with an empty body, which lacks the required input, was answered 200"
         ));
     }
-    reply.expect(400, &format!("POST {path} with an empty body"))?;
+    reply.ensure_status(400, &format!("POST {path} with an empty body"))?;
     Ok(())
 }

@@ -34,7 +34,7 @@ impl Reply {
     }
 
     /// Fails unless the status is `expected`.
-    pub fn expect(&self, expected: u16, what: &str) -> Result<&Self, Finding> {
+    pub fn ensure_status(&self, expected: u16, what: &str) -> Result<&Self, Finding> {
         crate::finding::asserted();
         if self.status == expected {
             Ok(self)
@@ -48,8 +48,8 @@ impl Reply {
     }
 
     /// Fails unless the status is `expected` and the body is an error envelope.
-    pub fn expect_envelope(&self, expected: u16, what: &str) -> Result<&Self, Finding> {
-        self.expect(expected, what)?;
+    pub fn ensure_envelope(&self, expected: u16, what: &str) -> Result<&Self, Finding> {
+        self.ensure_status(expected, what)?;
         if self.body.get("error").is_some() {
             Ok(self)
         } else {
@@ -61,8 +61,8 @@ impl Reply {
     }
 
     /// Fails unless the status is `expected` and the body is an error envelope with `code`.
-    pub fn expect_error(&self, expected: u16, code: &str, what: &str) -> Result<&Self, Finding> {
-        self.expect(expected, what)?;
+    pub fn ensure_error(&self, expected: u16, code: &str, what: &str) -> Result<&Self, Finding> {
+        self.ensure_status(expected, what)?;
         if self.error_code() == Some(code) {
             Ok(self)
         } else {

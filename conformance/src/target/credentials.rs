@@ -1,39 +1,42 @@
 //! The tokens a run holds and where the others come from: the roles the checks use most, each
 //! an account, a resource and scopes, and a token source for any other request.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
+
+use clap::ValueEnum;
+use serde::Deserialize;
 
 use crate::finding::excerpt;
 
-/// The tokens a run holds. Checks that need one the run lacks are skipped.
-#[derive(Debug, Clone, Default)]
-pub struct Tokens {
-    /// Agent resource, scopes `agent:read agent:write agent:actions:resolve`.
-    pub agent: Option<String>,
-    /// Pipeline resource, scopes `pipeline:catalog pipeline:execute`.
-    pub pipeline: Option<String>,
-    /// Account resource, scopes `account:apps:read account:apps:write
-    /// account:credentials:read account:credentials:write account:usage:read`.
-    pub account: Option<String>,
-    /// Agent resource with `agent:read` only.
-    pub narrow: Option<String>,
-    /// Agent resource, scopes `agent:read agent:write`, of a second account.
-    pub second: Option<String>,
-    /// Agent MCP resource, scopes `mcp:agent agent:read` (without `agent:write`, so that a
-    /// write tool is beyond it).
-    pub agent_mcp: Option<String>,
-    /// Pipeline MCP resource, scopes `mcp:pipeline pipeline:catalog pipeline:execute`.
-    pub pipeline_mcp: Option<String>,
-}
+/// The tokens a run holds, by role. Checks that need one the run lacks are skipped.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct Tokens(BTreeMap<Role, String>);
 
 impl Tokens {
+    /// These tokens with `token` for `role`.
+    pub fn with(mut self, role: Role, token: impl Into<String>) -> Self {
+        self.0.insert(role, token.into());
+        self
+    }
+
+    /// The token of `role`, when given.
+    pub fn get(&self, role: Role) -> Option<&str> {
+        self.0.get(&role).map(String::as_str)
+    }
+
+    /// These tokens, with `other`'s for the roles these lack.
+    pub fn or(mut self, other: &Tokens) -> Self {
+        for (role, token) in &other.0 {
+            self.0.entry(*role).or_insert_with(|| token.clone());
+        }
+        self
+    }
+
     /// Every token held, to redact from reports.
     pub fn secrets(&self) -> Vec<String> {
-        Role::ALL
-            .into_iter()
-            .filter_map(|role| role.given(self))
-            .cloned()
-            .collect()
+        self.0.values().cloned().collect()
     }
 }
 
@@ -81,35 +84,52 @@ impl TokenRequest {
     }
 }
 
-/// The tokens a run uses most, each given by its own flag or asked of the token source.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The tokens a run uses most, each given by its own flag (`--agent-token`), environment
+/// variable (`INTENT_CONFORMANCE_AGENT_TOKEN`) or config key (`agent`), or asked of the token
+/// source. A role's doc comment is its flag's help.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, ValueEnum)]
+#[serde(rename_all = "camelCase")]
 pub enum Role {
-    /// See [`Tokens::agent`].
+    /// Agent token: agent:read agent:write agent:actions:resolve.
     Agent,
-    /// See [`Tokens::pipeline`].
+    /// Pipeline token: pipeline:catalog pipeline:execute.
     Pipeline,
-    /// See [`Tokens::account`].
+    /// Account token: account:apps:read/write, account:credentials:read/write,
+    /// account:usage:read.
     Account,
-    /// See [`Tokens::narrow`].
+    /// Agent token with agent:read only, for the 403 check.
     Narrow,
-    /// See [`Tokens::second`].
+    /// Agent token (agent:read agent:write) of a second account, for the isolation checks.
     Second,
-    /// See [`Tokens::agent_mcp`].
+    /// Agent MCP token: mcp:agent agent:read (without agent:write, for the scope check).
     AgentMcp,
-    /// See [`Tokens::pipeline_mcp`].
+    /// Pipeline MCP token: mcp:pipeline pipeline:catalog pipeline:execute.
     PipelineMcp,
 }
 
 impl Role {
-    pub(super) const ALL: [Role; 7] = [
-        Role::Agent,
-        Role::Pipeline,
-        Role::Account,
-        Role::Narrow,
-        Role::Second,
-        Role::AgentMcp,
-        Role::PipelineMcp,
-    ];
+    /// Every role.
+    pub fn all() -> &'static [Role] {
+        Role::value_variants()
+    }
+
+    /// The role's name, such as `agent-mcp`.
+    pub fn name(self) -> String {
+        self.to_possible_value()
+            .map(|value| value.get_name().to_owned())
+            .unwrap_or_default()
+    }
+
+    /// The role's flag, such as `--agent-mcp-token`.
+    pub fn flag(self) -> String {
+        format!("--{}-token", self.name())
+    }
+
+    /// The role's environment variable, such as `INTENT_CONFORMANCE_AGENT_MCP_TOKEN`.
+    pub fn env(self) -> String {
+        let name = self.name().to_uppercase().replace('-', "_");
+        format!("INTENT_CONFORMANCE_{name}_TOKEN")
+    }
 
     /// The account, resource and scopes of the role.
     pub fn request(self) -> TokenRequest {
@@ -127,31 +147,6 @@ impl Role {
             ),
         };
         TokenRequest::new(account, resource, scopes)
-    }
-
-    /// The role's flag, such as `--agent-token`.
-    pub fn flag(self) -> &'static str {
-        match self {
-            Role::Agent => "--agent-token",
-            Role::Pipeline => "--pipeline-token",
-            Role::Account => "--account-token",
-            Role::Narrow => "--narrow-token",
-            Role::Second => "--second-token",
-            Role::AgentMcp => "--agent-mcp-token",
-            Role::PipelineMcp => "--pipeline-mcp-token",
-        }
-    }
-
-    pub(super) fn given(self, tokens: &Tokens) -> Option<&String> {
-        match self {
-            Role::Agent => tokens.agent.as_ref(),
-            Role::Pipeline => tokens.pipeline.as_ref(),
-            Role::Account => tokens.account.as_ref(),
-            Role::Narrow => tokens.narrow.as_ref(),
-            Role::Second => tokens.second.as_ref(),
-            Role::AgentMcp => tokens.agent_mcp.as_ref(),
-            Role::PipelineMcp => tokens.pipeline_mcp.as_ref(),
-        }
     }
 }
 

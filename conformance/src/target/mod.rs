@@ -120,8 +120,8 @@ impl Target {
 
     /// The token of `role`: its flag's, or the token source's.
     pub async fn role(&self, role: Role) -> Result<String, Finding> {
-        match role.given(&self.tokens) {
-            Some(token) => Ok(token.clone()),
+        match self.tokens.get(role) {
+            Some(token) => Ok(token.to_owned()),
             None => self
                 .token(&role.request())
                 .await
@@ -138,12 +138,12 @@ impl Target {
     /// A token for `request`: a role's given token when it is exactly that, else the token
     /// source's (asked once per request); a skip when neither has one.
     pub async fn token(&self, request: &TokenRequest) -> Result<String, Finding> {
-        let given = Role::ALL
-            .into_iter()
+        let given = Role::all()
+            .iter()
             .find(|role| &role.request() == request)
-            .and_then(|role| role.given(&self.tokens));
+            .and_then(|role| self.tokens.get(*role));
         if let Some(token) = given {
-            return Ok(token.clone());
+            return Ok(token.to_owned());
         }
         if let Some(token) = self.minted.lock().expect("minted tokens").get(request) {
             return Ok(token.clone());
@@ -207,9 +207,7 @@ impl Target {
 
     /// Whether `value` is one of the run's tokens or a secret value it sent.
     pub fn is_secret(&self, value: &str) -> bool {
-        Role::ALL
-            .into_iter()
-            .any(|role| role.given(&self.tokens).is_some_and(|token| token == value))
+        self.tokens.secrets().iter().any(|token| token == value)
             || self
                 .secrets
                 .lock()

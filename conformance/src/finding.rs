@@ -26,14 +26,48 @@ tokio::task_local! {
     static LEDGER: Ledger;
 }
 
-/// What one check asserted while it ran.
+/// What one check asserted while it ran, and where it tells each thing as it happens.
 #[derive(Debug, Default)]
 struct Ledger {
     assertions: AtomicUsize,
     profile: Mutex<Vec<String>>,
     warnings: Mutex<Vec<String>>,
     exchanges: Mutex<Vec<Exchange>>,
+    teller: Option<(usize, Teller)>,
 }
+
+impl Ledger {
+    fn tell(&self, told: Told) {
+        if let Some((check, teller)) = &self.teller {
+            // A run that stopped listening has nothing left to tell.
+            let _ = teller.send((*check, told));
+        }
+    }
+}
+
+/// What a running check tells as it happens, besides its verdict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Told {
+    /// The check began.
+    Began,
+    /// An assertion, at the check's level or (`profile`) of our reference profile; the message
+    /// when it did not hold.
+    Asserted {
+        /// Whether it held.
+        held: bool,
+        /// Whether it is a profile assertion inside the check.
+        profile: bool,
+        /// What did not hold.
+        message: Option<String>,
+    },
+    /// An HTTP exchange it made or cites.
+    Exchanged(Box<Exchange>),
+    /// Something worth knowing that judges nothing.
+    Warned(String),
+}
+
+/// Where running checks tell what they do: each telling with the index of the check it is of.
+pub type Teller = tokio::sync::mpsc::UnboundedSender<(usize, Told)>;
 
 /// The tally of one check's run: how many assertions it made at its own level, and the
 /// profile assertions that did not hold.
@@ -51,9 +85,19 @@ pub struct Tally {
 
 /// Runs `body` with a fresh ledger and returns what it asserted.
 pub async fn tallied<F: Future>(body: F) -> (F::Output, Tally) {
-    let ledger = Ledger::default();
+    told(body, None).await
+}
+
+/// Runs `body` with a fresh ledger that tells `teller` what it does as the check at `index`,
+/// and returns what it asserted.
+pub async fn told<F: Future>(body: F, teller: Option<(usize, Teller)>) -> (F::Output, Tally) {
+    let ledger = Ledger {
+        teller,
+        ..Ledger::default()
+    };
     let (output, ledger) = LEDGER
         .scope(ledger, async move {
+            LEDGER.with(|ledger| ledger.tell(Told::Began));
             let output = body.await;
             let tally = LEDGER.with(|ledger| Tally {
                 assertions: ledger.assertions.load(Ordering::Relaxed),
@@ -67,18 +111,26 @@ pub async fn tallied<F: Future>(body: F) -> (F::Output, Tally) {
     (output, ledger)
 }
 
-/// Counts one assertion of the running check (outside a check, nothing).
-pub(crate) fn asserted() {
-    let _ = LEDGER.try_with(|ledger| ledger.assertions.fetch_add(1, Ordering::Relaxed));
+/// Counts one assertion of the running check, held or not with `message` (outside a check,
+/// nothing).
+fn asserted(profile: bool, message: Option<&str>) {
+    let _ = LEDGER.try_with(|ledger| {
+        ledger.assertions.fetch_add(1, Ordering::Relaxed);
+        ledger.tell(Told::Asserted {
+            held: message.is_none(),
+            profile,
+            message: message.map(str::to_owned),
+        });
+    });
 }
 
 /// Fails with `message` unless `condition` holds.
 pub fn ensure(condition: bool, message: impl FnOnce() -> String) -> Verdict {
-    asserted();
     if condition {
+        asserted(false, None);
         Ok(())
     } else {
-        Err(Finding::Fail(message()))
+        fail(message())
     }
 }
 
@@ -86,16 +138,21 @@ pub fn ensure(condition: bool, message: impl FnOnce() -> String) -> Verdict {
 /// `condition` does not hold the check goes on, and `message` is a profile finding (a failure
 /// only at level `all`).
 pub fn profile(condition: bool, message: impl FnOnce() -> String) {
-    asserted();
-    if !condition {
+    if condition {
+        asserted(true, None);
+    } else {
         let message = message();
+        asserted(true, Some(&message));
         let _ = LEDGER.try_with(|ledger| ledger.profile.lock().expect("ledger").push(message));
     }
 }
 
 /// A warning of the running check: shown with its outcome, it judges nothing.
 pub(crate) fn warn(message: String) {
-    let _ = LEDGER.try_with(|ledger| ledger.warnings.lock().expect("ledger").push(message));
+    let _ = LEDGER.try_with(|ledger| {
+        ledger.tell(Told::Warned(message.clone()));
+        ledger.warnings.lock().expect("ledger").push(message);
+    });
 }
 
 /// Keeps `exchange` among the running check's; its place, for [`framed`] (outside a check,
@@ -103,6 +160,7 @@ pub(crate) fn warn(message: String) {
 pub(crate) fn exchanged(exchange: Exchange) -> Option<usize> {
     LEDGER
         .try_with(|ledger| {
+            ledger.tell(Told::Exchanged(Box::new(exchange.clone())));
             let mut exchanges = ledger.exchanges.lock().expect("ledger");
             exchanges.push(exchange);
             exchanges.len() - 1
@@ -137,8 +195,9 @@ pub fn skip<T>(reason: impl Into<String>) -> Result<T, Finding> {
 
 /// A failure with `message`: an assertion that did not hold.
 pub fn fail<T>(message: impl Into<String>) -> Result<T, Finding> {
-    asserted();
-    Err(Finding::Fail(message.into()))
+    let message = message.into();
+    asserted(false, Some(&message));
+    Err(Finding::Fail(message))
 }
 
 /// The first 300 characters of `text`, for messages.
@@ -170,5 +229,40 @@ mod tests {
         assert_eq!(tally.warnings, ["waited out a 429"]);
         let (_, empty) = tallied(async { skip::<()>("no token") }).await;
         assert_eq!(empty, Tally::default());
+    }
+
+    #[tokio::test]
+    async fn a_check_tells_each_assertion_and_warning_as_it_happens() {
+        let (teller, mut heard) = tokio::sync::mpsc::unbounded_channel();
+        let (_, tally) = told(
+            async {
+                ensure(true, String::new)?;
+                profile(false, || "the code differs".into());
+                warn("waited out a 429".into());
+                ensure(false, || "broken".into())
+            },
+            Some((7, teller)),
+        )
+        .await;
+        let mut tellings = Vec::new();
+        while let Ok(telling) = heard.try_recv() {
+            tellings.push(telling);
+        }
+        let asserted = |held, profile, message: Option<&str>| Told::Asserted {
+            held,
+            profile,
+            message: message.map(str::to_owned),
+        };
+        assert_eq!(
+            tellings,
+            [
+                (7, Told::Began),
+                (7, asserted(true, false, None)),
+                (7, asserted(false, true, Some("the code differs"))),
+                (7, Told::Warned("waited out a 429".into())),
+                (7, asserted(false, false, Some("broken"))),
+            ]
+        );
+        assert_eq!(tally.assertions, 3);
     }
 }

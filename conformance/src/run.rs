@@ -6,11 +6,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use futures_util::{FutureExt, StreamExt, stream};
 use serde::Serialize;
 use serde_json::{Value, json};
+use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
 use crate::check::{Category, Check, Status};
 use crate::checks;
 use crate::exchange::Exchange;
-use crate::finding::{Finding, Tally, tallied};
+use crate::finding::{Finding, Tally, Teller, Told, told};
 use crate::spec::Level;
 use crate::spec::spec;
 use crate::target::{Coverage, Target, checking};
@@ -208,35 +209,156 @@ impl Report {
 /// How many checks a run takes at once unless told otherwise: they mostly wait on the deployment.
 pub const DEFAULT_JOBS: usize = 8;
 
+/// What a run tells its reporters as it goes, as nextest's reporter events do: each check's
+/// start, assertions, exchanges, warnings and end. The console and `--events` (JSON lines) read
+/// them as they come; the [`Report`] the run returns is their sum.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum CheckEvent {
+    /// The run takes `selected` of `total` checks against `target`.
+    RunStarted {
+        /// The deployment's base URL.
+        target: String,
+        /// Every check.
+        total: usize,
+        /// Those the selection takes.
+        selected: usize,
+    },
+    /// A check started.
+    Started {
+        /// The check's id.
+        check: String,
+    },
+    /// A check asserted something.
+    Assertion {
+        /// The check's id.
+        check: String,
+        /// Whether it held.
+        held: bool,
+        /// Whether it is a profile assertion inside the check (else at the check's level).
+        profile: bool,
+        /// What did not hold.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    },
+    /// A check made (or cites) an HTTP exchange.
+    Exchange {
+        /// The check's id.
+        check: String,
+        /// The exchange, as it stood when made (a stream's frames come later).
+        exchange: Box<Exchange>,
+    },
+    /// A check met something that judges nothing, such as a 429 it waited out.
+    Warning {
+        /// The check's id.
+        check: String,
+        /// What it met.
+        message: String,
+    },
+    /// A check ended, the `done`th of `total` (a disabled one too); its outcome without its
+    /// exchanges, which came as their own events.
+    Finished {
+        /// How many checks have ended.
+        done: usize,
+        /// Every check.
+        total: usize,
+        /// How it ended.
+        outcome: Box<Outcome>,
+    },
+    /// The run ended: its one-line summary.
+    RunFinished {
+        /// As [`Report::summary`] words it.
+        summary: String,
+        /// Whether any check failed or broke.
+        failed: bool,
+    },
+}
+
+/// The events of a run so far, and the outcomes in the checks' order.
+struct Progress<F> {
+    tell: F,
+    checks: &'static [Check],
+    outcomes: Vec<Option<Outcome>>,
+    done: usize,
+}
+
+impl<F: FnMut(&CheckEvent)> Progress<F> {
+    /// Passes on what the check at `index` told.
+    fn told(&mut self, (index, told): (usize, Told)) {
+        let check = self.checks[index].id.to_string();
+        (self.tell)(&match told {
+            Told::Began => CheckEvent::Started { check },
+            Told::Asserted {
+                held,
+                profile,
+                message,
+            } => CheckEvent::Assertion {
+                check,
+                held,
+                profile,
+                message,
+            },
+            Told::Exchanged(exchange) => CheckEvent::Exchange { check, exchange },
+            Told::Warned(message) => CheckEvent::Warning { check, message },
+        });
+    }
+
+    /// Notes that the check at `index` ended with `outcome`, after what it told that is still
+    /// in `heard`.
+    fn ended(
+        &mut self,
+        index: usize,
+        outcome: Outcome,
+        heard: &mut UnboundedReceiver<(usize, Told)>,
+    ) {
+        while let Ok(told) = heard.try_recv() {
+            self.told(told);
+        }
+        self.done += 1;
+        (self.tell)(&CheckEvent::Finished {
+            done: self.done,
+            total: self.outcomes.len(),
+            outcome: Box::new(Outcome {
+                exchanges: Vec::new(),
+                ..outcome.clone()
+            }),
+        });
+        self.outcomes[index] = Some(outcome);
+    }
+}
+
 /// Runs the selected checks against `target`, up to `jobs` at once; those that need the
-/// deployment to themselves (`checks::alone`) run afterwards, one at a time. `progress` hears of
-/// each outcome as `(done, total, outcome)` as it ends; the report keeps the checks' order.
+/// deployment to themselves (`checks::alone`) run afterwards, one at a time. `tell` hears each
+/// [`CheckEvent`] as it happens; the report keeps the checks' order.
 pub async fn run(
     target: &Target,
     selection: &Selection,
     jobs: usize,
-    mut progress: impl FnMut(usize, usize, &Outcome),
+    tell: impl FnMut(&CheckEvent),
 ) -> Report {
     let started = Instant::now();
     let checks = checks::all();
     let total = checks.len();
-    let mut outcomes: Vec<Option<Outcome>> = vec![None; total];
-    let mut done = 0;
-    let mut ended = |index: usize, outcome: Outcome| {
-        done += 1;
-        progress(done, total, &outcome);
-        outcomes[index] = Some(outcome);
+    let mut progress = Progress {
+        tell,
+        checks,
+        outcomes: vec![None; total],
+        done: 0,
     };
     let (taken, disabled): (Vec<usize>, Vec<usize>) =
         (0..total).partition(|&index| selection.takes(&checks[index]));
+    (progress.tell)(&CheckEvent::RunStarted {
+        target: target.base().to_owned(),
+        total,
+        selected: taken.len(),
+    });
+    let (teller, mut heard) = unbounded_channel();
     for index in disabled {
         let check = &checks[index];
         let level = spec().level(&check.rests_on);
         let disabled = (Status::Disabled, None);
-        ended(
-            index,
-            outcome(check, level, disabled, Duration::ZERO, Tally::default()),
-        );
+        let outcome = outcome(check, level, disabled, Duration::ZERO, Tally::default());
+        progress.ended(index, outcome, &mut heard);
     }
     let (alone, together): (Vec<usize>, Vec<usize>) = taken
         .into_iter()
@@ -244,17 +366,27 @@ pub async fn run(
     let normative_only = selection.normative_only;
     let run_at = |index: usize| {
         let check = &checks[index];
-        async move { (index, run_one(target, check, normative_only).await) }
+        let teller = teller.clone();
+        async move {
+            (
+                index,
+                run_one(target, check, normative_only, (index, teller)).await,
+            )
+        }
     };
-    let mut running = stream::iter(together)
+    let together = stream::iter(together)
         .map(run_at)
         .buffer_unordered(jobs.max(1));
-    while let Some((index, outcome)) = running.next().await {
-        ended(index, outcome);
-    }
-    for index in alone {
-        let (index, outcome) = run_at(index).await;
-        ended(index, outcome);
+    let mut running = std::pin::pin!(together.chain(stream::iter(alone).then(run_at)));
+    loop {
+        tokio::select! {
+            biased;
+            Some(told) = heard.recv() => progress.told(told),
+            next = running.next() => match next {
+                Some((index, outcome)) => progress.ended(index, outcome, &mut heard),
+                None => break,
+            },
+        }
     }
     let mut report = Report {
         version: REPORT_VERSION,
@@ -264,23 +396,30 @@ pub async fn run(
             .map_or(0, |now| now.as_secs())
             .saturating_sub(started.elapsed().as_secs()),
         millis: started.elapsed().as_millis() as u64,
-        outcomes: outcomes.into_iter().flatten().collect(),
+        outcomes: progress.outcomes.into_iter().flatten().collect(),
         coverage: target.coverage(),
         warnings: Vec::new(),
         cleanup: None,
     };
     report.warnings = warnings(&report);
+    (progress.tell)(&CheckEvent::RunFinished {
+        summary: report.summary(),
+        failed: report.failed(),
+    });
     report
 }
 
-async fn run_one(target: &Target, check: &'static Check, normative_only: bool) -> Outcome {
+/// Runs `check`, telling `teller` what it does.
+async fn run_one(
+    target: &Target,
+    check: &'static Check,
+    normative_only: bool,
+    teller: (usize, Teller),
+) -> Outcome {
     let started = Instant::now();
     let body = AssertUnwindSafe((check.run)(target, check)).catch_unwind();
-    let (ended, tally) = checking(
-        &check.id,
-        tallied(tokio::time::timeout(CHECK_TIMEOUT, body)),
-    )
-    .await;
+    let timed = tokio::time::timeout(CHECK_TIMEOUT, body);
+    let (ended, tally) = checking(&check.id, told(timed, Some(teller))).await;
     // A pass whose profile assertions did not hold fails at level `all`, as a profile matter.
     let by_profile = matches!(&ended, Ok(Ok(Ok(()))))
         && tally.assertions > 0

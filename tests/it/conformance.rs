@@ -870,7 +870,7 @@ async fn suite(fault: Option<Fault>, jobs: usize) -> (Report, Vec<String>) {
         skip: vec!["limits.rate-limit".into(), "deployment".into()],
         ..Selection::default()
     };
-    let report = run(&target, &selection, jobs, |_, _, _| {}).await;
+    let report = run(&target, &selection, jobs, |_| {}).await;
     let report = intent_conformance::report::redacted(&report, &target.secrets());
     (report, tokens.secrets())
 }
@@ -896,7 +896,7 @@ async fn rate_limit_check(limit: Option<&str>, probe: u32) -> (Status, Option<St
         only: vec!["limits.rate-limit".into()],
         ..Selection::default()
     };
-    let report = run(&target, &selection, DEFAULT_JOBS, |_, _, _| {}).await;
+    let report = run(&target, &selection, DEFAULT_JOBS, |_| {}).await;
     let outcome = report
         .outcomes
         .iter()
@@ -1095,7 +1095,7 @@ async fn deployment_checks(
         only: vec!["deployment".into()],
         ..Selection::default()
     };
-    let report = run(&target, &selection, DEFAULT_JOBS, |_, _, _| {}).await;
+    let report = run(&target, &selection, DEFAULT_JOBS, |_| {}).await;
     report
         .outcomes
         .iter()
@@ -1173,7 +1173,7 @@ async fn a_run_leaves_the_account_as_it_found_it() {
         skip: vec!["limits.rate-limit".into(), "deployment".into()],
         ..Selection::default()
     };
-    let report = run(&target, &selection, DEFAULT_JOBS, |_, _, _| {}).await;
+    let report = run(&target, &selection, DEFAULT_JOBS, |_| {}).await;
     assert!(!report.failed(), "{:#?}", not_passed(&report));
     // What a check stopped halfway leaves: its credentials saved and its app installed.
     let install = intent_conformance::checks::inputs::install(&target)
@@ -1238,4 +1238,90 @@ async fn a_run_leaves_the_account_as_it_found_it() {
         again.removed.is_empty() && again.left.is_empty(),
         "{again:?}"
     );
+}
+
+/// The events a run tells, as its reporters hear them: each check's start, then what it
+/// asserted, exchanged and met, then its end, summing to its outcome; the run's start and end
+/// around them all.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_events_of_a_run_tell_each_check_in_order_and_sum_to_its_outcome() {
+    use intent_conformance::run::CheckEvent;
+    let server = Embedded::start().await.expect("the embedded server starts");
+    let target = server.target();
+    let selection = Selection {
+        // Turns and streams make exchanges and assertions; `schema.responses` runs alone after
+        // them and cites the responses it judged.
+        only: vec![
+            "agent.turns".into(),
+            "agent.sse".into(),
+            "schema.responses".into(),
+        ],
+        ..Selection::default()
+    };
+    let mut events = Vec::new();
+    let report = run(&target, &selection, DEFAULT_JOBS, |event| {
+        events.push(event.clone())
+    })
+    .await;
+    let selected = report
+        .outcomes
+        .iter()
+        .filter(|outcome| outcome.status != Status::Disabled)
+        .count();
+    assert!(matches!(
+        events.first(),
+        Some(CheckEvent::RunStarted { selected: told, total, .. })
+            if *told == selected && *total == report.outcomes.len()
+    ));
+    assert!(matches!(
+        events.last(),
+        Some(CheckEvent::RunFinished { .. })
+    ));
+    let finished: Vec<usize> = events
+        .iter()
+        .filter_map(|event| match event {
+            CheckEvent::Finished { done, outcome, .. } => {
+                assert!(outcome.exchanges.is_empty(), "exchanges come as events");
+                Some(*done)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(finished, (1..=report.outcomes.len()).collect::<Vec<_>>());
+    for outcome in report
+        .outcomes
+        .iter()
+        .filter(|o| o.status != Status::Disabled)
+    {
+        let told: Vec<&CheckEvent> = events
+            .iter()
+            .filter(|event| match event {
+                CheckEvent::Started { check }
+                | CheckEvent::Assertion { check, .. }
+                | CheckEvent::Exchange { check, .. }
+                | CheckEvent::Warning { check, .. } => *check == outcome.id,
+                CheckEvent::Finished { outcome: ended, .. } => ended.id == outcome.id,
+                _ => false,
+            })
+            .collect();
+        let id = &outcome.id;
+        assert!(
+            matches!(told.first(), Some(CheckEvent::Started { .. })),
+            "{id}"
+        );
+        assert!(
+            matches!(told.last(), Some(CheckEvent::Finished { .. })),
+            "{id}"
+        );
+        let count = |kind: fn(&CheckEvent) -> bool| told.iter().filter(|e| kind(e)).count();
+        let assertions = count(|e| matches!(e, CheckEvent::Assertion { .. }));
+        let exchanges = count(|e| matches!(e, CheckEvent::Exchange { .. }));
+        assert_eq!(assertions, outcome.assertions, "{id}");
+        assert_eq!(exchanges, outcome.exchanges.len(), "{id}");
+        assert!(outcome.assertions > 0, "{id} asserted something");
+    }
+    let exchanged = events
+        .iter()
+        .filter(|e| matches!(e, CheckEvent::Exchange { .. }));
+    assert!(exchanged.count() > 10, "the turns and streams were told");
 }

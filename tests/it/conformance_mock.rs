@@ -165,7 +165,7 @@ async fn a_static_mock_passes_no_behaviour_check() {
         tokens.with(role, token())
     });
     let target = Target::new(&base, tokens, Settings::default());
-    let report = run(&target, &Selection::default(), DEFAULT_JOBS, |_, _, _| {}).await;
+    let report = run(&target, &Selection::default(), DEFAULT_JOBS, |_| {}).await;
     let passed: BTreeSet<&str> = report
         .outcomes
         .iter()

@@ -313,7 +313,7 @@ async fn suite_with(variation: Variation, normative_only: bool, inputs: Inputs) 
     };
     let mut target = server.target();
     target.settings.inputs = inputs;
-    run(&target, &selection, DEFAULT_JOBS, |_, _, _| {}).await
+    run(&target, &selection, DEFAULT_JOBS, |_| {}).await
 }
 
 fn broken(report: &Report) -> Vec<String> {
@@ -455,7 +455,7 @@ async fn another_team(fault: Option<AnotherFault>, means: Option<Value>, only: &
     if let Some(means) = means {
         target.settings.means = serde_json::from_value(means).expect("a profile");
     }
-    run(&target, &selection, DEFAULT_JOBS, |_, _, _| {}).await
+    run(&target, &selection, DEFAULT_JOBS, |_| {}).await
 }
 
 fn status_of(report: &Report, id: &str) -> Status {

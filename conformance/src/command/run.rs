@@ -1,6 +1,7 @@
 //! `intent-conformance run`: the checks against a deployment, and the reports of the run.
 
-use std::io::IsTerminal;
+use std::fs::File;
+use std::io::{IsTerminal, LineWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -10,7 +11,7 @@ use intent_conformance::baseline::{self, Baseline, Known};
 use intent_conformance::check::Status;
 use intent_conformance::config::{self, Layer};
 use intent_conformance::inputs::Inputs;
-use intent_conformance::run::{Outcome, Selection};
+use intent_conformance::run::{CheckEvent, Outcome, Selection};
 use intent_conformance::spec::spec;
 use intent_conformance::target::{Role, Target, TokenSource, Tokens};
 use intent_conformance::{checks, report, run};
@@ -99,6 +100,10 @@ pub struct RunArgs {
     /// No progress bar (a line per check instead).
     #[arg(long)]
     no_progress: bool,
+    /// Write each event of the run to FILE as one JSON line, as it happens: each check's start,
+    /// assertions, exchanges, warnings and end, secrets redacted.
+    #[arg(long, value_name = "FILE")]
+    events: Option<PathBuf>,
 }
 
 pub async fn run_command(args: RunArgs) -> Result<ExitCode, String> {
@@ -178,13 +183,31 @@ pub async fn run_command(args: RunArgs) -> Result<ExitCode, String> {
             .progress_chars("#>-");
         ProgressBar::new(0).with_style(style)
     });
-    let mut report = run::run(
-        &target,
-        &selection,
-        args.jobs as usize,
-        |done, total, outcome| progress(bar.as_ref(), done, total, outcome),
-    )
+    let mut events = match &args.events {
+        Some(path) => Some(LineWriter::new(
+            File::create(path).map_err(|e| format!("creating {}: {e}", path.display()))?,
+        )),
+        None => None,
+    };
+    let mut unwritten = None;
+    let mut report = run::run(&target, &selection, args.jobs as usize, |event| {
+        if let CheckEvent::Finished {
+            done,
+            total,
+            outcome,
+        } = event
+        {
+            progress(bar.as_ref(), *done, *total, outcome);
+        }
+        if let Some(file) = events.as_mut() {
+            let line = serde_json::to_string(event).expect("an event serializes");
+            if let Err(e) = writeln!(file, "{}", report::redact(&line, &target.secrets())) {
+                unwritten.get_or_insert_with(|| format!("writing the events: {e}"));
+            }
+        }
+    })
     .await;
+
     if !args.keep {
         report.cleanup = Some(target.clean_up().await);
     }
@@ -221,6 +244,9 @@ pub async fn run_command(args: RunArgs) -> Result<ExitCode, String> {
     }
     if let Some(dir) = &args.transcript {
         write_transcripts(&report, dir)?;
+    }
+    if let Some(unwritten) = unwritten {
+        return Err(unwritten);
     }
     let percent = report.coverage_percent();
     let short = args

@@ -35,16 +35,14 @@ impl Reply {
 
     /// Fails unless the status is `expected`.
     pub fn ensure_status(&self, expected: u16, what: &str) -> Result<&Self, Finding> {
-        crate::finding::asserted();
-        if self.status == expected {
-            Ok(self)
-        } else {
-            Err(Finding::Fail(format!(
+        crate::finding::ensure(self.status == expected, || {
+            format!(
                 "{what}: expected {expected}, got {} {}",
                 self.status,
                 excerpt(&self.text)
-            )))
-        }
+            )
+        })?;
+        Ok(self)
     }
 
     /// Fails unless the status is `expected` and the body is an error envelope.

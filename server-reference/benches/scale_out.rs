@@ -11,17 +11,17 @@
 //!
 //! Run: `cargo bench -p intent-server --bench scale_out`
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use sqlx::Connection;
 
 mod load;
+mod postgres;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
 use load::{CONNECTIONS, DURATION, Load, WARM_UP, drive};
+use postgres::Postgres;
 
 /// Wake-ups measured per pairing.
 const WAKE_UPS: usize = 200;
@@ -32,71 +32,6 @@ fn main() {
         .build()
         .unwrap()
         .block_on(bench());
-}
-
-/// A PostgreSQL server for the run, stopped when dropped if the run started it.
-struct Postgres {
-    url: String,
-    started: Option<tempfile::TempDir>,
-}
-
-impl Postgres {
-    fn start() -> Self {
-        if let Ok(url) = std::env::var("INTENT_TEST_DATABASE_URL") {
-            return Self { url, started: None };
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let output = std::process::Command::new(workspace().join(".ci/postgres"))
-            .arg("start")
-            .arg(dir.path())
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let url = String::from_utf8(output.stdout).unwrap().trim().to_owned();
-        Self {
-            url,
-            started: Some(dir),
-        }
-    }
-
-    /// A new, empty database.
-    async fn database(&self, name: &str) -> String {
-        let mut admin = sqlx::PgConnection::connect(&self.url).await.unwrap();
-        for sql in [
-            format!("DROP DATABASE IF EXISTS {name}"),
-            format!("CREATE DATABASE {name}"),
-        ] {
-            sqlx::query(sqlx::AssertSqlSafe(sql))
-                .execute(&mut admin)
-                .await
-                .unwrap();
-        }
-        let mut url = reqwest::Url::parse(&self.url).unwrap();
-        url.set_path(name);
-        url.to_string()
-    }
-}
-
-impl Drop for Postgres {
-    fn drop(&mut self) {
-        if let Some(dir) = &self.started {
-            let _ = std::process::Command::new(workspace().join(".ci/postgres"))
-                .arg("stop")
-                .arg(dir.path())
-                .status();
-        }
-    }
-}
-
-fn workspace() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_owned()
 }
 
 /// Starts a turn in `session` (or a new one) through `base` and reads it to its end; the

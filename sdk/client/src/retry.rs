@@ -7,8 +7,9 @@ use reqwest::{Method, StatusCode};
 
 /// How the client sends a call again, in the manner of the AWS SDK's standard mode:
 ///
-/// - what is retried: a request that never reached the server (a connect error), and the
-///   answers 408, 429, 502, 503 and 504, or a timeout;
+/// - what is retried: a request that never reached the server (a connect error), the answers
+///   408, 429, 502, 503 and 504, a timeout, and a connection lost before the answer was whole
+///   (an instance that restarts, a load balancer that cuts it);
 /// - which requests: GET, HEAD, PUT and DELETE always; a POST only when it carries an
 ///   `Idempotency-Key`, or when it never reached the server;
 /// - how long to wait: the answer's `Retry-After` (in seconds) when it has one, up to
@@ -95,7 +96,7 @@ impl RetryPolicy {
             );
         let retry_after = match outcome {
             Outcome::NotSent => None,
-            Outcome::TimedOut if repeatable => None,
+            Outcome::TimedOut | Outcome::Failed if repeatable => None,
             Outcome::Answered(status, headers) if repeatable && retried_status(status) => {
                 retry_after(headers)
             }
@@ -133,7 +134,7 @@ pub(crate) enum Outcome<'a> {
     TimedOut,
     /// An answer, with its headers.
     Answered(StatusCode, &'a HeaderMap),
-    /// Any other failure.
+    /// Any other failure, such as the connection lost before the answer was whole.
     Failed,
 }
 
@@ -183,6 +184,12 @@ mod tests {
         assert!(delay(Method::POST, true, unavailable).is_some());
         assert!(delay(Method::POST, false, Outcome::NotSent).is_some());
         assert!(delay(Method::POST, false, Outcome::TimedOut).is_none());
+        assert!(
+            delay(Method::GET, false, Outcome::Failed).is_some(),
+            "a lost connection"
+        );
+        assert!(delay(Method::POST, true, Outcome::Failed).is_some());
+        assert!(delay(Method::POST, false, Outcome::Failed).is_none());
         let internal = Outcome::Answered(StatusCode::INTERNAL_SERVER_ERROR, &none);
         assert!(delay(Method::GET, false, internal).is_none());
         assert!(

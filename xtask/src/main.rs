@@ -6,6 +6,7 @@ mod breaking;
 mod budget;
 mod codegen;
 mod conformance_doc;
+mod fixture;
 mod lint;
 mod sync;
 
@@ -14,7 +15,7 @@ use std::process::ExitCode;
 
 use sync::Mode;
 
-const USAGE: &str = "usage: cargo xtask codegen [--check] | conformance-doc [--check] | breaking BASE [HEAD] [--json] | budget | lint";
+const USAGE: &str = "usage: cargo xtask codegen [--check] | conformance-doc [--check] | breaking BASE [HEAD] [--json] | budget | lint | fixture REV";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -36,6 +37,7 @@ fn main() -> ExitCode {
         ["conformance-doc", "--check"] => conformance_doc::run(&workspace_root(), Mode::Check),
         ["budget"] => budget::run(&workspace_root()),
         ["lint"] => lint::run(&workspace_root()),
+        ["fixture", rev] => fixture::run(&workspace_root(), rev),
         _ => {
             eprintln!("{USAGE}");
             return ExitCode::from(2);

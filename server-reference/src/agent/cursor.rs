@@ -171,6 +171,14 @@ mod tests {
     }
 
     #[test]
+    fn the_format_written_is_the_one_stored_formats_json_names() {
+        // A new format needs a new upgrade fixture (`cargo xtask fixture`), which records it.
+        let formats: serde_json::Value =
+            serde_json::from_str(include_str!("../../stored-formats.json")).unwrap();
+        assert_eq!(formats["cursor"], VERSION);
+    }
+
+    #[test]
     fn a_cursor_opens_to_its_position_until_it_expires() {
         let position = Position::new(42, 45);
         let cursor = key().issue("acct", "ses", position, 1_000);

@@ -121,3 +121,15 @@ pub fn verify(
     }
     Ok(typed)
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_envelope_version_is_the_one_stored_formats_json_names() {
+        // Builds are kept in actions' events: a new version needs a new upgrade fixture
+        // (`cargo xtask fixture`), which records it.
+        let formats: serde_json::Value =
+            serde_json::from_str(include_str!("../../stored-formats.json")).unwrap();
+        assert_eq!(formats["buildEnvelope"], super::VERSION);
+    }
+}

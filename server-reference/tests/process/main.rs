@@ -1,5 +1,6 @@
 //! The server binary as a child process: stopped by `kill -9` and by SIGTERM, and minting
-//! short-lived tokens for the SDK through `intent-server token`.
+//! short-lived tokens for the SDK through `intent-server token`, and opening the data that
+//! servers of earlier commits left (upgrades in place).
 
 mod crash;
 mod memory;
@@ -7,3 +8,4 @@ mod scale_out;
 #[path = "../support/mod.rs"]
 mod support;
 mod token_expiry;
+mod upgrade;

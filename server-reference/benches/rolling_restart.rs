@@ -15,6 +15,7 @@
 //! - double effects: a turn that ended twice, or an action with two results;
 //! - the errors that surfaced to the app through the SDK's retries: calls that failed (a
 //!   driver then starts its next turn) and the reconnections a follower's stream reported;
+//! - the times a follower's view restarted (the SDK's answer to a refused cursor);
 //! - the longest stall a follower saw: how much later it received an event than the first of
 //!   its session's followers did.
 //!
@@ -82,9 +83,9 @@ fn main() {
         tallies.push(tally);
     }
     println!(
-        "\n| run | restarts | turns | resolutions | events | lost | seen twice | double effects | calls failed | stream errors | longest stall |"
+        "\n| run | restarts | turns | resolutions | events | lost | seen twice | double effects | calls failed | stream errors | view restarts | longest stall |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     for tally in &tallies {
         println!("{tally}");
     }
@@ -140,6 +141,7 @@ struct Tally {
     double: usize,
     calls_failed: usize,
     stream_errors: usize,
+    view_restarts: usize,
     stall: Duration,
 }
 
@@ -147,7 +149,7 @@ impl std::fmt::Display for Tally {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2} s |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2} s |",
             self.label,
             self.restarts.join(", "),
             self.turns,
@@ -158,6 +160,7 @@ impl std::fmt::Display for Tally {
             self.double,
             self.calls_failed,
             self.stream_errors,
+            self.view_restarts,
             self.stall.as_secs_f64()
         )
     }
@@ -176,6 +179,8 @@ struct Seen {
     /// Each event's seq, and when it arrived.
     seqs: Vec<(u64, Instant)>,
     errors: usize,
+    /// Times the SDK told the follower to drop its view and read the log again.
+    restarts: usize,
 }
 
 async fn run(
@@ -293,6 +298,7 @@ async fn run(
         session,
         seen,
         task,
+        ..
     } in &followers
     {
         let last = logs[session].last().map_or(0, AgentEvent::seq);
@@ -320,6 +326,7 @@ async fn run(
             .count();
         tally.twice += counts.values().filter(|&&n| n > 1).count();
         tally.stream_errors += seen.errors;
+        tally.view_restarts += seen.restarts;
     }
     drop(instances);
     tally
@@ -390,8 +397,10 @@ fn follow(intent: &Intent, session: &str, sse: bool) -> Follower {
                 Ok(LogItem::Event { event, .. }) => {
                     seen.seqs.push((event.seq(), Instant::now()));
                 }
-                // A restart of the view would repeat events: it counts as seeing them twice.
-                Ok(LogItem::Restart) | Ok(LogItem::Snapshot(_)) => {}
+                // The SDK read the log again from its start (its cursor was refused): the
+                // events it repeats count as seen twice.
+                Ok(LogItem::Restart) => seen.restarts += 1,
+                Ok(LogItem::Snapshot(_)) => {}
                 Err(_) => seen.errors += 1,
             }
         }

@@ -434,8 +434,11 @@ impl EventLog {
         let Some(read) = self.0.store.read_log(account, session, from, held).await? else {
             return Ok(None);
         };
+        // Another process may have appended between the two reads: the head ends at the last
+        // event it holds, and the notification of those appends sends readers past it.
+        let first = from.max(read.pruned_through);
         let bounds = Bounds {
-            last_seq: read.last_seq,
+            last_seq: first + read.events.len() as i64,
             pruned_through: read.pruned_through,
         };
         let head = Head::new(record, bounds, read.events, since);

@@ -602,7 +602,7 @@ async fn tampered(target: &Target) -> Verdict {
     refused(&reply, "another account's Build")?;
     // The control: the untouched Build commits, so that the refusals above were not the commit
     // means refused.
-    commit_fresh(target, token, EVM, &build).await.map(|_| ())
+    control(target, token, build).await
 }
 
 async fn expired(target: &Target) -> Verdict {
@@ -620,7 +620,25 @@ async fn expired(target: &Target) -> Verdict {
     refused(&reply, "a Build past its expiresAt")?;
     // The control: a fresh Build commits, so that the refusal was the expiry's, not the means'.
     let fresh = unique_build(target, token, EVM).await?;
-    commit_fresh(target, token, EVM, &fresh).await.map(|_| ())
+    control(target, token, fresh).await
+}
+
+/// How many fresh Builds a control commit tries.
+const CONTROLS: usize = 3;
+
+/// The control of a check whose commits were refused: `build`, fresh, commits at the EVM
+/// endpoint, so that the refusals were not the commit means refused. Another check's commit may
+/// have moved the chain past `build` (it no longer simulates), so a refused control is tried
+/// again with a new unique Build before the means counts as refused.
+async fn control(target: &Target, token: &str, build: Value) -> Verdict {
+    let mut build = build;
+    for _ in 1..CONTROLS {
+        match commit_fresh(target, token, EVM, &build).await {
+            Err(Finding::Skip(_)) => build = unique_build(target, token, EVM).await?,
+            committed => return committed.map(|_| ()),
+        }
+    }
+    commit_fresh(target, token, EVM, &build).await.map(|_| ())
 }
 
 async fn operation_descriptor(target: &Target) -> Verdict {

@@ -315,14 +315,15 @@ impl<F: FnMut(&CheckEvent)> Progress<F> {
             self.told(told);
         }
         self.done += 1;
+        // Its exchanges came as their own events: the event's outcome goes without them.
+        let mut outcome = outcome;
+        let exchanges = std::mem::take(&mut outcome.exchanges);
         (self.tell)(&CheckEvent::Finished {
             done: self.done,
             total: self.outcomes.len(),
-            outcome: Box::new(Outcome {
-                exchanges: Vec::new(),
-                ..outcome.clone()
-            }),
+            outcome: Box::new(outcome.clone()),
         });
+        outcome.exchanges = exchanges;
         self.outcomes[index] = Some(outcome);
     }
 }

@@ -457,16 +457,7 @@ fn double_effects(log: &[AgentEvent]) -> usize {
 
 /// An Agent token for the front's resource, minted with the key in `keys`.
 fn token(keys: &Path, base: &str) -> String {
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_intent-server"))
-        .args(["token", "--sub", "rolling", "--scope", SCOPES])
-        .arg("--resource")
-        .arg(format!("{base}/v1/agent"))
-        .arg("--data-dir")
-        .arg(keys)
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "the token command succeeds");
-    String::from_utf8(output.stdout).unwrap().trim().to_owned()
+    support::token(keys, &format!("{base}/v1/agent"), "rolling", SCOPES)
 }
 
 /// How an instance is stopped.

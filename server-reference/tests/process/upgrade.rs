@@ -13,7 +13,7 @@ use std::process::Command;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::support::{Server, page};
+use crate::support::{self, Server, page};
 
 fn fixtures() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/upgrade");
@@ -46,15 +46,8 @@ fn copy(dir: &Path, to: &Path) {
 
 /// A token of `server` for `resource` with `scopes`, minted with the key of `data_dir`.
 fn token(server: &Server, data_dir: &Path, resource: &str, scopes: &str) -> String {
-    let output = Command::new(env!("CARGO_BIN_EXE_intent-server"))
-        .args(["token", "--sub", "fixture", "--scope", scopes, "--resource"])
-        .arg(format!("{}/v1/{resource}", server.base))
-        .arg("--data-dir")
-        .arg(data_dir)
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "the token command succeeds");
-    String::from_utf8(output.stdout).unwrap().trim().to_owned()
+    let resource_url = format!("{}/v1/{resource}", server.base);
+    support::token(data_dir, &resource_url, "fixture", scopes)
 }
 
 /// Every event of `session` after `cursor`.

@@ -42,20 +42,30 @@ impl Server {
 
     /// An Agent token for `account` with `scopes`, minted with the key of `data_dir`.
     pub fn agent_token(&self, data_dir: &Path, account: &str, scopes: &str) -> String {
-        let output = Command::new(env!("CARGO_BIN_EXE_intent-server"))
-            .args(["token", "--sub", account, "--scope", scopes])
-            .arg("--resource")
-            .arg(format!("{}/v1/agent", self.base))
-            .arg("--data-dir")
-            .arg(data_dir)
-            .output()
-            .expect("the token command runs");
-        assert!(output.status.success(), "the token command succeeds");
-        String::from_utf8(output.stdout)
-            .expect("a token is text")
-            .trim()
-            .to_owned()
+        token(
+            data_dir,
+            &format!("{}/v1/agent", self.base),
+            account,
+            scopes,
+        )
     }
+}
+
+/// A token for the resource at `resource_url`, `account` and `scopes`, minted with the key of
+/// `data_dir` by `intent-server token`.
+pub fn token(data_dir: &Path, resource_url: &str, account: &str, scopes: &str) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_intent-server"))
+        .args(["token", "--sub", account, "--scope", scopes])
+        .args(["--resource", resource_url])
+        .arg("--data-dir")
+        .arg(data_dir)
+        .output()
+        .expect("the token command runs");
+    assert!(output.status.success(), "the token command succeeds");
+    String::from_utf8(output.stdout)
+        .expect("a token is text")
+        .trim()
+        .to_owned()
 }
 
 impl Drop for Server {

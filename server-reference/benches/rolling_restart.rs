@@ -341,10 +341,11 @@ async fn take_turn(
     failed: &AtomicUsize,
 ) -> Result<(String, usize), intent_sdk::Error> {
     let agent = intent.agent();
-    let request = ChatStartRequest {
-        message: message.parse().expect("a message"),
-        session_id: session.map(|id| id.parse().expect("a session id")),
-    };
+    let request: ChatStartRequest = ChatStartRequest::builder()
+        .message(message)
+        .session_id(session.map(|id| id.parse().expect("a session id")))
+        .try_into()
+        .expect("a chat start request");
     let started = agent.start(&request).await?;
     let session = started.session_id.to_string();
     let turn = started.turn_id.to_string();

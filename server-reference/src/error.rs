@@ -77,16 +77,19 @@ impl ApiError {
         serde_json::to_string(&self.envelope()).expect("an error envelope serializes")
     }
 
-    /// The envelope answered.
+    /// The envelope answered. It has no error of its own to answer with: every member is set
+    /// here from this error's fields, so its builders cannot fail.
     pub fn envelope(&self) -> ErrorEnvelope {
-        let detail = ErrorDetail {
-            code: self.code.clone(),
-            message: self.message.clone(),
-            details: self.details.clone(),
-        };
-        ErrorEnvelope {
-            error: serde_json::to_value(detail).expect("an error detail serializes"),
-        }
+        let detail: ErrorDetail = ErrorDetail::builder()
+            .code(self.code.clone())
+            .message(self.message.clone())
+            .details(self.details.clone())
+            .try_into()
+            .expect("every member of an error detail is set");
+        ErrorEnvelope::builder()
+            .error(serde_json::to_value(detail).expect("an error detail serializes"))
+            .try_into()
+            .expect("every member of an error envelope is set")
     }
 }
 

@@ -67,7 +67,7 @@ async fn install_needs_its_required_credentials_and_state_is_per_account() {
     let bob = server.client(&server.token("bob", Resource::Account, ALL_ACCOUNT_SCOPES));
     let price_feeds: std::num::NonZeroU64 = 1.try_into().unwrap();
 
-    let apps = alice.list_account_apps().await.unwrap().into_inner();
+    let apps = alice.list_account_apps().send().await.unwrap().into_inner();
     assert_eq!(apps.apps.len(), 3);
     assert!(
         apps.apps
@@ -75,44 +75,70 @@ async fn install_needs_its_required_credentials_and_state_is_per_account() {
             .all(|app| !app.installed && app.installed_at.is_none())
     );
 
-    let (status, error) = api_error(alice.install_app(price_feeds).await.unwrap_err());
+    let (status, error) = api_error(
+        alice
+            .install_app()
+            .application_id(price_feeds)
+            .send()
+            .await
+            .unwrap_err(),
+    );
     assert_eq!(
         (status, error["code"].as_str()),
         (422, Some("credentials_missing"))
     );
     assert_eq!(error["details"]["missing"], json!(["API_KEY"]));
 
-    let body = intent_sdk::models::CredentialValue {
-        value: SECRET.parse().unwrap(),
-    };
+    let body: intent_sdk::models::CredentialValue = intent_sdk::models::CredentialValue::builder()
+        .value(SECRET)
+        .try_into()
+        .unwrap();
     let saved = alice
-        .save_credential(price_feeds, &"API_KEY".parse().unwrap(), &body)
+        .save_credential()
+        .application_id(price_feeds)
+        .name("API_KEY")
+        .body(body.clone())
+        .send()
         .await
         .unwrap()
         .into_inner();
     assert!(saved.present);
-    let installed = alice.install_app(price_feeds).await.unwrap().into_inner();
+    let installed = alice
+        .install_app()
+        .application_id(price_feeds)
+        .send()
+        .await
+        .unwrap()
+        .into_inner();
     assert!(installed.installed);
-    let again = alice.install_app(price_feeds).await.unwrap().into_inner();
+    let again = alice
+        .install_app()
+        .application_id(price_feeds)
+        .send()
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(
         again.installed_at, installed.installed_at,
         "install is idempotent"
     );
 
-    let alice_apps = alice.list_account_apps().await.unwrap().into_inner();
+    let alice_apps = alice.list_account_apps().send().await.unwrap().into_inner();
     assert!(
         alice_apps
             .apps
             .iter()
             .any(|app| app.id.get() == 1 && app.installed)
     );
-    let bob_apps = bob.list_account_apps().await.unwrap().into_inner();
+    let bob_apps = bob.list_account_apps().send().await.unwrap().into_inner();
     assert!(
         bob_apps.apps.iter().all(|app| !app.installed),
         "bob sees none of alice's installs"
     );
     let bob_credentials = bob
-        .list_credentials(price_feeds)
+        .list_credentials()
+        .application_id(price_feeds)
+        .send()
         .await
         .unwrap()
         .into_inner();
@@ -121,26 +147,41 @@ async fn install_needs_its_required_credentials_and_state_is_per_account() {
         "bob sees none of alice's credentials"
     );
     let (status, _) = api_error(
-        bob.remove_credential(price_feeds, &"API_KEY".parse().unwrap())
+        bob.remove_credential()
+            .application_id(price_feeds)
+            .name("API_KEY")
+            .send()
             .await
             .unwrap_err(),
     );
     assert_eq!(status, 404, "another account's credential is absent to bob");
 
     let removed = alice
-        .remove_credential(price_feeds, &"API_KEY".parse().unwrap())
+        .remove_credential()
+        .application_id(price_feeds)
+        .name("API_KEY")
+        .send()
         .await
         .unwrap()
         .into_inner();
     assert!(!removed.present);
     let (status, _) = api_error(
         alice
-            .remove_credential(price_feeds, &"API_KEY".parse().unwrap())
+            .remove_credential()
+            .application_id(price_feeds)
+            .name("API_KEY")
+            .send()
             .await
             .unwrap_err(),
     );
     assert_eq!(status, 404);
-    let uninstalled = alice.uninstall_app(price_feeds).await.unwrap().into_inner();
+    let uninstalled = alice
+        .uninstall_app()
+        .application_id(price_feeds)
+        .send()
+        .await
+        .unwrap()
+        .into_inner();
     assert!(!uninstalled.installed && uninstalled.installed_at.is_none());
 }
 
@@ -215,7 +256,9 @@ async fn the_statement_prices_every_meter_for_one_calendar_month() {
     let server = TestServer::start().await;
     let client = server.client(&server.token("dave", Resource::Account, &["account:usage:read"]));
     let statement = client
-        .get_statement(Some(&"2026-11".parse().unwrap()))
+        .get_statement()
+        .period("2026-11")
+        .send()
         .await
         .unwrap()
         .into_inner();
@@ -273,7 +316,9 @@ async fn the_statement_prices_what_was_metered_for_the_caller_in_the_month() {
         .unwrap(); // someone else
     let client = server.client(&server.token("gina", Resource::Account, &["account:usage:read"]));
     let statement = client
-        .get_statement(Some(&"2026-11".parse().unwrap()))
+        .get_statement()
+        .period("2026-11")
+        .send()
         .await
         .unwrap()
         .into_inner();
@@ -415,11 +460,16 @@ async fn bad_input_answers_400_413_or_415_in_the_envelope_and_writes_nothing() {
 async fn credential_values_are_not_stored_in_clear() {
     let server = TestServer::start().await;
     let client = server.client(&server.token("frank", Resource::Account, ALL_ACCOUNT_SCOPES));
-    let body = intent_sdk::models::CredentialValue {
-        value: SECRET.parse().unwrap(),
-    };
+    let body: intent_sdk::models::CredentialValue = intent_sdk::models::CredentialValue::builder()
+        .value(SECRET)
+        .try_into()
+        .unwrap();
     client
-        .save_credential(1.try_into().unwrap(), &"API_KEY".parse().unwrap(), &body)
+        .save_credential()
+        .application_id(1u64)
+        .name("API_KEY")
+        .body(body.clone())
+        .send()
         .await
         .unwrap();
     let mut found = Vec::new();

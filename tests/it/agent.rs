@@ -43,12 +43,15 @@ impl Agent {
         message: &str,
         session: Option<&str>,
     ) -> Result<ChatStartResponse, intent_sdk::Error> {
-        let request = ChatStartRequest {
-            message: message.parse().unwrap(),
-            session_id: session.map(|s| s.parse().unwrap()),
-        };
+        let request: ChatStartRequest = ChatStartRequest::builder()
+            .message(message)
+            .session_id(session.map(|s| s.parse().unwrap()))
+            .try_into()
+            .unwrap();
         self.client
-            .start_chat(&request)
+            .start_chat()
+            .body(request)
+            .send()
             .await
             .map(|r| r.into_inner())
             .map_err(intent_sdk::Error::from)
@@ -60,9 +63,12 @@ impl Agent {
         cursor: Option<&str>,
         wait: i64,
     ) -> Result<EventPage, intent_sdk::Error> {
-        let cursor = cursor.map(|c| c.parse().unwrap());
-        self.client
-            .get_chat_events(&session.parse().unwrap(), cursor.as_ref(), None, Some(wait))
+        let mut request = self.client.get_chat_events().session_id(session).wait(wait);
+        if let Some(cursor) = cursor {
+            request = request.cursor(cursor);
+        }
+        request
+            .send()
             .await
             .map(|r| r.into_inner())
             .map_err(intent_sdk::Error::from)
@@ -103,21 +109,31 @@ impl Agent {
         revision: u64,
         result: ActionResult,
     ) -> Result<u64, intent_sdk::Error> {
-        let body = ActionResolutionRequest {
-            revision: revision.try_into().unwrap(),
-            result,
-        };
+        let body: ActionResolutionRequest = ActionResolutionRequest::builder()
+            .revision(revision)
+            .result(result)
+            .try_into()
+            .unwrap();
         self.client
-            .resolve_action(
-                &session.parse().unwrap(),
-                &action.parse().unwrap(),
-                &key.parse().unwrap(),
-                &body,
-            )
+            .resolve_action()
+            .session_id(session)
+            .action_id(action)
+            .idempotency_key(key)
+            .body(body)
+            .send()
             .await
             .map(|r| r.into_inner().revision.get())
             .map_err(intent_sdk::Error::from)
     }
+}
+
+/// A chat start with `message` in `session`.
+fn chat_request(message: &str, session: &str) -> ChatStartRequest {
+    ChatStartRequest::builder()
+        .message(message)
+        .session_id(Some(session.parse().unwrap()))
+        .try_into()
+        .unwrap()
 }
 
 fn kinds(events: &[AgentEvent]) -> Vec<String> {
@@ -210,10 +226,9 @@ async fn a_transfer_awaits_approval_then_commits_and_completes() {
     // A start while the action is pending is refused.
     let busy = agent
         .client
-        .start_chat(&ChatStartRequest {
-            message: "hello".parse().unwrap(),
-            session_id: Some(session.parse().unwrap()),
-        })
+        .start_chat()
+        .body(chat_request("hello", session))
+        .send()
         .await
         .map_err(intent_sdk::Error::from)
         .unwrap_err();
@@ -316,7 +331,9 @@ async fn interrupt_ends_a_processing_turn_for_good() {
 
     let status = agent
         .client
-        .interrupt_turn(&session)
+        .interrupt_turn()
+        .session_id(session.clone())
+        .send()
         .await
         .unwrap()
         .into_inner();
@@ -324,7 +341,9 @@ async fn interrupt_ends_a_processing_turn_for_good() {
     assert_eq!(status.turn_id, started.turn_id);
     let again = agent
         .client
-        .interrupt_turn(&session)
+        .interrupt_turn()
+        .session_id(session.clone())
+        .send()
         .await
         .map_err(intent_sdk::Error::from)
         .unwrap_err();
@@ -352,10 +371,9 @@ async fn a_second_start_while_processing_is_a_conflict() {
     let started = agent.chat("wait 2000", None).await;
     let error = agent
         .client
-        .start_chat(&ChatStartRequest {
-            message: "hello".parse().unwrap(),
-            session_id: Some(started.session_id.parse().unwrap()),
-        })
+        .start_chat()
+        .body(chat_request("hello", &started.session_id))
+        .send()
         .await
         .map_err(intent_sdk::Error::from)
         .unwrap_err();
@@ -384,12 +402,11 @@ async fn a_waiting_long_poll_returns_as_soon_as_an_event_is_appended() {
         tokio::spawn(async move {
             let began = Instant::now();
             let page = client
-                .get_chat_events(
-                    &session.parse().unwrap(),
-                    Some(&cursor.parse().unwrap()),
-                    None,
-                    Some(20_000),
-                )
+                .get_chat_events()
+                .session_id(session.as_str())
+                .cursor(cursor.as_str())
+                .wait(20_000)
+                .send()
                 .await
                 .unwrap()
                 .into_inner();
@@ -420,17 +437,15 @@ async fn pages_follow_cursors_without_gaps_or_duplicates() {
     let mut cursor: Option<String> = None;
     let mut seen = Vec::new();
     loop {
-        let page = agent
+        let mut request = agent
             .client
-            .get_chat_events(
-                &session.parse().unwrap(),
-                cursor.as_ref().map(|c| c.parse().unwrap()).as_ref(),
-                Some(std::num::NonZeroU64::new(5).unwrap()),
-                None,
-            )
-            .await
-            .unwrap()
-            .into_inner();
+            .get_chat_events()
+            .session_id(session.as_str())
+            .limit(5u64);
+        if let Some(cursor) = &cursor {
+            request = request.cursor(cursor.as_str());
+        }
+        let page = request.send().await.unwrap().into_inner();
         assert!(page.events.len() <= 5);
         seen.extend(page.events);
         cursor = Some(page.cursor);
@@ -519,18 +534,31 @@ async fn sessions_are_read_updated_and_deleted_by_their_owner_only() {
     let agent = Agent::start().await;
     let started = agent.chat("hello", None).await;
     let id: intent_models::SessionId = started.session_id.parse().unwrap();
-    let session = agent.client.get_session(&id).await.unwrap().into_inner();
+    let session = agent
+        .client
+        .get_session()
+        .session_id(id.clone())
+        .send()
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(session.title, "hello");
     assert!(!session.archived);
 
-    let update = |title: Option<&str>, archived: Option<bool>| SessionUpdate {
-        title: title.map(|t| t.parse().unwrap()),
-        archived,
+    let update = |title: Option<&str>, archived: Option<bool>| -> SessionUpdate {
+        SessionUpdate::builder()
+            .title(title.map(|t| t.parse().unwrap()))
+            .archived(archived)
+            .try_into()
+            .unwrap()
     };
-    let sid = started.session_id.parse().unwrap();
+    let sid = &started.session_id;
     let renamed = agent
         .client
-        .update_session(&sid, &update(Some("Renamed"), None))
+        .update_session()
+        .session_id(sid.as_str())
+        .body(update(Some("Renamed"), None))
+        .send()
         .await
         .unwrap()
         .into_inner();
@@ -540,7 +568,10 @@ async fn sessions_are_read_updated_and_deleted_by_their_owner_only() {
     );
     let archived = agent
         .client
-        .update_session(&sid, &update(None, Some(true)))
+        .update_session()
+        .session_id(sid.as_str())
+        .body(update(None, Some(true)))
+        .send()
         .await
         .unwrap()
         .into_inner();
@@ -550,7 +581,10 @@ async fn sessions_are_read_updated_and_deleted_by_their_owner_only() {
     );
     let empty = agent
         .client
-        .update_session(&sid, &update(None, None))
+        .update_session()
+        .session_id(sid.as_str())
+        .body(update(None, None))
+        .send()
         .await
         .map_err(intent_sdk::Error::from)
         .unwrap_err();
@@ -568,16 +602,17 @@ async fn sessions_are_read_updated_and_deleted_by_their_owner_only() {
     }
     let bob_client = agent.server.client(&bob);
     let error = bob_client
-        .start_chat(&ChatStartRequest {
-            message: "hello".parse().unwrap(),
-            session_id: Some(started.session_id.parse().unwrap()),
-        })
+        .start_chat()
+        .body(chat_request("hello", &started.session_id))
+        .send()
         .await
         .map_err(intent_sdk::Error::from)
         .unwrap_err();
     assert_eq!(code(&error).0, 404);
     let error = bob_client
-        .delete_session(&started.session_id.parse().unwrap())
+        .delete_session()
+        .session_id(started.session_id.as_str())
+        .send()
         .await
         .map_err(intent_sdk::Error::from)
         .unwrap_err();
@@ -594,12 +629,16 @@ async fn sessions_are_read_updated_and_deleted_by_their_owner_only() {
 
     agent
         .client
-        .delete_session(&started.session_id.parse().unwrap())
+        .delete_session()
+        .session_id(started.session_id.as_str())
+        .send()
         .await
         .unwrap();
     let gone = agent
         .client
-        .get_session(&id)
+        .get_session()
+        .session_id(id)
+        .send()
         .await
         .map_err(intent_sdk::Error::from)
         .unwrap_err();
@@ -661,10 +700,11 @@ async fn idempotency_conflicts_and_stale_revisions_are_refused() {
     let error = key_body_mismatch("k-digest", 1, approve(&action)).await;
     assert_eq!(code(&error), (422, "idempotency_key_reused".into()));
     // A duplicate while the first is in flight.
-    let body = ActionResolutionRequest {
-        revision: 1.try_into().unwrap(),
-        result: approve(&action),
-    };
+    let body: ActionResolutionRequest = ActionResolutionRequest::builder()
+        .revision(1u64)
+        .result(approve(&action))
+        .try_into()
+        .unwrap();
     let hash = intent_server::agent::resolution_hash(&session, &action.action_id, &body);
     agent
         .server

@@ -77,15 +77,24 @@ async fn a_page_on_one_instance_holds_what_the_other_acknowledged() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 
-    let id = session.parse().unwrap();
-    assert_ne!(b.client.get_session(&id).await.unwrap().title, "renamed");
-    let update = intent_models::SessionUpdate {
-        title: Some("renamed".parse().unwrap()),
-        archived: None,
-    };
-    a.client.update_session(&id, &update).await.unwrap();
+    async fn title(client: &intent_sdk::Client, session: &str) -> String {
+        let session = client.get_session().session_id(session).send().await;
+        session.unwrap().into_inner().title
+    }
+    assert_ne!(title(&b.client, &session).await, "renamed");
+    let update: intent_models::SessionUpdate = intent_models::SessionUpdate::builder()
+        .title(Some("renamed".parse().unwrap()))
+        .try_into()
+        .unwrap();
+    a.client
+        .update_session()
+        .session_id(session.as_str())
+        .body(update)
+        .send()
+        .await
+        .unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
-    while b.client.get_session(&id).await.unwrap().title != "renamed" {
+    while title(&b.client, &session).await != "renamed" {
         assert!(Instant::now() < deadline, "B never read the new title");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -235,7 +244,9 @@ async fn deleting_a_session_through_one_instance_ends_its_readers_on_the_other()
 
     let deleted_at = Instant::now();
     a.client
-        .delete_session(&started.session_id.parse().unwrap())
+        .delete_session()
+        .session_id(started.session_id.as_str())
+        .send()
         .await
         .unwrap();
     assert!(
@@ -377,7 +388,9 @@ async fn a_build_commits_once_whichever_instance_gets_it_and_changes_what_the_ot
     let (client_a, client_b) = (a.client(&token), b.client(&token));
     let build = |client: intent_sdk::Client| async move {
         match client
-            .evm_build(&transfer("9000"))
+            .evm_build()
+            .body(transfer("9000"))
+            .send()
             .await
             .unwrap()
             .into_inner()
@@ -390,8 +403,10 @@ async fn a_build_commits_once_whichever_instance_gets_it_and_changes_what_the_ot
     assert_eq!(simulated(&build(client_b.clone()).await), "passed");
     let committed = build(client_a.clone()).await;
     let request = PipelineLifecycleRequest::Build(committed);
-    let (through_a, through_b) =
-        tokio::join!(client_a.evm_build(&request), client_b.evm_build(&request));
+    let (through_a, through_b) = tokio::join!(
+        client_a.evm_build().body(request.clone()).send(),
+        client_b.evm_build().body(request).send()
+    );
     let mut outcomes: Vec<u16> = [through_a.map(|_| 200), through_b.map(|_| 200)]
         .into_iter()
         .map(|outcome| outcome.unwrap_or_else(|error| error.status().unwrap().as_u16()))

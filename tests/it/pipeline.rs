@@ -49,8 +49,13 @@ async fn a_native_transfer_builds_simulates_and_commits_once() {
     let server = TestServer::start().await;
     let client = server.client(&execute(&server, "alice"));
     let request: PipelineLifecycleRequest = serde_json::from_value(transfer("2")).unwrap();
-    let PipelineLifecycleResponse::Build(build) =
-        client.evm_build(&request).await.unwrap().into_inner()
+    let PipelineLifecycleResponse::Build(build) = client
+        .evm_build()
+        .body(request)
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
     else {
         panic!("a build request answers a Build");
     };
@@ -69,8 +74,13 @@ async fn a_native_transfer_builds_simulates_and_commits_once() {
     assert!(changes.contains(&(Some(RECIPIENT.into()), "2000000000000000000".into())));
 
     let commit = PipelineLifecycleRequest::Build(build.clone());
-    let PipelineLifecycleResponse::CommitResult(result) =
-        client.evm_build(&commit).await.unwrap().into_inner()
+    let PipelineLifecycleResponse::CommitResult(result) = client
+        .evm_build()
+        .body(commit)
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
     else {
         panic!("a Build answers a commit result");
     };

@@ -103,8 +103,13 @@ async fn a_sol_transfer_is_simulated_by_litesvm_and_committed_through_the_client
     let alice = execute(&server, "alice");
     let client = server.client(&alice);
     let request: PipelineLifecycleRequest = serde_json::from_value(sol(RECIPIENT, "1")).unwrap();
-    let PipelineLifecycleResponse::Build(build) =
-        client.svm_stage(&request).await.unwrap().into_inner()
+    let PipelineLifecycleResponse::Build(build) = client
+        .svm_stage()
+        .body(request)
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
     else {
         panic!("a build request answers a Build");
     };
@@ -137,8 +142,13 @@ async fn a_sol_transfer_is_simulated_by_litesvm_and_committed_through_the_client
     let (_, everything) = stage(&server, &alice, &sol(RECIPIENT, "999.99")).await;
     assert_eq!(everything["simulation"]["status"], "passed", "{everything}");
     let commit = PipelineLifecycleRequest::Build(build.clone());
-    let PipelineLifecycleResponse::CommitResult(result) =
-        client.svm_stage(&commit).await.unwrap().into_inner()
+    let PipelineLifecycleResponse::CommitResult(result) = client
+        .svm_stage()
+        .body(commit)
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
     else {
         panic!("a Build answers a commit result");
     };

@@ -14,10 +14,10 @@ use intent_tests::{TEST_CLIENT, TEST_REDIRECT_URI, TestServer};
 use crate::oauth::{decide, param, redirect_query};
 
 fn hello() -> ChatStartRequest {
-    ChatStartRequest {
-        message: "hello".parse().unwrap(),
-        session_id: None,
-    }
+    ChatStartRequest::builder()
+        .message("hello")
+        .try_into()
+        .unwrap()
 }
 
 async fn start_chat(intent: &Intent) -> Result<String, intent_sdk::Error> {
@@ -183,9 +183,10 @@ async fn account_calls_go_through_the_account_handle_with_typed_errors() {
     // The price-feeds app needs its API key first: the error comes back typed.
     let missing = account.install(app).await.unwrap_err();
     assert_eq!(missing.code(), Some("credentials_missing"));
-    let value = intent_models::CredentialValue {
-        value: "secret".parse().unwrap(),
-    };
+    let value: intent_models::CredentialValue = intent_models::CredentialValue::builder()
+        .value("secret")
+        .try_into()
+        .unwrap();
     let saved = account
         .save_credential(app, "API_KEY", &value)
         .await

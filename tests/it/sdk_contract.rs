@@ -304,7 +304,9 @@ async fn a_simulation_with_an_extra_field_is_read_by_the_tolerant_types() {
     }))
     .unwrap();
     let response = client
-        .evm_build(&request)
+        .evm_build()
+        .body(request)
+        .send()
         .await
         .map_err(intent_sdk::Error::from)
         .expect("a member the SDK does not know is read past")

@@ -75,8 +75,14 @@ async fn sdk_errors_classify_what_the_server_answers() {
     let server = TestServer::start().await;
 
     let anonymous = intent_sdk::Client::new(server.base_url(), Default::default());
-    let session_id = "ses_missing".parse().unwrap();
-    let error = Error::from(anonymous.get_session(&session_id).await.unwrap_err());
+    let error = Error::from(
+        anonymous
+            .get_session()
+            .session_id("ses_missing")
+            .send()
+            .await
+            .unwrap_err(),
+    );
     assert!(matches!(error, Error::Unauthorized(_)), "{error:?}");
     assert_eq!(
         (error.status(), error.code()),
@@ -84,7 +90,7 @@ async fn sdk_errors_classify_what_the_server_answers() {
     );
 
     let narrow = server.client(&server.token("ann", Resource::Account, &["account:apps:read"]));
-    let error = Error::from(narrow.get_statement(None).await.unwrap_err());
+    let error = Error::from(narrow.get_statement().send().await.unwrap_err());
     assert!(
         matches!(error, Error::Forbidden { scope: Some(ref s), .. } if s == "account:usage:read"),
         "{error:?}"
@@ -93,12 +99,21 @@ async fn sdk_errors_classify_what_the_server_answers() {
     let writer = server.client(&server.token("ann", Resource::Account, &["account:apps:write"]));
     let error = Error::from(
         writer
-            .install_app(99.try_into().unwrap())
+            .install_app()
+            .application_id(99u64)
+            .send()
             .await
             .unwrap_err(),
     );
     assert!(matches!(error, Error::NotFound(_)), "{error:?}");
-    let error = Error::from(writer.install_app(1.try_into().unwrap()).await.unwrap_err());
+    let error = Error::from(
+        writer
+            .install_app()
+            .application_id(1u64)
+            .send()
+            .await
+            .unwrap_err(),
+    );
     assert!(matches!(error, Error::Api(_)), "{error:?}");
     assert_eq!(
         (error.status(), error.code()),
@@ -108,6 +123,7 @@ async fn sdk_errors_classify_what_the_server_answers() {
     let refused = Error::from(
         intent_sdk::Client::new("http://127.0.0.1:9", Default::default())
             .list_account_apps()
+            .send()
             .await
             .unwrap_err(),
     );

@@ -63,19 +63,20 @@ fn action_of(events: &[AgentEvent]) -> ActionRequest {
 }
 
 fn approval(action: &ActionRequest, revision: u64) -> ActionResolutionRequest {
-    ActionResolutionRequest {
-        revision: revision.try_into().unwrap(),
-        result: ActionResult::Approved {
+    ActionResolutionRequest::builder()
+        .revision(revision)
+        .result(ActionResult::Approved {
             digest: action.build.digest.to_string().parse().unwrap(),
-        },
-    }
+        })
+        .try_into()
+        .unwrap()
 }
 
 async fn start_transfer(state: &AppState) -> (String, ActionRequest) {
-    let request = ChatStartRequest {
-        message: format!("send 1 ETH to {RECIPIENT}").parse().unwrap(),
-        session_id: None,
-    };
+    let request: ChatStartRequest = ChatStartRequest::builder()
+        .message(format!("send 1 ETH to {RECIPIENT}"))
+        .try_into()
+        .unwrap();
     let started = state.turns().start("alice", &request).await.unwrap();
     let (events, turn_state, _) = follow_until_settled(state, &started.session_id, None).await;
     assert_eq!(turn_state, TurnState::AwaitingAction);
@@ -142,10 +143,10 @@ async fn a_turn_runs_through_the_services_alone() {
         .turns()
         .start(
             "alice",
-            &ChatStartRequest {
-                message: "hello".parse().unwrap(),
-                session_id: None,
-            },
+            &ChatStartRequest::builder()
+                .message("hello")
+                .try_into()
+                .unwrap(),
         )
         .await
         .unwrap()

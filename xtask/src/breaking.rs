@@ -1,7 +1,14 @@
 //! `cargo xtask breaking BASE [HEAD]`: classifies every change between two versions of
-//! openapi.json as breaking or compatible for the users of the interface and of the generated
-//! crates, after oasdiff's catalogue of breaking changes. Both documents are parsed with
-//! `openapiv3` first; the comparison then walks them with their `$ref`s resolved.
+//! openapi.json twice: for the clients of the interface, after oasdiff's catalogue of breaking
+//! changes, and for the apps compiled against the generated crates (intent-models and
+//! intent-sdk), after what the generator makes of it. Both documents are parsed with `openapiv3`
+//! first; the comparison then walks them with their `$ref`s resolved.
+//!
+//! The Rust verdict rests on how the crates are generated: the client is builder-style (a new
+//! optional parameter is a new setter), every model with members is `#[non_exhaustive]` and made
+//! by its builder (a new optional member is a new setter), and the enums of
+//! [`codegen::OPEN_VALUES`] keep values they do not know. What changes a type the apps name (a
+//! member's type, `null` allowed or not, an enum's variants, a new success body) breaks them.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -10,59 +17,105 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
+use crate::{codegen, downstream};
+
+const USAGE: &str =
+    "usage: cargo xtask breaking BASE [HEAD] [--json | --markdown] [--interface] [--compile]";
+
 /// How a change affects existing users.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Class {
-    /// Existing clients or generated code may stop working.
+    /// Existing users may stop working (clients) or compiling (apps).
     Breaking,
-    /// Existing clients keep working.
+    /// Existing users keep working and compiling.
     Compatible,
+    /// Only descriptions changed: the generated doc comments, nothing else.
+    Documentation,
+}
+
+impl Class {
+    fn name(self) -> &'static str {
+        match self {
+            Class::Breaking => "breaking",
+            Class::Compatible => "compatible",
+            Class::Documentation => "documentation",
+        }
+    }
 }
 
 /// One change between the two documents.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Change {
-    /// Breaking or compatible.
+    /// What it does to the clients of the interface.
     pub class: Class,
+    /// What it does to apps compiled against the generated crates.
+    pub rust: Class,
     /// Where: the operation, then the parameter, body or response and the field path.
     pub location: String,
     /// What changed, in one line.
     pub reason: String,
 }
 
-impl fmt::Display for Change {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let class = match self.class {
-            Class::Breaking => "breaking  ",
-            Class::Compatible => "compatible",
-        };
-        write!(f, "{class} {}: {}", self.location, self.reason)
+impl Change {
+    /// The worse of the two verdicts.
+    pub fn worst(&self) -> Class {
+        self.class.min(self.rust)
     }
 }
 
-/// Runs the task: prints the report (text, or JSON with `--json`) and fails on a breaking
-/// change. `args` are `BASE [HEAD] [--json]`.
+impl fmt::Display for Change {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:<13} {:<13} {}: {}",
+            self.class.name(),
+            self.rust.name(),
+            self.location,
+            self.reason
+        )
+    }
+}
+
+/// Runs the task: prints the report (text, JSON with `--json`, or a changelog entry with
+/// `--markdown`) and fails on a change that breaks the interface's clients or the generated
+/// crates' apps; with `--interface`, only on one that breaks the clients (for a BASE that no
+/// release of the crates was generated from). With `--compile`, it checks a verdict of compatible
+/// for the Rust API by compiling the downstream app against crates generated from HEAD
+/// ([`downstream`]). `args` are `BASE [HEAD] [--json | --markdown] [--interface] [--compile]`.
 pub fn run(root: &Path, args: &[&str]) -> Result<bool, String> {
     let json_output = args.contains(&"--json");
-    let sources: Vec<&str> = args.iter().copied().filter(|a| *a != "--json").collect();
+    let markdown_output = args.contains(&"--markdown");
+    let compile = args.contains(&"--compile");
+    let interface_only = args.contains(&"--interface");
+    let sources: Vec<&str> = args
+        .iter()
+        .copied()
+        .filter(|a| !a.starts_with("--"))
+        .collect();
     let (base, head) = match sources.as_slice() {
         [base] => (*base, "openapi.json"),
         [base, head] => (*base, *head),
-        _ => return Err("usage: cargo xtask breaking BASE [HEAD] [--json]".into()),
+        _ => return Err(USAGE.into()),
     };
     let base = load(root, base)?;
     let head = load(root, head)?;
     let changes = compare(&base, &head);
+    let rust_compatible = !changes.iter().any(|c| c.rust == Class::Breaking);
+    if compile && rust_compatible {
+        downstream::check(root, "breaking", head)?;
+        eprintln!("the downstream app compiles against the crates generated from HEAD");
+    }
     let version = crate_version(root)?;
     let bump = bump(&version, &changes);
     if json_output {
         let report = json!({
             "changes": changes.iter().map(|c| json!({
-                "class": match c.class { Class::Breaking => "breaking", Class::Compatible => "compatible" },
+                "class": c.class.name(),
+                "rust": c.rust.name(),
                 "location": c.location,
                 "reason": c.reason,
             })).collect::<Vec<_>>(),
-            "breaking": changes.iter().filter(|c| c.class == Class::Breaking).count(),
+            "breaking": changes.iter().filter(|c| c.worst() == Class::Breaking).count(),
             "version": version,
             "bump": bump,
         });
@@ -70,24 +123,36 @@ pub fn run(root: &Path, args: &[&str]) -> Result<bool, String> {
             "{}",
             serde_json::to_string_pretty(&report).expect("a report serializes")
         );
+    } else if markdown_output {
+        print!("{}", changelog(&changes, bump.as_deref()));
     } else {
         print!("{}", report(&changes, &version, bump.as_deref()));
     }
-    Ok(!changes.iter().any(|c| c.class == Class::Breaking))
+    let judged = |c: &Change| if interface_only { c.class } else { c.worst() };
+    Ok(!changes.iter().any(|c| judged(c) == Class::Breaking))
 }
 
 /// The text report: one line per change, then the verdict and the version the generated
 /// crates need.
 pub fn report(changes: &[Change], version: &str, bump: Option<&str>) -> String {
     let mut out = String::new();
+    if !changes.is_empty() {
+        out.push_str(&format!("{:<13} {:<13} change\n", "interface", "rust api"));
+    }
     for change in changes {
         out.push_str(&format!("{change}\n"));
     }
-    let breaking = changes
-        .iter()
-        .filter(|c| c.class == Class::Breaking)
-        .count();
-    out.push_str(&format!("{} changes, {breaking} breaking\n", changes.len()));
+    let count = |class| changes.iter().filter(|c| c.worst() == class).count();
+    out.push_str(&format!(
+        "{} changes, {} breaking (the interface {}, the Rust API {})\n",
+        changes.len(),
+        count(Class::Breaking),
+        changes
+            .iter()
+            .filter(|c| c.class == Class::Breaking)
+            .count(),
+        changes.iter().filter(|c| c.rust == Class::Breaking).count(),
+    ));
     out.push_str(&match bump {
         Some(next) => format!("intent-models and intent-sdk: {version} -> {next}\n"),
         None => format!("intent-models and intent-sdk: {version}, no release needed\n"),
@@ -95,21 +160,55 @@ pub fn report(changes: &[Change], version: &str, bump: Option<&str>) -> String {
     out
 }
 
-/// The version the generated crates need after `changes`: a breaking change bumps the major
-/// (the minor before 1.0), any other change the minor (the patch before 1.0).
+/// A changelog entry for the generated crates: the changes grouped as breaking, compatible and
+/// documentation, each by its worse verdict.
+pub fn changelog(changes: &[Change], bump: Option<&str>) -> String {
+    let mut out = match bump {
+        Some(next) => format!("## intent-models and intent-sdk {next}\n"),
+        None => "## intent-models and intent-sdk: no changes\n".to_owned(),
+    };
+    for (class, title) in [
+        (Class::Breaking, "Breaking"),
+        (Class::Compatible, "Compatible"),
+        (Class::Documentation, "Documentation"),
+    ] {
+        let listed: Vec<&Change> = changes.iter().filter(|c| c.worst() == class).collect();
+        if listed.is_empty() {
+            continue;
+        }
+        out.push_str(&format!("\n### {title}\n\n"));
+        for change in listed {
+            out.push_str(&format!("- `{}`: {}", change.location, change.reason));
+            if change.class != change.rust {
+                out.push_str(&format!(
+                    " ({} for the interface's clients, {} for the Rust API)",
+                    change.class.name(),
+                    change.rust.name()
+                ));
+            }
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// The version the generated crates need after `changes`, by the worst verdict of any: a
+/// breaking change bumps the major (the minor before 1.0), a compatible one the minor (the patch
+/// before 1.0), a documentation change the patch.
 pub fn bump(version: &str, changes: &[Change]) -> Option<String> {
     let parts: Vec<u64> = version.split('.').filter_map(|p| p.parse().ok()).collect();
     let [major, minor, patch] = parts[..] else {
         return None;
     };
-    let breaking = changes.iter().any(|c| c.class == Class::Breaking);
-    match (changes.is_empty(), breaking, major) {
-        (true, _, _) => None,
-        (_, true, 0) => Some(format!("0.{}.0", minor + 1)),
-        (_, true, _) => Some(format!("{}.0.0", major + 1)),
-        (_, false, 0) => Some(format!("0.{minor}.{}", patch + 1)),
-        (_, false, _) => Some(format!("{major}.{}.0", minor + 1)),
-    }
+    let worst = changes.iter().map(Change::worst).min()?;
+    Some(match (worst, major) {
+        (Class::Breaking, 0) => format!("0.{}.0", minor + 1),
+        (Class::Breaking, _) => format!("{}.0.0", major + 1),
+        (Class::Compatible, 0) | (Class::Documentation, _) => {
+            format!("{major}.{minor}.{}", patch + 1)
+        }
+        (Class::Compatible, _) => format!("{major}.{}.0", minor + 1),
+    })
 }
 
 /// The workspace version, which intent-models and intent-sdk share.
@@ -203,6 +302,33 @@ fn operations(document: &Value) -> BTreeMap<(String, String), &Value> {
     found
 }
 
+/// What a schema belongs to: the name typify gives its generated type (a component's name, else
+/// its `title`, else its owner's name and its property's), and its place in the document for
+/// documentation changes (inside a component, the component's; else where it is used), so that a
+/// component's description is reported once however many operations use it.
+struct Owner {
+    name: String,
+    place: String,
+}
+
+impl Owner {
+    /// A schema written where it is used, at `place`.
+    fn at(place: &str) -> Self {
+        Self {
+            name: String::new(),
+            place: place.to_owned(),
+        }
+    }
+
+    /// A schema inside this one: at `place` below it, named with `suffix` after it.
+    fn within(&self, place: &str, suffix: &str) -> Self {
+        Self {
+            name: format!("{}{suffix}", self.name),
+            place: format!("{}{place}", self.place),
+        }
+    }
+}
+
 struct Diff<'a> {
     base: &'a Value,
     head: &'a Value,
@@ -211,22 +337,53 @@ struct Diff<'a> {
 
 impl<'a> Diff<'a> {
     fn breaking(&mut self, location: &str, reason: impl Into<String>) {
-        self.push(Class::Breaking, location, reason.into());
+        self.push(Class::Breaking, Class::Breaking, location, reason.into());
     }
 
     fn compatible(&mut self, location: &str, reason: impl Into<String>) {
-        self.push(Class::Compatible, location, reason.into());
+        self.push(
+            Class::Compatible,
+            Class::Compatible,
+            location,
+            reason.into(),
+        );
     }
 
-    fn push(&mut self, class: Class, location: &str, reason: String) {
+    /// Compatible on the wire, but it changes a type that apps compiled against the generated
+    /// crates name.
+    fn breaks_rust(&mut self, location: &str, reason: impl Into<String>) {
+        self.push(Class::Compatible, Class::Breaking, location, reason.into());
+    }
+
+    fn documentation(&mut self, location: &str, reason: impl Into<String>) {
+        self.push(
+            Class::Documentation,
+            Class::Documentation,
+            location,
+            reason.into(),
+        );
+    }
+
+    fn push(&mut self, class: Class, rust: Class, location: &str, reason: String) {
         self.changes.push(Change {
             class,
+            rust,
             location: location.to_owned(),
             reason,
         });
     }
 
+    /// A changed `summary` or `description` of `base` and `head`.
+    fn described(&mut self, at: &str, base: &Value, head: &Value) {
+        for key in ["summary", "description"] {
+            if base.get(key) != head.get(key) {
+                self.documentation(at, format!("{key} changed"));
+            }
+        }
+    }
+
     fn operation(&mut self, at: &str, base: &'a Value, head: &'a Value) {
+        self.described(at, base, head);
         if base.get("security") != head.get("security") {
             self.breaking(
                 at,
@@ -265,7 +422,16 @@ impl<'a> Diff<'a> {
                     if is_required(b) != is_required(h) && is_required(h) {
                         self.breaking(&location, "parameter became required");
                     }
-                    self.schema(&location, &b["schema"], &h["schema"], Direction::Request, 0);
+                    self.described(&location, b, h);
+                    let owner = Owner::at(&location);
+                    self.schema(
+                        &location,
+                        &b["schema"],
+                        &h["schema"],
+                        Direction::Request,
+                        &owner,
+                        0,
+                    );
                 }
             }
         }
@@ -299,6 +465,7 @@ impl<'a> Diff<'a> {
                     json_schema(b),
                     json_schema(h),
                     Direction::Request,
+                    &Owner::at(&location),
                     0,
                 );
             }
@@ -315,14 +482,24 @@ impl<'a> Diff<'a> {
                 None if status.starts_with('2') => {
                     self.breaking(&location, "success status removed")
                 }
-                None => self.compatible(&location, "error status removed"),
+                // The generated client has one error type for all of an operation's error
+                // statuses; it changes when the last one goes.
+                None if statuses(head_responses, false).next().is_some() => {
+                    self.compatible(&location, "error status removed")
+                }
+                None => self.breaks_rust(
+                    &location,
+                    "the last error status removed, which changes the client's error type",
+                ),
                 Some(h) => {
                     let (b, h) = (resolve(self.base, b), resolve(self.head, h));
+                    self.described(&location, b, h);
                     self.schema(
                         &location,
                         json_schema(b),
                         json_schema(h),
                         Direction::Response,
+                        &Owner::at(&location),
                         0,
                     );
                 }
@@ -334,17 +511,60 @@ impl<'a> Diff<'a> {
             .flatten()
             .map(|(s, _)| s)
         {
-            if base_responses.get(status).is_none() {
-                self.compatible(&format!("{at} {status}"), "response status added");
+            if base_responses.get(status).is_some() {
+                continue;
+            }
+            // The generated client gives one type for all of an operation's successes, and one
+            // for all of its errors: a status of a body type it had already keeps them.
+            let body = |document: &Value, response: &Value| {
+                json_schema(resolve(document, response)).clone()
+            };
+            let added = body(self.head, &head_responses[status]);
+            let mut alike = statuses(base_responses, status.starts_with('2'));
+            let location = format!("{at} {status}");
+            if alike.any(|(_, response)| body(self.base, response) == added) {
+                self.compatible(&location, "response status added");
+            } else {
+                self.breaks_rust(
+                    &location,
+                    "response status added with a body type the operation did not have",
+                );
             }
         }
     }
 
-    fn schema(&mut self, at: &str, base: &'a Value, head: &'a Value, way: Direction, depth: usize) {
+    /// The changes of a schema `owner` names.
+    fn schema(
+        &mut self,
+        at: &str,
+        base: &'a Value,
+        head: &'a Value,
+        way: Direction,
+        owner: &Owner,
+        depth: usize,
+    ) {
         if depth > 32 || base.is_null() || head.is_null() {
             return;
         }
+        let component = base["$ref"]
+            .as_str()
+            .and_then(|reference| reference.strip_prefix("#/components/schemas/"));
         let (base, head) = (resolve(self.base, base), resolve(self.head, head));
+        let owner = Owner {
+            name: component
+                .or_else(|| base["title"].as_str())
+                .unwrap_or(&owner.name)
+                .to_owned(),
+            place: component.map_or_else(
+                || owner.place.clone(),
+                |name| format!("#/components/schemas/{name}"),
+            ),
+        };
+        let open = codegen::OPEN_VALUES.contains(&owner.name.as_str());
+        self.described(&owner.place, base, head);
+        if base.get("title") != head.get("title") {
+            self.breaks_rust(at, "title changed, which names the generated type");
+        }
         for key in ["type", "format"] {
             let (b, h) = (base.get(key), head.get(key));
             if b == h {
@@ -358,36 +578,53 @@ impl<'a> Diff<'a> {
                 && (way == Direction::Response && (key == "type" || same_type)
                     || key == "type" && self.alternatives_have_type(base, h));
             if narrowing {
-                self.compatible(at, reason);
+                self.breaks_rust(at, format!("{reason}, which changes the generated type"));
             } else {
                 self.breaking(at, reason);
             }
         }
         self.nullable(at, base, head, way);
-        self.enumeration(at, base, head, way);
+        self.enumeration(at, base, head, way, open);
         if way == Direction::Request {
             self.limits(at, base, head);
         }
-        self.properties(at, base, head, way, depth);
+        self.properties(at, base, head, way, &owner, depth);
         if let (Some(b), Some(h)) = (base.get("items"), head.get("items")) {
-            self.schema(&format!("{at}[]"), b, h, way, depth + 1);
+            let items = owner.within("[]", "");
+            self.schema(&format!("{at}[]"), b, h, way, &items, depth + 1);
         }
         for key in ["allOf", "oneOf", "anyOf"] {
             match (base[key].as_array(), head[key].as_array()) {
                 (Some(b), Some(h)) if b.len() == h.len() => {
                     for (i, (b, h)) in b.iter().zip(h).enumerate() {
-                        self.schema(&format!("{at}/{key}[{i}]"), b, h, way, depth + 1);
+                        let alternative = owner.within(&format!("/{key}[{i}]"), "");
+                        self.schema(
+                            &format!("{at}/{key}[{i}]"),
+                            b,
+                            h,
+                            way,
+                            &alternative,
+                            depth + 1,
+                        );
                     }
                 }
                 (None, None) => {}
-                (None, Some(h)) if way == Direction::Response || implied(base, h) => self
-                    .compatible(
-                        at,
-                        format!(
-                            "{key} of {} alternatives added, which narrows nothing accepted",
-                            h.len()
-                        ),
+                // The generators drop an implied `{"type": "number"}` (codegen::for_generators).
+                (None, Some(h)) if implied(base, h) => self.compatible(
+                    at,
+                    format!(
+                        "{key} of {} alternatives added, which narrows nothing accepted",
+                        h.len()
                     ),
+                ),
+                (None, Some(h)) if way == Direction::Response => self.breaks_rust(
+                    at,
+                    format!(
+                        "{key} of {} alternatives added, which narrows what is sent but changes \
+                         the generated type",
+                        h.len()
+                    ),
+                ),
                 (b, h) => self.breaking(
                     at,
                     format!(
@@ -418,13 +655,19 @@ impl<'a> Diff<'a> {
         match (b, h, way) {
             (false, true, Direction::Response) => self.breaking(at, "may now be null"),
             (true, false, Direction::Request) => self.breaking(at, "no longer accepts null"),
-            (false, true, Direction::Request) => self.compatible(at, "now accepts null"),
-            (true, false, Direction::Response) => self.compatible(at, "is never null now"),
+            (false, true, Direction::Request) => {
+                self.breaks_rust(at, "now accepts null, which makes its member an Option")
+            }
+            (true, false, Direction::Response) => {
+                self.breaks_rust(at, "is never null now, which makes its member no Option")
+            }
             _ => {}
         }
     }
 
-    fn enumeration(&mut self, at: &str, base: &Value, head: &Value, way: Direction) {
+    /// The values of an enum, `open` when its generated type keeps the values it does not know
+    /// and is `#[non_exhaustive]`: then a new value breaks neither clients nor apps.
+    fn enumeration(&mut self, at: &str, base: &Value, head: &Value, way: Direction, open: bool) {
         let (Some(b), Some(h)) = (base["enum"].as_array(), head["enum"].as_array()) else {
             return;
         };
@@ -433,19 +676,24 @@ impl<'a> Diff<'a> {
                 Direction::Request => {
                     self.breaking(at, format!("enum value {value} no longer accepted"))
                 }
-                Direction::Response => {
-                    self.compatible(at, format!("enum value {value} no longer sent"))
-                }
+                Direction::Response => self.breaks_rust(
+                    at,
+                    format!("enum value {value} no longer sent, which removes its variant"),
+                ),
             }
         }
         for value in h.iter().filter(|v| !b.contains(v)) {
-            match way {
-                Direction::Response => {
+            match (way, open) {
+                (_, true) => self.compatible(at, format!("open enum value {value} added")),
+                (Direction::Response, false) => {
                     self.breaking(at, format!("may now send enum value {value}"))
                 }
-                Direction::Request => {
-                    self.compatible(at, format!("enum value {value} now accepted"))
-                }
+                (Direction::Request, false) => self.breaks_rust(
+                    at,
+                    format!(
+                        "enum value {value} now accepted, a variant that exhaustive matches miss"
+                    ),
+                ),
             }
         }
     }
@@ -510,6 +758,7 @@ impl<'a> Diff<'a> {
         base: &'a Value,
         head: &'a Value,
         way: Direction,
+        owner: &Owner,
         depth: usize,
     ) {
         let (Some(b), Some(h)) = (
@@ -533,9 +782,10 @@ impl<'a> Diff<'a> {
                 (None, Direction::Response) => {
                     self.breaking(&location, "response property removed")
                 }
-                (None, Direction::Request) => {
-                    self.compatible(&location, "request property removed")
-                }
+                (None, Direction::Request) => self.breaks_rust(
+                    &location,
+                    "request property removed, with its member and setter",
+                ),
                 (Some(h_schema), _) => {
                     let now = head_required.contains(name);
                     let before = base_required.contains(name);
@@ -546,31 +796,62 @@ impl<'a> Diff<'a> {
                         (true, false, Direction::Response) => {
                             self.breaking(&location, "property became optional")
                         }
-                        (true, false, Direction::Request) | (false, true, Direction::Response) => {
-                            self.compatible(
-                                &location,
-                                if now {
-                                    "property became required"
-                                } else {
-                                    "property became optional"
-                                },
-                            )
-                        }
+                        (true, false, Direction::Request) => self.breaks_rust(
+                            &location,
+                            "property became optional, which makes its member an Option",
+                        ),
+                        (false, true, Direction::Response) => self.breaks_rust(
+                            &location,
+                            "property became required, which makes its member no Option",
+                        ),
                         _ => {}
                     }
-                    self.schema(&location, b_schema, h_schema, way, depth + 1);
+                    let member = owner.within(&format!("/{name}"), &pascal_case(name));
+                    self.schema(&location, b_schema, h_schema, way, &member, depth + 1);
                 }
             }
         }
         for name in h.keys().filter(|name| !b.contains_key(*name)) {
             let location = format!("{at}/{name}");
-            if way == Direction::Request && head_required.contains(name) {
-                self.breaking(&location, "new required request property");
-            } else {
-                self.compatible(&location, "property added");
+            match (way, head_required.contains(name)) {
+                (Direction::Request, true) => {
+                    self.breaking(&location, "new required request property")
+                }
+                // Its builder fails where an app made the model without it.
+                (Direction::Response, true) => self.breaks_rust(
+                    &location,
+                    "required response property added, which the model's builders must set",
+                ),
+                (_, false) => self.compatible(&location, "property added"),
             }
         }
     }
+}
+
+/// An operation's success responses (`successes`) or declared error responses (not `default`),
+/// by status.
+fn statuses(responses: &Value, successes: bool) -> impl Iterator<Item = (&String, &Value)> {
+    responses
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(move |(status, _)| status.starts_with('2') == successes && *status != "default")
+}
+
+/// `member` in the PascalCase of a generated type's name: `unitPrice` and `turn_id` become
+/// `UnitPrice` and `TurnId`.
+fn pascal_case(member: &str) -> String {
+    member
+        .split(['_', '-'])
+        .flat_map(|word| {
+            let mut chars = word.chars();
+            chars
+                .next()
+                .map(|first| first.to_uppercase().chain(chars))
+                .into_iter()
+                .flatten()
+        })
+        .collect()
 }
 
 fn is_required(value: &Value) -> bool {
@@ -832,14 +1113,138 @@ mod tests {
         }));
     }
 
+    /// The kinds of change every generated crate must take without a major release, each a
+    /// function of the real openapi.json.
+    /// A kind of change, and the change on a document.
+    type Kind = (&'static str, fn(&mut Value));
+
+    const COMPATIBLE: [Kind; 6] = [
+        ("a new optional query parameter", |d| {
+            let parameters = &mut d["paths"]["/v1/agent/chat/{sessionId}"]["get"]["parameters"];
+            parameters.as_array_mut().unwrap().push(json!({
+                "name": "order", "in": "query", "required": false, "schema": { "type": "string" }
+            }));
+        }),
+        ("a new optional request member", |d| {
+            d["components"]["schemas"]["SessionUpdate"]["properties"]["pinned"] =
+                json!({ "type": "boolean" });
+        }),
+        ("a new optional response member", |d| {
+            d["components"]["schemas"]["Session"]["properties"]["color"] =
+                json!({ "type": "string" });
+        }),
+        ("a new operation", |d| {
+            let mut operation = d["paths"]["/v1/agent/sessions/{sessionId}"]["get"].clone();
+            operation["operationId"] = json!("getSessionSummary");
+            d["paths"]["/v1/agent/sessions/{sessionId}/summary"] = json!({ "get": operation });
+        }),
+        ("a new value of an open enum", |d| {
+            let lines = &mut d["components"]["schemas"]["UsageStatement"]["properties"]["lines"];
+            let meters = &mut lines["items"]["properties"]["meter"]["enum"];
+            meters.as_array_mut().unwrap().push(json!("storage"));
+        }),
+        ("a new response status", |d| {
+            let responses = &mut d["paths"]["/v1/agent/sessions/{sessionId}"]["get"]["responses"];
+            responses["409"] = responses["404"].clone();
+        }),
+    ];
+
+    #[test]
+    fn each_compatible_kind_of_change_is_compatible_for_clients_and_for_rust() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+        let base = load(root, "openapi.json").unwrap();
+        for (kind, change) in COMPATIBLE {
+            let mut head = base.clone();
+            change(&mut head);
+            let changes = compare(&base, &head);
+            assert!(!changes.is_empty(), "{kind}: no change seen");
+            assert!(
+                changes.iter().all(|c| c.worst() == Class::Compatible),
+                "{kind}: {changes:#?}"
+            );
+        }
+    }
+
+    /// The claim checked: after every compatible kind of change at once, an app written
+    /// against today's crates still compiles against the regenerated ones.
+    #[test]
+    fn an_app_written_before_compatible_changes_still_compiles() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+        let mut head = load(root, "openapi.json").unwrap();
+        for (_, change) in COMPATIBLE {
+            change(&mut head);
+        }
+        if let Err(error) = downstream::check(root, "compatible-changes", head) {
+            panic!("{error}");
+        }
+    }
+
+    #[test]
+    fn changes_the_wire_takes_but_rust_does_not_break_the_rust_api_only() {
+        let rust_only = |change: &dyn Fn(&mut Value)| -> BTreeSet<(Class, Class)> {
+            let mut head = base();
+            change(&mut head);
+            compare(&base(), &head)
+                .iter()
+                .map(|c| (c.class, c.rust))
+                .collect()
+        };
+        let compatible_for_clients = BTreeSet::from([(Class::Compatible, Class::Breaking)]);
+        // A response member that became required is no longer an Option.
+        assert_eq!(
+            rust_only(&|d| session(d)["required"] = json!(["id", "state", "title"])),
+            compatible_for_clients
+        );
+        // A request enum that gained a value gained a variant exhaustive matches miss.
+        assert_eq!(
+            rust_only(
+                &|d| chat_body(d)["properties"]["mode"]["enum"] = json!(["fast", "slow", "auto"])
+            ),
+            compatible_for_clients
+        );
+        // A new success status with another body changes what `send()` returns.
+        assert_eq!(
+            rust_only(
+                &|d| d["paths"]["/v1/chat"]["post"]["responses"]["200"] = json!({ "description": "done", "content": { "application/json": {
+                    "schema": { "type": "object" } } } })
+            ),
+            compatible_for_clients
+        );
+        // A description is documentation only.
+        assert_eq!(
+            rust_only(&|d| session(d)["description"] = json!("A session.")),
+            BTreeSet::from([(Class::Documentation, Class::Documentation)])
+        );
+    }
+
+    #[test]
+    fn the_changelog_groups_changes_by_their_worse_verdict() {
+        let mut head = base();
+        session(&mut head)["properties"]["archived"] = json!({ "type": "boolean" });
+        session(&mut head)["required"] = json!(["id", "state", "title"]);
+        session(&mut head)["description"] = json!("A session.");
+        let changes = compare(&base(), &head);
+        insta::assert_snapshot!(changelog(&changes, bump("0.1.0", &changes).as_deref()));
+    }
+
     #[test]
     fn versions_bump_by_the_worst_change() {
         let change = |class| Change {
             class,
+            rust: class,
             location: "x".into(),
             reason: "y".into(),
         };
         assert_eq!(bump("0.1.0", &[]), None);
+        assert_eq!(
+            bump("1.4.2", &[change(Class::Documentation)]).as_deref(),
+            Some("1.4.3")
+        );
+        let rust_only = Change {
+            rust: Class::Breaking,
+            ..change(Class::Compatible)
+        };
+        assert_eq!(bump("1.4.2", &[rust_only]).as_deref(), Some("2.0.0"));
         assert_eq!(
             bump("0.1.0", &[change(Class::Compatible)]).as_deref(),
             Some("0.1.1")

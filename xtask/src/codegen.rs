@@ -25,23 +25,30 @@ const MODELS_CRATE: &str = "intent_models";
 /// The client's inner value, handed to the hooks that `intent-sdk` implements.
 const INNER_TYPE: &str = "crate::hooks::ClientContext";
 
+/// Where each generated file goes, from the workspace root.
+pub const GENERATED: [&str; 2] = ["sdk/models/src/generated.rs", "sdk/client/src/generated.rs"];
+
 /// Generates both files and writes or checks them.
 pub fn run(root: &Path, mode: Mode) -> Result<(), String> {
     let spec_path = root.join("openapi.json");
     let text = fs::read_to_string(&spec_path)
         .map_err(|e| format!("reading {}: {e}", spec_path.display()))?;
-    let mut document: Value =
+    let document: Value =
         serde_json::from_str(&text).map_err(|e| format!("parsing {}: {e}", spec_path.display()))?;
-    for_generators(&mut document);
-    let spec: OpenAPI = serde_json::from_value(document)
-        .map_err(|e| format!("parsing {}: {e}", spec_path.display()))?;
-
+    let [models, client] = generate(document)?;
     let outputs = [
-        (root.join("sdk/models/src/generated.rs"), models(&spec)?),
-        (root.join("sdk/client/src/generated.rs"), client(&spec)?),
+        (root.join(GENERATED[0]), models),
+        (root.join(GENERATED[1]), client),
     ];
-
     crate::sync::sync(root, mode, &outputs, "cargo xtask codegen")
+}
+
+/// The models and the client (the files of [`GENERATED`]) generated from `document`.
+pub fn generate(mut document: Value) -> Result<[String; 2], String> {
+    for_generators(&mut document);
+    let spec: OpenAPI =
+        serde_json::from_value(document).map_err(|e| format!("parsing the document: {e}"))?;
+    Ok([models(&spec)?, client(&spec)?])
 }
 
 /// `document` as the generators can read it. Two constructions of openapi.json hold as JSON
@@ -95,7 +102,7 @@ fn without_implied_number(value: &mut Value) {
 fn settings() -> GenerationSettings {
     let mut settings = GenerationSettings::default();
     settings
-        .with_interface(InterfaceStyle::Positional)
+        .with_interface(InterfaceStyle::Builder)
         .with_tag(TagStyle::Merged)
         .with_derive("PartialEq");
     settings
@@ -123,7 +130,7 @@ const OPEN_ENUMS: &[(&str, &str)] = &[("AgentEvent", "UnknownEvent")];
 
 /// String enums whose values the interface does not show (error codes, roles, resync reasons,
 /// meters): each keeps a value it does not know as `Unknown(String)` and is `#[non_exhaustive]`.
-const OPEN_VALUES: &[&str] = &[
+pub const OPEN_VALUES: &[&str] = &[
     "AgentEventRole",
     "ErrorCode",
     "MessageSnapshotRole",
@@ -140,11 +147,15 @@ const OPEN_MEMBERS: &[(&str, &str)] = &[("PipelineBuild", "summary")];
 /// know (no `deny_unknown_fields`), and the open enums take values they do not know. Models of
 /// request bodies only (`strict`) keep refusing unknown members; the server validates every
 /// request against openapi.json besides.
+///
+/// Every model with members is `#[non_exhaustive]`, so that a new optional member changes nothing
+/// for code outside the crate: such code makes one with its builder,
+/// `Model::builder().member(value).try_into()`.
 fn tolerant_reading(file: &mut syn::File, strict: &BTreeSet<String>) -> Result<(), String> {
     for item in &mut file.items {
         open_values(item)?;
-        open_members(item)?;
     }
+    open_members(file)?;
     for item in &mut file.items {
         let (name, attrs) = match item {
             syn::Item::Struct(item) => (item.ident.to_string(), &mut item.attrs),
@@ -153,6 +164,14 @@ fn tolerant_reading(file: &mut syn::File, strict: &BTreeSet<String>) -> Result<(
         };
         if !strict.contains(&name) {
             attrs.retain_mut(|attr| !without_deny_unknown_fields(attr));
+        }
+        if let syn::Item::Struct(syn::ItemStruct {
+            fields: syn::Fields::Named(_),
+            attrs,
+            ..
+        }) = item
+        {
+            attrs.push(syn::parse_quote!(#[non_exhaustive]));
         }
         let (syn::Item::Enum(item), Some((_, unknown))) =
             (item, OPEN_ENUMS.iter().find(|(open, _)| *open == name))
@@ -251,44 +270,118 @@ fn open_values(item: &mut syn::Item) -> Result<(), String> {
     Ok(())
 }
 
-/// Wraps the model of each member of [`OPEN_MEMBERS`] (an `Option<Model>`) in `crate::Open`.
-fn open_members(item: &mut syn::Item) -> Result<(), String> {
-    let syn::Item::Struct(item) = item else {
-        return Ok(());
-    };
-    let name = item.ident.to_string();
-    for field in &mut item.fields {
-        let member = field.ident.as_ref().map(ToString::to_string);
-        if !OPEN_MEMBERS.contains(&(name.as_str(), member.as_deref().unwrap_or_default())) {
-            continue;
-        }
-        let argument = match &mut field.ty {
-            syn::Type::Path(path) => path.path.segments.last_mut().and_then(|last| {
-                match (&mut last.arguments, last.ident == "Option") {
-                    (syn::PathArguments::AngleBracketed(args), true) => args.args.first_mut(),
-                    _ => None,
+/// Wraps the model of each member of [`OPEN_MEMBERS`] (an `Option<Model>`) in `crate::Open`: the
+/// model's field, and the field and setter of its builder (typify's `builder` module).
+fn open_members(file: &mut syn::File) -> Result<(), String> {
+    for item in &mut file.items {
+        match item {
+            syn::Item::Struct(item) => open_fields(item)?,
+            syn::Item::Mod(module) if module.ident == "builder" => {
+                for item in module.content.iter_mut().flat_map(|(_, items)| items) {
+                    match item {
+                        syn::Item::Struct(item) => open_fields(item)?,
+                        syn::Item::Impl(item) => open_setters(item)?,
+                        _ => {}
+                    }
                 }
-            }),
-            _ => None,
-        };
-        let Some(syn::GenericArgument::Type(model)) = argument else {
-            return Err(format!(
-                "the open member {name}.{member:?} is not an Option"
-            ));
-        };
-        let mut open: syn::TypePath = syn::parse_str("crate::Open<Model>")
-            .map_err(|e| format!("the open-member template: {e}"))?;
-        if let Some(syn::PathArguments::AngleBracketed(args)) = open
-            .path
-            .segments
-            .last_mut()
-            .map(|last| &mut last.arguments)
-        {
-            args.args[0] = syn::GenericArgument::Type(model.clone());
+            }
+            _ => {}
         }
-        *model = syn::Type::Path(open);
     }
     Ok(())
+}
+
+/// The members of [`OPEN_MEMBERS`] that `owner` names.
+fn open_members_of(owner: &syn::Ident) -> impl Iterator<Item = &'static str> + '_ {
+    OPEN_MEMBERS
+        .iter()
+        .filter(move |(name, _)| owner == name)
+        .map(|(_, member)| *member)
+}
+
+fn open_fields(item: &mut syn::ItemStruct) -> Result<(), String> {
+    for member in open_members_of(&item.ident).collect::<Vec<_>>() {
+        let field = item
+            .fields
+            .iter_mut()
+            .find(|field| field.ident.as_ref().is_some_and(|ident| ident == member));
+        let opened = field.is_some_and(|field| match &mut field.ty {
+            syn::Type::Path(path) => open_option(&mut path.path),
+            _ => false,
+        });
+        if !opened {
+            return Err(format!(
+                "the open member {}.{member} is not an Option",
+                item.ident
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Opens the bound of the setter of each open member: `T: TryInto<Option<crate::Open<Model>>>`.
+fn open_setters(item: &mut syn::ItemImpl) -> Result<(), String> {
+    let syn::Type::Path(owner) = &*item.self_ty else {
+        return Ok(());
+    };
+    let Some(owner) = owner
+        .path
+        .get_ident()
+        .cloned()
+        .filter(|_| item.trait_.is_none())
+    else {
+        return Ok(());
+    };
+    for member in open_members_of(&owner) {
+        let setter = item.items.iter_mut().find_map(|item| match item {
+            syn::ImplItem::Fn(setter) if setter.sig.ident == member => Some(setter),
+            _ => None,
+        });
+        let opened = setter
+            .and_then(|setter| setter.sig.generics.where_clause.as_mut())
+            .is_some_and(|clause| {
+                clause
+                    .predicates
+                    .iter_mut()
+                    .any(|predicate| match predicate {
+                        syn::WherePredicate::Type(predicate) => {
+                            predicate.bounds.iter_mut().any(|bound| match bound {
+                                syn::TypeParamBound::Trait(bound) => open_option(&mut bound.path),
+                                _ => false,
+                            })
+                        }
+                        _ => false,
+                    })
+            });
+        if !opened {
+            return Err(format!(
+                "the builder's setter of {owner}.{member} takes no Option"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Rewrites the first `Option<Model>` in `path` (itself or inside its type arguments) as
+/// `Option<crate::Open<Model>>`; true when it found one.
+fn open_option(path: &mut syn::Path) -> bool {
+    let Some(last) = path.segments.last_mut() else {
+        return false;
+    };
+    let syn::PathArguments::AngleBracketed(args) = &mut last.arguments else {
+        return false;
+    };
+    if last.ident == "Option"
+        && let Some(syn::GenericArgument::Type(model)) = args.args.first_mut()
+    {
+        let wrapped: syn::Type = syn::parse_quote!(crate::Open<#model>);
+        *model = wrapped;
+        return true;
+    }
+    args.args.iter_mut().any(|arg| match arg {
+        syn::GenericArgument::Type(syn::Type::Path(inner)) => open_option(&mut inner.path),
+        _ => false,
+    })
 }
 
 /// Takes `deny_unknown_fields` out of a `#[serde(...)]` attribute; true when nothing is left of

@@ -6,6 +6,7 @@ mod breaking;
 mod budget;
 mod codegen;
 mod conformance_doc;
+mod downstream;
 mod fixture;
 mod lint;
 mod sync;
@@ -15,7 +16,7 @@ use std::process::ExitCode;
 
 use sync::Mode;
 
-const USAGE: &str = "usage: cargo xtask codegen [--check] | conformance-doc [--check] | breaking BASE [HEAD] [--json] | budget | lint | fixture REV";
+const USAGE: &str = "usage: cargo xtask codegen [--check] | conformance-doc [--check] | breaking BASE [HEAD] [--json | --markdown] [--interface] [--compile] | budget | lint | fixture REV";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();

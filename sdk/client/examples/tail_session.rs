@@ -17,10 +17,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             StaticToken::new(std::env::var("INTENT_AGENT_TOKEN")?),
         )
         .build()?;
-    let request = ChatStartRequest {
-        message: "hello".parse()?,
-        session_id: None,
-    };
+    let request: ChatStartRequest = ChatStartRequest::builder().message("hello").try_into()?;
     let started = intent.agent().start(&request).await?;
     let mut events = Box::pin(intent.agent().follow_sse(&started.session_id, None));
     while let Some(item) = events.next().await {

@@ -8,6 +8,7 @@ use intent_models::{
 };
 
 use crate::error::invalid;
+use crate::generated::types::{GetStatementPeriod, RemoveCredentialName, SaveCredentialName};
 use crate::{Client, Error};
 
 /// The Account operations of an [`Intent`](crate::Intent).
@@ -19,24 +20,38 @@ pub struct Account<'a> {
 impl Account<'_> {
     /// The apps the account can install, and whether each is installed.
     pub async fn apps(&self) -> Result<AccountAppList, Error> {
-        Ok(self.client.list_account_apps().await?.into_inner())
+        Ok(self.client.list_account_apps().send().await?.into_inner())
     }
 
     /// Installs an app.
     pub async fn install(&self, application: NonZeroU64) -> Result<AppInstallation, Error> {
-        Ok(self.client.install_app(application).await?.into_inner())
+        Ok(self
+            .client
+            .install_app()
+            .application_id(application)
+            .send()
+            .await?
+            .into_inner())
     }
 
     /// Uninstalls an app; its credentials are removed with it.
     pub async fn uninstall(&self, application: NonZeroU64) -> Result<AppInstallation, Error> {
-        Ok(self.client.uninstall_app(application).await?.into_inner())
+        Ok(self
+            .client
+            .uninstall_app()
+            .application_id(application)
+            .send()
+            .await?
+            .into_inner())
     }
 
     /// The names of an app's credentials and whether each is set; never their values.
     pub async fn credentials(&self, application: NonZeroU64) -> Result<CredentialList, Error> {
         Ok(self
             .client
-            .list_credentials(application)
+            .list_credentials()
+            .application_id(application)
+            .send()
             .await?
             .into_inner())
     }
@@ -48,10 +63,14 @@ impl Account<'_> {
         name: &str,
         value: &CredentialValue,
     ) -> Result<CredentialChange, Error> {
-        let name = name.parse().map_err(invalid)?;
+        let name: SaveCredentialName = name.parse().map_err(invalid)?;
         let change = self
             .client
-            .save_credential(application, &name, value)
+            .save_credential()
+            .application_id(application)
+            .name(name)
+            .body(value.clone())
+            .send()
             .await?;
         Ok(change.into_inner())
     }
@@ -62,21 +81,24 @@ impl Account<'_> {
         application: NonZeroU64,
         name: &str,
     ) -> Result<CredentialChange, Error> {
-        let name = name.parse().map_err(invalid)?;
+        let name: RemoveCredentialName = name.parse().map_err(invalid)?;
         Ok(self
             .client
-            .remove_credential(application, &name)
+            .remove_credential()
+            .application_id(application)
+            .name(name)
+            .send()
             .await?
             .into_inner())
     }
 
     /// The priced usage statement of `period` (`YYYY-MM`), or of the current month.
     pub async fn statement(&self, period: Option<&str>) -> Result<UsageStatement, Error> {
-        let period = period.map(str::parse).transpose().map_err(invalid)?;
-        Ok(self
-            .client
-            .get_statement(period.as_ref())
-            .await?
-            .into_inner())
+        let mut request = self.client.get_statement();
+        if let Some(period) = period {
+            let period: GetStatementPeriod = period.parse().map_err(invalid)?;
+            request = request.period(period);
+        }
+        Ok(request.send().await?.into_inner())
     }
 }

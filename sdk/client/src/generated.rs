@@ -757,7 +757,6 @@ const _: () = {
     {
     }
 };
-#[allow(clippy::all)]
 impl Client {
     ///List applications
     ///
@@ -765,53 +764,13 @@ impl Client {
     ///
     ///Sends a `GET` request to `/v1/account/apps`
     ///
-    ///
-    pub async fn list_account_apps<'a>(
-        &'a self,
-    ) -> Result<ResponseValue<intent_models::AccountAppList>, Error<intent_models::ErrorEnvelope>>
-    {
-        let url = format!("{}/v1/account/apps", self.baseurl,);
-        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
-        header_map.append(
-            ::reqwest::header::HeaderName::from_static("api-version"),
-            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
-        );
-        #[allow(unused_mut)]
-        let mut request = self
-            .client
-            .get(url)
-            .header(
-                ::reqwest::header::ACCEPT,
-                ::reqwest::header::HeaderValue::from_static("application/json"),
-            )
-            .headers(header_map)
-            .build()?;
-        let info = OperationInfo {
-            operation_id: "list_account_apps",
-        };
-        self.pre(&mut request, &info).await?;
-        let result = self.exec(request, &info).await;
-        self.post(&result, &info).await?;
-        let response = result?;
-        match response.status().as_u16() {
-            200u16 => ResponseValue::from_response(response).await,
-            401u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            403u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            429u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            500u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            503u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            _ => Err(Error::UnexpectedResponse(response)),
-        }
+    ///```ignore
+    ///let response = client.list_account_apps()
+    ///    .send()
+    ///    .await;
+    ///```
+    pub fn list_account_apps(&self) -> builder::ListAccountApps<'_> {
+        builder::ListAccountApps::new(self)
     }
     ///Install an application
     ///
@@ -821,67 +780,14 @@ impl Client {
     ///
     ///Arguments:
     ///- `application_id`: Numeric application id, minimum 1.
-    ///
-    pub async fn install_app<'a>(
-        &'a self,
-        application_id: ::std::num::NonZeroU64,
-    ) -> Result<ResponseValue<intent_models::AppInstallation>, Error<intent_models::ErrorEnvelope>>
-    {
-        let url = format!(
-            "{}/v1/account/apps/{}",
-            self.baseurl,
-            encode_path(&application_id.to_string()),
-        );
-        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
-        header_map.append(
-            ::reqwest::header::HeaderName::from_static("api-version"),
-            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
-        );
-        #[allow(unused_mut)]
-        let mut request = self
-            .client
-            .post(url)
-            .header(
-                ::reqwest::header::ACCEPT,
-                ::reqwest::header::HeaderValue::from_static("application/json"),
-            )
-            .headers(header_map)
-            .build()?;
-        let info = OperationInfo {
-            operation_id: "install_app",
-        };
-        self.pre(&mut request, &info).await?;
-        let result = self.exec(request, &info).await;
-        self.post(&result, &info).await?;
-        let response = result?;
-        match response.status().as_u16() {
-            200u16 => ResponseValue::from_response(response).await,
-            400u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            401u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            403u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            404u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            422u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            429u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            500u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            503u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            _ => Err(Error::UnexpectedResponse(response)),
-        }
+    ///```ignore
+    ///let response = client.install_app()
+    ///    .application_id(application_id)
+    ///    .send()
+    ///    .await;
+    ///```
+    pub fn install_app(&self) -> builder::InstallApp<'_> {
+        builder::InstallApp::new(self)
     }
     ///Remove an application
     ///
@@ -891,64 +797,14 @@ impl Client {
     ///
     ///Arguments:
     ///- `application_id`: Numeric application id, minimum 1.
-    ///
-    pub async fn uninstall_app<'a>(
-        &'a self,
-        application_id: ::std::num::NonZeroU64,
-    ) -> Result<ResponseValue<intent_models::AppInstallation>, Error<intent_models::ErrorEnvelope>>
-    {
-        let url = format!(
-            "{}/v1/account/apps/{}",
-            self.baseurl,
-            encode_path(&application_id.to_string()),
-        );
-        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
-        header_map.append(
-            ::reqwest::header::HeaderName::from_static("api-version"),
-            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
-        );
-        #[allow(unused_mut)]
-        let mut request = self
-            .client
-            .delete(url)
-            .header(
-                ::reqwest::header::ACCEPT,
-                ::reqwest::header::HeaderValue::from_static("application/json"),
-            )
-            .headers(header_map)
-            .build()?;
-        let info = OperationInfo {
-            operation_id: "uninstall_app",
-        };
-        self.pre(&mut request, &info).await?;
-        let result = self.exec(request, &info).await;
-        self.post(&result, &info).await?;
-        let response = result?;
-        match response.status().as_u16() {
-            200u16 => ResponseValue::from_response(response).await,
-            400u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            401u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            403u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            404u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            429u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            500u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            503u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            _ => Err(Error::UnexpectedResponse(response)),
-        }
+    ///```ignore
+    ///let response = client.uninstall_app()
+    ///    .application_id(application_id)
+    ///    .send()
+    ///    .await;
+    ///```
+    pub fn uninstall_app(&self) -> builder::UninstallApp<'_> {
+        builder::UninstallApp::new(self)
     }
     ///List credential declarations
     ///
@@ -958,64 +814,14 @@ impl Client {
     ///
     ///Arguments:
     ///- `application_id`: Numeric application id, minimum 1.
-    ///
-    pub async fn list_credentials<'a>(
-        &'a self,
-        application_id: ::std::num::NonZeroU64,
-    ) -> Result<ResponseValue<intent_models::CredentialList>, Error<intent_models::ErrorEnvelope>>
-    {
-        let url = format!(
-            "{}/v1/account/apps/{}/secrets",
-            self.baseurl,
-            encode_path(&application_id.to_string()),
-        );
-        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
-        header_map.append(
-            ::reqwest::header::HeaderName::from_static("api-version"),
-            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
-        );
-        #[allow(unused_mut)]
-        let mut request = self
-            .client
-            .get(url)
-            .header(
-                ::reqwest::header::ACCEPT,
-                ::reqwest::header::HeaderValue::from_static("application/json"),
-            )
-            .headers(header_map)
-            .build()?;
-        let info = OperationInfo {
-            operation_id: "list_credentials",
-        };
-        self.pre(&mut request, &info).await?;
-        let result = self.exec(request, &info).await;
-        self.post(&result, &info).await?;
-        let response = result?;
-        match response.status().as_u16() {
-            200u16 => ResponseValue::from_response(response).await,
-            400u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            401u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            403u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            404u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            429u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            500u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            503u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            _ => Err(Error::UnexpectedResponse(response)),
-        }
+    ///```ignore
+    ///let response = client.list_credentials()
+    ///    .application_id(application_id)
+    ///    .send()
+    ///    .await;
+    ///```
+    pub fn list_credentials(&self) -> builder::ListCredentials<'_> {
+        builder::ListCredentials::new(self)
     }
     ///Save a credential
     ///
@@ -1027,74 +833,16 @@ impl Client {
     ///- `application_id`: Numeric application id, minimum 1.
     ///- `name`: Credential name.
     ///- `body`
-    ///
-    pub async fn save_credential<'a>(
-        &'a self,
-        application_id: ::std::num::NonZeroU64,
-        name: &'a types::SaveCredentialName,
-        body: &'a intent_models::CredentialValue,
-    ) -> Result<ResponseValue<intent_models::CredentialChange>, Error<intent_models::ErrorEnvelope>>
-    {
-        let url = format!(
-            "{}/v1/account/apps/{}/secrets/{}",
-            self.baseurl,
-            encode_path(&application_id.to_string()),
-            encode_path(&name.to_string()),
-        );
-        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
-        header_map.append(
-            ::reqwest::header::HeaderName::from_static("api-version"),
-            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
-        );
-        #[allow(unused_mut)]
-        let mut request = self
-            .client
-            .put(url)
-            .header(
-                ::reqwest::header::ACCEPT,
-                ::reqwest::header::HeaderValue::from_static("application/json"),
-            )
-            .json(&body)
-            .headers(header_map)
-            .build()?;
-        let info = OperationInfo {
-            operation_id: "save_credential",
-        };
-        self.pre(&mut request, &info).await?;
-        let result = self.exec(request, &info).await;
-        self.post(&result, &info).await?;
-        let response = result?;
-        match response.status().as_u16() {
-            200u16 => ResponseValue::from_response(response).await,
-            400u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            401u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            403u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            404u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            413u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            415u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            429u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            500u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            503u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            _ => Err(Error::UnexpectedResponse(response)),
-        }
+    ///```ignore
+    ///let response = client.save_credential()
+    ///    .application_id(application_id)
+    ///    .name(name)
+    ///    .body(body)
+    ///    .send()
+    ///    .await;
+    ///```
+    pub fn save_credential(&self) -> builder::SaveCredential<'_> {
+        builder::SaveCredential::new(self)
     }
     ///Remove a credential
     ///
@@ -1105,66 +853,15 @@ impl Client {
     ///Arguments:
     ///- `application_id`: Numeric application id, minimum 1.
     ///- `name`: Credential name.
-    ///
-    pub async fn remove_credential<'a>(
-        &'a self,
-        application_id: ::std::num::NonZeroU64,
-        name: &'a types::RemoveCredentialName,
-    ) -> Result<ResponseValue<intent_models::CredentialChange>, Error<intent_models::ErrorEnvelope>>
-    {
-        let url = format!(
-            "{}/v1/account/apps/{}/secrets/{}",
-            self.baseurl,
-            encode_path(&application_id.to_string()),
-            encode_path(&name.to_string()),
-        );
-        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
-        header_map.append(
-            ::reqwest::header::HeaderName::from_static("api-version"),
-            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
-        );
-        #[allow(unused_mut)]
-        let mut request = self
-            .client
-            .delete(url)
-            .header(
-                ::reqwest::header::ACCEPT,
-                ::reqwest::header::HeaderValue::from_static("application/json"),
-            )
-            .headers(header_map)
-            .build()?;
-        let info = OperationInfo {
-            operation_id: "remove_credential",
-        };
-        self.pre(&mut request, &info).await?;
-        let result = self.exec(request, &info).await;
-        self.post(&result, &info).await?;
-        let response = result?;
-        match response.status().as_u16() {
-            200u16 => ResponseValue::from_response(response).await,
-            400u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            401u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            403u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            404u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            429u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            500u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            503u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            _ => Err(Error::UnexpectedResponse(response)),
-        }
+    ///```ignore
+    ///let response = client.remove_credential()
+    ///    .application_id(application_id)
+    ///    .name(name)
+    ///    .send()
+    ///    .await;
+    ///```
+    pub fn remove_credential(&self) -> builder::RemoveCredential<'_> {
+        builder::RemoveCredential::new(self)
     }
     ///Read the usage statement
     ///
@@ -1174,58 +871,14 @@ impl Client {
     ///
     ///Arguments:
     ///- `period`: Calendar month `YYYY-MM` (UTC); the current month when omitted.
-    ///
-    pub async fn get_statement<'a>(
-        &'a self,
-        period: Option<&'a types::GetStatementPeriod>,
-    ) -> Result<ResponseValue<intent_models::UsageStatement>, Error<intent_models::ErrorEnvelope>>
-    {
-        let url = format!("{}/v1/account/statement", self.baseurl,);
-        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
-        header_map.append(
-            ::reqwest::header::HeaderName::from_static("api-version"),
-            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
-        );
-        #[allow(unused_mut)]
-        let mut request = self
-            .client
-            .get(url)
-            .header(
-                ::reqwest::header::ACCEPT,
-                ::reqwest::header::HeaderValue::from_static("application/json"),
-            )
-            .query(&progenitor_client::QueryParam::new("period", &period))
-            .headers(header_map)
-            .build()?;
-        let info = OperationInfo {
-            operation_id: "get_statement",
-        };
-        self.pre(&mut request, &info).await?;
-        let result = self.exec(request, &info).await;
-        self.post(&result, &info).await?;
-        let response = result?;
-        match response.status().as_u16() {
-            200u16 => ResponseValue::from_response(response).await,
-            400u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            401u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            403u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            429u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            500u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            503u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            _ => Err(Error::UnexpectedResponse(response)),
-        }
+    ///```ignore
+    ///let response = client.get_statement()
+    ///    .period(period)
+    ///    .send()
+    ///    .await;
+    ///```
+    pub fn get_statement(&self) -> builder::GetStatement<'_> {
+        builder::GetStatement::new(self)
     }
     ///Start a turn
     ///
@@ -1233,70 +886,14 @@ impl Client {
     ///
     ///Sends a `POST` request to `/v1/agent/chat`
     ///
-    ///
-    pub async fn start_chat<'a>(
-        &'a self,
-        body: &'a intent_models::ChatStartRequest,
-    ) -> Result<ResponseValue<intent_models::ChatStartResponse>, Error<intent_models::ErrorEnvelope>>
-    {
-        let url = format!("{}/v1/agent/chat", self.baseurl,);
-        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
-        header_map.append(
-            ::reqwest::header::HeaderName::from_static("api-version"),
-            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
-        );
-        #[allow(unused_mut)]
-        let mut request = self
-            .client
-            .post(url)
-            .header(
-                ::reqwest::header::ACCEPT,
-                ::reqwest::header::HeaderValue::from_static("application/json"),
-            )
-            .json(&body)
-            .headers(header_map)
-            .build()?;
-        let info = OperationInfo {
-            operation_id: "start_chat",
-        };
-        self.pre(&mut request, &info).await?;
-        let result = self.exec(request, &info).await;
-        self.post(&result, &info).await?;
-        let response = result?;
-        match response.status().as_u16() {
-            202u16 => ResponseValue::from_response(response).await,
-            400u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            401u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            403u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            404u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            409u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            413u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            415u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            429u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            500u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            503u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            _ => Err(Error::UnexpectedResponse(response)),
-        }
+    ///```ignore
+    ///let response = client.start_chat()
+    ///    .body(body)
+    ///    .send()
+    ///    .await;
+    ///```
+    pub fn start_chat(&self) -> builder::StartChat<'_> {
+        builder::StartChat::new(self)
     }
     ///Read a page of session events
     ///
@@ -1309,72 +906,17 @@ impl Client {
     ///- `cursor`: Opaque cursor from an EventPage; omit for the page to reconcile against. Reference profile: signed, bound to the session and the account, valid for 24 hours; events stay in the retained log for 7 days (both configurable).
     ///- `limit`: Most events in one page.
     ///- `wait`: Long-poll duration in milliseconds, at most 30000.
-    ///
-    pub async fn get_chat_events<'a>(
-        &'a self,
-        session_id: &'a intent_models::SessionId,
-        cursor: Option<&'a types::GetChatEventsCursor>,
-        limit: Option<::std::num::NonZeroU64>,
-        wait: Option<i64>,
-    ) -> Result<ResponseValue<intent_models::EventPage>, Error<intent_models::ErrorEnvelope>> {
-        let url = format!(
-            "{}/v1/agent/chat/{}",
-            self.baseurl,
-            encode_path(&session_id.to_string()),
-        );
-        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
-        header_map.append(
-            ::reqwest::header::HeaderName::from_static("api-version"),
-            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
-        );
-        #[allow(unused_mut)]
-        let mut request = self
-            .client
-            .get(url)
-            .header(
-                ::reqwest::header::ACCEPT,
-                ::reqwest::header::HeaderValue::from_static("application/json"),
-            )
-            .query(&progenitor_client::QueryParam::new("cursor", &cursor))
-            .query(&progenitor_client::QueryParam::new("limit", &limit))
-            .query(&progenitor_client::QueryParam::new("wait", &wait))
-            .headers(header_map)
-            .build()?;
-        let info = OperationInfo {
-            operation_id: "get_chat_events",
-        };
-        self.pre(&mut request, &info).await?;
-        let result = self.exec(request, &info).await;
-        self.post(&result, &info).await?;
-        let response = result?;
-        match response.status().as_u16() {
-            200u16 => ResponseValue::from_response(response).await,
-            400u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            401u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            403u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            404u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            410u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            429u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            500u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            503u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            _ => Err(Error::UnexpectedResponse(response)),
-        }
+    ///```ignore
+    ///let response = client.get_chat_events()
+    ///    .session_id(session_id)
+    ///    .cursor(cursor)
+    ///    .limit(limit)
+    ///    .wait(wait)
+    ///    .send()
+    ///    .await;
+    ///```
+    pub fn get_chat_events(&self) -> builder::GetChatEvents<'_> {
+        builder::GetChatEvents::new(self)
     }
     ///Stream session events (SSE)
     ///
@@ -1386,68 +928,16 @@ impl Client {
     ///- `session_id`: Session id, at most 160 characters.
     ///- `cursor`: Opaque cursor from an EventPage; omit for the page to reconcile against. Reference profile: signed, bound to the session and the account, valid for 24 hours; events stay in the retained log for 7 days (both configurable).
     ///- `last_event_id`: SSE resume: the `id` of the last `page` event received; `cursor` wins when both are given.
-    ///
-    pub async fn stream_chat_events<'a>(
-        &'a self,
-        session_id: &'a intent_models::SessionId,
-        cursor: Option<&'a types::StreamChatEventsCursor>,
-        last_event_id: Option<&'a types::StreamChatEventsLastEventId>,
-    ) -> Result<ResponseValue<ByteStream>, Error<intent_models::ErrorEnvelope>> {
-        let url = format!(
-            "{}/v1/agent/chat/{}/stream",
-            self.baseurl,
-            encode_path(&session_id.to_string()),
-        );
-        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(2usize);
-        header_map.append(
-            ::reqwest::header::HeaderName::from_static("api-version"),
-            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
-        );
-        if let Some(value) = last_event_id {
-            header_map.append("Last-Event-ID", value.to_string().try_into()?);
-        }
-        #[allow(unused_mut)]
-        let mut request = self
-            .client
-            .get(url)
-            .query(&progenitor_client::QueryParam::new("cursor", &cursor))
-            .headers(header_map)
-            .build()?;
-        let info = OperationInfo {
-            operation_id: "stream_chat_events",
-        };
-        self.pre(&mut request, &info).await?;
-        let result = self.exec(request, &info).await;
-        self.post(&result, &info).await?;
-        let response = result?;
-        match response.status().as_u16() {
-            200u16 => Ok(ResponseValue::stream(response)),
-            400u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            401u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            403u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            404u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            410u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            429u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            500u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            503u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            _ => Err(Error::UnexpectedResponse(response)),
-        }
+    ///```ignore
+    ///let response = client.stream_chat_events()
+    ///    .session_id(session_id)
+    ///    .cursor(cursor)
+    ///    .last_event_id(last_event_id)
+    ///    .send()
+    ///    .await;
+    ///```
+    pub fn stream_chat_events(&self) -> builder::StreamChatEvents<'_> {
+        builder::StreamChatEvents::new(self)
     }
     ///Read a session
     ///
@@ -1457,63 +947,14 @@ impl Client {
     ///
     ///Arguments:
     ///- `session_id`: Session id, at most 160 characters.
-    ///
-    pub async fn get_session<'a>(
-        &'a self,
-        session_id: &'a intent_models::SessionId,
-    ) -> Result<ResponseValue<intent_models::Session>, Error<intent_models::ErrorEnvelope>> {
-        let url = format!(
-            "{}/v1/agent/sessions/{}",
-            self.baseurl,
-            encode_path(&session_id.to_string()),
-        );
-        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
-        header_map.append(
-            ::reqwest::header::HeaderName::from_static("api-version"),
-            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
-        );
-        #[allow(unused_mut)]
-        let mut request = self
-            .client
-            .get(url)
-            .header(
-                ::reqwest::header::ACCEPT,
-                ::reqwest::header::HeaderValue::from_static("application/json"),
-            )
-            .headers(header_map)
-            .build()?;
-        let info = OperationInfo {
-            operation_id: "get_session",
-        };
-        self.pre(&mut request, &info).await?;
-        let result = self.exec(request, &info).await;
-        self.post(&result, &info).await?;
-        let response = result?;
-        match response.status().as_u16() {
-            200u16 => ResponseValue::from_response(response).await,
-            400u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            401u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            403u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            404u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            429u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            500u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            503u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            _ => Err(Error::UnexpectedResponse(response)),
-        }
+    ///```ignore
+    ///let response = client.get_session()
+    ///    .session_id(session_id)
+    ///    .send()
+    ///    .await;
+    ///```
+    pub fn get_session(&self) -> builder::GetSession<'_> {
+        builder::GetSession::new(self)
     }
     ///Delete a session
     ///
@@ -1523,63 +964,14 @@ impl Client {
     ///
     ///Arguments:
     ///- `session_id`: Session id, at most 160 characters.
-    ///
-    pub async fn delete_session<'a>(
-        &'a self,
-        session_id: &'a intent_models::SessionId,
-    ) -> Result<ResponseValue<()>, Error<intent_models::ErrorEnvelope>> {
-        let url = format!(
-            "{}/v1/agent/sessions/{}",
-            self.baseurl,
-            encode_path(&session_id.to_string()),
-        );
-        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
-        header_map.append(
-            ::reqwest::header::HeaderName::from_static("api-version"),
-            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
-        );
-        #[allow(unused_mut)]
-        let mut request = self
-            .client
-            .delete(url)
-            .header(
-                ::reqwest::header::ACCEPT,
-                ::reqwest::header::HeaderValue::from_static("application/json"),
-            )
-            .headers(header_map)
-            .build()?;
-        let info = OperationInfo {
-            operation_id: "delete_session",
-        };
-        self.pre(&mut request, &info).await?;
-        let result = self.exec(request, &info).await;
-        self.post(&result, &info).await?;
-        let response = result?;
-        match response.status().as_u16() {
-            204u16 => Ok(ResponseValue::empty(response)),
-            400u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            401u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            403u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            404u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            429u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            500u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            503u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            _ => Err(Error::UnexpectedResponse(response)),
-        }
+    ///```ignore
+    ///let response = client.delete_session()
+    ///    .session_id(session_id)
+    ///    .send()
+    ///    .await;
+    ///```
+    pub fn delete_session(&self) -> builder::DeleteSession<'_> {
+        builder::DeleteSession::new(self)
     }
     ///Update a session
     ///
@@ -1590,71 +982,15 @@ impl Client {
     ///Arguments:
     ///- `session_id`: Session id, at most 160 characters.
     ///- `body`
-    ///
-    pub async fn update_session<'a>(
-        &'a self,
-        session_id: &'a intent_models::SessionId,
-        body: &'a intent_models::SessionUpdate,
-    ) -> Result<ResponseValue<intent_models::Session>, Error<intent_models::ErrorEnvelope>> {
-        let url = format!(
-            "{}/v1/agent/sessions/{}",
-            self.baseurl,
-            encode_path(&session_id.to_string()),
-        );
-        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
-        header_map.append(
-            ::reqwest::header::HeaderName::from_static("api-version"),
-            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
-        );
-        #[allow(unused_mut)]
-        let mut request = self
-            .client
-            .patch(url)
-            .header(
-                ::reqwest::header::ACCEPT,
-                ::reqwest::header::HeaderValue::from_static("application/json"),
-            )
-            .json(&body)
-            .headers(header_map)
-            .build()?;
-        let info = OperationInfo {
-            operation_id: "update_session",
-        };
-        self.pre(&mut request, &info).await?;
-        let result = self.exec(request, &info).await;
-        self.post(&result, &info).await?;
-        let response = result?;
-        match response.status().as_u16() {
-            200u16 => ResponseValue::from_response(response).await,
-            400u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            401u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            403u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            404u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            413u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            415u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            429u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            500u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            503u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            _ => Err(Error::UnexpectedResponse(response)),
-        }
+    ///```ignore
+    ///let response = client.update_session()
+    ///    .session_id(session_id)
+    ///    .body(body)
+    ///    .send()
+    ///    .await;
+    ///```
+    pub fn update_session(&self) -> builder::UpdateSession<'_> {
+        builder::UpdateSession::new(self)
     }
     ///Resolve an action
     ///
@@ -1667,82 +1003,17 @@ impl Client {
     ///- `action_id`: Action id from the ActionRequest.
     ///- `idempotency_key`: Client-made key; a retry of the same resolution reuses it. Kept for 24 hours.
     ///- `body`
-    ///
-    pub async fn resolve_action<'a>(
-        &'a self,
-        session_id: &'a intent_models::SessionId,
-        action_id: &'a types::ResolveActionActionId,
-        idempotency_key: &'a types::ResolveActionIdempotencyKey,
-        body: &'a intent_models::ActionResolutionRequest,
-    ) -> Result<ResponseValue<intent_models::ActionResolution>, Error<intent_models::ErrorEnvelope>>
-    {
-        let url = format!(
-            "{}/v1/agent/sessions/{}/actions/{}/resolve",
-            self.baseurl,
-            encode_path(&session_id.to_string()),
-            encode_path(&action_id.to_string()),
-        );
-        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(2usize);
-        header_map.append(
-            ::reqwest::header::HeaderName::from_static("api-version"),
-            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
-        );
-        header_map.append("Idempotency-Key", idempotency_key.to_string().try_into()?);
-        #[allow(unused_mut)]
-        let mut request = self
-            .client
-            .post(url)
-            .header(
-                ::reqwest::header::ACCEPT,
-                ::reqwest::header::HeaderValue::from_static("application/json"),
-            )
-            .json(&body)
-            .headers(header_map)
-            .build()?;
-        let info = OperationInfo {
-            operation_id: "resolve_action",
-        };
-        self.pre(&mut request, &info).await?;
-        let result = self.exec(request, &info).await;
-        self.post(&result, &info).await?;
-        let response = result?;
-        match response.status().as_u16() {
-            200u16 => ResponseValue::from_response(response).await,
-            400u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            401u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            403u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            404u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            409u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            413u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            415u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            422u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            429u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            500u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            503u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            _ => Err(Error::UnexpectedResponse(response)),
-        }
+    ///```ignore
+    ///let response = client.resolve_action()
+    ///    .session_id(session_id)
+    ///    .action_id(action_id)
+    ///    .idempotency_key(idempotency_key)
+    ///    .body(body)
+    ///    .send()
+    ///    .await;
+    ///```
+    pub fn resolve_action(&self) -> builder::ResolveAction<'_> {
+        builder::ResolveAction::new(self)
     }
     ///Interrupt the current turn
     ///
@@ -1752,66 +1023,14 @@ impl Client {
     ///
     ///Arguments:
     ///- `session_id`: Session id, at most 160 characters.
-    ///
-    pub async fn interrupt_turn<'a>(
-        &'a self,
-        session_id: &'a intent_models::SessionId,
-    ) -> Result<ResponseValue<intent_models::TurnStatus>, Error<intent_models::ErrorEnvelope>> {
-        let url = format!(
-            "{}/v1/agent/sessions/{}/interrupt",
-            self.baseurl,
-            encode_path(&session_id.to_string()),
-        );
-        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
-        header_map.append(
-            ::reqwest::header::HeaderName::from_static("api-version"),
-            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
-        );
-        #[allow(unused_mut)]
-        let mut request = self
-            .client
-            .post(url)
-            .header(
-                ::reqwest::header::ACCEPT,
-                ::reqwest::header::HeaderValue::from_static("application/json"),
-            )
-            .headers(header_map)
-            .build()?;
-        let info = OperationInfo {
-            operation_id: "interrupt_turn",
-        };
-        self.pre(&mut request, &info).await?;
-        let result = self.exec(request, &info).await;
-        self.post(&result, &info).await?;
-        let response = result?;
-        match response.status().as_u16() {
-            200u16 => ResponseValue::from_response(response).await,
-            400u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            401u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            403u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            404u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            409u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            429u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            500u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            503u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            _ => Err(Error::UnexpectedResponse(response)),
-        }
+    ///```ignore
+    ///let response = client.interrupt_turn()
+    ///    .session_id(session_id)
+    ///    .send()
+    ///    .await;
+    ///```
+    pub fn interrupt_turn(&self) -> builder::InterruptTurn<'_> {
+        builder::InterruptTurn::new(self)
     }
     ///List apps
     ///
@@ -1819,53 +1038,13 @@ impl Client {
     ///
     ///Sends a `GET` request to `/v1/pipeline/apps`
     ///
-    ///
-    pub async fn list_pipeline_apps<'a>(
-        &'a self,
-    ) -> Result<ResponseValue<intent_models::PipelineAppList>, Error<intent_models::ErrorEnvelope>>
-    {
-        let url = format!("{}/v1/pipeline/apps", self.baseurl,);
-        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
-        header_map.append(
-            ::reqwest::header::HeaderName::from_static("api-version"),
-            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
-        );
-        #[allow(unused_mut)]
-        let mut request = self
-            .client
-            .get(url)
-            .header(
-                ::reqwest::header::ACCEPT,
-                ::reqwest::header::HeaderValue::from_static("application/json"),
-            )
-            .headers(header_map)
-            .build()?;
-        let info = OperationInfo {
-            operation_id: "list_pipeline_apps",
-        };
-        self.pre(&mut request, &info).await?;
-        let result = self.exec(request, &info).await;
-        self.post(&result, &info).await?;
-        let response = result?;
-        match response.status().as_u16() {
-            200u16 => ResponseValue::from_response(response).await,
-            401u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            403u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            429u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            500u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            503u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            _ => Err(Error::UnexpectedResponse(response)),
-        }
+    ///```ignore
+    ///let response = client.list_pipeline_apps()
+    ///    .send()
+    ///    .await;
+    ///```
+    pub fn list_pipeline_apps(&self) -> builder::ListPipelineApps<'_> {
+        builder::ListPipelineApps::new(self)
     }
     ///Read an app operation
     ///
@@ -1876,68 +1055,15 @@ impl Client {
     ///Arguments:
     ///- `app`: App name, 1 to 160 characters.
     ///- `operation`: Operation name, 1 to 160 characters.
-    ///
-    pub async fn get_app_operation<'a>(
-        &'a self,
-        app: &'a types::GetAppOperationApp,
-        operation: &'a types::GetAppOperationOperation,
-    ) -> Result<
-        ResponseValue<intent_models::OperationDescriptor>,
-        Error<intent_models::ErrorEnvelope>,
-    > {
-        let url = format!(
-            "{}/v1/pipeline/apps/{}/operations/{}",
-            self.baseurl,
-            encode_path(&app.to_string()),
-            encode_path(&operation.to_string()),
-        );
-        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
-        header_map.append(
-            ::reqwest::header::HeaderName::from_static("api-version"),
-            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
-        );
-        #[allow(unused_mut)]
-        let mut request = self
-            .client
-            .get(url)
-            .header(
-                ::reqwest::header::ACCEPT,
-                ::reqwest::header::HeaderValue::from_static("application/json"),
-            )
-            .headers(header_map)
-            .build()?;
-        let info = OperationInfo {
-            operation_id: "get_app_operation",
-        };
-        self.pre(&mut request, &info).await?;
-        let result = self.exec(request, &info).await;
-        self.post(&result, &info).await?;
-        let response = result?;
-        match response.status().as_u16() {
-            200u16 => ResponseValue::from_response(response).await,
-            400u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            401u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            403u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            404u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            429u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            500u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            503u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            _ => Err(Error::UnexpectedResponse(response)),
-        }
+    ///```ignore
+    ///let response = client.get_app_operation()
+    ///    .app(app)
+    ///    .operation(operation)
+    ///    .send()
+    ///    .await;
+    ///```
+    pub fn get_app_operation(&self) -> builder::GetAppOperation<'_> {
+        builder::GetAppOperation::new(self)
     }
     ///Build, stage or commit on an EVM chain
     ///
@@ -1945,69 +1071,14 @@ impl Client {
     ///
     ///Sends a `POST` request to `/v1/pipeline/evm/build`
     ///
-    ///
-    pub async fn evm_build<'a>(
-        &'a self,
-        body: &'a intent_models::PipelineLifecycleRequest,
-    ) -> Result<
-        ResponseValue<intent_models::PipelineLifecycleResponse>,
-        Error<intent_models::ErrorEnvelope>,
-    > {
-        let url = format!("{}/v1/pipeline/evm/build", self.baseurl,);
-        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
-        header_map.append(
-            ::reqwest::header::HeaderName::from_static("api-version"),
-            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
-        );
-        #[allow(unused_mut)]
-        let mut request = self
-            .client
-            .post(url)
-            .header(
-                ::reqwest::header::ACCEPT,
-                ::reqwest::header::HeaderValue::from_static("application/json"),
-            )
-            .json(&body)
-            .headers(header_map)
-            .build()?;
-        let info = OperationInfo {
-            operation_id: "evm_build",
-        };
-        self.pre(&mut request, &info).await?;
-        let result = self.exec(request, &info).await;
-        self.post(&result, &info).await?;
-        let response = result?;
-        match response.status().as_u16() {
-            200u16 => ResponseValue::from_response(response).await,
-            400u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            401u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            403u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            413u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            415u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            422u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            429u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            500u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            503u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            _ => Err(Error::UnexpectedResponse(response)),
-        }
+    ///```ignore
+    ///let response = client.evm_build()
+    ///    .body(body)
+    ///    .send()
+    ///    .await;
+    ///```
+    pub fn evm_build(&self) -> builder::EvmBuild<'_> {
+        builder::EvmBuild::new(self)
     }
     ///List skills
     ///
@@ -2015,53 +1086,13 @@ impl Client {
     ///
     ///Sends a `GET` request to `/v1/pipeline/skills`
     ///
-    ///
-    pub async fn list_pipeline_skills<'a>(
-        &'a self,
-    ) -> Result<ResponseValue<intent_models::PipelineSkillList>, Error<intent_models::ErrorEnvelope>>
-    {
-        let url = format!("{}/v1/pipeline/skills", self.baseurl,);
-        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
-        header_map.append(
-            ::reqwest::header::HeaderName::from_static("api-version"),
-            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
-        );
-        #[allow(unused_mut)]
-        let mut request = self
-            .client
-            .get(url)
-            .header(
-                ::reqwest::header::ACCEPT,
-                ::reqwest::header::HeaderValue::from_static("application/json"),
-            )
-            .headers(header_map)
-            .build()?;
-        let info = OperationInfo {
-            operation_id: "list_pipeline_skills",
-        };
-        self.pre(&mut request, &info).await?;
-        let result = self.exec(request, &info).await;
-        self.post(&result, &info).await?;
-        let response = result?;
-        match response.status().as_u16() {
-            200u16 => ResponseValue::from_response(response).await,
-            401u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            403u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            429u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            500u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            503u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            _ => Err(Error::UnexpectedResponse(response)),
-        }
+    ///```ignore
+    ///let response = client.list_pipeline_skills()
+    ///    .send()
+    ///    .await;
+    ///```
+    pub fn list_pipeline_skills(&self) -> builder::ListPipelineSkills<'_> {
+        builder::ListPipelineSkills::new(self)
     }
     ///Call a skill operation
     ///
@@ -2073,74 +1104,16 @@ impl Client {
     ///- `skill`: Skill name, 1 to 160 characters.
     ///- `operation`: Operation name, 1 to 160 characters.
     ///- `body`
-    ///
-    pub async fn call_skill_operation<'a>(
-        &'a self,
-        skill: &'a types::CallSkillOperationSkill,
-        operation: &'a types::CallSkillOperationOperation,
-        body: &'a ::serde_json::Map<::std::string::String, ::serde_json::Value>,
-    ) -> Result<ResponseValue<intent_models::SkillResult>, Error<intent_models::ErrorEnvelope>>
-    {
-        let url = format!(
-            "{}/v1/pipeline/skills/{}/operations/{}",
-            self.baseurl,
-            encode_path(&skill.to_string()),
-            encode_path(&operation.to_string()),
-        );
-        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
-        header_map.append(
-            ::reqwest::header::HeaderName::from_static("api-version"),
-            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
-        );
-        #[allow(unused_mut)]
-        let mut request = self
-            .client
-            .post(url)
-            .header(
-                ::reqwest::header::ACCEPT,
-                ::reqwest::header::HeaderValue::from_static("application/json"),
-            )
-            .json(&body)
-            .headers(header_map)
-            .build()?;
-        let info = OperationInfo {
-            operation_id: "call_skill_operation",
-        };
-        self.pre(&mut request, &info).await?;
-        let result = self.exec(request, &info).await;
-        self.post(&result, &info).await?;
-        let response = result?;
-        match response.status().as_u16() {
-            200u16 => ResponseValue::from_response(response).await,
-            400u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            401u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            403u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            404u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            413u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            415u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            429u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            500u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            503u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            _ => Err(Error::UnexpectedResponse(response)),
-        }
+    ///```ignore
+    ///let response = client.call_skill_operation()
+    ///    .skill(skill)
+    ///    .operation(operation)
+    ///    .body(body)
+    ///    .send()
+    ///    .await;
+    ///```
+    pub fn call_skill_operation(&self) -> builder::CallSkillOperation<'_> {
+        builder::CallSkillOperation::new(self)
     }
     ///Build, stage or commit on an SVM cluster
     ///
@@ -2148,73 +1121,2056 @@ impl Client {
     ///
     ///Sends a `POST` request to `/v1/pipeline/svm/stage`
     ///
+    ///```ignore
+    ///let response = client.svm_stage()
+    ///    .body(body)
+    ///    .send()
+    ///    .await;
+    ///```
+    pub fn svm_stage(&self) -> builder::SvmStage<'_> {
+        builder::SvmStage::new(self)
+    }
+}
+/// Types for composing operation parameters.
+#[allow(clippy::all)]
+pub mod builder {
+    use super::types;
+    #[allow(unused_imports)]
+    use super::{
+        ByteStream, ClientHooks, ClientInfo, Error, OperationInfo, RequestBuilderExt,
+        ResponseValue, encode_path,
+    };
+    ///Builder for [`Client::list_account_apps`]
     ///
-    pub async fn svm_stage<'a>(
-        &'a self,
-        body: &'a intent_models::PipelineLifecycleRequest,
-    ) -> Result<
-        ResponseValue<intent_models::PipelineLifecycleResponse>,
-        Error<intent_models::ErrorEnvelope>,
-    > {
-        let url = format!("{}/v1/pipeline/svm/stage", self.baseurl,);
-        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
-        header_map.append(
-            ::reqwest::header::HeaderName::from_static("api-version"),
-            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
-        );
-        #[allow(unused_mut)]
-        let mut request = self
-            .client
-            .post(url)
-            .header(
-                ::reqwest::header::ACCEPT,
-                ::reqwest::header::HeaderValue::from_static("application/json"),
-            )
-            .json(&body)
-            .headers(header_map)
-            .build()?;
-        let info = OperationInfo {
-            operation_id: "svm_stage",
-        };
-        self.pre(&mut request, &info).await?;
-        let result = self.exec(request, &info).await;
-        self.post(&result, &info).await?;
-        let response = result?;
-        match response.status().as_u16() {
-            200u16 => ResponseValue::from_response(response).await,
-            400u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            401u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            403u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            413u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            415u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            422u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            429u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            500u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            503u16 => Err(Error::ErrorResponse(
-                ResponseValue::from_response(response).await?,
-            )),
-            _ => Err(Error::UnexpectedResponse(response)),
+    ///[`Client::list_account_apps`]: super::Client::list_account_apps
+    #[derive(Debug, Clone)]
+    pub struct ListAccountApps<'a> {
+        client: &'a super::Client,
+    }
+    impl<'a> ListAccountApps<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self { client: client }
+        }
+        ///Sends a `GET` request to `/v1/account/apps`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<intent_models::AccountAppList>, Error<intent_models::ErrorEnvelope>>
+        {
+            let Self { client } = self;
+            let url = format!("{}/v1/account/apps", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "list_account_apps",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                429u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    ///Builder for [`Client::install_app`]
+    ///
+    ///[`Client::install_app`]: super::Client::install_app
+    #[derive(Debug, Clone)]
+    pub struct InstallApp<'a> {
+        client: &'a super::Client,
+        application_id: Result<::std::num::NonZeroU64, String>,
+    }
+    impl<'a> InstallApp<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                application_id: Err("application_id was not initialized".to_string()),
+            }
+        }
+        pub fn application_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::num::NonZeroU64>,
+        {
+            self.application_id = value.try_into().map_err(|_| {
+                "conversion to `:: std :: num :: NonZeroU64` for application_id failed".to_string()
+            });
+            self
+        }
+        ///Sends a `POST` request to `/v1/account/apps/{applicationId}`
+        pub async fn send(
+            self,
+        ) -> Result<
+            ResponseValue<intent_models::AppInstallation>,
+            Error<intent_models::ErrorEnvelope>,
+        > {
+            let Self {
+                client,
+                application_id,
+            } = self;
+            let application_id = application_id.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/v1/account/apps/{}",
+                client.baseurl,
+                encode_path(&application_id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "install_app",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                422u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                429u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    ///Builder for [`Client::uninstall_app`]
+    ///
+    ///[`Client::uninstall_app`]: super::Client::uninstall_app
+    #[derive(Debug, Clone)]
+    pub struct UninstallApp<'a> {
+        client: &'a super::Client,
+        application_id: Result<::std::num::NonZeroU64, String>,
+    }
+    impl<'a> UninstallApp<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                application_id: Err("application_id was not initialized".to_string()),
+            }
+        }
+        pub fn application_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::num::NonZeroU64>,
+        {
+            self.application_id = value.try_into().map_err(|_| {
+                "conversion to `:: std :: num :: NonZeroU64` for application_id failed".to_string()
+            });
+            self
+        }
+        ///Sends a `DELETE` request to `/v1/account/apps/{applicationId}`
+        pub async fn send(
+            self,
+        ) -> Result<
+            ResponseValue<intent_models::AppInstallation>,
+            Error<intent_models::ErrorEnvelope>,
+        > {
+            let Self {
+                client,
+                application_id,
+            } = self;
+            let application_id = application_id.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/v1/account/apps/{}",
+                client.baseurl,
+                encode_path(&application_id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .delete(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "uninstall_app",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                429u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    ///Builder for [`Client::list_credentials`]
+    ///
+    ///[`Client::list_credentials`]: super::Client::list_credentials
+    #[derive(Debug, Clone)]
+    pub struct ListCredentials<'a> {
+        client: &'a super::Client,
+        application_id: Result<::std::num::NonZeroU64, String>,
+    }
+    impl<'a> ListCredentials<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                application_id: Err("application_id was not initialized".to_string()),
+            }
+        }
+        pub fn application_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::num::NonZeroU64>,
+        {
+            self.application_id = value.try_into().map_err(|_| {
+                "conversion to `:: std :: num :: NonZeroU64` for application_id failed".to_string()
+            });
+            self
+        }
+        ///Sends a `GET` request to `/v1/account/apps/{applicationId}/secrets`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<intent_models::CredentialList>, Error<intent_models::ErrorEnvelope>>
+        {
+            let Self {
+                client,
+                application_id,
+            } = self;
+            let application_id = application_id.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/v1/account/apps/{}/secrets",
+                client.baseurl,
+                encode_path(&application_id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "list_credentials",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                429u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    ///Builder for [`Client::save_credential`]
+    ///
+    ///[`Client::save_credential`]: super::Client::save_credential
+    #[derive(Debug, Clone)]
+    pub struct SaveCredential<'a> {
+        client: &'a super::Client,
+        application_id: Result<::std::num::NonZeroU64, String>,
+        name: Result<types::SaveCredentialName, String>,
+        body: Result<intent_models::CredentialValue, String>,
+    }
+    impl<'a> SaveCredential<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                application_id: Err("application_id was not initialized".to_string()),
+                name: Err("name was not initialized".to_string()),
+                body: Err("body was not initialized".to_string()),
+            }
+        }
+        pub fn application_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::num::NonZeroU64>,
+        {
+            self.application_id = value.try_into().map_err(|_| {
+                "conversion to `:: std :: num :: NonZeroU64` for application_id failed".to_string()
+            });
+            self
+        }
+        pub fn name<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::SaveCredentialName>,
+        {
+            self.name = value
+                .try_into()
+                .map_err(|_| "conversion to `SaveCredentialName` for name failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<intent_models::CredentialValue>,
+        {
+            self.body = value.try_into().map_err(|_| {
+                "conversion to `intent_models :: CredentialValue` for body failed".to_string()
+            });
+            self
+        }
+        ///Sends a `PUT` request to `/v1/account/apps/{applicationId}/secrets/{name}`
+        pub async fn send(
+            self,
+        ) -> Result<
+            ResponseValue<intent_models::CredentialChange>,
+            Error<intent_models::ErrorEnvelope>,
+        > {
+            let Self {
+                client,
+                application_id,
+                name,
+                body,
+            } = self;
+            let application_id = application_id.map_err(Error::InvalidRequest)?;
+            let name = name.map_err(Error::InvalidRequest)?;
+            let body = body.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/v1/account/apps/{}/secrets/{}",
+                client.baseurl,
+                encode_path(&application_id.to_string()),
+                encode_path(&name.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .put(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "save_credential",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                413u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                415u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                429u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    ///Builder for [`Client::remove_credential`]
+    ///
+    ///[`Client::remove_credential`]: super::Client::remove_credential
+    #[derive(Debug, Clone)]
+    pub struct RemoveCredential<'a> {
+        client: &'a super::Client,
+        application_id: Result<::std::num::NonZeroU64, String>,
+        name: Result<types::RemoveCredentialName, String>,
+    }
+    impl<'a> RemoveCredential<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                application_id: Err("application_id was not initialized".to_string()),
+                name: Err("name was not initialized".to_string()),
+            }
+        }
+        pub fn application_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::num::NonZeroU64>,
+        {
+            self.application_id = value.try_into().map_err(|_| {
+                "conversion to `:: std :: num :: NonZeroU64` for application_id failed".to_string()
+            });
+            self
+        }
+        pub fn name<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::RemoveCredentialName>,
+        {
+            self.name = value
+                .try_into()
+                .map_err(|_| "conversion to `RemoveCredentialName` for name failed".to_string());
+            self
+        }
+        ///Sends a `DELETE` request to `/v1/account/apps/{applicationId}/secrets/{name}`
+        pub async fn send(
+            self,
+        ) -> Result<
+            ResponseValue<intent_models::CredentialChange>,
+            Error<intent_models::ErrorEnvelope>,
+        > {
+            let Self {
+                client,
+                application_id,
+                name,
+            } = self;
+            let application_id = application_id.map_err(Error::InvalidRequest)?;
+            let name = name.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/v1/account/apps/{}/secrets/{}",
+                client.baseurl,
+                encode_path(&application_id.to_string()),
+                encode_path(&name.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .delete(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "remove_credential",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                429u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    ///Builder for [`Client::get_statement`]
+    ///
+    ///[`Client::get_statement`]: super::Client::get_statement
+    #[derive(Debug, Clone)]
+    pub struct GetStatement<'a> {
+        client: &'a super::Client,
+        period: Result<Option<types::GetStatementPeriod>, String>,
+    }
+    impl<'a> GetStatement<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                period: Ok(None),
+            }
+        }
+        pub fn period<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::GetStatementPeriod>,
+        {
+            self.period = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `GetStatementPeriod` for period failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/v1/account/statement`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<intent_models::UsageStatement>, Error<intent_models::ErrorEnvelope>>
+        {
+            let Self { client, period } = self;
+            let period = period.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/v1/account/statement", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("period", &period))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "get_statement",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                429u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    ///Builder for [`Client::start_chat`]
+    ///
+    ///[`Client::start_chat`]: super::Client::start_chat
+    #[derive(Debug, Clone)]
+    pub struct StartChat<'a> {
+        client: &'a super::Client,
+        body: Result<intent_models::ChatStartRequest, String>,
+    }
+    impl<'a> StartChat<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                body: Err("body was not initialized".to_string()),
+            }
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<intent_models::ChatStartRequest>,
+        {
+            self.body = value.try_into().map_err(|_| {
+                "conversion to `intent_models :: ChatStartRequest` for body failed".to_string()
+            });
+            self
+        }
+        ///Sends a `POST` request to `/v1/agent/chat`
+        pub async fn send(
+            self,
+        ) -> Result<
+            ResponseValue<intent_models::ChatStartResponse>,
+            Error<intent_models::ErrorEnvelope>,
+        > {
+            let Self { client, body } = self;
+            let body = body.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/v1/agent/chat", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "start_chat",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                202u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                413u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                415u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                429u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    ///Builder for [`Client::get_chat_events`]
+    ///
+    ///[`Client::get_chat_events`]: super::Client::get_chat_events
+    #[derive(Debug, Clone)]
+    pub struct GetChatEvents<'a> {
+        client: &'a super::Client,
+        session_id: Result<intent_models::SessionId, String>,
+        cursor: Result<Option<types::GetChatEventsCursor>, String>,
+        limit: Result<Option<::std::num::NonZeroU64>, String>,
+        wait: Result<Option<i64>, String>,
+    }
+    impl<'a> GetChatEvents<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                session_id: Err("session_id was not initialized".to_string()),
+                cursor: Ok(None),
+                limit: Ok(None),
+                wait: Ok(None),
+            }
+        }
+        pub fn session_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<intent_models::SessionId>,
+        {
+            self.session_id = value.try_into().map_err(|_| {
+                "conversion to `intent_models :: SessionId` for session_id failed".to_string()
+            });
+            self
+        }
+        pub fn cursor<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::GetChatEventsCursor>,
+        {
+            self.cursor = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `GetChatEventsCursor` for cursor failed".to_string());
+            self
+        }
+        pub fn limit<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::num::NonZeroU64>,
+        {
+            self.limit = value.try_into().map(Some).map_err(|_| {
+                "conversion to `:: std :: num :: NonZeroU64` for limit failed".to_string()
+            });
+            self
+        }
+        pub fn wait<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<i64>,
+        {
+            self.wait = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `i64` for wait failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/v1/agent/chat/{sessionId}`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<intent_models::EventPage>, Error<intent_models::ErrorEnvelope>>
+        {
+            let Self {
+                client,
+                session_id,
+                cursor,
+                limit,
+                wait,
+            } = self;
+            let session_id = session_id.map_err(Error::InvalidRequest)?;
+            let cursor = cursor.map_err(Error::InvalidRequest)?;
+            let limit = limit.map_err(Error::InvalidRequest)?;
+            let wait = wait.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/v1/agent/chat/{}",
+                client.baseurl,
+                encode_path(&session_id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("cursor", &cursor))
+                .query(&progenitor_client::QueryParam::new("limit", &limit))
+                .query(&progenitor_client::QueryParam::new("wait", &wait))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "get_chat_events",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                410u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                429u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    ///Builder for [`Client::stream_chat_events`]
+    ///
+    ///[`Client::stream_chat_events`]: super::Client::stream_chat_events
+    #[derive(Debug, Clone)]
+    pub struct StreamChatEvents<'a> {
+        client: &'a super::Client,
+        session_id: Result<intent_models::SessionId, String>,
+        cursor: Result<Option<types::StreamChatEventsCursor>, String>,
+        last_event_id: Result<Option<types::StreamChatEventsLastEventId>, String>,
+    }
+    impl<'a> StreamChatEvents<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                session_id: Err("session_id was not initialized".to_string()),
+                cursor: Ok(None),
+                last_event_id: Ok(None),
+            }
+        }
+        pub fn session_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<intent_models::SessionId>,
+        {
+            self.session_id = value.try_into().map_err(|_| {
+                "conversion to `intent_models :: SessionId` for session_id failed".to_string()
+            });
+            self
+        }
+        pub fn cursor<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::StreamChatEventsCursor>,
+        {
+            self.cursor = value.try_into().map(Some).map_err(|_| {
+                "conversion to `StreamChatEventsCursor` for cursor failed".to_string()
+            });
+            self
+        }
+        pub fn last_event_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::StreamChatEventsLastEventId>,
+        {
+            self.last_event_id = value.try_into().map(Some).map_err(|_| {
+                "conversion to `StreamChatEventsLastEventId` for last_event_id failed".to_string()
+            });
+            self
+        }
+        ///Sends a `GET` request to `/v1/agent/chat/{sessionId}/stream`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<ByteStream>, Error<intent_models::ErrorEnvelope>> {
+            let Self {
+                client,
+                session_id,
+                cursor,
+                last_event_id,
+            } = self;
+            let session_id = session_id.map_err(Error::InvalidRequest)?;
+            let cursor = cursor.map_err(Error::InvalidRequest)?;
+            let last_event_id = last_event_id.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/v1/agent/chat/{}/stream",
+                client.baseurl,
+                encode_path(&session_id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(2usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            if let Some(value) = last_event_id {
+                header_map.append("Last-Event-ID", value.to_string().try_into()?);
+            }
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .query(&progenitor_client::QueryParam::new("cursor", &cursor))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "stream_chat_events",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => Ok(ResponseValue::stream(response)),
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                410u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                429u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    ///Builder for [`Client::get_session`]
+    ///
+    ///[`Client::get_session`]: super::Client::get_session
+    #[derive(Debug, Clone)]
+    pub struct GetSession<'a> {
+        client: &'a super::Client,
+        session_id: Result<intent_models::SessionId, String>,
+    }
+    impl<'a> GetSession<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                session_id: Err("session_id was not initialized".to_string()),
+            }
+        }
+        pub fn session_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<intent_models::SessionId>,
+        {
+            self.session_id = value.try_into().map_err(|_| {
+                "conversion to `intent_models :: SessionId` for session_id failed".to_string()
+            });
+            self
+        }
+        ///Sends a `GET` request to `/v1/agent/sessions/{sessionId}`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<intent_models::Session>, Error<intent_models::ErrorEnvelope>>
+        {
+            let Self { client, session_id } = self;
+            let session_id = session_id.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/v1/agent/sessions/{}",
+                client.baseurl,
+                encode_path(&session_id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "get_session",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                429u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    ///Builder for [`Client::delete_session`]
+    ///
+    ///[`Client::delete_session`]: super::Client::delete_session
+    #[derive(Debug, Clone)]
+    pub struct DeleteSession<'a> {
+        client: &'a super::Client,
+        session_id: Result<intent_models::SessionId, String>,
+    }
+    impl<'a> DeleteSession<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                session_id: Err("session_id was not initialized".to_string()),
+            }
+        }
+        pub fn session_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<intent_models::SessionId>,
+        {
+            self.session_id = value.try_into().map_err(|_| {
+                "conversion to `intent_models :: SessionId` for session_id failed".to_string()
+            });
+            self
+        }
+        ///Sends a `DELETE` request to `/v1/agent/sessions/{sessionId}`
+        pub async fn send(self) -> Result<ResponseValue<()>, Error<intent_models::ErrorEnvelope>> {
+            let Self { client, session_id } = self;
+            let session_id = session_id.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/v1/agent/sessions/{}",
+                client.baseurl,
+                encode_path(&session_id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .delete(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "delete_session",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                204u16 => Ok(ResponseValue::empty(response)),
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                429u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    ///Builder for [`Client::update_session`]
+    ///
+    ///[`Client::update_session`]: super::Client::update_session
+    #[derive(Debug, Clone)]
+    pub struct UpdateSession<'a> {
+        client: &'a super::Client,
+        session_id: Result<intent_models::SessionId, String>,
+        body: Result<intent_models::SessionUpdate, String>,
+    }
+    impl<'a> UpdateSession<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                session_id: Err("session_id was not initialized".to_string()),
+                body: Err("body was not initialized".to_string()),
+            }
+        }
+        pub fn session_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<intent_models::SessionId>,
+        {
+            self.session_id = value.try_into().map_err(|_| {
+                "conversion to `intent_models :: SessionId` for session_id failed".to_string()
+            });
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<intent_models::SessionUpdate>,
+        {
+            self.body = value.try_into().map_err(|_| {
+                "conversion to `intent_models :: SessionUpdate` for body failed".to_string()
+            });
+            self
+        }
+        ///Sends a `PATCH` request to `/v1/agent/sessions/{sessionId}`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<intent_models::Session>, Error<intent_models::ErrorEnvelope>>
+        {
+            let Self {
+                client,
+                session_id,
+                body,
+            } = self;
+            let session_id = session_id.map_err(Error::InvalidRequest)?;
+            let body = body.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/v1/agent/sessions/{}",
+                client.baseurl,
+                encode_path(&session_id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .patch(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "update_session",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                413u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                415u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                429u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    ///Builder for [`Client::resolve_action`]
+    ///
+    ///[`Client::resolve_action`]: super::Client::resolve_action
+    #[derive(Debug, Clone)]
+    pub struct ResolveAction<'a> {
+        client: &'a super::Client,
+        session_id: Result<intent_models::SessionId, String>,
+        action_id: Result<types::ResolveActionActionId, String>,
+        idempotency_key: Result<types::ResolveActionIdempotencyKey, String>,
+        body: Result<intent_models::ActionResolutionRequest, String>,
+    }
+    impl<'a> ResolveAction<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                session_id: Err("session_id was not initialized".to_string()),
+                action_id: Err("action_id was not initialized".to_string()),
+                idempotency_key: Err("idempotency_key was not initialized".to_string()),
+                body: Err("body was not initialized".to_string()),
+            }
+        }
+        pub fn session_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<intent_models::SessionId>,
+        {
+            self.session_id = value.try_into().map_err(|_| {
+                "conversion to `intent_models :: SessionId` for session_id failed".to_string()
+            });
+            self
+        }
+        pub fn action_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::ResolveActionActionId>,
+        {
+            self.action_id = value.try_into().map_err(|_| {
+                "conversion to `ResolveActionActionId` for action_id failed".to_string()
+            });
+            self
+        }
+        pub fn idempotency_key<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::ResolveActionIdempotencyKey>,
+        {
+            self.idempotency_key = value.try_into().map_err(|_| {
+                "conversion to `ResolveActionIdempotencyKey` for idempotency_key failed".to_string()
+            });
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<intent_models::ActionResolutionRequest>,
+        {
+            self.body = value.try_into().map_err(|_| {
+                "conversion to `intent_models :: ActionResolutionRequest` for body failed"
+                    .to_string()
+            });
+            self
+        }
+        ///Sends a `POST` request to `/v1/agent/sessions/{sessionId}/actions/{actionId}/resolve`
+        pub async fn send(
+            self,
+        ) -> Result<
+            ResponseValue<intent_models::ActionResolution>,
+            Error<intent_models::ErrorEnvelope>,
+        > {
+            let Self {
+                client,
+                session_id,
+                action_id,
+                idempotency_key,
+                body,
+            } = self;
+            let session_id = session_id.map_err(Error::InvalidRequest)?;
+            let action_id = action_id.map_err(Error::InvalidRequest)?;
+            let idempotency_key = idempotency_key.map_err(Error::InvalidRequest)?;
+            let body = body.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/v1/agent/sessions/{}/actions/{}/resolve",
+                client.baseurl,
+                encode_path(&session_id.to_string()),
+                encode_path(&action_id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(2usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            header_map.append("Idempotency-Key", idempotency_key.to_string().try_into()?);
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "resolve_action",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                413u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                415u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                422u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                429u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    ///Builder for [`Client::interrupt_turn`]
+    ///
+    ///[`Client::interrupt_turn`]: super::Client::interrupt_turn
+    #[derive(Debug, Clone)]
+    pub struct InterruptTurn<'a> {
+        client: &'a super::Client,
+        session_id: Result<intent_models::SessionId, String>,
+    }
+    impl<'a> InterruptTurn<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                session_id: Err("session_id was not initialized".to_string()),
+            }
+        }
+        pub fn session_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<intent_models::SessionId>,
+        {
+            self.session_id = value.try_into().map_err(|_| {
+                "conversion to `intent_models :: SessionId` for session_id failed".to_string()
+            });
+            self
+        }
+        ///Sends a `POST` request to `/v1/agent/sessions/{sessionId}/interrupt`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<intent_models::TurnStatus>, Error<intent_models::ErrorEnvelope>>
+        {
+            let Self { client, session_id } = self;
+            let session_id = session_id.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/v1/agent/sessions/{}/interrupt",
+                client.baseurl,
+                encode_path(&session_id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "interrupt_turn",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                429u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    ///Builder for [`Client::list_pipeline_apps`]
+    ///
+    ///[`Client::list_pipeline_apps`]: super::Client::list_pipeline_apps
+    #[derive(Debug, Clone)]
+    pub struct ListPipelineApps<'a> {
+        client: &'a super::Client,
+    }
+    impl<'a> ListPipelineApps<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self { client: client }
+        }
+        ///Sends a `GET` request to `/v1/pipeline/apps`
+        pub async fn send(
+            self,
+        ) -> Result<
+            ResponseValue<intent_models::PipelineAppList>,
+            Error<intent_models::ErrorEnvelope>,
+        > {
+            let Self { client } = self;
+            let url = format!("{}/v1/pipeline/apps", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "list_pipeline_apps",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                429u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    ///Builder for [`Client::get_app_operation`]
+    ///
+    ///[`Client::get_app_operation`]: super::Client::get_app_operation
+    #[derive(Debug, Clone)]
+    pub struct GetAppOperation<'a> {
+        client: &'a super::Client,
+        app: Result<types::GetAppOperationApp, String>,
+        operation: Result<types::GetAppOperationOperation, String>,
+    }
+    impl<'a> GetAppOperation<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                app: Err("app was not initialized".to_string()),
+                operation: Err("operation was not initialized".to_string()),
+            }
+        }
+        pub fn app<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::GetAppOperationApp>,
+        {
+            self.app = value
+                .try_into()
+                .map_err(|_| "conversion to `GetAppOperationApp` for app failed".to_string());
+            self
+        }
+        pub fn operation<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::GetAppOperationOperation>,
+        {
+            self.operation = value.try_into().map_err(|_| {
+                "conversion to `GetAppOperationOperation` for operation failed".to_string()
+            });
+            self
+        }
+        ///Sends a `GET` request to `/v1/pipeline/apps/{app}/operations/{operation}`
+        pub async fn send(
+            self,
+        ) -> Result<
+            ResponseValue<intent_models::OperationDescriptor>,
+            Error<intent_models::ErrorEnvelope>,
+        > {
+            let Self {
+                client,
+                app,
+                operation,
+            } = self;
+            let app = app.map_err(Error::InvalidRequest)?;
+            let operation = operation.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/v1/pipeline/apps/{}/operations/{}",
+                client.baseurl,
+                encode_path(&app.to_string()),
+                encode_path(&operation.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "get_app_operation",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                429u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    ///Builder for [`Client::evm_build`]
+    ///
+    ///[`Client::evm_build`]: super::Client::evm_build
+    #[derive(Debug, Clone)]
+    pub struct EvmBuild<'a> {
+        client: &'a super::Client,
+        body: Result<intent_models::PipelineLifecycleRequest, String>,
+    }
+    impl<'a> EvmBuild<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                body: Err("body was not initialized".to_string()),
+            }
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<intent_models::PipelineLifecycleRequest>,
+        {
+            self.body = value.try_into().map_err(|_| {
+                "conversion to `intent_models :: PipelineLifecycleRequest` for body failed"
+                    .to_string()
+            });
+            self
+        }
+        ///Sends a `POST` request to `/v1/pipeline/evm/build`
+        pub async fn send(
+            self,
+        ) -> Result<
+            ResponseValue<intent_models::PipelineLifecycleResponse>,
+            Error<intent_models::ErrorEnvelope>,
+        > {
+            let Self { client, body } = self;
+            let body = body.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/v1/pipeline/evm/build", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "evm_build",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                413u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                415u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                422u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                429u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    ///Builder for [`Client::list_pipeline_skills`]
+    ///
+    ///[`Client::list_pipeline_skills`]: super::Client::list_pipeline_skills
+    #[derive(Debug, Clone)]
+    pub struct ListPipelineSkills<'a> {
+        client: &'a super::Client,
+    }
+    impl<'a> ListPipelineSkills<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self { client: client }
+        }
+        ///Sends a `GET` request to `/v1/pipeline/skills`
+        pub async fn send(
+            self,
+        ) -> Result<
+            ResponseValue<intent_models::PipelineSkillList>,
+            Error<intent_models::ErrorEnvelope>,
+        > {
+            let Self { client } = self;
+            let url = format!("{}/v1/pipeline/skills", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "list_pipeline_skills",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                429u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    ///Builder for [`Client::call_skill_operation`]
+    ///
+    ///[`Client::call_skill_operation`]: super::Client::call_skill_operation
+    #[derive(Debug, Clone)]
+    pub struct CallSkillOperation<'a> {
+        client: &'a super::Client,
+        skill: Result<types::CallSkillOperationSkill, String>,
+        operation: Result<types::CallSkillOperationOperation, String>,
+        body: Result<::serde_json::Map<::std::string::String, ::serde_json::Value>, String>,
+    }
+    impl<'a> CallSkillOperation<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                skill: Err("skill was not initialized".to_string()),
+                operation: Err("operation was not initialized".to_string()),
+                body: Err("body was not initialized".to_string()),
+            }
+        }
+        pub fn skill<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::CallSkillOperationSkill>,
+        {
+            self.skill = value.try_into().map_err(|_| {
+                "conversion to `CallSkillOperationSkill` for skill failed".to_string()
+            });
+            self
+        }
+        pub fn operation<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::CallSkillOperationOperation>,
+        {
+            self.operation = value.try_into().map_err(|_| {
+                "conversion to `CallSkillOperationOperation` for operation failed".to_string()
+            });
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::serde_json::Map<::std::string::String, ::serde_json::Value>>,
+        {
+            self.body = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: serde_json :: Map < :: std :: string :: String , :: serde_json :: Value >` for body failed"
+                        .to_string()
+                });
+            self
+        }
+        ///Sends a `POST` request to `/v1/pipeline/skills/{skill}/operations/{operation}`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<intent_models::SkillResult>, Error<intent_models::ErrorEnvelope>>
+        {
+            let Self {
+                client,
+                skill,
+                operation,
+                body,
+            } = self;
+            let skill = skill.map_err(Error::InvalidRequest)?;
+            let operation = operation.map_err(Error::InvalidRequest)?;
+            let body = body.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/v1/pipeline/skills/{}/operations/{}",
+                client.baseurl,
+                encode_path(&skill.to_string()),
+                encode_path(&operation.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "call_skill_operation",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                413u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                415u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                429u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    ///Builder for [`Client::svm_stage`]
+    ///
+    ///[`Client::svm_stage`]: super::Client::svm_stage
+    #[derive(Debug, Clone)]
+    pub struct SvmStage<'a> {
+        client: &'a super::Client,
+        body: Result<intent_models::PipelineLifecycleRequest, String>,
+    }
+    impl<'a> SvmStage<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                body: Err("body was not initialized".to_string()),
+            }
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<intent_models::PipelineLifecycleRequest>,
+        {
+            self.body = value.try_into().map_err(|_| {
+                "conversion to `intent_models :: PipelineLifecycleRequest` for body failed"
+                    .to_string()
+            });
+            self
+        }
+        ///Sends a `POST` request to `/v1/pipeline/svm/stage`
+        pub async fn send(
+            self,
+        ) -> Result<
+            ResponseValue<intent_models::PipelineLifecycleResponse>,
+            Error<intent_models::ErrorEnvelope>,
+        > {
+            let Self { client, body } = self;
+            let body = body.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/v1/pipeline/svm/stage", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "svm_stage",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                413u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                415u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                422u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                429u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
         }
     }
 }
 /// Items consumers will typically use such as the Client.
 pub mod prelude {
-    #[allow(unused_imports)]
-    pub use super::Client;
+    pub use self::super::Client;
 }

@@ -12,6 +12,10 @@ use serde_json::{Map, Value};
 
 use crate::build::{self, Attestation, SealedBuild};
 use crate::error::invalid;
+use crate::generated::types::{
+    CallSkillOperationOperation, CallSkillOperationSkill, GetAppOperationApp,
+    GetAppOperationOperation,
+};
 use crate::{Client, Error};
 
 /// The Pipeline operations of an [`Intent`](crate::Intent).
@@ -23,7 +27,7 @@ pub struct Pipeline<'a> {
 impl Pipeline<'_> {
     /// The apps whose operations assemble actions.
     pub async fn apps(&self) -> Result<PipelineAppList, Error> {
-        Ok(self.client.list_pipeline_apps().await?.into_inner())
+        Ok(self.client.list_pipeline_apps().send().await?.into_inner())
     }
 
     /// One operation of an app, with its input schema.
@@ -32,17 +36,28 @@ impl Pipeline<'_> {
         app: &str,
         operation: &str,
     ) -> Result<OperationDescriptor, Error> {
-        let (app, operation) = (
+        let (app, operation): (GetAppOperationApp, GetAppOperationOperation) = (
             app.parse().map_err(invalid)?,
             operation.parse().map_err(invalid)?,
         );
-        let descriptor = self.client.get_app_operation(&app, &operation).await?;
+        let descriptor = self
+            .client
+            .get_app_operation()
+            .app(app)
+            .operation(operation)
+            .send()
+            .await?;
         Ok(descriptor.into_inner())
     }
 
     /// The skills.
     pub async fn skills(&self) -> Result<PipelineSkillList, Error> {
-        Ok(self.client.list_pipeline_skills().await?.into_inner())
+        Ok(self
+            .client
+            .list_pipeline_skills()
+            .send()
+            .await?
+            .into_inner())
     }
 
     /// Calls a skill's operation with `input`.
@@ -52,13 +67,17 @@ impl Pipeline<'_> {
         operation: &str,
         input: &Map<String, Value>,
     ) -> Result<SkillResult, Error> {
-        let (skill, operation) = (
+        let (skill, operation): (CallSkillOperationSkill, CallSkillOperationOperation) = (
             skill.parse().map_err(invalid)?,
             operation.parse().map_err(invalid)?,
         );
         let result = self
             .client
-            .call_skill_operation(&skill, &operation, input)
+            .call_skill_operation()
+            .skill(skill)
+            .operation(operation)
+            .body(input.clone())
+            .send()
             .await?;
         Ok(result.into_inner())
     }

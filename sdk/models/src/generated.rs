@@ -3,6 +3,7 @@
 
 ///`AccountApp`
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct AccountApp {
     pub description: ::std::string::String,
     pub id: ::std::num::NonZeroU64,
@@ -17,13 +18,25 @@ pub struct AccountApp {
     #[serde(rename = "requiredCredentials")]
     pub required_credentials: ::std::vec::Vec<::std::string::String>,
 }
+impl AccountApp {
+    pub fn builder() -> builder::AccountApp {
+        Default::default()
+    }
+}
 ///Available applications with their installed state.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct AccountAppList {
     pub apps: ::std::vec::Vec<AccountApp>,
 }
+impl AccountAppList {
+    pub fn builder() -> builder::AccountAppList {
+        Default::default()
+    }
+}
 ///A request for the client to review and resolve.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct ActionRequest {
     #[serde(rename = "actionId")]
     pub action_id: ActionRequestActionId,
@@ -34,6 +47,11 @@ pub struct ActionRequest {
     pub revision: ::std::num::NonZeroU64,
     ///What the user is asked to approve.
     pub title: ::std::string::String,
+}
+impl ActionRequest {
+    pub fn builder() -> builder::ActionRequest {
+        Default::default()
+    }
 }
 ///`ActionRequestActionId`
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
@@ -137,19 +155,31 @@ impl ::std::convert::TryFrom<::std::string::String> for ActionRequestKind {
 }
 ///The resulting action revision.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct ActionResolution {
     #[serde(rename = "actionId")]
     pub action_id: ::std::string::String,
     ///The resulting action revision.
     pub revision: ::std::num::NonZeroU64,
 }
+impl ActionResolution {
+    pub fn builder() -> builder::ActionResolution {
+        Default::default()
+    }
+}
 ///Action resolution body `{ revision: number, result: ActionResult }` (part 4.2). The submitted result must be the one produced by the reviewed request; caller-authored transaction fields never replace the action payload.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct ActionResolutionRequest {
     pub result: ActionResult,
     ///The action revision the result answers.
     pub revision: ::std::num::NonZeroU64,
+}
+impl ActionResolutionRequest {
+    pub fn builder() -> builder::ActionResolutionRequest {
+        Default::default()
+    }
 }
 ///The client's answer to an ActionRequest, tagged by `outcome`. It names the reviewed Build's digest; transaction fields are not accepted.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
@@ -435,6 +465,7 @@ impl ::std::convert::TryFrom<::std::string::String> for AgentEventRole {
 }
 ///A JSON object, as installing an app returns (part 4.3); the interface shows none of its fields.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct AppInstallation {
     #[serde(rename = "applicationId")]
     pub application_id: ::std::num::NonZeroU64,
@@ -446,9 +477,15 @@ pub struct AppInstallation {
     )]
     pub installed_at: ::std::option::Option<i64>,
 }
+impl AppInstallation {
+    pub fn builder() -> builder::AppInstallation {
+        Default::default()
+    }
+}
 ///Starts a turn.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct ChatStartRequest {
     ///The user's intent.
     pub message: ChatStartRequestMessage,
@@ -458,6 +495,11 @@ pub struct ChatStartRequest {
         skip_serializing_if = "::std::option::Option::is_none"
     )]
     pub session_id: ::std::option::Option<ChatStartRequestSessionId>,
+}
+impl ChatStartRequest {
+    pub fn builder() -> builder::ChatStartRequest {
+        Default::default()
+    }
 }
 ///The user's intent.
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
@@ -567,6 +609,7 @@ impl<'de> ::serde::Deserialize<'de> for ChatStartRequestSessionId {
 }
 ///The started turn.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct ChatStartResponse {
     ///Cursor just before this turn's first event.
     pub cursor: ::std::string::String,
@@ -576,23 +619,41 @@ pub struct ChatStartResponse {
     #[serde(rename = "turnId")]
     pub turn_id: ::std::string::String,
 }
+impl ChatStartResponse {
+    pub fn builder() -> builder::ChatStartResponse {
+        Default::default()
+    }
+}
 ///A JSON object, as removing a credential returns (part 4.3); the interface shows none of its fields.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct CredentialChange {
     #[serde(rename = "applicationId")]
     pub application_id: ::std::num::NonZeroU64,
     pub name: ::std::string::String,
     pub present: bool,
 }
+impl CredentialChange {
+    pub fn builder() -> builder::CredentialChange {
+        Default::default()
+    }
+}
 ///Credential declarations and presence, never values.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct CredentialList {
     #[serde(rename = "applicationId")]
     pub application_id: ::std::num::NonZeroU64,
     pub credentials: ::std::vec::Vec<CredentialStatus>,
 }
+impl CredentialList {
+    pub fn builder() -> builder::CredentialList {
+        Default::default()
+    }
+}
 ///`CredentialStatus`
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct CredentialStatus {
     pub description: ::std::string::String,
     pub name: ::std::string::String,
@@ -605,12 +666,23 @@ pub struct CredentialStatus {
     )]
     pub updated_at: ::std::option::Option<i64>,
 }
+impl CredentialStatus {
+    pub fn builder() -> builder::CredentialStatus {
+        Default::default()
+    }
+}
 ///A credential to save.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct CredentialValue {
     ///The secret. Never returned.
     pub value: CredentialValueValue,
+}
+impl CredentialValue {
+    pub fn builder() -> builder::CredentialValue {
+        Default::default()
+    }
 }
 ///The secret. Never returned.
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
@@ -806,6 +878,7 @@ impl ::std::convert::TryFrom<::std::string::String> for ErrorCode {
 }
 ///The error value this profile sends.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct ErrorDetail {
     pub code: ErrorCode,
     ///Structured context: the missing scope, the failed simulation, validation errors.
@@ -814,14 +887,26 @@ pub struct ErrorDetail {
     ///What failed, for people.
     pub message: ::std::string::String,
 }
+impl ErrorDetail {
+    pub fn builder() -> builder::ErrorDetail {
+        Default::default()
+    }
+}
 ///Every error response (part 7): `{ error: <any> }`.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct ErrorEnvelope {
     ///Any JSON value.
     pub error: ::serde_json::Value,
 }
+impl ErrorEnvelope {
+    pub fn builder() -> builder::ErrorEnvelope {
+        Default::default()
+    }
+}
 ///One page of a session's ordered event log.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct EventPage {
     ///Opaque; never parse or build it.
     pub cursor: ::std::string::String,
@@ -831,14 +916,25 @@ pub struct EventPage {
     pub has_more: bool,
     pub session_id: ::std::string::String,
 }
+impl EventPage {
+    pub fn builder() -> builder::EventPage {
+        Default::default()
+    }
+}
 ///Data of an SSE `message` event: a transient snapshot, never a cursor.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct MessageSnapshot {
     pub role: MessageSnapshotRole,
     ///The message so far.
     pub text: ::std::string::String,
     #[serde(rename = "turnId")]
     pub turn_id: ::std::string::String,
+}
+impl MessageSnapshot {
+    pub fn builder() -> builder::MessageSnapshot {
+        Default::default()
+    }
 }
 ///`MessageSnapshotRole`
 #[derive(
@@ -937,6 +1033,7 @@ impl<'de> ::serde::Deserialize<'de> for Money {
 }
 ///Returned when an app operation is read.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct OperationDescriptor {
     pub href: ::std::string::String,
     ///Describes the operation input.
@@ -947,6 +1044,11 @@ pub struct OperationDescriptor {
     ///The HTTP method to use, for example `POST`.
     pub method: ::std::string::String,
     pub name: ::std::string::String,
+}
+impl OperationDescriptor {
+    pub fn builder() -> builder::OperationDescriptor {
+        Default::default()
+    }
 }
 ///Carries the value `operation`.
 #[derive(
@@ -1410,16 +1512,28 @@ impl<'de> ::serde::Deserialize<'de> for PipelineActionValue {
 }
 ///`PipelineApp`
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct PipelineApp {
     pub chain: PipelineChain,
     pub description: ::std::string::String,
     pub name: PipelineAppName,
     pub operations: ::std::vec::Vec<OperationDescriptor>,
 }
+impl PipelineApp {
+    pub fn builder() -> builder::PipelineApp {
+        Default::default()
+    }
+}
 ///Apps whose operations assemble actions.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct PipelineAppList {
     pub apps: ::std::vec::Vec<PipelineApp>,
+}
+impl PipelineAppList {
+    pub fn builder() -> builder::PipelineAppList {
+        Default::default()
+    }
 }
 ///`PipelineAppName`
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
@@ -1476,6 +1590,7 @@ impl<'de> ::serde::Deserialize<'de> for PipelineAppName {
 }
 ///One approval change. No extra properties.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct PipelineApprovalChange {
     pub account: ::std::string::String,
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -1507,6 +1622,11 @@ pub struct PipelineApprovalChange {
     pub token_id: ::std::option::Option<::std::string::String>,
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub unlimited: ::std::option::Option<bool>,
+}
+impl PipelineApprovalChange {
+    pub fn builder() -> builder::PipelineApprovalChange {
+        Default::default()
+    }
 }
 ///`PipelineApprovalChangeKind`
 #[derive(
@@ -1628,6 +1748,7 @@ impl ::std::convert::TryFrom<::std::string::String> for PipelineApprovalChangeSt
 }
 ///One balance change. No extra properties.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct PipelineBalanceChange {
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub account: ::std::option::Option<::std::string::String>,
@@ -1660,6 +1781,11 @@ pub struct PipelineBalanceChange {
         skip_serializing_if = "::std::option::Option::is_none"
     )]
     pub token_id: ::std::option::Option<::std::string::String>,
+}
+impl PipelineBalanceChange {
+    pub fn builder() -> builder::PipelineBalanceChange {
+        Default::default()
+    }
 }
 ///`PipelineBalanceChangeDirection`
 #[derive(
@@ -1777,6 +1903,7 @@ impl ::std::convert::TryFrom<::std::string::String> for PipelineBalanceChangeSta
 }
 ///Portable, chain-specific Build envelope (part 2.1). The lifecycle operations keep no state on the server: the complete Build is passed by value.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct PipelineBuild {
     ///The chain actions this Build executes, in order; `step` numbers refer to positions here.
     pub actions: ::std::vec::Vec<PipelineAction>,
@@ -1797,6 +1924,11 @@ pub struct PipelineBuild {
     pub summary: ::std::option::Option<crate::Open<PipelineSummary>>,
     ///Envelope version; always 2.
     pub version: PipelineBuildVersion,
+}
+impl PipelineBuild {
+    pub fn builder() -> builder::PipelineBuild {
+        Default::default()
+    }
 }
 ///`sha256:` and the lowercase hex SHA-256 of the RFC 8785 canonical JSON of the envelope without `digest` and `attestation`.
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
@@ -1853,6 +1985,7 @@ impl<'de> ::serde::Deserialize<'de> for PipelineBuildDigest {
 ///Build request: catalog operations and their inputs.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct PipelineBuildRequest {
     ///App whose operations assemble the actions.
     pub app: PipelineBuildRequestApp,
@@ -1863,6 +1996,11 @@ pub struct PipelineBuildRequest {
     ///Skills to record in `origin.skills`.
     #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
     pub skills: ::std::vec::Vec<PipelineBuildRequestSkillsItem>,
+}
+impl PipelineBuildRequest {
+    pub fn builder() -> builder::PipelineBuildRequest {
+        Default::default()
+    }
 }
 ///App whose operations assemble the actions.
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
@@ -2108,6 +2246,7 @@ impl ::std::convert::TryFrom<::std::string::String> for PipelineChain {
 }
 ///A committed Build: its digest, its transactions and the re-simulation that admitted it.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct PipelineCommitResult {
     pub chain: PipelineChain,
     ///Unix timestamp in seconds.
@@ -2118,6 +2257,11 @@ pub struct PipelineCommitResult {
     pub simulation: PipelineSimulation,
     pub status: PipelineCommitResultStatus,
     pub transactions: ::std::vec::Vec<PipelineCommittedTransaction>,
+}
+impl PipelineCommitResult {
+    pub fn builder() -> builder::PipelineCommitResult {
+        Default::default()
+    }
 }
 ///Digest of the committed Build.
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
@@ -2220,13 +2364,20 @@ impl ::std::convert::TryFrom<::std::string::String> for PipelineCommitResultStat
 }
 ///`PipelineCommittedTransaction`
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct PipelineCommittedTransaction {
     ///EVM transaction hash (0x hex) or SVM signature (base58).
     pub id: ::std::string::String,
     pub step: ::std::num::NonZeroU64,
 }
+impl PipelineCommittedTransaction {
+    pub fn builder() -> builder::PipelineCommittedTransaction {
+        Default::default()
+    }
+}
 ///One fee estimate. No extra properties.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct PipelineFeeEstimate {
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub account: ::std::option::Option<::std::string::String>,
@@ -2246,8 +2397,14 @@ pub struct PipelineFeeEstimate {
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub symbol: ::std::option::Option<::std::string::String>,
 }
+impl PipelineFeeEstimate {
+    pub fn builder() -> builder::PipelineFeeEstimate {
+        Default::default()
+    }
+}
 ///Gas estimate. No extra properties; all fields optional.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+#[non_exhaustive]
 pub struct PipelineGasEstimate {
     #[serde(
         rename = "nativeCost",
@@ -2262,13 +2419,24 @@ pub struct PipelineGasEstimate {
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub units: ::std::option::Option<::std::string::String>,
 }
+impl PipelineGasEstimate {
+    pub fn builder() -> builder::PipelineGasEstimate {
+        Default::default()
+    }
+}
 ///One guard result. No extra properties.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct PipelineGuardResult {
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub message: ::std::option::Option<::std::string::String>,
     pub name: ::std::string::String,
     pub status: PipelineGuardResultStatus,
+}
+impl PipelineGuardResult {
+    pub fn builder() -> builder::PipelineGuardResult {
+        Default::default()
+    }
 }
 ///`PipelineGuardResultStatus`
 #[derive(
@@ -2367,6 +2535,7 @@ impl ::std::convert::From<PipelineCommitResult> for PipelineLifecycleResponse {
 }
 ///One log entry. No extra properties.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct PipelineLog {
     pub address: ::std::string::String,
     #[serde(
@@ -2382,13 +2551,24 @@ pub struct PipelineLog {
     pub step: ::std::option::Option<::std::num::NonZeroU64>,
     pub topics: ::std::vec::Vec<::std::string::String>,
 }
+impl PipelineLog {
+    pub fn builder() -> builder::PipelineLog {
+        Default::default()
+    }
+}
 ///`PipelineOperationCall`
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct PipelineOperationCall {
     ///Input valid against the operation's `inputSchema`.
     pub input: ::serde_json::Map<::std::string::String, ::serde_json::Value>,
     pub operation: PipelineOperationCallOperation,
+}
+impl PipelineOperationCall {
+    pub fn builder() -> builder::PipelineOperationCall {
+        Default::default()
+    }
 }
 ///`PipelineOperationCallOperation`
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
@@ -2445,6 +2625,7 @@ impl<'de> ::serde::Deserialize<'de> for PipelineOperationCallOperation {
 }
 ///The app, skills and catalog operations that assembled the actions.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct PipelineOrigin {
     ///The app that assembled the actions (part 2.1).
     pub app: PipelineOriginApp,
@@ -2453,6 +2634,11 @@ pub struct PipelineOrigin {
     ///Skills consulted while assembling the actions.
     #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
     pub skills: ::std::vec::Vec<PipelineOriginSkillsItem>,
+}
+impl PipelineOrigin {
+    pub fn builder() -> builder::PipelineOrigin {
+        Default::default()
+    }
 }
 ///The app that assembled the actions (part 2.1).
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
@@ -2509,6 +2695,7 @@ impl<'de> ::serde::Deserialize<'de> for PipelineOriginApp {
 }
 ///One catalog operation that contributed actions to a Build.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct PipelineOriginOperation {
     ///The operation input as given, valid against the operation's `inputSchema`.
     pub input: ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -2516,6 +2703,11 @@ pub struct PipelineOriginOperation {
     pub operation: PipelineOriginOperationOperation,
     ///The `step` numbers of the actions this operation produced.
     pub steps: ::std::vec::Vec<::std::num::NonZeroU64>,
+}
+impl PipelineOriginOperation {
+    pub fn builder() -> builder::PipelineOriginOperation {
+        Default::default()
+    }
 }
 ///Operation name within `origin.app`.
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
@@ -2625,6 +2817,7 @@ impl<'de> ::serde::Deserialize<'de> for PipelineOriginSkillsItem {
 }
 ///Result of simulating a Build. No extra properties.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct PipelineSimulation {
     pub approvals: ::std::vec::Vec<PipelineApprovalChange>,
     #[serde(rename = "balanceChanges")]
@@ -2637,6 +2830,11 @@ pub struct PipelineSimulation {
     pub logs: ::std::vec::Vec<PipelineLog>,
     pub status: PipelineSimulationStatus,
     pub warnings: ::std::vec::Vec<::std::string::String>,
+}
+impl PipelineSimulation {
+    pub fn builder() -> builder::PipelineSimulation {
+        Default::default()
+    }
 }
 ///`PipelineSimulationStatus`
 #[derive(
@@ -2691,15 +2889,27 @@ impl ::std::convert::TryFrom<::std::string::String> for PipelineSimulationStatus
 }
 ///`PipelineSkill`
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct PipelineSkill {
     pub description: ::std::string::String,
     pub name: PipelineSkillName,
     pub operations: ::std::vec::Vec<OperationDescriptor>,
 }
+impl PipelineSkill {
+    pub fn builder() -> builder::PipelineSkill {
+        Default::default()
+    }
+}
 ///Skills whose operations return request-local results.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct PipelineSkillList {
     pub skills: ::std::vec::Vec<PipelineSkill>,
+}
+impl PipelineSkillList {
+    pub fn builder() -> builder::PipelineSkillList {
+        Default::default()
+    }
 }
 ///`PipelineSkillName`
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
@@ -2757,6 +2967,7 @@ impl<'de> ::serde::Deserialize<'de> for PipelineSkillName {
 ///Explicit stage input: actions given directly.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct PipelineStageInput {
     pub actions: ::std::vec::Vec<PipelineAction>,
     ///App scope the Build is attested for.
@@ -2766,6 +2977,11 @@ pub struct PipelineStageInput {
     pub simulate: ::std::option::Option<bool>,
     #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
     pub skills: ::std::vec::Vec<PipelineStageInputSkillsItem>,
+}
+impl PipelineStageInput {
+    pub fn builder() -> builder::PipelineStageInput {
+        Default::default()
+    }
 }
 ///App scope the Build is attested for.
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
@@ -2875,6 +3091,7 @@ impl<'de> ::serde::Deserialize<'de> for PipelineStageInputSkillsItem {
 }
 ///What a Build does, for people.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct PipelineSummary {
     #[serde(rename = "actionCount")]
     pub action_count: i64,
@@ -2884,10 +3101,21 @@ pub struct PipelineSummary {
     ///One line that says what the Build does.
     pub title: ::std::string::String,
 }
+impl PipelineSummary {
+    pub fn builder() -> builder::PipelineSummary {
+        Default::default()
+    }
+}
 ///Data of an SSE `resync` event.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct Resync {
     pub reason: ResyncReason,
+}
+impl Resync {
+    pub fn builder() -> builder::Resync {
+        Default::default()
+    }
 }
 ///`ResyncReason`
 #[derive(
@@ -2942,6 +3170,7 @@ impl ::std::convert::TryFrom<::std::string::String> for ResyncReason {
 }
 ///An Agent session (part 2.9). Session ownership comes from the authenticated caller; a wallet address is never used as an ownership key.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct Session {
     pub archived: bool,
     pub id: SessionId,
@@ -2949,6 +3178,11 @@ pub struct Session {
     ///Unix timestamp in seconds of the last change.
     #[serde(rename = "updatedAt")]
     pub updated_at: i64,
+}
+impl Session {
+    pub fn builder() -> builder::Session {
+        Default::default()
+    }
 }
 ///A session's id, at most 160 characters.
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
@@ -3006,11 +3240,17 @@ impl<'de> ::serde::Deserialize<'de> for SessionId {
 ///Body of a session update: an object with `title` (string) and `archived` (boolean) (part 4.2).
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct SessionUpdate {
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub archived: ::std::option::Option<bool>,
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub title: ::std::option::Option<SessionUpdateTitle>,
+}
+impl SessionUpdate {
+    pub fn builder() -> builder::SessionUpdate {
+        Default::default()
+    }
 }
 ///`SessionUpdateTitle`
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
@@ -3067,20 +3307,32 @@ impl<'de> ::serde::Deserialize<'de> for SessionUpdateTitle {
 }
 ///The request-local result of a skill operation.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct SkillResult {
     pub operation: ::std::string::String,
     ///The request-local result; its shape depends on the operation.
     pub result: ::serde_json::Value,
     pub skill: ::std::string::String,
 }
+impl SkillResult {
+    pub fn builder() -> builder::SkillResult {
+        Default::default()
+    }
+}
 ///`StatementLine`
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct StatementLine {
     pub amount: Money,
     pub meter: StatementLineMeter,
     pub quantity: i64,
     #[serde(rename = "unitPrice")]
     pub unit_price: Money,
+}
+impl StatementLine {
+    pub fn builder() -> builder::StatementLine {
+        Default::default()
+    }
 }
 ///`StatementLineMeter`
 #[derive(
@@ -3139,18 +3391,30 @@ impl ::std::convert::TryFrom<::std::string::String> for StatementLineMeter {
 }
 ///Unix seconds, start inclusive, end exclusive.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct StatementPeriod {
     pub end: i64,
     pub start: i64,
 }
+impl StatementPeriod {
+    pub fn builder() -> builder::StatementPeriod {
+        Default::default()
+    }
+}
 ///`SvmAccountMeta`
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct SvmAccountMeta {
     #[serde(rename = "isSigner")]
     pub is_signer: bool,
     #[serde(rename = "isWritable")]
     pub is_writable: bool,
     pub pubkey: SvmAccountMetaPubkey,
+}
+impl SvmAccountMeta {
+    pub fn builder() -> builder::SvmAccountMeta {
+        Default::default()
+    }
 }
 ///`SvmAccountMetaPubkey`
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
@@ -3208,6 +3472,7 @@ impl<'de> ::serde::Deserialize<'de> for SvmAccountMetaPubkey {
 }
 ///One SVM instruction.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct SvmInstruction {
     pub accounts: ::std::vec::Vec<SvmAccountMeta>,
     ///Instruction data, standard base64.
@@ -3215,6 +3480,11 @@ pub struct SvmInstruction {
     ///Base58 program id.
     #[serde(rename = "programId")]
     pub program_id: SvmInstructionProgramId,
+}
+impl SvmInstruction {
+    pub fn builder() -> builder::SvmInstruction {
+        Default::default()
+    }
 }
 ///Instruction data, standard base64.
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
@@ -3411,6 +3681,7 @@ impl ::std::convert::TryFrom<::std::string::String> for TurnState {
 }
 ///A turn and its state.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct TurnStatus {
     #[serde(rename = "sessionId")]
     pub session_id: ::std::string::String,
@@ -3418,13 +3689,24 @@ pub struct TurnStatus {
     #[serde(rename = "turnId")]
     pub turn_id: ::std::string::String,
 }
+impl TurnStatus {
+    pub fn builder() -> builder::TurnStatus {
+        Default::default()
+    }
+}
 ///Priced usage metered by the server in one period.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct UsageStatement {
     pub currency: UsageStatementCurrency,
     pub lines: ::std::vec::Vec<StatementLine>,
     pub period: StatementPeriod,
     pub total: Money,
+}
+impl UsageStatement {
+    pub fn builder() -> builder::UsageStatement {
+        Default::default()
+    }
 }
 ///`UsageStatementCurrency`
 #[derive(
@@ -3471,6 +3753,3927 @@ impl ::std::convert::TryFrom<::std::string::String> for UsageStatementCurrency {
         value: ::std::string::String,
     ) -> ::std::result::Result<Self, self::error::ConversionError> {
         value.parse()
+    }
+}
+/// Types for composing complex structures.
+pub mod builder {
+    #[derive(Clone, Debug)]
+    pub struct AccountApp {
+        description: ::std::result::Result<::std::string::String, ::std::string::String>,
+        id: ::std::result::Result<::std::num::NonZeroU64, ::std::string::String>,
+        installed: ::std::result::Result<bool, ::std::string::String>,
+        installed_at: ::std::result::Result<::std::option::Option<i64>, ::std::string::String>,
+        name: ::std::result::Result<::std::string::String, ::std::string::String>,
+        required_credentials:
+            ::std::result::Result<::std::vec::Vec<::std::string::String>, ::std::string::String>,
+    }
+    impl ::std::default::Default for AccountApp {
+        fn default() -> Self {
+            Self {
+                description: Err("no value supplied for description".to_string()),
+                id: Err("no value supplied for id".to_string()),
+                installed: Err("no value supplied for installed".to_string()),
+                installed_at: Err("no value supplied for installed_at".to_string()),
+                name: Err("no value supplied for name".to_string()),
+                required_credentials: Err("no value supplied for required_credentials".to_string()),
+            }
+        }
+    }
+    impl AccountApp {
+        pub fn description<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::string::String>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.description = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for description: {e}"));
+            self
+        }
+        pub fn id<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::num::NonZeroU64>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for id: {e}"));
+            self
+        }
+        pub fn installed<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<bool>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.installed = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for installed: {e}"));
+            self
+        }
+        pub fn installed_at<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::option::Option<i64>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.installed_at = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for installed_at: {e}"));
+            self
+        }
+        pub fn name<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::string::String>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.name = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for name: {e}"));
+            self
+        }
+        pub fn required_credentials<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::vec::Vec<::std::string::String>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.required_credentials = value.try_into().map_err(|e| {
+                format!("error converting supplied value for required_credentials: {e}")
+            });
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<AccountApp> for super::AccountApp {
+        type Error = super::error::ConversionError;
+        fn try_from(
+            value: AccountApp,
+        ) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self {
+                description: value.description?,
+                id: value.id?,
+                installed: value.installed?,
+                installed_at: value.installed_at?,
+                name: value.name?,
+                required_credentials: value.required_credentials?,
+            })
+        }
+    }
+    impl ::std::convert::From<super::AccountApp> for AccountApp {
+        fn from(value: super::AccountApp) -> Self {
+            Self {
+                description: Ok(value.description),
+                id: Ok(value.id),
+                installed: Ok(value.installed),
+                installed_at: Ok(value.installed_at),
+                name: Ok(value.name),
+                required_credentials: Ok(value.required_credentials),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct AccountAppList {
+        apps: ::std::result::Result<::std::vec::Vec<super::AccountApp>, ::std::string::String>,
+    }
+    impl ::std::default::Default for AccountAppList {
+        fn default() -> Self {
+            Self {
+                apps: Err("no value supplied for apps".to_string()),
+            }
+        }
+    }
+    impl AccountAppList {
+        pub fn apps<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::vec::Vec<super::AccountApp>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.apps = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for apps: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<AccountAppList> for super::AccountAppList {
+        type Error = super::error::ConversionError;
+        fn try_from(
+            value: AccountAppList,
+        ) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self { apps: value.apps? })
+        }
+    }
+    impl ::std::convert::From<super::AccountAppList> for AccountAppList {
+        fn from(value: super::AccountAppList) -> Self {
+            Self {
+                apps: Ok(value.apps),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct ActionRequest {
+        action_id: ::std::result::Result<super::ActionRequestActionId, ::std::string::String>,
+        build: ::std::result::Result<super::PipelineBuild, ::std::string::String>,
+        kind: ::std::result::Result<super::ActionRequestKind, ::std::string::String>,
+        revision: ::std::result::Result<::std::num::NonZeroU64, ::std::string::String>,
+        title: ::std::result::Result<::std::string::String, ::std::string::String>,
+    }
+    impl ::std::default::Default for ActionRequest {
+        fn default() -> Self {
+            Self {
+                action_id: Err("no value supplied for action_id".to_string()),
+                build: Err("no value supplied for build".to_string()),
+                kind: Err("no value supplied for kind".to_string()),
+                revision: Err("no value supplied for revision".to_string()),
+                title: Err("no value supplied for title".to_string()),
+            }
+        }
+    }
+    impl ActionRequest {
+        pub fn action_id<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<super::ActionRequestActionId>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.action_id = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for action_id: {e}"));
+            self
+        }
+        pub fn build<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<super::PipelineBuild>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.build = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for build: {e}"));
+            self
+        }
+        pub fn kind<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<super::ActionRequestKind>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.kind = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for kind: {e}"));
+            self
+        }
+        pub fn revision<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::num::NonZeroU64>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.revision = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for revision: {e}"));
+            self
+        }
+        pub fn title<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::string::String>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.title = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for title: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<ActionRequest> for super::ActionRequest {
+        type Error = super::error::ConversionError;
+        fn try_from(
+            value: ActionRequest,
+        ) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self {
+                action_id: value.action_id?,
+                build: value.build?,
+                kind: value.kind?,
+                revision: value.revision?,
+                title: value.title?,
+            })
+        }
+    }
+    impl ::std::convert::From<super::ActionRequest> for ActionRequest {
+        fn from(value: super::ActionRequest) -> Self {
+            Self {
+                action_id: Ok(value.action_id),
+                build: Ok(value.build),
+                kind: Ok(value.kind),
+                revision: Ok(value.revision),
+                title: Ok(value.title),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct ActionResolution {
+        action_id: ::std::result::Result<::std::string::String, ::std::string::String>,
+        revision: ::std::result::Result<::std::num::NonZeroU64, ::std::string::String>,
+    }
+    impl ::std::default::Default for ActionResolution {
+        fn default() -> Self {
+            Self {
+                action_id: Err("no value supplied for action_id".to_string()),
+                revision: Err("no value supplied for revision".to_string()),
+            }
+        }
+    }
+    impl ActionResolution {
+        pub fn action_id<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::string::String>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.action_id = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for action_id: {e}"));
+            self
+        }
+        pub fn revision<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::num::NonZeroU64>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.revision = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for revision: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<ActionResolution> for super::ActionResolution {
+        type Error = super::error::ConversionError;
+        fn try_from(
+            value: ActionResolution,
+        ) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self {
+                action_id: value.action_id?,
+                revision: value.revision?,
+            })
+        }
+    }
+    impl ::std::convert::From<super::ActionResolution> for ActionResolution {
+        fn from(value: super::ActionResolution) -> Self {
+            Self {
+                action_id: Ok(value.action_id),
+                revision: Ok(value.revision),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct ActionResolutionRequest {
+        result: ::std::result::Result<super::ActionResult, ::std::string::String>,
+        revision: ::std::result::Result<::std::num::NonZeroU64, ::std::string::String>,
+    }
+    impl ::std::default::Default for ActionResolutionRequest {
+        fn default() -> Self {
+            Self {
+                result: Err("no value supplied for result".to_string()),
+                revision: Err("no value supplied for revision".to_string()),
+            }
+        }
+    }
+    impl ActionResolutionRequest {
+        pub fn result<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<super::ActionResult>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.result = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for result: {e}"));
+            self
+        }
+        pub fn revision<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::num::NonZeroU64>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.revision = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for revision: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<ActionResolutionRequest> for super::ActionResolutionRequest {
+        type Error = super::error::ConversionError;
+        fn try_from(
+            value: ActionResolutionRequest,
+        ) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self {
+                result: value.result?,
+                revision: value.revision?,
+            })
+        }
+    }
+    impl ::std::convert::From<super::ActionResolutionRequest> for ActionResolutionRequest {
+        fn from(value: super::ActionResolutionRequest) -> Self {
+            Self {
+                result: Ok(value.result),
+                revision: Ok(value.revision),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct AppInstallation {
+        application_id: ::std::result::Result<::std::num::NonZeroU64, ::std::string::String>,
+        installed: ::std::result::Result<bool, ::std::string::String>,
+        installed_at: ::std::result::Result<::std::option::Option<i64>, ::std::string::String>,
+    }
+    impl ::std::default::Default for AppInstallation {
+        fn default() -> Self {
+            Self {
+                application_id: Err("no value supplied for application_id".to_string()),
+                installed: Err("no value supplied for installed".to_string()),
+                installed_at: Err("no value supplied for installed_at".to_string()),
+            }
+        }
+    }
+    impl AppInstallation {
+        pub fn application_id<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::num::NonZeroU64>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.application_id = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for application_id: {e}"));
+            self
+        }
+        pub fn installed<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<bool>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.installed = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for installed: {e}"));
+            self
+        }
+        pub fn installed_at<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::option::Option<i64>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.installed_at = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for installed_at: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<AppInstallation> for super::AppInstallation {
+        type Error = super::error::ConversionError;
+        fn try_from(
+            value: AppInstallation,
+        ) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self {
+                application_id: value.application_id?,
+                installed: value.installed?,
+                installed_at: value.installed_at?,
+            })
+        }
+    }
+    impl ::std::convert::From<super::AppInstallation> for AppInstallation {
+        fn from(value: super::AppInstallation) -> Self {
+            Self {
+                application_id: Ok(value.application_id),
+                installed: Ok(value.installed),
+                installed_at: Ok(value.installed_at),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct ChatStartRequest {
+        message: ::std::result::Result<super::ChatStartRequestMessage, ::std::string::String>,
+        session_id: ::std::result::Result<
+            ::std::option::Option<super::ChatStartRequestSessionId>,
+            ::std::string::String,
+        >,
+    }
+    impl ::std::default::Default for ChatStartRequest {
+        fn default() -> Self {
+            Self {
+                message: Err("no value supplied for message".to_string()),
+                session_id: Ok(Default::default()),
+            }
+        }
+    }
+    impl ChatStartRequest {
+        pub fn message<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<super::ChatStartRequestMessage>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.message = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for message: {e}"));
+            self
+        }
+        pub fn session_id<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::option::Option<super::ChatStartRequestSessionId>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.session_id = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for session_id: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<ChatStartRequest> for super::ChatStartRequest {
+        type Error = super::error::ConversionError;
+        fn try_from(
+            value: ChatStartRequest,
+        ) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self {
+                message: value.message?,
+                session_id: value.session_id?,
+            })
+        }
+    }
+    impl ::std::convert::From<super::ChatStartRequest> for ChatStartRequest {
+        fn from(value: super::ChatStartRequest) -> Self {
+            Self {
+                message: Ok(value.message),
+                session_id: Ok(value.session_id),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct ChatStartResponse {
+        cursor: ::std::result::Result<::std::string::String, ::std::string::String>,
+        session_id: ::std::result::Result<::std::string::String, ::std::string::String>,
+        state: ::std::result::Result<super::TurnState, ::std::string::String>,
+        turn_id: ::std::result::Result<::std::string::String, ::std::string::String>,
+    }
+    impl ::std::default::Default for ChatStartResponse {
+        fn default() -> Self {
+            Self {
+                cursor: Err("no value supplied for cursor".to_string()),
+                session_id: Err("no value supplied for session_id".to_string()),
+                state: Err("no value supplied for state".to_string()),
+                turn_id: Err("no value supplied for turn_id".to_string()),
+            }
+        }
+    }
+    impl ChatStartResponse {
+        pub fn cursor<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::string::String>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.cursor = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for cursor: {e}"));
+            self
+        }
+        pub fn session_id<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::string::String>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.session_id = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for session_id: {e}"));
+            self
+        }
+        pub fn state<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<super::TurnState>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.state = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for state: {e}"));
+            self
+        }
+        pub fn turn_id<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::string::String>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.turn_id = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for turn_id: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<ChatStartResponse> for super::ChatStartResponse {
+        type Error = super::error::ConversionError;
+        fn try_from(
+            value: ChatStartResponse,
+        ) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self {
+                cursor: value.cursor?,
+                session_id: value.session_id?,
+                state: value.state?,
+                turn_id: value.turn_id?,
+            })
+        }
+    }
+    impl ::std::convert::From<super::ChatStartResponse> for ChatStartResponse {
+        fn from(value: super::ChatStartResponse) -> Self {
+            Self {
+                cursor: Ok(value.cursor),
+                session_id: Ok(value.session_id),
+                state: Ok(value.state),
+                turn_id: Ok(value.turn_id),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct CredentialChange {
+        application_id: ::std::result::Result<::std::num::NonZeroU64, ::std::string::String>,
+        name: ::std::result::Result<::std::string::String, ::std::string::String>,
+        present: ::std::result::Result<bool, ::std::string::String>,
+    }
+    impl ::std::default::Default for CredentialChange {
+        fn default() -> Self {
+            Self {
+                application_id: Err("no value supplied for application_id".to_string()),
+                name: Err("no value supplied for name".to_string()),
+                present: Err("no value supplied for present".to_string()),
+            }
+        }
+    }
+    impl CredentialChange {
+        pub fn application_id<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::num::NonZeroU64>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.application_id = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for application_id: {e}"));
+            self
+        }
+        pub fn name<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::string::String>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.name = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for name: {e}"));
+            self
+        }
+        pub fn present<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<bool>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.present = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for present: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<CredentialChange> for super::CredentialChange {
+        type Error = super::error::ConversionError;
+        fn try_from(
+            value: CredentialChange,
+        ) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self {
+                application_id: value.application_id?,
+                name: value.name?,
+                present: value.present?,
+            })
+        }
+    }
+    impl ::std::convert::From<super::CredentialChange> for CredentialChange {
+        fn from(value: super::CredentialChange) -> Self {
+            Self {
+                application_id: Ok(value.application_id),
+                name: Ok(value.name),
+                present: Ok(value.present),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct CredentialList {
+        application_id: ::std::result::Result<::std::num::NonZeroU64, ::std::string::String>,
+        credentials:
+            ::std::result::Result<::std::vec::Vec<super::CredentialStatus>, ::std::string::String>,
+    }
+    impl ::std::default::Default for CredentialList {
+        fn default() -> Self {
+            Self {
+                application_id: Err("no value supplied for application_id".to_string()),
+                credentials: Err("no value supplied for credentials".to_string()),
+            }
+        }
+    }
+    impl CredentialList {
+        pub fn application_id<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::num::NonZeroU64>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.application_id = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for application_id: {e}"));
+            self
+        }
+        pub fn credentials<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::vec::Vec<super::CredentialStatus>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.credentials = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for credentials: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<CredentialList> for super::CredentialList {
+        type Error = super::error::ConversionError;
+        fn try_from(
+            value: CredentialList,
+        ) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self {
+                application_id: value.application_id?,
+                credentials: value.credentials?,
+            })
+        }
+    }
+    impl ::std::convert::From<super::CredentialList> for CredentialList {
+        fn from(value: super::CredentialList) -> Self {
+            Self {
+                application_id: Ok(value.application_id),
+                credentials: Ok(value.credentials),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct CredentialStatus {
+        description: ::std::result::Result<::std::string::String, ::std::string::String>,
+        name: ::std::result::Result<::std::string::String, ::std::string::String>,
+        present: ::std::result::Result<bool, ::std::string::String>,
+        required: ::std::result::Result<bool, ::std::string::String>,
+        updated_at: ::std::result::Result<::std::option::Option<i64>, ::std::string::String>,
+    }
+    impl ::std::default::Default for CredentialStatus {
+        fn default() -> Self {
+            Self {
+                description: Err("no value supplied for description".to_string()),
+                name: Err("no value supplied for name".to_string()),
+                present: Err("no value supplied for present".to_string()),
+                required: Err("no value supplied for required".to_string()),
+                updated_at: Err("no value supplied for updated_at".to_string()),
+            }
+        }
+    }
+    impl CredentialStatus {
+        pub fn description<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::string::String>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.description = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for description: {e}"));
+            self
+        }
+        pub fn name<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::string::String>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.name = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for name: {e}"));
+            self
+        }
+        pub fn present<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<bool>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.present = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for present: {e}"));
+            self
+        }
+        pub fn required<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<bool>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.required = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for required: {e}"));
+            self
+        }
+        pub fn updated_at<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::option::Option<i64>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.updated_at = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for updated_at: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<CredentialStatus> for super::CredentialStatus {
+        type Error = super::error::ConversionError;
+        fn try_from(
+            value: CredentialStatus,
+        ) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self {
+                description: value.description?,
+                name: value.name?,
+                present: value.present?,
+                required: value.required?,
+                updated_at: value.updated_at?,
+            })
+        }
+    }
+    impl ::std::convert::From<super::CredentialStatus> for CredentialStatus {
+        fn from(value: super::CredentialStatus) -> Self {
+            Self {
+                description: Ok(value.description),
+                name: Ok(value.name),
+                present: Ok(value.present),
+                required: Ok(value.required),
+                updated_at: Ok(value.updated_at),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct CredentialValue {
+        value: ::std::result::Result<super::CredentialValueValue, ::std::string::String>,
+    }
+    impl ::std::default::Default for CredentialValue {
+        fn default() -> Self {
+            Self {
+                value: Err("no value supplied for value".to_string()),
+            }
+        }
+    }
+    impl CredentialValue {
+        pub fn value<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<super::CredentialValueValue>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.value = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for value: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<CredentialValue> for super::CredentialValue {
+        type Error = super::error::ConversionError;
+        fn try_from(
+            value: CredentialValue,
+        ) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self {
+                value: value.value?,
+            })
+        }
+    }
+    impl ::std::convert::From<super::CredentialValue> for CredentialValue {
+        fn from(value: super::CredentialValue) -> Self {
+            Self {
+                value: Ok(value.value),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct ErrorDetail {
+        code: ::std::result::Result<super::ErrorCode, ::std::string::String>,
+        details: ::std::result::Result<
+            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+            ::std::string::String,
+        >,
+        message: ::std::result::Result<::std::string::String, ::std::string::String>,
+    }
+    impl ::std::default::Default for ErrorDetail {
+        fn default() -> Self {
+            Self {
+                code: Err("no value supplied for code".to_string()),
+                details: Ok(Default::default()),
+                message: Err("no value supplied for message".to_string()),
+            }
+        }
+    }
+    impl ErrorDetail {
+        pub fn code<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<super::ErrorCode>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.code = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for code: {e}"));
+            self
+        }
+        pub fn details<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<
+                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                >,
+            T::Error: ::std::fmt::Display,
+        {
+            self.details = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for details: {e}"));
+            self
+        }
+        pub fn message<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::string::String>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.message = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for message: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<ErrorDetail> for super::ErrorDetail {
+        type Error = super::error::ConversionError;
+        fn try_from(
+            value: ErrorDetail,
+        ) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self {
+                code: value.code?,
+                details: value.details?,
+                message: value.message?,
+            })
+        }
+    }
+    impl ::std::convert::From<super::ErrorDetail> for ErrorDetail {
+        fn from(value: super::ErrorDetail) -> Self {
+            Self {
+                code: Ok(value.code),
+                details: Ok(value.details),
+                message: Ok(value.message),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct ErrorEnvelope {
+        error: ::std::result::Result<::serde_json::Value, ::std::string::String>,
+    }
+    impl ::std::default::Default for ErrorEnvelope {
+        fn default() -> Self {
+            Self {
+                error: Err("no value supplied for error".to_string()),
+            }
+        }
+    }
+    impl ErrorEnvelope {
+        pub fn error<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::serde_json::Value>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.error = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for error: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<ErrorEnvelope> for super::ErrorEnvelope {
+        type Error = super::error::ConversionError;
+        fn try_from(
+            value: ErrorEnvelope,
+        ) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self {
+                error: value.error?,
+            })
+        }
+    }
+    impl ::std::convert::From<super::ErrorEnvelope> for ErrorEnvelope {
+        fn from(value: super::ErrorEnvelope) -> Self {
+            Self {
+                error: Ok(value.error),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct EventPage {
+        cursor: ::std::result::Result<::std::string::String, ::std::string::String>,
+        events: ::std::result::Result<::std::vec::Vec<super::AgentEvent>, ::std::string::String>,
+        has_more: ::std::result::Result<bool, ::std::string::String>,
+        session_id: ::std::result::Result<::std::string::String, ::std::string::String>,
+    }
+    impl ::std::default::Default for EventPage {
+        fn default() -> Self {
+            Self {
+                cursor: Err("no value supplied for cursor".to_string()),
+                events: Err("no value supplied for events".to_string()),
+                has_more: Err("no value supplied for has_more".to_string()),
+                session_id: Err("no value supplied for session_id".to_string()),
+            }
+        }
+    }
+    impl EventPage {
+        pub fn cursor<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::string::String>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.cursor = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for cursor: {e}"));
+            self
+        }
+        pub fn events<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::vec::Vec<super::AgentEvent>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.events = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for events: {e}"));
+            self
+        }
+        pub fn has_more<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<bool>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.has_more = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for has_more: {e}"));
+            self
+        }
+        pub fn session_id<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::string::String>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.session_id = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for session_id: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<EventPage> for super::EventPage {
+        type Error = super::error::ConversionError;
+        fn try_from(
+            value: EventPage,
+        ) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self {
+                cursor: value.cursor?,
+                events: value.events?,
+                has_more: value.has_more?,
+                session_id: value.session_id?,
+            })
+        }
+    }
+    impl ::std::convert::From<super::EventPage> for EventPage {
+        fn from(value: super::EventPage) -> Self {
+            Self {
+                cursor: Ok(value.cursor),
+                events: Ok(value.events),
+                has_more: Ok(value.has_more),
+                session_id: Ok(value.session_id),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct MessageSnapshot {
+        role: ::std::result::Result<super::MessageSnapshotRole, ::std::string::String>,
+        text: ::std::result::Result<::std::string::String, ::std::string::String>,
+        turn_id: ::std::result::Result<::std::string::String, ::std::string::String>,
+    }
+    impl ::std::default::Default for MessageSnapshot {
+        fn default() -> Self {
+            Self {
+                role: Err("no value supplied for role".to_string()),
+                text: Err("no value supplied for text".to_string()),
+                turn_id: Err("no value supplied for turn_id".to_string()),
+            }
+        }
+    }
+    impl MessageSnapshot {
+        pub fn role<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<super::MessageSnapshotRole>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.role = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for role: {e}"));
+            self
+        }
+        pub fn text<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::string::String>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.text = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for text: {e}"));
+            self
+        }
+        pub fn turn_id<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::string::String>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.turn_id = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for turn_id: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<MessageSnapshot> for super::MessageSnapshot {
+        type Error = super::error::ConversionError;
+        fn try_from(
+            value: MessageSnapshot,
+        ) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self {
+                role: value.role?,
+                text: value.text?,
+                turn_id: value.turn_id?,
+            })
+        }
+    }
+    impl ::std::convert::From<super::MessageSnapshot> for MessageSnapshot {
+        fn from(value: super::MessageSnapshot) -> Self {
+            Self {
+                role: Ok(value.role),
+                text: Ok(value.text),
+                turn_id: Ok(value.turn_id),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct OperationDescriptor {
+        href: ::std::result::Result<::std::string::String, ::std::string::String>,
+        input_schema: ::std::result::Result<
+            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+            ::std::string::String,
+        >,
+        kind: ::std::result::Result<super::OperationDescriptorKind, ::std::string::String>,
+        method: ::std::result::Result<::std::string::String, ::std::string::String>,
+        name: ::std::result::Result<::std::string::String, ::std::string::String>,
+    }
+    impl ::std::default::Default for OperationDescriptor {
+        fn default() -> Self {
+            Self {
+                href: Err("no value supplied for href".to_string()),
+                input_schema: Err("no value supplied for input_schema".to_string()),
+                kind: Err("no value supplied for kind".to_string()),
+                method: Err("no value supplied for method".to_string()),
+                name: Err("no value supplied for name".to_string()),
+            }
+        }
+    }
+    impl OperationDescriptor {
+        pub fn href<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::string::String>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.href = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for href: {e}"));
+            self
+        }
+        pub fn input_schema<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<
+                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                >,
+            T::Error: ::std::fmt::Display,
+        {
+            self.input_schema = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for input_schema: {e}"));
+            self
+        }
+        pub fn kind<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<super::OperationDescriptorKind>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.kind = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for kind: {e}"));
+            self
+        }
+        pub fn method<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::string::String>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.method = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for method: {e}"));
+            self
+        }
+        pub fn name<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::string::String>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.name = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for name: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<OperationDescriptor> for super::OperationDescriptor {
+        type Error = super::error::ConversionError;
+        fn try_from(
+            value: OperationDescriptor,
+        ) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self {
+                href: value.href?,
+                input_schema: value.input_schema?,
+                kind: value.kind?,
+                method: value.method?,
+                name: value.name?,
+            })
+        }
+    }
+    impl ::std::convert::From<super::OperationDescriptor> for OperationDescriptor {
+        fn from(value: super::OperationDescriptor) -> Self {
+            Self {
+                href: Ok(value.href),
+                input_schema: Ok(value.input_schema),
+                kind: Ok(value.kind),
+                method: Ok(value.method),
+                name: Ok(value.name),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct PipelineApp {
+        chain: ::std::result::Result<super::PipelineChain, ::std::string::String>,
+        description: ::std::result::Result<::std::string::String, ::std::string::String>,
+        name: ::std::result::Result<super::PipelineAppName, ::std::string::String>,
+        operations: ::std::result::Result<
+            ::std::vec::Vec<super::OperationDescriptor>,
+            ::std::string::String,
+        >,
+    }
+    impl ::std::default::Default for PipelineApp {
+        fn default() -> Self {
+            Self {
+                chain: Err("no value supplied for chain".to_string()),
+                description: Err("no value supplied for description".to_string()),
+                name: Err("no value supplied for name".to_string()),
+                operations: Err("no value supplied for operations".to_string()),
+            }
+        }
+    }
+    impl PipelineApp {
+        pub fn chain<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<super::PipelineChain>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.chain = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for chain: {e}"));
+            self
+        }
+        pub fn description<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::string::String>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.description = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for description: {e}"));
+            self
+        }
+        pub fn name<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<super::PipelineAppName>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.name = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for name: {e}"));
+            self
+        }
+        pub fn operations<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::vec::Vec<super::OperationDescriptor>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.operations = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for operations: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<PipelineApp> for super::PipelineApp {
+        type Error = super::error::ConversionError;
+        fn try_from(
+            value: PipelineApp,
+        ) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self {
+                chain: value.chain?,
+                description: value.description?,
+                name: value.name?,
+                operations: value.operations?,
+            })
+        }
+    }
+    impl ::std::convert::From<super::PipelineApp> for PipelineApp {
+        fn from(value: super::PipelineApp) -> Self {
+            Self {
+                chain: Ok(value.chain),
+                description: Ok(value.description),
+                name: Ok(value.name),
+                operations: Ok(value.operations),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct PipelineAppList {
+        apps: ::std::result::Result<::std::vec::Vec<super::PipelineApp>, ::std::string::String>,
+    }
+    impl ::std::default::Default for PipelineAppList {
+        fn default() -> Self {
+            Self {
+                apps: Err("no value supplied for apps".to_string()),
+            }
+        }
+    }
+    impl PipelineAppList {
+        pub fn apps<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::vec::Vec<super::PipelineApp>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.apps = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for apps: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<PipelineAppList> for super::PipelineAppList {
+        type Error = super::error::ConversionError;
+        fn try_from(
+            value: PipelineAppList,
+        ) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self { apps: value.apps? })
+        }
+    }
+    impl ::std::convert::From<super::PipelineAppList> for PipelineAppList {
+        fn from(value: super::PipelineAppList) -> Self {
+            Self {
+                apps: Ok(value.apps),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct PipelineApprovalChange {
+        account: ::std::result::Result<::std::string::String, ::std::string::String>,
+        amount: ::std::result::Result<
+            ::std::option::Option<::std::string::String>,
+            ::std::string::String,
+        >,
+        approved: ::std::result::Result<::std::option::Option<bool>, ::std::string::String>,
+        asset: ::std::result::Result<::std::string::String, ::std::string::String>,
+        chain_id: ::std::result::Result<::std::option::Option<i64>, ::std::string::String>,
+        decimals: ::std::result::Result<::std::option::Option<i64>, ::std::string::String>,
+        kind: ::std::result::Result<super::PipelineApprovalChangeKind, ::std::string::String>,
+        name: ::std::result::Result<
+            ::std::option::Option<::std::string::String>,
+            ::std::string::String,
+        >,
+        spender: ::std::result::Result<::std::string::String, ::std::string::String>,
+        standard:
+            ::std::result::Result<super::PipelineApprovalChangeStandard, ::std::string::String>,
+        step: ::std::result::Result<
+            ::std::option::Option<::std::num::NonZeroU64>,
+            ::std::string::String,
+        >,
+        symbol: ::std::result::Result<
+            ::std::option::Option<::std::string::String>,
+            ::std::string::String,
+        >,
+        token_id: ::std::result::Result<
+            ::std::option::Option<::std::string::String>,
+            ::std::string::String,
+        >,
+        unlimited: ::std::result::Result<::std::option::Option<bool>, ::std::string::String>,
+    }
+    impl ::std::default::Default for PipelineApprovalChange {
+        fn default() -> Self {
+            Self {
+                account: Err("no value supplied for account".to_string()),
+                amount: Ok(Default::default()),
+                approved: Ok(Default::default()),
+                asset: Err("no value supplied for asset".to_string()),
+                chain_id: Ok(Default::default()),
+                decimals: Ok(Default::default()),
+                kind: Err("no value supplied for kind".to_string()),
+                name: Ok(Default::default()),
+                spender: Err("no value supplied for spender".to_string()),
+                standard: Err("no value supplied for standard".to_string()),
+                step: Ok(Default::default()),
+                symbol: Ok(Default::default()),
+                token_id: Ok(Default::default()),
+                unlimited: Ok(Default::default()),
+            }
+        }
+    }
+    impl PipelineApprovalChange {
+        pub fn account<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::string::String>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.account = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for account: {e}"));
+            self
+        }
+        pub fn amount<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.amount = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for amount: {e}"));
+            self
+        }
+        pub fn approved<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::option::Option<bool>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.approved = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for approved: {e}"));
+            self
+        }
+        pub fn asset<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::string::String>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.asset = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for asset: {e}"));
+            self
+        }
+        pub fn chain_id<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::option::Option<i64>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.chain_id = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for chain_id: {e}"));
+            self
+        }
+        pub fn decimals<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::option::Option<i64>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.decimals = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for decimals: {e}"));
+            self
+        }
+        pub fn kind<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<super::PipelineApprovalChangeKind>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.kind = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for kind: {e}"));
+            self
+        }
+        pub fn name<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.name = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for name: {e}"));
+            self
+        }
+        pub fn spender<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::string::String>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.spender = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for spender: {e}"));
+            self
+        }
+        pub fn standard<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<super::PipelineApprovalChangeStandard>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.standard = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for standard: {e}"));
+            self
+        }
+        pub fn step<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::option::Option<::std::num::NonZeroU64>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.step = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for step: {e}"));
+            self
+        }
+        pub fn symbol<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.symbol = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for symbol: {e}"));
+            self
+        }
+        pub fn token_id<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.token_id = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for token_id: {e}"));
+            self
+        }
+        pub fn unlimited<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::option::Option<bool>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.unlimited = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for unlimited: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<PipelineApprovalChange> for super::PipelineApprovalChange {
+        type Error = super::error::ConversionError;
+        fn try_from(
+            value: PipelineApprovalChange,
+        ) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self {
+                account: value.account?,
+                amount: value.amount?,
+                approved: value.approved?,
+                asset: value.asset?,
+                chain_id: value.chain_id?,
+                decimals: value.decimals?,
+                kind: value.kind?,
+                name: value.name?,
+                spender: value.spender?,
+                standard: value.standard?,
+                step: value.step?,
+                symbol: value.symbol?,
+                token_id: value.token_id?,
+                unlimited: value.unlimited?,
+            })
+        }
+    }
+    impl ::std::convert::From<super::PipelineApprovalChange> for PipelineApprovalChange {
+        fn from(value: super::PipelineApprovalChange) -> Self {
+            Self {
+                account: Ok(value.account),
+                amount: Ok(value.amount),
+                approved: Ok(value.approved),
+                asset: Ok(value.asset),
+                chain_id: Ok(value.chain_id),
+                decimals: Ok(value.decimals),
+                kind: Ok(value.kind),
+                name: Ok(value.name),
+                spender: Ok(value.spender),
+                standard: Ok(value.standard),
+                step: Ok(value.step),
+                symbol: Ok(value.symbol),
+                token_id: Ok(value.token_id),
+                unlimited: Ok(value.unlimited),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct PipelineBalanceChange {
+        account: ::std::result::Result<
+            ::std::option::Option<::std::string::String>,
+            ::std::string::String,
+        >,
+        amount: ::std::result::Result<::std::string::String, ::std::string::String>,
+        asset: ::std::result::Result<::std::string::String, ::std::string::String>,
+        chain_id: ::std::result::Result<::std::option::Option<i64>, ::std::string::String>,
+        cluster: ::std::result::Result<
+            ::std::option::Option<::std::string::String>,
+            ::std::string::String,
+        >,
+        counterparty: ::std::result::Result<
+            ::std::option::Option<::std::string::String>,
+            ::std::string::String,
+        >,
+        decimals: ::std::result::Result<::std::option::Option<i64>, ::std::string::String>,
+        direction: ::std::result::Result<
+            ::std::option::Option<super::PipelineBalanceChangeDirection>,
+            ::std::string::String,
+        >,
+        name: ::std::result::Result<
+            ::std::option::Option<::std::string::String>,
+            ::std::string::String,
+        >,
+        standard: ::std::result::Result<
+            ::std::option::Option<super::PipelineBalanceChangeStandard>,
+            ::std::string::String,
+        >,
+        step: ::std::result::Result<
+            ::std::option::Option<::std::num::NonZeroU64>,
+            ::std::string::String,
+        >,
+        symbol: ::std::result::Result<
+            ::std::option::Option<::std::string::String>,
+            ::std::string::String,
+        >,
+        token_id: ::std::result::Result<
+            ::std::option::Option<::std::string::String>,
+            ::std::string::String,
+        >,
+    }
+    impl ::std::default::Default for PipelineBalanceChange {
+        fn default() -> Self {
+            Self {
+                account: Ok(Default::default()),
+                amount: Err("no value supplied for amount".to_string()),
+                asset: Err("no value supplied for asset".to_string()),
+                chain_id: Ok(Default::default()),
+                cluster: Ok(Default::default()),
+                counterparty: Ok(Default::default()),
+                decimals: Ok(Default::default()),
+                direction: Ok(Default::default()),
+                name: Ok(Default::default()),
+                standard: Ok(Default::default()),
+                step: Ok(Default::default()),
+                symbol: Ok(Default::default()),
+                token_id: Ok(Default::default()),
+            }
+        }
+    }
+    impl PipelineBalanceChange {
+        pub fn account<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.account = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for account: {e}"));
+            self
+        }
+        pub fn amount<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::string::String>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.amount = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for amount: {e}"));
+            self
+        }
+        pub fn asset<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::string::String>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.asset = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for asset: {e}"));
+            self
+        }
+        pub fn chain_id<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::option::Option<i64>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.chain_id = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for chain_id: {e}"));
+            self
+        }
+        pub fn cluster<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.cluster = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for cluster: {e}"));
+            self
+        }
+        pub fn counterparty<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.counterparty = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for counterparty: {e}"));
+            self
+        }
+        pub fn decimals<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::option::Option<i64>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.decimals = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for decimals: {e}"));
+            self
+        }
+        pub fn direction<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<
+                    ::std::option::Option<super::PipelineBalanceChangeDirection>,
+                >,
+            T::Error: ::std::fmt::Display,
+        {
+            self.direction = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for direction: {e}"));
+            self
+        }
+        pub fn name<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.name = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for name: {e}"));
+            self
+        }
+        pub fn standard<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::option::Option<super::PipelineBalanceChangeStandard>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.standard = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for standard: {e}"));
+            self
+        }
+        pub fn step<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::option::Option<::std::num::NonZeroU64>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.step = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for step: {e}"));
+            self
+        }
+        pub fn symbol<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.symbol = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for symbol: {e}"));
+            self
+        }
+        pub fn token_id<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.token_id = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for token_id: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<PipelineBalanceChange> for super::PipelineBalanceChange {
+        type Error = super::error::ConversionError;
+        fn try_from(
+            value: PipelineBalanceChange,
+        ) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self {
+                account: value.account?,
+                amount: value.amount?,
+                asset: value.asset?,
+                chain_id: value.chain_id?,
+                cluster: value.cluster?,
+                counterparty: value.counterparty?,
+                decimals: value.decimals?,
+                direction: value.direction?,
+                name: value.name?,
+                standard: value.standard?,
+                step: value.step?,
+                symbol: value.symbol?,
+                token_id: value.token_id?,
+            })
+        }
+    }
+    impl ::std::convert::From<super::PipelineBalanceChange> for PipelineBalanceChange {
+        fn from(value: super::PipelineBalanceChange) -> Self {
+            Self {
+                account: Ok(value.account),
+                amount: Ok(value.amount),
+                asset: Ok(value.asset),
+                chain_id: Ok(value.chain_id),
+                cluster: Ok(value.cluster),
+                counterparty: Ok(value.counterparty),
+                decimals: Ok(value.decimals),
+                direction: Ok(value.direction),
+                name: Ok(value.name),
+                standard: Ok(value.standard),
+                step: Ok(value.step),
+                symbol: Ok(value.symbol),
+                token_id: Ok(value.token_id),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct PipelineBuild {
+        actions:
+            ::std::result::Result<::std::vec::Vec<super::PipelineAction>, ::std::string::String>,
+        attestation: ::std::result::Result<::std::string::String, ::std::string::String>,
+        digest: ::std::result::Result<super::PipelineBuildDigest, ::std::string::String>,
+        expires_at: ::std::result::Result<i64, ::std::string::String>,
+        origin: ::std::result::Result<super::PipelineOrigin, ::std::string::String>,
+        simulation: ::std::result::Result<
+            ::std::option::Option<super::PipelineSimulation>,
+            ::std::string::String,
+        >,
+        status: ::std::result::Result<super::PipelineBuildStatus, ::std::string::String>,
+        summary: ::std::result::Result<
+            ::std::option::Option<crate::Open<super::PipelineSummary>>,
+            ::std::string::String,
+        >,
+        version: ::std::result::Result<super::PipelineBuildVersion, ::std::string::String>,
+    }
+    impl ::std::default::Default for PipelineBuild {
+        fn default() -> Self {
+            Self {
+                actions: Err("no value supplied for actions".to_string()),
+                attestation: Err("no value supplied for attestation".to_string()),
+                digest: Err("no value supplied for digest".to_string()),
+                expires_at: Err("no value supplied for expires_at".to_string()),
+                origin: Err("no value supplied for origin".to_string()),
+                simulation: Ok(Default::default()),
+                status: Err("no value supplied for status".to_string()),
+                summary: Ok(Default::default()),
+                version: Err("no value supplied for version".to_string()),
+            }
+        }
+    }
+    impl PipelineBuild {
+        pub fn actions<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::vec::Vec<super::PipelineAction>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.actions = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for actions: {e}"));
+            self
+        }
+        pub fn attestation<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::string::String>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.attestation = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for attestation: {e}"));
+            self
+        }
+        pub fn digest<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<super::PipelineBuildDigest>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.digest = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for digest: {e}"));
+            self
+        }
+        pub fn expires_at<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<i64>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.expires_at = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for expires_at: {e}"));
+            self
+        }
+        pub fn origin<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<super::PipelineOrigin>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.origin = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for origin: {e}"));
+            self
+        }
+        pub fn simulation<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::option::Option<super::PipelineSimulation>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.simulation = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for simulation: {e}"));
+            self
+        }
+        pub fn status<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<super::PipelineBuildStatus>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.status = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for status: {e}"));
+            self
+        }
+        pub fn summary<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::option::Option<crate::Open<super::PipelineSummary>>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.summary = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for summary: {e}"));
+            self
+        }
+        pub fn version<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<super::PipelineBuildVersion>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.version = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for version: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<PipelineBuild> for super::PipelineBuild {
+        type Error = super::error::ConversionError;
+        fn try_from(
+            value: PipelineBuild,
+        ) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self {
+                actions: value.actions?,
+                attestation: value.attestation?,
+                digest: value.digest?,
+                expires_at: value.expires_at?,
+                origin: value.origin?,
+                simulation: value.simulation?,
+                status: value.status?,
+                summary: value.summary?,
+                version: value.version?,
+            })
+        }
+    }
+    impl ::std::convert::From<super::PipelineBuild> for PipelineBuild {
+        fn from(value: super::PipelineBuild) -> Self {
+            Self {
+                actions: Ok(value.actions),
+                attestation: Ok(value.attestation),
+                digest: Ok(value.digest),
+                expires_at: Ok(value.expires_at),
+                origin: Ok(value.origin),
+                simulation: Ok(value.simulation),
+                status: Ok(value.status),
+                summary: Ok(value.summary),
+                version: Ok(value.version),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct PipelineBuildRequest {
+        app: ::std::result::Result<super::PipelineBuildRequestApp, ::std::string::String>,
+        operations: ::std::result::Result<
+            ::std::vec::Vec<super::PipelineOperationCall>,
+            ::std::string::String,
+        >,
+        simulate: ::std::result::Result<::std::option::Option<bool>, ::std::string::String>,
+        skills: ::std::result::Result<
+            ::std::vec::Vec<super::PipelineBuildRequestSkillsItem>,
+            ::std::string::String,
+        >,
+    }
+    impl ::std::default::Default for PipelineBuildRequest {
+        fn default() -> Self {
+            Self {
+                app: Err("no value supplied for app".to_string()),
+                operations: Err("no value supplied for operations".to_string()),
+                simulate: Ok(Default::default()),
+                skills: Ok(Default::default()),
+            }
+        }
+    }
+    impl PipelineBuildRequest {
+        pub fn app<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<super::PipelineBuildRequestApp>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.app = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for app: {e}"));
+            self
+        }
+        pub fn operations<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::vec::Vec<super::PipelineOperationCall>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.operations = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for operations: {e}"));
+            self
+        }
+        pub fn simulate<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::option::Option<bool>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.simulate = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for simulate: {e}"));
+            self
+        }
+        pub fn skills<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::vec::Vec<super::PipelineBuildRequestSkillsItem>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.skills = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for skills: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<PipelineBuildRequest> for super::PipelineBuildRequest {
+        type Error = super::error::ConversionError;
+        fn try_from(
+            value: PipelineBuildRequest,
+        ) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self {
+                app: value.app?,
+                operations: value.operations?,
+                simulate: value.simulate?,
+                skills: value.skills?,
+            })
+        }
+    }
+    impl ::std::convert::From<super::PipelineBuildRequest> for PipelineBuildRequest {
+        fn from(value: super::PipelineBuildRequest) -> Self {
+            Self {
+                app: Ok(value.app),
+                operations: Ok(value.operations),
+                simulate: Ok(value.simulate),
+                skills: Ok(value.skills),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct PipelineCommitResult {
+        chain: ::std::result::Result<super::PipelineChain, ::std::string::String>,
+        committed_at: ::std::result::Result<i64, ::std::string::String>,
+        digest: ::std::result::Result<super::PipelineCommitResultDigest, ::std::string::String>,
+        simulation: ::std::result::Result<super::PipelineSimulation, ::std::string::String>,
+        status: ::std::result::Result<super::PipelineCommitResultStatus, ::std::string::String>,
+        transactions: ::std::result::Result<
+            ::std::vec::Vec<super::PipelineCommittedTransaction>,
+            ::std::string::String,
+        >,
+    }
+    impl ::std::default::Default for PipelineCommitResult {
+        fn default() -> Self {
+            Self {
+                chain: Err("no value supplied for chain".to_string()),
+                committed_at: Err("no value supplied for committed_at".to_string()),
+                digest: Err("no value supplied for digest".to_string()),
+                simulation: Err("no value supplied for simulation".to_string()),
+                status: Err("no value supplied for status".to_string()),
+                transactions: Err("no value supplied for transactions".to_string()),
+            }
+        }
+    }
+    impl PipelineCommitResult {
+        pub fn chain<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<super::PipelineChain>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.chain = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for chain: {e}"));
+            self
+        }
+        pub fn committed_at<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<i64>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.committed_at = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for committed_at: {e}"));
+            self
+        }
+        pub fn digest<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<super::PipelineCommitResultDigest>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.digest = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for digest: {e}"));
+            self
+        }
+        pub fn simulation<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<super::PipelineSimulation>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.simulation = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for simulation: {e}"));
+            self
+        }
+        pub fn status<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<super::PipelineCommitResultStatus>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.status = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for status: {e}"));
+            self
+        }
+        pub fn transactions<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::vec::Vec<super::PipelineCommittedTransaction>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.transactions = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for transactions: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<PipelineCommitResult> for super::PipelineCommitResult {
+        type Error = super::error::ConversionError;
+        fn try_from(
+            value: PipelineCommitResult,
+        ) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self {
+                chain: value.chain?,
+                committed_at: value.committed_at?,
+                digest: value.digest?,
+                simulation: value.simulation?,
+                status: value.status?,
+                transactions: value.transactions?,
+            })
+        }
+    }
+    impl ::std::convert::From<super::PipelineCommitResult> for PipelineCommitResult {
+        fn from(value: super::PipelineCommitResult) -> Self {
+            Self {
+                chain: Ok(value.chain),
+                committed_at: Ok(value.committed_at),
+                digest: Ok(value.digest),
+                simulation: Ok(value.simulation),
+                status: Ok(value.status),
+                transactions: Ok(value.transactions),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct PipelineCommittedTransaction {
+        id: ::std::result::Result<::std::string::String, ::std::string::String>,
+        step: ::std::result::Result<::std::num::NonZeroU64, ::std::string::String>,
+    }
+    impl ::std::default::Default for PipelineCommittedTransaction {
+        fn default() -> Self {
+            Self {
+                id: Err("no value supplied for id".to_string()),
+                step: Err("no value supplied for step".to_string()),
+            }
+        }
+    }
+    impl PipelineCommittedTransaction {
+        pub fn id<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::string::String>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for id: {e}"));
+            self
+        }
+        pub fn step<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::num::NonZeroU64>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.step = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for step: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<PipelineCommittedTransaction> for super::PipelineCommittedTransaction {
+        type Error = super::error::ConversionError;
+        fn try_from(
+            value: PipelineCommittedTransaction,
+        ) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self {
+                id: value.id?,
+                step: value.step?,
+            })
+        }
+    }
+    impl ::std::convert::From<super::PipelineCommittedTransaction> for PipelineCommittedTransaction {
+        fn from(value: super::PipelineCommittedTransaction) -> Self {
+            Self {
+                id: Ok(value.id),
+                step: Ok(value.step),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct PipelineFeeEstimate {
+        account: ::std::result::Result<
+            ::std::option::Option<::std::string::String>,
+            ::std::string::String,
+        >,
+        amount: ::std::result::Result<::std::string::String, ::std::string::String>,
+        asset: ::std::result::Result<::std::string::String, ::std::string::String>,
+        chain_id: ::std::result::Result<::std::option::Option<i64>, ::std::string::String>,
+        cluster: ::std::result::Result<
+            ::std::option::Option<::std::string::String>,
+            ::std::string::String,
+        >,
+        decimals: ::std::result::Result<::std::option::Option<i64>, ::std::string::String>,
+        kind: ::std::result::Result<
+            ::std::option::Option<::std::string::String>,
+            ::std::string::String,
+        >,
+        symbol: ::std::result::Result<
+            ::std::option::Option<::std::string::String>,
+            ::std::string::String,
+        >,
+    }
+    impl ::std::default::Default for PipelineFeeEstimate {
+        fn default() -> Self {
+            Self {
+                account: Ok(Default::default()),
+                amount: Err("no value supplied for amount".to_string()),
+                asset: Err("no value supplied for asset".to_string()),
+                chain_id: Ok(Default::default()),
+                cluster: Ok(Default::default()),
+                decimals: Ok(Default::default()),
+                kind: Ok(Default::default()),
+                symbol: Ok(Default::default()),
+            }
+        }
+    }
+    impl PipelineFeeEstimate {
+        pub fn account<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.account = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for account: {e}"));
+            self
+        }
+        pub fn amount<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::string::String>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.amount = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for amount: {e}"));
+            self
+        }
+        pub fn asset<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::string::String>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.asset = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for asset: {e}"));
+            self
+        }
+        pub fn chain_id<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::option::Option<i64>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.chain_id = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for chain_id: {e}"));
+            self
+        }
+        pub fn cluster<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.cluster = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for cluster: {e}"));
+            self
+        }
+        pub fn decimals<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::option::Option<i64>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.decimals = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for decimals: {e}"));
+            self
+        }
+        pub fn kind<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.kind = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for kind: {e}"));
+            self
+        }
+        pub fn symbol<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.symbol = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for symbol: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<PipelineFeeEstimate> for super::PipelineFeeEstimate {
+        type Error = super::error::ConversionError;
+        fn try_from(
+            value: PipelineFeeEstimate,
+        ) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self {
+                account: value.account?,
+                amount: value.amount?,
+                asset: value.asset?,
+                chain_id: value.chain_id?,
+                cluster: value.cluster?,
+                decimals: value.decimals?,
+                kind: value.kind?,
+                symbol: value.symbol?,
+            })
+        }
+    }
+    impl ::std::convert::From<super::PipelineFeeEstimate> for PipelineFeeEstimate {
+        fn from(value: super::PipelineFeeEstimate) -> Self {
+            Self {
+                account: Ok(value.account),
+                amount: Ok(value.amount),
+                asset: Ok(value.asset),
+                chain_id: Ok(value.chain_id),
+                cluster: Ok(value.cluster),
+                decimals: Ok(value.decimals),
+                kind: Ok(value.kind),
+                symbol: Ok(value.symbol),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct PipelineGasEstimate {
+        native_cost: ::std::result::Result<
+            ::std::option::Option<::std::string::String>,
+            ::std::string::String,
+        >,
+        price_wei: ::std::result::Result<
+            ::std::option::Option<::std::string::String>,
+            ::std::string::String,
+        >,
+        units: ::std::result::Result<
+            ::std::option::Option<::std::string::String>,
+            ::std::string::String,
+        >,
+    }
+    impl ::std::default::Default for PipelineGasEstimate {
+        fn default() -> Self {
+            Self {
+                native_cost: Ok(Default::default()),
+                price_wei: Ok(Default::default()),
+                units: Ok(Default::default()),
+            }
+        }
+    }
+    impl PipelineGasEstimate {
+        pub fn native_cost<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.native_cost = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for native_cost: {e}"));
+            self
+        }
+        pub fn price_wei<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.price_wei = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for price_wei: {e}"));
+            self
+        }
+        pub fn units<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.units = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for units: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<PipelineGasEstimate> for super::PipelineGasEstimate {
+        type Error = super::error::ConversionError;
+        fn try_from(
+            value: PipelineGasEstimate,
+        ) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self {
+                native_cost: value.native_cost?,
+                price_wei: value.price_wei?,
+                units: value.units?,
+            })
+        }
+    }
+    impl ::std::convert::From<super::PipelineGasEstimate> for PipelineGasEstimate {
+        fn from(value: super::PipelineGasEstimate) -> Self {
+            Self {
+                native_cost: Ok(value.native_cost),
+                price_wei: Ok(value.price_wei),
+                units: Ok(value.units),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct PipelineGuardResult {
+        message: ::std::result::Result<
+            ::std::option::Option<::std::string::String>,
+            ::std::string::String,
+        >,
+        name: ::std::result::Result<::std::string::String, ::std::string::String>,
+        status: ::std::result::Result<super::PipelineGuardResultStatus, ::std::string::String>,
+    }
+    impl ::std::default::Default for PipelineGuardResult {
+        fn default() -> Self {
+            Self {
+                message: Ok(Default::default()),
+                name: Err("no value supplied for name".to_string()),
+                status: Err("no value supplied for status".to_string()),
+            }
+        }
+    }
+    impl PipelineGuardResult {
+        pub fn message<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.message = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for message: {e}"));
+            self
+        }
+        pub fn name<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::string::String>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.name = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for name: {e}"));
+            self
+        }
+        pub fn status<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<super::PipelineGuardResultStatus>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.status = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for status: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<PipelineGuardResult> for super::PipelineGuardResult {
+        type Error = super::error::ConversionError;
+        fn try_from(
+            value: PipelineGuardResult,
+        ) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self {
+                message: value.message?,
+                name: value.name?,
+                status: value.status?,
+            })
+        }
+    }
+    impl ::std::convert::From<super::PipelineGuardResult> for PipelineGuardResult {
+        fn from(value: super::PipelineGuardResult) -> Self {
+            Self {
+                message: Ok(value.message),
+                name: Ok(value.name),
+                status: Ok(value.status),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct PipelineLog {
+        address: ::std::result::Result<::std::string::String, ::std::string::String>,
+        chain_id: ::std::result::Result<::std::option::Option<i64>, ::std::string::String>,
+        cluster: ::std::result::Result<
+            ::std::option::Option<::std::string::String>,
+            ::std::string::String,
+        >,
+        data: ::std::result::Result<::std::string::String, ::std::string::String>,
+        step: ::std::result::Result<
+            ::std::option::Option<::std::num::NonZeroU64>,
+            ::std::string::String,
+        >,
+        topics:
+            ::std::result::Result<::std::vec::Vec<::std::string::String>, ::std::string::String>,
+    }
+    impl ::std::default::Default for PipelineLog {
+        fn default() -> Self {
+            Self {
+                address: Err("no value supplied for address".to_string()),
+                chain_id: Ok(Default::default()),
+                cluster: Ok(Default::default()),
+                data: Err("no value supplied for data".to_string()),
+                step: Ok(Default::default()),
+                topics: Err("no value supplied for topics".to_string()),
+            }
+        }
+    }
+    impl PipelineLog {
+        pub fn address<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::string::String>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.address = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for address: {e}"));
+            self
+        }
+        pub fn chain_id<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::option::Option<i64>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.chain_id = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for chain_id: {e}"));
+            self
+        }
+        pub fn cluster<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.cluster = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for cluster: {e}"));
+            self
+        }
+        pub fn data<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::string::String>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.data = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for data: {e}"));
+            self
+        }
+        pub fn step<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::option::Option<::std::num::NonZeroU64>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.step = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for step: {e}"));
+            self
+        }
+        pub fn topics<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::vec::Vec<::std::string::String>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.topics = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for topics: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<PipelineLog> for super::PipelineLog {
+        type Error = super::error::ConversionError;
+        fn try_from(
+            value: PipelineLog,
+        ) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self {
+                address: value.address?,
+                chain_id: value.chain_id?,
+                cluster: value.cluster?,
+                data: value.data?,
+                step: value.step?,
+                topics: value.topics?,
+            })
+        }
+    }
+    impl ::std::convert::From<super::PipelineLog> for PipelineLog {
+        fn from(value: super::PipelineLog) -> Self {
+            Self {
+                address: Ok(value.address),
+                chain_id: Ok(value.chain_id),
+                cluster: Ok(value.cluster),
+                data: Ok(value.data),
+                step: Ok(value.step),
+                topics: Ok(value.topics),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct PipelineOperationCall {
+        input: ::std::result::Result<
+            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+            ::std::string::String,
+        >,
+        operation:
+            ::std::result::Result<super::PipelineOperationCallOperation, ::std::string::String>,
+    }
+    impl ::std::default::Default for PipelineOperationCall {
+        fn default() -> Self {
+            Self {
+                input: Err("no value supplied for input".to_string()),
+                operation: Err("no value supplied for operation".to_string()),
+            }
+        }
+    }
+    impl PipelineOperationCall {
+        pub fn input<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<
+                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                >,
+            T::Error: ::std::fmt::Display,
+        {
+            self.input = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for input: {e}"));
+            self
+        }
+        pub fn operation<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<super::PipelineOperationCallOperation>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.operation = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for operation: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<PipelineOperationCall> for super::PipelineOperationCall {
+        type Error = super::error::ConversionError;
+        fn try_from(
+            value: PipelineOperationCall,
+        ) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self {
+                input: value.input?,
+                operation: value.operation?,
+            })
+        }
+    }
+    impl ::std::convert::From<super::PipelineOperationCall> for PipelineOperationCall {
+        fn from(value: super::PipelineOperationCall) -> Self {
+            Self {
+                input: Ok(value.input),
+                operation: Ok(value.operation),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct PipelineOrigin {
+        app: ::std::result::Result<super::PipelineOriginApp, ::std::string::String>,
+        operations: ::std::result::Result<
+            ::std::vec::Vec<super::PipelineOriginOperation>,
+            ::std::string::String,
+        >,
+        skills: ::std::result::Result<
+            ::std::vec::Vec<super::PipelineOriginSkillsItem>,
+            ::std::string::String,
+        >,
+    }
+    impl ::std::default::Default for PipelineOrigin {
+        fn default() -> Self {
+            Self {
+                app: Err("no value supplied for app".to_string()),
+                operations: Err("no value supplied for operations".to_string()),
+                skills: Ok(Default::default()),
+            }
+        }
+    }
+    impl PipelineOrigin {
+        pub fn app<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<super::PipelineOriginApp>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.app = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for app: {e}"));
+            self
+        }
+        pub fn operations<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::vec::Vec<super::PipelineOriginOperation>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.operations = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for operations: {e}"));
+            self
+        }
+        pub fn skills<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::vec::Vec<super::PipelineOriginSkillsItem>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.skills = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for skills: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<PipelineOrigin> for super::PipelineOrigin {
+        type Error = super::error::ConversionError;
+        fn try_from(
+            value: PipelineOrigin,
+        ) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self {
+                app: value.app?,
+                operations: value.operations?,
+                skills: value.skills?,
+            })
+        }
+    }
+    impl ::std::convert::From<super::PipelineOrigin> for PipelineOrigin {
+        fn from(value: super::PipelineOrigin) -> Self {
+            Self {
+                app: Ok(value.app),
+                operations: Ok(value.operations),
+                skills: Ok(value.skills),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct PipelineOriginOperation {
+        input: ::std::result::Result<
+            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+            ::std::string::String,
+        >,
+        operation:
+            ::std::result::Result<super::PipelineOriginOperationOperation, ::std::string::String>,
+        steps:
+            ::std::result::Result<::std::vec::Vec<::std::num::NonZeroU64>, ::std::string::String>,
+    }
+    impl ::std::default::Default for PipelineOriginOperation {
+        fn default() -> Self {
+            Self {
+                input: Err("no value supplied for input".to_string()),
+                operation: Err("no value supplied for operation".to_string()),
+                steps: Err("no value supplied for steps".to_string()),
+            }
+        }
+    }
+    impl PipelineOriginOperation {
+        pub fn input<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<
+                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                >,
+            T::Error: ::std::fmt::Display,
+        {
+            self.input = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for input: {e}"));
+            self
+        }
+        pub fn operation<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<super::PipelineOriginOperationOperation>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.operation = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for operation: {e}"));
+            self
+        }
+        pub fn steps<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::vec::Vec<::std::num::NonZeroU64>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.steps = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for steps: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<PipelineOriginOperation> for super::PipelineOriginOperation {
+        type Error = super::error::ConversionError;
+        fn try_from(
+            value: PipelineOriginOperation,
+        ) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self {
+                input: value.input?,
+                operation: value.operation?,
+                steps: value.steps?,
+            })
+        }
+    }
+    impl ::std::convert::From<super::PipelineOriginOperation> for PipelineOriginOperation {
+        fn from(value: super::PipelineOriginOperation) -> Self {
+            Self {
+                input: Ok(value.input),
+                operation: Ok(value.operation),
+                steps: Ok(value.steps),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct PipelineSimulation {
+        approvals: ::std::result::Result<
+            ::std::vec::Vec<super::PipelineApprovalChange>,
+            ::std::string::String,
+        >,
+        balance_changes: ::std::result::Result<
+            ::std::vec::Vec<super::PipelineBalanceChange>,
+            ::std::string::String,
+        >,
+        fees: ::std::result::Result<
+            ::std::vec::Vec<super::PipelineFeeEstimate>,
+            ::std::string::String,
+        >,
+        gas: ::std::result::Result<
+            ::std::option::Option<super::PipelineGasEstimate>,
+            ::std::string::String,
+        >,
+        guards: ::std::result::Result<
+            ::std::vec::Vec<super::PipelineGuardResult>,
+            ::std::string::String,
+        >,
+        logs: ::std::result::Result<::std::vec::Vec<super::PipelineLog>, ::std::string::String>,
+        status: ::std::result::Result<super::PipelineSimulationStatus, ::std::string::String>,
+        warnings:
+            ::std::result::Result<::std::vec::Vec<::std::string::String>, ::std::string::String>,
+    }
+    impl ::std::default::Default for PipelineSimulation {
+        fn default() -> Self {
+            Self {
+                approvals: Err("no value supplied for approvals".to_string()),
+                balance_changes: Err("no value supplied for balance_changes".to_string()),
+                fees: Err("no value supplied for fees".to_string()),
+                gas: Err("no value supplied for gas".to_string()),
+                guards: Err("no value supplied for guards".to_string()),
+                logs: Err("no value supplied for logs".to_string()),
+                status: Err("no value supplied for status".to_string()),
+                warnings: Err("no value supplied for warnings".to_string()),
+            }
+        }
+    }
+    impl PipelineSimulation {
+        pub fn approvals<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::vec::Vec<super::PipelineApprovalChange>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.approvals = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for approvals: {e}"));
+            self
+        }
+        pub fn balance_changes<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::vec::Vec<super::PipelineBalanceChange>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.balance_changes = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for balance_changes: {e}"));
+            self
+        }
+        pub fn fees<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::vec::Vec<super::PipelineFeeEstimate>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.fees = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for fees: {e}"));
+            self
+        }
+        pub fn gas<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::option::Option<super::PipelineGasEstimate>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.gas = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for gas: {e}"));
+            self
+        }
+        pub fn guards<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::vec::Vec<super::PipelineGuardResult>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.guards = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for guards: {e}"));
+            self
+        }
+        pub fn logs<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::vec::Vec<super::PipelineLog>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.logs = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for logs: {e}"));
+            self
+        }
+        pub fn status<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<super::PipelineSimulationStatus>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.status = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for status: {e}"));
+            self
+        }
+        pub fn warnings<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::vec::Vec<::std::string::String>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.warnings = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for warnings: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<PipelineSimulation> for super::PipelineSimulation {
+        type Error = super::error::ConversionError;
+        fn try_from(
+            value: PipelineSimulation,
+        ) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self {
+                approvals: value.approvals?,
+                balance_changes: value.balance_changes?,
+                fees: value.fees?,
+                gas: value.gas?,
+                guards: value.guards?,
+                logs: value.logs?,
+                status: value.status?,
+                warnings: value.warnings?,
+            })
+        }
+    }
+    impl ::std::convert::From<super::PipelineSimulation> for PipelineSimulation {
+        fn from(value: super::PipelineSimulation) -> Self {
+            Self {
+                approvals: Ok(value.approvals),
+                balance_changes: Ok(value.balance_changes),
+                fees: Ok(value.fees),
+                gas: Ok(value.gas),
+                guards: Ok(value.guards),
+                logs: Ok(value.logs),
+                status: Ok(value.status),
+                warnings: Ok(value.warnings),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct PipelineSkill {
+        description: ::std::result::Result<::std::string::String, ::std::string::String>,
+        name: ::std::result::Result<super::PipelineSkillName, ::std::string::String>,
+        operations: ::std::result::Result<
+            ::std::vec::Vec<super::OperationDescriptor>,
+            ::std::string::String,
+        >,
+    }
+    impl ::std::default::Default for PipelineSkill {
+        fn default() -> Self {
+            Self {
+                description: Err("no value supplied for description".to_string()),
+                name: Err("no value supplied for name".to_string()),
+                operations: Err("no value supplied for operations".to_string()),
+            }
+        }
+    }
+    impl PipelineSkill {
+        pub fn description<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::string::String>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.description = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for description: {e}"));
+            self
+        }
+        pub fn name<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<super::PipelineSkillName>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.name = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for name: {e}"));
+            self
+        }
+        pub fn operations<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::vec::Vec<super::OperationDescriptor>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.operations = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for operations: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<PipelineSkill> for super::PipelineSkill {
+        type Error = super::error::ConversionError;
+        fn try_from(
+            value: PipelineSkill,
+        ) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self {
+                description: value.description?,
+                name: value.name?,
+                operations: value.operations?,
+            })
+        }
+    }
+    impl ::std::convert::From<super::PipelineSkill> for PipelineSkill {
+        fn from(value: super::PipelineSkill) -> Self {
+            Self {
+                description: Ok(value.description),
+                name: Ok(value.name),
+                operations: Ok(value.operations),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct PipelineSkillList {
+        skills: ::std::result::Result<::std::vec::Vec<super::PipelineSkill>, ::std::string::String>,
+    }
+    impl ::std::default::Default for PipelineSkillList {
+        fn default() -> Self {
+            Self {
+                skills: Err("no value supplied for skills".to_string()),
+            }
+        }
+    }
+    impl PipelineSkillList {
+        pub fn skills<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::vec::Vec<super::PipelineSkill>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.skills = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for skills: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<PipelineSkillList> for super::PipelineSkillList {
+        type Error = super::error::ConversionError;
+        fn try_from(
+            value: PipelineSkillList,
+        ) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self {
+                skills: value.skills?,
+            })
+        }
+    }
+    impl ::std::convert::From<super::PipelineSkillList> for PipelineSkillList {
+        fn from(value: super::PipelineSkillList) -> Self {
+            Self {
+                skills: Ok(value.skills),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct PipelineStageInput {
+        actions:
+            ::std::result::Result<::std::vec::Vec<super::PipelineAction>, ::std::string::String>,
+        app: ::std::result::Result<super::PipelineStageInputApp, ::std::string::String>,
+        simulate: ::std::result::Result<::std::option::Option<bool>, ::std::string::String>,
+        skills: ::std::result::Result<
+            ::std::vec::Vec<super::PipelineStageInputSkillsItem>,
+            ::std::string::String,
+        >,
+    }
+    impl ::std::default::Default for PipelineStageInput {
+        fn default() -> Self {
+            Self {
+                actions: Err("no value supplied for actions".to_string()),
+                app: Err("no value supplied for app".to_string()),
+                simulate: Ok(Default::default()),
+                skills: Ok(Default::default()),
+            }
+        }
+    }
+    impl PipelineStageInput {
+        pub fn actions<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::vec::Vec<super::PipelineAction>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.actions = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for actions: {e}"));
+            self
+        }
+        pub fn app<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<super::PipelineStageInputApp>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.app = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for app: {e}"));
+            self
+        }
+        pub fn simulate<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::option::Option<bool>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.simulate = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for simulate: {e}"));
+            self
+        }
+        pub fn skills<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::vec::Vec<super::PipelineStageInputSkillsItem>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.skills = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for skills: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<PipelineStageInput> for super::PipelineStageInput {
+        type Error = super::error::ConversionError;
+        fn try_from(
+            value: PipelineStageInput,
+        ) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self {
+                actions: value.actions?,
+                app: value.app?,
+                simulate: value.simulate?,
+                skills: value.skills?,
+            })
+        }
+    }
+    impl ::std::convert::From<super::PipelineStageInput> for PipelineStageInput {
+        fn from(value: super::PipelineStageInput) -> Self {
+            Self {
+                actions: Ok(value.actions),
+                app: Ok(value.app),
+                simulate: Ok(value.simulate),
+                skills: Ok(value.skills),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct PipelineSummary {
+        action_count: ::std::result::Result<i64, ::std::string::String>,
+        chain: ::std::result::Result<super::PipelineChain, ::std::string::String>,
+        network: ::std::result::Result<::std::string::String, ::std::string::String>,
+        title: ::std::result::Result<::std::string::String, ::std::string::String>,
+    }
+    impl ::std::default::Default for PipelineSummary {
+        fn default() -> Self {
+            Self {
+                action_count: Err("no value supplied for action_count".to_string()),
+                chain: Err("no value supplied for chain".to_string()),
+                network: Err("no value supplied for network".to_string()),
+                title: Err("no value supplied for title".to_string()),
+            }
+        }
+    }
+    impl PipelineSummary {
+        pub fn action_count<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<i64>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.action_count = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for action_count: {e}"));
+            self
+        }
+        pub fn chain<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<super::PipelineChain>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.chain = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for chain: {e}"));
+            self
+        }
+        pub fn network<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::string::String>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.network = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for network: {e}"));
+            self
+        }
+        pub fn title<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::string::String>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.title = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for title: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<PipelineSummary> for super::PipelineSummary {
+        type Error = super::error::ConversionError;
+        fn try_from(
+            value: PipelineSummary,
+        ) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self {
+                action_count: value.action_count?,
+                chain: value.chain?,
+                network: value.network?,
+                title: value.title?,
+            })
+        }
+    }
+    impl ::std::convert::From<super::PipelineSummary> for PipelineSummary {
+        fn from(value: super::PipelineSummary) -> Self {
+            Self {
+                action_count: Ok(value.action_count),
+                chain: Ok(value.chain),
+                network: Ok(value.network),
+                title: Ok(value.title),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct Resync {
+        reason: ::std::result::Result<super::ResyncReason, ::std::string::String>,
+    }
+    impl ::std::default::Default for Resync {
+        fn default() -> Self {
+            Self {
+                reason: Err("no value supplied for reason".to_string()),
+            }
+        }
+    }
+    impl Resync {
+        pub fn reason<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<super::ResyncReason>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.reason = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for reason: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<Resync> for super::Resync {
+        type Error = super::error::ConversionError;
+        fn try_from(value: Resync) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self {
+                reason: value.reason?,
+            })
+        }
+    }
+    impl ::std::convert::From<super::Resync> for Resync {
+        fn from(value: super::Resync) -> Self {
+            Self {
+                reason: Ok(value.reason),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct Session {
+        archived: ::std::result::Result<bool, ::std::string::String>,
+        id: ::std::result::Result<super::SessionId, ::std::string::String>,
+        title: ::std::result::Result<::std::string::String, ::std::string::String>,
+        updated_at: ::std::result::Result<i64, ::std::string::String>,
+    }
+    impl ::std::default::Default for Session {
+        fn default() -> Self {
+            Self {
+                archived: Err("no value supplied for archived".to_string()),
+                id: Err("no value supplied for id".to_string()),
+                title: Err("no value supplied for title".to_string()),
+                updated_at: Err("no value supplied for updated_at".to_string()),
+            }
+        }
+    }
+    impl Session {
+        pub fn archived<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<bool>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.archived = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for archived: {e}"));
+            self
+        }
+        pub fn id<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<super::SessionId>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for id: {e}"));
+            self
+        }
+        pub fn title<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::string::String>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.title = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for title: {e}"));
+            self
+        }
+        pub fn updated_at<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<i64>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.updated_at = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for updated_at: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<Session> for super::Session {
+        type Error = super::error::ConversionError;
+        fn try_from(value: Session) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self {
+                archived: value.archived?,
+                id: value.id?,
+                title: value.title?,
+                updated_at: value.updated_at?,
+            })
+        }
+    }
+    impl ::std::convert::From<super::Session> for Session {
+        fn from(value: super::Session) -> Self {
+            Self {
+                archived: Ok(value.archived),
+                id: Ok(value.id),
+                title: Ok(value.title),
+                updated_at: Ok(value.updated_at),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct SessionUpdate {
+        archived: ::std::result::Result<::std::option::Option<bool>, ::std::string::String>,
+        title: ::std::result::Result<
+            ::std::option::Option<super::SessionUpdateTitle>,
+            ::std::string::String,
+        >,
+    }
+    impl ::std::default::Default for SessionUpdate {
+        fn default() -> Self {
+            Self {
+                archived: Ok(Default::default()),
+                title: Ok(Default::default()),
+            }
+        }
+    }
+    impl SessionUpdate {
+        pub fn archived<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::option::Option<bool>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.archived = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for archived: {e}"));
+            self
+        }
+        pub fn title<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::option::Option<super::SessionUpdateTitle>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.title = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for title: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<SessionUpdate> for super::SessionUpdate {
+        type Error = super::error::ConversionError;
+        fn try_from(
+            value: SessionUpdate,
+        ) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self {
+                archived: value.archived?,
+                title: value.title?,
+            })
+        }
+    }
+    impl ::std::convert::From<super::SessionUpdate> for SessionUpdate {
+        fn from(value: super::SessionUpdate) -> Self {
+            Self {
+                archived: Ok(value.archived),
+                title: Ok(value.title),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct SkillResult {
+        operation: ::std::result::Result<::std::string::String, ::std::string::String>,
+        result: ::std::result::Result<::serde_json::Value, ::std::string::String>,
+        skill: ::std::result::Result<::std::string::String, ::std::string::String>,
+    }
+    impl ::std::default::Default for SkillResult {
+        fn default() -> Self {
+            Self {
+                operation: Err("no value supplied for operation".to_string()),
+                result: Err("no value supplied for result".to_string()),
+                skill: Err("no value supplied for skill".to_string()),
+            }
+        }
+    }
+    impl SkillResult {
+        pub fn operation<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::string::String>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.operation = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for operation: {e}"));
+            self
+        }
+        pub fn result<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::serde_json::Value>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.result = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for result: {e}"));
+            self
+        }
+        pub fn skill<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::string::String>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.skill = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for skill: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<SkillResult> for super::SkillResult {
+        type Error = super::error::ConversionError;
+        fn try_from(
+            value: SkillResult,
+        ) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self {
+                operation: value.operation?,
+                result: value.result?,
+                skill: value.skill?,
+            })
+        }
+    }
+    impl ::std::convert::From<super::SkillResult> for SkillResult {
+        fn from(value: super::SkillResult) -> Self {
+            Self {
+                operation: Ok(value.operation),
+                result: Ok(value.result),
+                skill: Ok(value.skill),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct StatementLine {
+        amount: ::std::result::Result<super::Money, ::std::string::String>,
+        meter: ::std::result::Result<super::StatementLineMeter, ::std::string::String>,
+        quantity: ::std::result::Result<i64, ::std::string::String>,
+        unit_price: ::std::result::Result<super::Money, ::std::string::String>,
+    }
+    impl ::std::default::Default for StatementLine {
+        fn default() -> Self {
+            Self {
+                amount: Err("no value supplied for amount".to_string()),
+                meter: Err("no value supplied for meter".to_string()),
+                quantity: Err("no value supplied for quantity".to_string()),
+                unit_price: Err("no value supplied for unit_price".to_string()),
+            }
+        }
+    }
+    impl StatementLine {
+        pub fn amount<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<super::Money>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.amount = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for amount: {e}"));
+            self
+        }
+        pub fn meter<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<super::StatementLineMeter>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.meter = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for meter: {e}"));
+            self
+        }
+        pub fn quantity<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<i64>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.quantity = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for quantity: {e}"));
+            self
+        }
+        pub fn unit_price<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<super::Money>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.unit_price = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for unit_price: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<StatementLine> for super::StatementLine {
+        type Error = super::error::ConversionError;
+        fn try_from(
+            value: StatementLine,
+        ) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self {
+                amount: value.amount?,
+                meter: value.meter?,
+                quantity: value.quantity?,
+                unit_price: value.unit_price?,
+            })
+        }
+    }
+    impl ::std::convert::From<super::StatementLine> for StatementLine {
+        fn from(value: super::StatementLine) -> Self {
+            Self {
+                amount: Ok(value.amount),
+                meter: Ok(value.meter),
+                quantity: Ok(value.quantity),
+                unit_price: Ok(value.unit_price),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct StatementPeriod {
+        end: ::std::result::Result<i64, ::std::string::String>,
+        start: ::std::result::Result<i64, ::std::string::String>,
+    }
+    impl ::std::default::Default for StatementPeriod {
+        fn default() -> Self {
+            Self {
+                end: Err("no value supplied for end".to_string()),
+                start: Err("no value supplied for start".to_string()),
+            }
+        }
+    }
+    impl StatementPeriod {
+        pub fn end<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<i64>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.end = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for end: {e}"));
+            self
+        }
+        pub fn start<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<i64>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.start = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for start: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<StatementPeriod> for super::StatementPeriod {
+        type Error = super::error::ConversionError;
+        fn try_from(
+            value: StatementPeriod,
+        ) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self {
+                end: value.end?,
+                start: value.start?,
+            })
+        }
+    }
+    impl ::std::convert::From<super::StatementPeriod> for StatementPeriod {
+        fn from(value: super::StatementPeriod) -> Self {
+            Self {
+                end: Ok(value.end),
+                start: Ok(value.start),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct SvmAccountMeta {
+        is_signer: ::std::result::Result<bool, ::std::string::String>,
+        is_writable: ::std::result::Result<bool, ::std::string::String>,
+        pubkey: ::std::result::Result<super::SvmAccountMetaPubkey, ::std::string::String>,
+    }
+    impl ::std::default::Default for SvmAccountMeta {
+        fn default() -> Self {
+            Self {
+                is_signer: Err("no value supplied for is_signer".to_string()),
+                is_writable: Err("no value supplied for is_writable".to_string()),
+                pubkey: Err("no value supplied for pubkey".to_string()),
+            }
+        }
+    }
+    impl SvmAccountMeta {
+        pub fn is_signer<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<bool>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.is_signer = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for is_signer: {e}"));
+            self
+        }
+        pub fn is_writable<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<bool>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.is_writable = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for is_writable: {e}"));
+            self
+        }
+        pub fn pubkey<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<super::SvmAccountMetaPubkey>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.pubkey = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for pubkey: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<SvmAccountMeta> for super::SvmAccountMeta {
+        type Error = super::error::ConversionError;
+        fn try_from(
+            value: SvmAccountMeta,
+        ) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self {
+                is_signer: value.is_signer?,
+                is_writable: value.is_writable?,
+                pubkey: value.pubkey?,
+            })
+        }
+    }
+    impl ::std::convert::From<super::SvmAccountMeta> for SvmAccountMeta {
+        fn from(value: super::SvmAccountMeta) -> Self {
+            Self {
+                is_signer: Ok(value.is_signer),
+                is_writable: Ok(value.is_writable),
+                pubkey: Ok(value.pubkey),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct SvmInstruction {
+        accounts:
+            ::std::result::Result<::std::vec::Vec<super::SvmAccountMeta>, ::std::string::String>,
+        data: ::std::result::Result<super::SvmInstructionData, ::std::string::String>,
+        program_id: ::std::result::Result<super::SvmInstructionProgramId, ::std::string::String>,
+    }
+    impl ::std::default::Default for SvmInstruction {
+        fn default() -> Self {
+            Self {
+                accounts: Err("no value supplied for accounts".to_string()),
+                data: Err("no value supplied for data".to_string()),
+                program_id: Err("no value supplied for program_id".to_string()),
+            }
+        }
+    }
+    impl SvmInstruction {
+        pub fn accounts<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::vec::Vec<super::SvmAccountMeta>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.accounts = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for accounts: {e}"));
+            self
+        }
+        pub fn data<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<super::SvmInstructionData>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.data = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for data: {e}"));
+            self
+        }
+        pub fn program_id<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<super::SvmInstructionProgramId>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.program_id = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for program_id: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<SvmInstruction> for super::SvmInstruction {
+        type Error = super::error::ConversionError;
+        fn try_from(
+            value: SvmInstruction,
+        ) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self {
+                accounts: value.accounts?,
+                data: value.data?,
+                program_id: value.program_id?,
+            })
+        }
+    }
+    impl ::std::convert::From<super::SvmInstruction> for SvmInstruction {
+        fn from(value: super::SvmInstruction) -> Self {
+            Self {
+                accounts: Ok(value.accounts),
+                data: Ok(value.data),
+                program_id: Ok(value.program_id),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct TurnStatus {
+        session_id: ::std::result::Result<::std::string::String, ::std::string::String>,
+        state: ::std::result::Result<super::TurnState, ::std::string::String>,
+        turn_id: ::std::result::Result<::std::string::String, ::std::string::String>,
+    }
+    impl ::std::default::Default for TurnStatus {
+        fn default() -> Self {
+            Self {
+                session_id: Err("no value supplied for session_id".to_string()),
+                state: Err("no value supplied for state".to_string()),
+                turn_id: Err("no value supplied for turn_id".to_string()),
+            }
+        }
+    }
+    impl TurnStatus {
+        pub fn session_id<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::string::String>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.session_id = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for session_id: {e}"));
+            self
+        }
+        pub fn state<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<super::TurnState>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.state = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for state: {e}"));
+            self
+        }
+        pub fn turn_id<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::string::String>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.turn_id = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for turn_id: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<TurnStatus> for super::TurnStatus {
+        type Error = super::error::ConversionError;
+        fn try_from(
+            value: TurnStatus,
+        ) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self {
+                session_id: value.session_id?,
+                state: value.state?,
+                turn_id: value.turn_id?,
+            })
+        }
+    }
+    impl ::std::convert::From<super::TurnStatus> for TurnStatus {
+        fn from(value: super::TurnStatus) -> Self {
+            Self {
+                session_id: Ok(value.session_id),
+                state: Ok(value.state),
+                turn_id: Ok(value.turn_id),
+            }
+        }
+    }
+    #[derive(Clone, Debug)]
+    pub struct UsageStatement {
+        currency: ::std::result::Result<super::UsageStatementCurrency, ::std::string::String>,
+        lines: ::std::result::Result<::std::vec::Vec<super::StatementLine>, ::std::string::String>,
+        period: ::std::result::Result<super::StatementPeriod, ::std::string::String>,
+        total: ::std::result::Result<super::Money, ::std::string::String>,
+    }
+    impl ::std::default::Default for UsageStatement {
+        fn default() -> Self {
+            Self {
+                currency: Err("no value supplied for currency".to_string()),
+                lines: Err("no value supplied for lines".to_string()),
+                period: Err("no value supplied for period".to_string()),
+                total: Err("no value supplied for total".to_string()),
+            }
+        }
+    }
+    impl UsageStatement {
+        pub fn currency<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<super::UsageStatementCurrency>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.currency = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for currency: {e}"));
+            self
+        }
+        pub fn lines<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<::std::vec::Vec<super::StatementLine>>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.lines = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for lines: {e}"));
+            self
+        }
+        pub fn period<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<super::StatementPeriod>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.period = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for period: {e}"));
+            self
+        }
+        pub fn total<T>(mut self, value: T) -> Self
+        where
+            T: ::std::convert::TryInto<super::Money>,
+            T::Error: ::std::fmt::Display,
+        {
+            self.total = value
+                .try_into()
+                .map_err(|e| format!("error converting supplied value for total: {e}"));
+            self
+        }
+    }
+    impl ::std::convert::TryFrom<UsageStatement> for super::UsageStatement {
+        type Error = super::error::ConversionError;
+        fn try_from(
+            value: UsageStatement,
+        ) -> ::std::result::Result<Self, super::error::ConversionError> {
+            Ok(Self {
+                currency: value.currency?,
+                lines: value.lines?,
+                period: value.period?,
+                total: value.total?,
+            })
+        }
+    }
+    impl ::std::convert::From<super::UsageStatement> for UsageStatement {
+        fn from(value: super::UsageStatement) -> Self {
+            Self {
+                currency: Ok(value.currency),
+                lines: Ok(value.lines),
+                period: Ok(value.period),
+                total: Ok(value.total),
+            }
+        }
     }
 }
 /// Error types.

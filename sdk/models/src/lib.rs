@@ -22,6 +22,20 @@
 //!     serde_json::from_value(serde_json::json!({ "title": "t", "extra": 1 }));
 //! assert!(update.is_err(), "a request model refuses unknown members");
 //! ```
+//!
+//! Every model with members is `#[non_exhaustive]`, so that a member a compatible release adds
+//! changes nothing for code outside the crate. Such code makes a model with its builder, whose
+//! `try_into()` names a required member left out:
+//!
+//! ```
+//! use intent_models::{Session, SessionUpdate};
+//!
+//! let update: SessionUpdate = SessionUpdate::builder().archived(Some(true)).try_into().unwrap();
+//! assert_eq!(update.archived, Some(true));
+//!
+//! let missing: Result<Session, _> = Session::builder().id("ses_1").title("t").try_into();
+//! assert!(missing.unwrap_err().to_string().contains("archived"));
+//! ```
 
 #![forbid(unsafe_code)]
 

@@ -1,6 +1,7 @@
 //! Why an Account call failed.
 
 use intent_models::ErrorCode;
+use intent_models::error::ConversionError;
 
 use crate::store;
 
@@ -22,6 +23,9 @@ pub enum Error {
     /// The durable store failed.
     #[error(transparent)]
     Store(#[from] store::Error),
+    /// An answer's model was left without a required member (a bug of this server).
+    #[error("an answer was left incomplete: {0}")]
+    Model(#[from] ConversionError),
 }
 
 impl Error {
@@ -31,7 +35,7 @@ impl Error {
             Self::InvalidParameter(_) => ErrorCode::InvalidParameter,
             Self::NotFound(_) => ErrorCode::NotFound,
             Self::CredentialsMissing { .. } => ErrorCode::CredentialsMissing,
-            Self::Store(_) => ErrorCode::Internal,
+            Self::Store(_) | Self::Model(_) => ErrorCode::Internal,
         }
     }
 }

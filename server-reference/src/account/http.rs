@@ -67,7 +67,7 @@ async fn save_credential(
     State(account): State<Arc<Account>>,
     principal: Principal,
     ApiPath((app, name)): ApiPath<(ApplicationId, CredentialName)>,
-    ApiJson(CredentialValue { value }): ApiJson<CredentialValue>,
+    ApiJson(CredentialValue { value, .. }): ApiJson<CredentialValue>,
 ) -> Result<Json<CredentialChange>, ApiError> {
     let change = account
         .save_credential(&principal.account, app, &name, &value)

@@ -39,22 +39,23 @@ impl Account {
                     .iter()
                     .find(|(id, _)| *id == app.id)
                     .map(|(_, at)| *at);
-                AccountApp {
-                    id: app_id(app),
-                    name: app.name.to_owned(),
-                    description: app.description.to_owned(),
-                    installed: installed_at.is_some(),
-                    installed_at,
-                    required_credentials: app
-                        .credentials
-                        .iter()
-                        .filter(|c| c.required)
-                        .map(|c| c.name.to_owned())
-                        .collect(),
-                }
+                AccountApp::builder()
+                    .id(app_id(app))
+                    .name(app.name)
+                    .description(app.description)
+                    .installed(installed_at.is_some())
+                    .installed_at(installed_at)
+                    .required_credentials(
+                        app.credentials
+                            .iter()
+                            .filter(|c| c.required)
+                            .map(|c| c.name.to_owned())
+                            .collect::<Vec<_>>(),
+                    )
+                    .try_into()
             })
-            .collect();
-        Ok(AccountAppList { apps })
+            .collect::<Result<Vec<AccountApp>, _>>()?;
+        Ok(AccountAppList::builder().apps(apps).try_into()?)
     }
 
     /// Installs application `id` for `account`, once its required credentials are saved.
@@ -71,22 +72,22 @@ impl Account {
             return Err(Error::CredentialsMissing { missing });
         }
         let installed_at = self.store.install(account, app.id, now()).await?;
-        Ok(AppInstallation {
-            application_id: app_id(app),
-            installed: true,
-            installed_at: Some(installed_at),
-        })
+        Ok(AppInstallation::builder()
+            .application_id(app_id(app))
+            .installed(true)
+            .installed_at(installed_at)
+            .try_into()?)
     }
 
     /// Uninstalls application `id` for `account`.
     pub async fn uninstall(&self, account: &str, id: ApplicationId) -> Result<AppInstallation> {
         let app = find_application(id)?;
         self.store.uninstall(account, app.id).await?;
-        Ok(AppInstallation {
-            application_id: app_id(app),
-            installed: false,
-            installed_at: None,
-        })
+        Ok(AppInstallation::builder()
+            .application_id(app_id(app))
+            .installed(false)
+            .installed_at(None::<i64>)
+            .try_into()?)
     }
 
     /// The credentials application `id` declares, with whether `account` saved each.
@@ -101,19 +102,19 @@ impl Account {
                     .iter()
                     .find(|p| p.name == spec.name)
                     .map(|p| p.updated_at);
-                CredentialStatus {
-                    name: spec.name.to_owned(),
-                    description: spec.description.to_owned(),
-                    required: spec.required,
-                    present: updated_at.is_some(),
-                    updated_at,
-                }
+                CredentialStatus::builder()
+                    .name(spec.name)
+                    .description(spec.description)
+                    .required(spec.required)
+                    .present(updated_at.is_some())
+                    .updated_at(updated_at)
+                    .try_into()
             })
-            .collect();
-        Ok(CredentialList {
-            application_id: app_id(app),
-            credentials,
-        })
+            .collect::<Result<Vec<CredentialStatus>, _>>()?;
+        Ok(CredentialList::builder()
+            .application_id(app_id(app))
+            .credentials(credentials)
+            .try_into()?)
     }
 
     /// Saves `value` as `account`'s credential `name` of application `id`, sealed.
@@ -131,11 +132,7 @@ impl Account {
         self.store
             .save_credential(account, app.id, name, &sealed, now())
             .await?;
-        Ok(CredentialChange {
-            application_id: app_id(app),
-            name: name.to_owned(),
-            present: true,
-        })
+        Ok(credential_change(app, name, true)?)
     }
 
     /// Removes `account`'s credential `name` of application `id`.
@@ -151,11 +148,7 @@ impl Account {
                 "no credential {name} is saved for this application"
             )));
         }
-        Ok(CredentialChange {
-            application_id: app_id(app),
-            name: name.to_owned(),
-            present: false,
-        })
+        Ok(credential_change(app, name, false)?)
     }
 
     /// `account`'s priced usage in `period` (a month as `YYYY-MM`; the current one by default).
@@ -178,20 +171,24 @@ impl Account {
                     .map_or(0, |(_, n)| *n);
                 let price = statement::unit_price_millis(meter);
                 total += quantity * price;
-                StatementLine {
-                    meter: statement_meter(meter),
-                    quantity,
-                    unit_price: money(price),
-                    amount: money(quantity * price),
-                }
+                StatementLine::builder()
+                    .meter(statement_meter(meter))
+                    .quantity(quantity)
+                    .unit_price(money(price))
+                    .amount(money(quantity * price))
+                    .try_into()
             })
-            .collect();
-        Ok(UsageStatement {
-            period: StatementPeriod { start, end },
-            currency: UsageStatementCurrency::Usd,
-            lines,
-            total: money(total),
-        })
+            .collect::<Result<Vec<StatementLine>, _>>()?;
+        let period: StatementPeriod = StatementPeriod::builder()
+            .start(start)
+            .end(end)
+            .try_into()?;
+        Ok(UsageStatement::builder()
+            .period(period)
+            .currency(UsageStatementCurrency::Usd)
+            .lines(lines)
+            .total(money(total))
+            .try_into()?)
     }
 }
 
@@ -218,6 +215,18 @@ fn credential(
 /// What a sealed value is bound to: it opens for this account, application and name only.
 fn sealing_context(account: &str, app: &AppSpec, name: &str) -> String {
     format!("{account}\u{0}{}\u{0}{name}", app.id)
+}
+
+fn credential_change(
+    app: &AppSpec,
+    name: &str,
+    present: bool,
+) -> Result<CredentialChange, intent_models::error::ConversionError> {
+    CredentialChange::builder()
+        .application_id(app_id(app))
+        .name(name)
+        .present(present)
+        .try_into()
 }
 
 fn app_id(app: &AppSpec) -> NonZeroU64 {

@@ -1,6 +1,7 @@
 //! Why an Agent call failed.
 
 use intent_models::ErrorCode;
+use intent_models::error::ConversionError;
 use serde::{Deserialize, Serialize};
 
 use crate::store;
@@ -53,6 +54,9 @@ pub enum Error {
     /// The durable store failed.
     #[error(transparent)]
     Store(#[from] store::Error),
+    /// An answer's model was left without a required member (a bug of this server).
+    #[error("an answer was left incomplete: {0}")]
+    Model(#[from] ConversionError),
 }
 
 /// Why an action resolution was refused. Refusals are recorded under the idempotency key and
@@ -104,7 +108,7 @@ impl Error {
             },
             Self::IdempotencyInFlight => ErrorCode::IdempotencyInFlight,
             Self::IdempotencyKeyReused => ErrorCode::IdempotencyKeyReused,
-            Self::Internal | Self::Store(_) => ErrorCode::Internal,
+            Self::Internal | Self::Store(_) | Self::Model(_) => ErrorCode::Internal,
         }
     }
 }

@@ -146,10 +146,11 @@ fn frame(item: Followed) -> Option<Event> {
         Followed::Closing => Some(
             Event::default().comment("the server is draining; resume from the id of the last page"),
         ),
-        Followed::Resync(reason) => Event::default()
-            .event("resync")
-            .json_data(Resync { reason })
-            .ok(),
+        Followed::Resync(reason) => Resync::builder()
+            .reason(reason)
+            .try_into()
+            .ok()
+            .and_then(|resync: Resync| Event::default().event("resync").json_data(resync).ok()),
     }
 }
 

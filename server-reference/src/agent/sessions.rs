@@ -25,9 +25,7 @@ impl Sessions {
     /// `account`'s session `id`.
     pub async fn get(&self, account: &str, id: &str) -> Result<Session> {
         let record = self.log.session(account, id).await?;
-        record
-            .map(view)
-            .ok_or_else(|| Error::NoSession(id.to_owned()))
+        view(record.ok_or_else(|| Error::NoSession(id.to_owned()))?)
     }
 
     /// Sets the title and/or the archived flag of `account`'s session `id`.
@@ -42,9 +40,7 @@ impl Sessions {
             .log
             .update_session(account, id, title, update.archived, now())
             .await?;
-        record
-            .map(view)
-            .ok_or_else(|| Error::NoSession(id.to_owned()))
+        view(record.ok_or_else(|| Error::NoSession(id.to_owned()))?)
     }
 
     /// Deletes `account`'s session `id` with its log, stopping its active turn.
@@ -60,14 +56,11 @@ impl Sessions {
     }
 }
 
-fn view(record: SessionRecord) -> Session {
-    Session {
-        archived: record.archived,
-        id: record
-            .id
-            .parse()
-            .expect("stored session ids are at most 160 characters"),
-        title: record.title,
-        updated_at: record.updated_at,
-    }
+fn view(record: SessionRecord) -> Result<Session> {
+    Ok(Session::builder()
+        .archived(record.archived)
+        .id(record.id)
+        .title(record.title)
+        .updated_at(record.updated_at)
+        .try_into()?)
 }

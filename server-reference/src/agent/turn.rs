@@ -5,6 +5,7 @@ use std::num::NonZeroU64;
 use std::sync::Arc;
 use std::time::Duration;
 
+use intent_models::error::ConversionError;
 use intent_models::{
     ActionRequest, ActionRequestKind, AgentEvent, AgentEventRole, MessageSnapshot,
     MessageSnapshotRole, PipelineBuild, PipelineBuildRequest, PipelineChain, PipelineCommitResult,
@@ -44,6 +45,17 @@ pub enum TurnError {
         /// What went wrong, for people.
         message: String,
     },
+}
+
+/// A model the turn writes was left without a required member (a bug of this server).
+impl From<ConversionError> for TurnError {
+    fn from(error: ConversionError) -> Self {
+        tracing::error!(%error, "a turn's model is incomplete");
+        Self::Failed {
+            code: "internal".to_owned(),
+            message: "internal error".to_owned(),
+        }
+    }
 }
 
 /// What the runtime sees of its turn: who asked, the ways to write to its log, and the Pipeline
@@ -89,14 +101,12 @@ impl Turn {
         let mut so_far = String::new();
         for word in text.split_inclusive(' ') {
             so_far.push_str(word);
-            self.log.snapshot(
-                &self.session_id,
-                MessageSnapshot {
-                    role: MessageSnapshotRole::Assistant,
-                    text: so_far.clone(),
-                    turn_id: self.turn_id.clone(),
-                },
-            );
+            let snapshot = MessageSnapshot::builder()
+                .role(MessageSnapshotRole::Assistant)
+                .text(so_far.clone())
+                .turn_id(self.turn_id.clone())
+                .try_into()?;
+            self.log.snapshot(&self.session_id, snapshot);
             self.pause(SNAPSHOT_INTERVAL).await?;
         }
         self.append(
@@ -237,7 +247,7 @@ impl Turn {
                 .await
             }
             Step::AwaitAction { title, build } => {
-                let action = action_request(title, *build);
+                let action = action_request(title, *build)?;
                 let new_action = NewAction {
                     id: action.action_id.to_string(),
                     revision: 1,
@@ -293,14 +303,12 @@ pub(super) fn failure(turn_id: &str, code: &str, message: &str) -> Vec<AgentEven
     ]
 }
 
-fn action_request(title: String, build: PipelineBuild) -> ActionRequest {
-    ActionRequest {
-        action_id: random::id("act")
-            .parse()
-            .expect("a random id is a valid action id"),
-        build,
-        kind: ActionRequestKind::ApproveBuild,
-        revision: NonZeroU64::MIN,
-        title,
-    }
+fn action_request(title: String, build: PipelineBuild) -> Result<ActionRequest, ConversionError> {
+    ActionRequest::builder()
+        .action_id(random::id("act"))
+        .build(build)
+        .kind(ActionRequestKind::ApproveBuild)
+        .revision(NonZeroU64::MIN)
+        .title(title)
+        .try_into()
 }

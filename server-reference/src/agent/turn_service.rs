@@ -146,12 +146,12 @@ impl Turns {
             &turn_id,
             Input::Intent(message.to_owned()),
         );
-        Ok(ChatStartResponse {
-            cursor,
-            session_id,
-            state: TurnState::Processing,
-            turn_id,
-        })
+        Ok(ChatStartResponse::builder()
+            .cursor(cursor)
+            .session_id(session_id)
+            .state(TurnState::Processing)
+            .turn_id(turn_id)
+            .try_into()?)
     }
 
     /// Interrupts the active turn of `account`'s `session`.
@@ -179,11 +179,11 @@ impl Turns {
         match self.0.log.append(session, entry, Writer::Client).await? {
             Appended::Done(_) => {
                 self.0.running.cancel(&turn_id);
-                Ok(TurnStatus {
-                    session_id: session.to_owned(),
-                    state: TurnState::Interrupted,
-                    turn_id,
-                })
+                Ok(TurnStatus::builder()
+                    .session_id(session)
+                    .state(TurnState::Interrupted)
+                    .turn_id(turn_id)
+                    .try_into()?)
             }
             // The turn ended between the two reads.
             Appended::Refused(_) | Appended::NoTurn => Err(Error::TurnNotActive),
@@ -323,10 +323,10 @@ impl Turns {
                     result,
                 };
                 self.spawn(account, session, &turn_id, input);
-                Ok(ActionResolution {
-                    action_id: action.parse().expect("a resolved action's id is valid"),
-                    revision: revision_number(revision),
-                })
+                Ok(ActionResolution::builder()
+                    .action_id(action)
+                    .revision(revision_number(revision))
+                    .try_into()?)
             }
             Resolved::NotFound => refused(Refusal::NoAction {
                 session_id: session.to_owned(),

@@ -4,6 +4,7 @@
 //! that anyone holding the JWKS can verify a Build offline.
 
 use intent_models::digest::build_digest;
+use intent_models::error::ConversionError;
 use intent_models::{
     Open, PipelineAction, PipelineBuild, PipelineBuildStatus, PipelineOrigin, PipelineSimulation,
     PipelineSummary,
@@ -48,18 +49,22 @@ pub struct Content {
 }
 
 /// Seals `content` for `owner`: the digest of the content and an attestation over it.
-pub fn seal(key: &SigningKeys, content: Content, owner: &str) -> PipelineBuild {
-    let mut build = PipelineBuild {
-        actions: content.actions,
-        attestation: String::new(),
-        digest: UNSEALED.parse().expect("a digest of the right shape"),
-        expires_at: content.expires_at,
-        origin: content.origin,
-        simulation: content.simulation,
-        status: content.status,
-        summary: Some(Open::Profile(content.summary)),
-        version: VERSION.try_into().expect("the Build version"),
-    };
+pub fn seal(
+    key: &SigningKeys,
+    content: Content,
+    owner: &str,
+) -> Result<PipelineBuild, ConversionError> {
+    let mut build: PipelineBuild = PipelineBuild::builder()
+        .actions(content.actions)
+        .attestation(String::new())
+        .digest(UNSEALED)
+        .expires_at(content.expires_at)
+        .origin(content.origin)
+        .simulation(content.simulation)
+        .status(content.status)
+        .summary(Open::Profile(content.summary))
+        .version(VERSION)
+        .try_into()?;
     let Value::Object(mut fields) = serde_json::to_value(&build).expect("a Build serializes")
     else {
         unreachable!("a Build is a JSON object")
@@ -75,7 +80,7 @@ pub fn seal(key: &SigningKeys, content: Content, owner: &str) -> PipelineBuild {
     };
     build.digest = digest.parse().expect("build_digest gives a digest");
     build.attestation = key.sign(ATTESTATION_TYP, &attestation);
-    build
+    Ok(build)
 }
 
 /// The envelope version of every Build.

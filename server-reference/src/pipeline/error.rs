@@ -1,5 +1,6 @@
 //! Why a Pipeline call failed.
 
+use intent_models::error::ConversionError;
 use intent_models::{ErrorCode, PipelineSimulation};
 use serde_json::Value;
 
@@ -45,6 +46,9 @@ pub enum Error {
     /// The durable store failed.
     #[error(transparent)]
     Store(#[from] store::Error),
+    /// An answer's model was left without a required member (a bug of this server).
+    #[error("an answer was left incomplete: {0}")]
+    Model(#[from] ConversionError),
 }
 
 impl Error {
@@ -58,7 +62,7 @@ impl Error {
             Self::BuildInvalid(_) => ErrorCode::BuildInvalid,
             Self::BuildExpired(_) => ErrorCode::BuildExpired,
             Self::SimulationFailed(_) => ErrorCode::SimulationFailed,
-            Self::Store(_) => ErrorCode::Internal,
+            Self::Store(_) | Self::Model(_) => ErrorCode::Internal,
         }
     }
 }

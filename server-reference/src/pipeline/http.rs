@@ -53,8 +53,8 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Names {
     }
 }
 
-async fn list_apps(State(pipeline): State<Arc<Pipeline>>) -> Json<Value> {
-    Json(pipeline.apps())
+async fn list_apps(State(pipeline): State<Arc<Pipeline>>) -> Result<Json<Value>, ApiError> {
+    Ok(Json(pipeline.apps()?))
 }
 
 async fn app_operation(
@@ -64,8 +64,8 @@ async fn app_operation(
     Ok(Json(pipeline.app_operation(&app, &operation)?))
 }
 
-async fn list_skills(State(pipeline): State<Arc<Pipeline>>) -> Json<Value> {
-    Json(pipeline.skills())
+async fn list_skills(State(pipeline): State<Arc<Pipeline>>) -> Result<Json<Value>, ApiError> {
+    Ok(Json(pipeline.skills()?))
 }
 
 async fn call_skill(

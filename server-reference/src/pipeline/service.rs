@@ -4,6 +4,7 @@ use std::num::NonZeroU64;
 use std::sync::Arc;
 use std::time::Duration;
 
+use intent_models::error::ConversionError;
 use intent_models::{
     OperationDescriptor, OperationDescriptorKind, PipelineAction, PipelineBuild,
     PipelineBuildRequest, PipelineBuildStatus, PipelineChain, PipelineCommitResult,
@@ -122,19 +123,18 @@ impl Pipeline {
             let operation = app.operation(&call.operation).map_err(in_body)?;
             let first = draft.actions.len() as u64 + 1;
             let assembled = operation.assemble(&call.input, first)?;
-            let steps = (first..first + assembled.actions.len() as u64)
+            let steps: Vec<NonZeroU64> = (first..first + assembled.actions.len() as u64)
                 .map(|step| NonZeroU64::new(step).expect("steps start at 1"))
                 .collect();
             draft.actions.extend(assembled.actions);
             draft.titles.push(assembled.title);
-            draft.operations.push(PipelineOriginOperation {
-                input: call.input.clone(),
-                operation: operation
-                    .name
-                    .parse()
-                    .expect("catalog operation names are 1 to 160 characters"),
-                steps,
-            });
+            draft.operations.push(
+                PipelineOriginOperation::builder()
+                    .input(call.input.clone())
+                    .operation(operation.name)
+                    .steps(steps)
+                    .try_into()?,
+            );
         }
         self.seal(owner, draft).await
     }
@@ -214,55 +214,57 @@ impl Pipeline {
         let (simulation, transactions) = prepared.apply(seq);
         let transactions = transactions
             .into_iter()
-            .map(|(step, id)| PipelineCommittedTransaction {
-                id,
-                step: NonZeroU64::new(step).expect("steps start at 1"),
+            .map(|(step, id)| {
+                PipelineCommittedTransaction::builder()
+                    .id(id)
+                    .step(step)
+                    .try_into()
             })
-            .collect();
-        Ok(PipelineCommitResult {
-            chain,
-            committed_at: at,
-            digest: typed.digest.to_string().parse().expect("a checked digest"),
-            simulation,
-            status: PipelineCommitResultStatus::Committed,
-            transactions,
-        })
+            .collect::<Result<Vec<PipelineCommittedTransaction>, _>>()?;
+        Ok(PipelineCommitResult::builder()
+            .chain(chain)
+            .committed_at(at)
+            .digest(typed.digest.to_string())
+            .simulation(simulation)
+            .status(PipelineCommitResultStatus::Committed)
+            .transactions(transactions)
+            .try_into()?)
     }
 
     /// Every app with the descriptors of its operations.
-    pub fn apps(&self) -> Value {
-        let apps: Vec<Value> = catalog::APPS
+    pub fn apps(&self) -> Result<Value> {
+        let apps = catalog::APPS
             .iter()
             .map(|app| {
-                let operations: Vec<OperationDescriptor> = app
+                let operations = app
                     .operations
                     .iter()
                     .map(|op| app_descriptor(app, op))
-                    .collect();
-                json!({
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(json!({
                     "name": app.name,
                     "chain": app.chain,
                     "description": app.description,
                     "operations": operations,
-                })
+                }))
             })
-            .collect();
-        json!({ "apps": apps })
+            .collect::<Result<Vec<Value>>>()?;
+        Ok(json!({ "apps": apps }))
     }
 
     /// The descriptor of `app`'s `operation`: POST a build request naming it to the app's
     /// lifecycle endpoint.
     pub fn app_operation(&self, app: &str, operation: &str) -> Result<OperationDescriptor> {
         let app = catalog::app(app)?;
-        Ok(app_descriptor(app, app.operation(operation)?))
+        Ok(app_descriptor(app, app.operation(operation)?)?)
     }
 
     /// Every skill with the descriptors of its operations.
-    pub fn skills(&self) -> Value {
-        let skills: Vec<Value> = catalog::SKILLS
+    pub fn skills(&self) -> Result<Value> {
+        let skills = catalog::SKILLS
             .iter()
             .map(|skill| {
-                let operations: Vec<OperationDescriptor> = skill
+                let operations = skill
                     .operations
                     .iter()
                     .map(|op| {
@@ -270,11 +272,11 @@ impl Pipeline {
                             format!("/v1/pipeline/skills/{}/operations/{}", skill.name, op.name);
                         descriptor(op.name, href, &op.input)
                     })
-                    .collect();
-                json!({ "name": skill.name, "description": skill.description, "operations": operations })
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(json!({ "name": skill.name, "description": skill.description, "operations": operations }))
             })
-            .collect();
-        json!({ "skills": skills })
+            .collect::<Result<Vec<Value>>>()?;
+        Ok(json!({ "skills": skills }))
     }
 
     /// Runs `skill`'s `operation` on `input`: a request-local result.
@@ -314,26 +316,22 @@ impl Pipeline {
             } else {
                 PipelineBuildStatus::Staged
             },
-            summary: PipelineSummary {
-                action_count: draft.actions.len() as i64,
-                chain: draft.app.chain,
-                network: network(&draft.actions),
-                title: draft.titles.join("; "),
-            },
-            origin: PipelineOrigin {
-                app: draft
-                    .app
-                    .name
-                    .parse()
-                    .expect("catalog app names are 1 to 160 characters"),
-                operations: draft.operations,
-                skills: draft.skills,
-            },
+            summary: PipelineSummary::builder()
+                .action_count(draft.actions.len() as i64)
+                .chain(draft.app.chain)
+                .network(network(&draft.actions))
+                .title(draft.titles.join("; "))
+                .try_into()?,
+            origin: PipelineOrigin::builder()
+                .app(draft.app.name)
+                .operations(draft.operations)
+                .skills(draft.skills)
+                .try_into()?,
             actions: draft.actions,
             simulation,
             expires_at,
         };
-        Ok(envelope::seal(&self.key, content, owner))
+        Ok(envelope::seal(&self.key, content, owner)?)
     }
 }
 
@@ -378,17 +376,24 @@ fn on_chain(app: &catalog::App, chain: PipelineChain) -> Result<()> {
     )))
 }
 
-fn descriptor(name: &str, href: String, input: &catalog::Schema) -> OperationDescriptor {
-    OperationDescriptor {
-        href,
-        input_schema: input.json.as_object().cloned().unwrap_or_default(),
-        kind: OperationDescriptorKind::Operation,
-        method: "POST".to_owned(),
-        name: name.to_owned(),
-    }
+fn descriptor(
+    name: &str,
+    href: String,
+    input: &catalog::Schema,
+) -> Result<OperationDescriptor, ConversionError> {
+    OperationDescriptor::builder()
+        .href(href)
+        .input_schema(input.json.as_object().cloned().unwrap_or_default())
+        .kind(OperationDescriptorKind::Operation)
+        .method("POST")
+        .name(name)
+        .try_into()
 }
 
-fn app_descriptor(app: &catalog::App, operation: &catalog::Operation) -> OperationDescriptor {
+fn app_descriptor(
+    app: &catalog::App,
+    operation: &catalog::Operation,
+) -> Result<OperationDescriptor, ConversionError> {
     let href = match app.chain {
         PipelineChain::Evm => "/v1/pipeline/evm/build",
         PipelineChain::Svm => "/v1/pipeline/svm/stage",

@@ -28,6 +28,10 @@ use intent_models::{
 
 use crate::backoff::Backoff;
 use crate::error::invalid;
+use crate::generated::builder;
+use crate::generated::types::{
+    GetChatEventsCursor, ResolveActionActionId, ResolveActionIdempotencyKey,
+};
 use crate::{Client, Error};
 
 pub use follow::{LogItem, Position};
@@ -79,10 +83,11 @@ impl<'a> Agent<'a> {
         message: &str,
         session: Option<&str>,
     ) -> Result<TurnOutcome, Error> {
-        let request = ChatStartRequest {
-            message: message.parse().map_err(invalid)?,
-            session_id: session.map(str::parse).transpose().map_err(invalid)?,
-        };
+        let request: ChatStartRequest = ChatStartRequest::builder()
+            .message(message)
+            .session_id(session.map(str::parse).transpose().map_err(invalid)?)
+            .try_into()
+            .map_err(invalid)?;
         self.within_deadline(async {
             let started = self.start(&request).await?;
             self.settle(&started.session_id, &started.turn_id, &started.cursor)
@@ -93,7 +98,13 @@ impl<'a> Agent<'a> {
 
     /// Starts a turn and returns at once (`POST /v1/agent/chat`).
     pub async fn start(&self, request: &ChatStartRequest) -> Result<ChatStartResponse, Error> {
-        Ok(self.client.start_chat(request).await?.into_inner())
+        Ok(self
+            .client
+            .start_chat()
+            .body(request.clone())
+            .send()
+            .await?
+            .into_inner())
     }
 
     /// Long-polls the session from `cursor` until turn `turn_id` is in a state other than
@@ -139,9 +150,8 @@ impl<'a> Agent<'a> {
         let mut cursor = Some(outcome.cursor.parse().map_err(invalid)?);
         let mut last = 0;
         loop {
-            let read = self
-                .client
-                .get_chat_events(&session_id, cursor.as_ref(), None, Some(LONG_POLL_MS))
+            let read = events(self.client, &session_id, cursor.clone(), Some(LONG_POLL_MS))
+                .send()
                 .await
                 .map_err(Error::from);
             let mut page = match read {
@@ -184,9 +194,8 @@ impl<'a> Agent<'a> {
         wait_ms: Option<i64>,
     ) -> Result<EventPage, Error> {
         let cursor = cursor.map(str::parse).transpose().map_err(invalid)?;
-        let page = self
-            .client
-            .get_chat_events(&session_id(session)?, cursor.as_ref(), None, wait_ms)
+        let page = events(self.client, &session_id(session)?, cursor, wait_ms)
+            .send()
             .await?;
         Ok(page.into_inner())
     }
@@ -263,23 +272,28 @@ impl<'a> Agent<'a> {
                 reason: None,
             },
         };
-        let body = ActionResolutionRequest {
-            revision: action.revision,
-            result,
-        };
-        let key = idempotency_key().parse().map_err(invalid)?;
+        let body: ActionResolutionRequest = ActionResolutionRequest::builder()
+            .revision(action.revision)
+            .result(result)
+            .try_into()
+            .map_err(invalid)?;
+        let key: ResolveActionIdempotencyKey = idempotency_key().parse().map_err(invalid)?;
         let session = session_id(session)?;
-        let action_id = action.action_id.to_string().parse().map_err(invalid)?;
+        let action_id: ResolveActionActionId =
+            action.action_id.to_string().parse().map_err(invalid)?;
         // The client's retry policy resends it on a transport failure or a 429 (it carries its
         // key); here only a duplicate still in flight is waited for.
         let mut backoff = Backoff::new();
         let mut attempt = 1;
         loop {
-            let error = match self
+            let request = self
                 .client
-                .resolve_action(&session, &action_id, &key, &body)
-                .await
-            {
+                .resolve_action()
+                .session_id(session.clone())
+                .action_id(action_id.clone())
+                .idempotency_key(key.clone())
+                .body(body.clone());
+            let error = match request.send().await {
                 Ok(resolution) => return Ok(resolution.into_inner()),
                 Err(error) => Error::from(error),
             };
@@ -295,7 +309,9 @@ impl<'a> Agent<'a> {
     pub async fn session(&self, session: &str) -> Result<Session, Error> {
         Ok(self
             .client
-            .get_session(&session_id(session)?)
+            .get_session()
+            .session_id(session_id(session)?)
+            .send()
             .await?
             .into_inner())
     }
@@ -308,20 +324,32 @@ impl<'a> Agent<'a> {
     ) -> Result<Session, Error> {
         let updated = self
             .client
-            .update_session(&session_id(session)?, update)
+            .update_session()
+            .session_id(session_id(session)?)
+            .body(update.clone())
+            .send()
             .await?;
         Ok(updated.into_inner())
     }
 
     /// Deletes the session and its log.
     pub async fn delete_session(&self, session: &str) -> Result<(), Error> {
-        self.client.delete_session(&session_id(session)?).await?;
+        self.client
+            .delete_session()
+            .session_id(session_id(session)?)
+            .send()
+            .await?;
         Ok(())
     }
 
     /// Interrupts the session's active turn.
     pub async fn interrupt(&self, session: &str) -> Result<TurnStatus, Error> {
-        let status = self.client.interrupt_turn(&session_id(session)?).await?;
+        let status = self
+            .client
+            .interrupt_turn()
+            .session_id(session_id(session)?)
+            .send()
+            .await?;
         Ok(status.into_inner())
     }
 }
@@ -336,6 +364,24 @@ fn follow_or_fail<T: follow::Transport>(
         Ok(transport) => follow::follow(transport, from).left_stream(),
         Err(error) => futures_util::stream::once(async { Err(error) }).right_stream(),
     }
+}
+
+/// `GET /v1/agent/chat/{sessionId}` from `cursor` (or the retained log's start), waiting up to
+/// `wait_ms` for an event.
+pub(crate) fn events<'c>(
+    client: &'c Client,
+    session: &SessionId,
+    cursor: Option<GetChatEventsCursor>,
+    wait_ms: Option<i64>,
+) -> builder::GetChatEvents<'c> {
+    let mut request = client.get_chat_events().session_id(session.clone());
+    if let Some(cursor) = cursor {
+        request = request.cursor(cursor);
+    }
+    if let Some(wait_ms) = wait_ms {
+        request = request.wait(wait_ms);
+    }
+    request
 }
 
 fn session_id(session: &str) -> Result<SessionId, Error> {

@@ -24,9 +24,8 @@ impl Transport for Poll {
     async fn read(&mut self, _: &mut (), cursor: Option<&str>) -> Option<Result<Frame, Error>> {
         let page = async {
             let cursor = cursor.map(str::parse).transpose().map_err(invalid)?;
-            let page = self
-                .client
-                .get_chat_events(&self.session, cursor.as_ref(), None, Some(LONG_POLL_MS))
+            let page = super::events(&self.client, &self.session, cursor, Some(LONG_POLL_MS))
+                .send()
                 .await?;
             Ok(Frame::Page(page.into_inner()))
         };

@@ -10,6 +10,7 @@ use intent_models::SessionId;
 
 use super::follow::{Frame, Transport};
 use crate::error::invalid;
+use crate::generated::types::StreamChatEventsCursor;
 use crate::{Client, Error};
 
 type Frames = Pin<Box<dyn Stream<Item = Result<eventsource_stream::Event, String>> + Send>>;
@@ -24,13 +25,15 @@ impl Transport for Sse {
     type Connection = Frames;
 
     async fn open(&mut self, cursor: Option<&str>) -> Result<Frames, Error> {
-        let cursor = cursor.map(str::parse).transpose().map_err(invalid)?;
-        let body = self
+        let mut request = self
             .client
-            .stream_chat_events(&self.session, cursor.as_ref(), None)
-            .await?
-            .into_inner()
-            .into_inner();
+            .stream_chat_events()
+            .session_id(self.session.clone());
+        if let Some(cursor) = cursor {
+            let cursor: StreamChatEventsCursor = cursor.parse().map_err(invalid)?;
+            request = request.cursor(cursor);
+        }
+        let body = request.send().await?.into_inner().into_inner();
         Ok(Box::pin(
             body.eventsource()
                 .map(|frame| frame.map_err(|e| e.to_string())),

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::str::FromStr;
 
+use intent_models::error::ConversionError;
 use intent_models::{PipelineAction, PipelineGasEstimate};
 use revm::context::TxEnv;
 use revm::database::{CacheDB, EmptyDB};
@@ -141,13 +142,23 @@ impl Ledger for Db {
         genesis()
     }
 
-    fn run(&mut self, actions: &[PipelineAction], expires_at: i64, now: i64) -> Run {
+    fn run(
+        &mut self,
+        actions: &[PipelineAction],
+        expires_at: i64,
+        now: i64,
+    ) -> Result<Run, ConversionError> {
         run(self, actions, expires_at, now)
     }
 }
 
 /// Executes `actions` in order on `db`, committing each one's changes, and describes it.
-fn run(db: &mut Db, actions: &[PipelineAction], expires_at: i64, now: i64) -> Run {
+fn run(
+    db: &mut Db,
+    actions: &[PipelineAction],
+    expires_at: i64,
+    now: i64,
+) -> Result<Run, ConversionError> {
     let mut guards = Guards::default();
     let mut balance_changes = Vec::new();
     let mut fees = Vec::new();
@@ -309,12 +320,12 @@ fn run(db: &mut Db, actions: &[PipelineAction], expires_at: i64, now: i64) -> Ru
         unlimited.then(|| "a spender may move every token of the account".to_owned()),
         expires_at,
         now,
-    );
-    let gas = PipelineGasEstimate {
-        units: Some(gas_units.to_string()),
-        price_wei: Some(GAS_PRICE_WEI.to_string()),
-        native_cost: Some((U256::from(gas_units) * U256::from(GAS_PRICE_WEI)).to_string()),
-    };
+    )?;
+    let gas = PipelineGasEstimate::builder()
+        .units(gas_units.to_string())
+        .price_wei(GAS_PRICE_WEI.to_string())
+        .native_cost((U256::from(gas_units) * U256::from(GAS_PRICE_WEI)).to_string())
+        .try_into()?;
     let observed = Observed {
         balance_changes,
         approvals,
@@ -323,10 +334,10 @@ fn run(db: &mut Db, actions: &[PipelineAction], expires_at: i64, now: i64) -> Ru
         warnings,
         gas: Some(gas),
     };
-    Run {
-        simulation: simulation(observed, guards),
+    Ok(Run {
+        simulation: simulation(observed, guards)?,
         transactions,
-    }
+    })
 }
 
 fn hex_bytes(text: &str) -> Bytes {

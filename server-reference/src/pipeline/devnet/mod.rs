@@ -9,14 +9,18 @@
 pub mod evm;
 pub mod svm;
 
+use intent_models::error::ConversionError;
 use intent_models::{
-    PipelineAction, PipelineBuild, PipelineChain, PipelineGasEstimate, PipelineGuardResult,
-    PipelineGuardResultStatus as GuardStatus, PipelineSimulation, PipelineSimulationStatus,
+    PipelineAction, PipelineApprovalChange, PipelineBalanceChange, PipelineBuild, PipelineChain,
+    PipelineFeeEstimate, PipelineGasEstimate, PipelineGuardResult,
+    PipelineGuardResultStatus as GuardStatus, PipelineLog, PipelineSimulation,
+    PipelineSimulationStatus,
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard};
 
+use crate::pipeline;
 use crate::store::{self, Store};
 
 /// Seconds before `expiresAt` under which the expiry guard warns.
@@ -27,7 +31,12 @@ trait Ledger: Clone {
     /// The state before any commit.
     fn genesis() -> Self;
     /// Executes `actions` in order, keeping each one's changes, and describes them.
-    fn run(&mut self, actions: &[PipelineAction], expires_at: i64, now: i64) -> Run;
+    fn run(
+        &mut self,
+        actions: &[PipelineAction],
+        expires_at: i64,
+        now: i64,
+    ) -> Result<Run, ConversionError>;
 }
 
 /// A simulation and the transaction ids of a run.
@@ -61,17 +70,18 @@ impl Devnet {
         expires_at: i64,
         now: i64,
         store: &Store,
-    ) -> store::Result<PipelineSimulation> {
-        Ok(match chain {
+    ) -> pipeline::Result<PipelineSimulation> {
+        let run = match chain {
             PipelineChain::Evm => {
                 let mut copy = synced(&self.evm, chain, store).await?.ledger.clone();
-                copy.run(actions, expires_at, now).simulation
+                copy.run(actions, expires_at, now)
             }
             PipelineChain::Svm => {
                 let mut copy = synced(&self.svm, chain, store).await?.ledger.clone();
-                copy.run(actions, expires_at, now).simulation
+                copy.run(actions, expires_at, now)
             }
-        })
+        };
+        Ok(run?.simulation)
     }
 
     /// Locks `chain`, catches it up with `store` and re-simulates `build` on a copy of its
@@ -83,20 +93,20 @@ impl Devnet {
         build: &PipelineBuild,
         now: i64,
         store: &Store,
-    ) -> store::Result<Prepared<'_>> {
+    ) -> pipeline::Result<Prepared<'_>> {
         Ok(match chain {
             PipelineChain::Evm => prepare_on(
                 synced(&self.evm, chain, store).await?,
                 build,
                 now,
                 Pending::Evm,
-            ),
+            )?,
             PipelineChain::Svm => prepare_on(
                 synced(&self.svm, chain, store).await?,
                 build,
                 now,
                 Pending::Svm,
-            ),
+            )?,
         })
     }
 }
@@ -120,7 +130,8 @@ async fn synced<'a, L: Ledger>(
     {
         match serde_json::from_str::<Vec<PipelineAction>>(&actions) {
             Ok(actions) => {
-                state.ledger.run(&actions, i64::MAX, 0);
+                // Only the state matters here; a run changes it before it describes itself.
+                let _description = state.ledger.run(&actions, i64::MAX, 0);
             }
             Err(error) => tracing::error!(%error, seq, "a committed Build's actions do not parse"),
         }
@@ -180,16 +191,16 @@ fn prepare_on<'a, L: Ledger>(
     build: &PipelineBuild,
     now: i64,
     pending: fn(Locked<'a, L>, Box<L>) -> Pending<'a>,
-) -> Prepared<'a> {
+) -> Result<Prepared<'a>, ConversionError> {
     let mut next = Box::new(state.ledger.clone());
-    let run = next.run(&build.actions, build.expires_at, now);
+    let run = next.run(&build.actions, build.expires_at, now)?;
     let applied_through = state.applied;
-    Prepared {
+    Ok(Prepared {
         simulation: run.simulation,
         transactions: run.transactions,
         applied_through,
         pending: pending(state, next),
-    }
+    })
 }
 
 /// What a run observed, before its guards judge it.
@@ -203,22 +214,25 @@ struct Observed {
 }
 
 /// The simulation of `observed`: passed unless one of `guards` failed.
-fn simulation(observed: Observed, guards: Vec<PipelineGuardResult>) -> PipelineSimulation {
+fn simulation(
+    observed: Observed,
+    guards: Vec<PipelineGuardResult>,
+) -> Result<PipelineSimulation, ConversionError> {
     let failed = guards.iter().any(|g| g.status == GuardStatus::Failed);
-    PipelineSimulation {
-        status: if failed {
+    PipelineSimulation::builder()
+        .status(if failed {
             PipelineSimulationStatus::Failed
         } else {
             PipelineSimulationStatus::Passed
-        },
-        balance_changes: entries(observed.balance_changes),
-        approvals: entries(observed.approvals),
-        fees: entries(observed.fees),
-        logs: entries(observed.logs),
-        warnings: observed.warnings,
-        guards,
-        gas: observed.gas,
-    }
+        })
+        .balance_changes(entries::<PipelineBalanceChange>(observed.balance_changes))
+        .approvals(entries::<PipelineApprovalChange>(observed.approvals))
+        .fees(entries::<PipelineFeeEstimate>(observed.fees))
+        .logs(entries::<PipelineLog>(observed.logs))
+        .warnings(observed.warnings)
+        .guards(guards)
+        .gas(observed.gas)
+        .try_into()
 }
 
 /// Decoded entries as their models; the decoders write only what the models allow.
@@ -246,8 +260,8 @@ impl Guards {
         unlimited_approval: Option<String>,
         expires_at: i64,
         now: i64,
-    ) -> Vec<PipelineGuardResult> {
-        vec![
+    ) -> Result<Vec<PipelineGuardResult>, ConversionError> {
+        [
             guard("known_chain", self.known_chain, GuardStatus::Failed),
             guard("zero_address", self.zero_address, GuardStatus::Failed),
             guard(
@@ -263,34 +277,40 @@ impl Guards {
             ),
             expiry_guard(expires_at, now),
         ]
+        .into_iter()
+        .collect()
     }
 }
 
 /// A guard result: passed, or `status` (failed or warning) with the reason.
-fn guard(name: &str, failure: Option<String>, status: GuardStatus) -> PipelineGuardResult {
-    PipelineGuardResult {
-        name: name.to_owned(),
-        status: if failure.is_some() {
+fn guard(
+    name: &str,
+    failure: Option<String>,
+    status: GuardStatus,
+) -> Result<PipelineGuardResult, ConversionError> {
+    PipelineGuardResult::builder()
+        .name(name)
+        .status(if failure.is_some() {
             status
         } else {
             GuardStatus::Passed
-        },
-        message: failure,
-    }
+        })
+        .message(failure)
+        .try_into()
 }
 
 /// The lifetime left before `expires_at`: failed once passed, a warning when short.
-fn expiry_guard(expires_at: i64, now: i64) -> PipelineGuardResult {
+fn expiry_guard(expires_at: i64, now: i64) -> Result<PipelineGuardResult, ConversionError> {
     let left = expires_at.saturating_sub(now);
-    PipelineGuardResult {
-        name: "expiry_window".to_owned(),
-        status: if left <= 0 {
+    PipelineGuardResult::builder()
+        .name("expiry_window")
+        .status(if left <= 0 {
             GuardStatus::Failed
         } else if left < EXPIRY_WARNING_SECS {
             GuardStatus::Warning
         } else {
             GuardStatus::Passed
-        },
-        message: Some(format!("{} seconds left before expiresAt", left.max(0))),
-    }
+        })
+        .message(format!("{} seconds left before expiresAt", left.max(0)))
+        .try_into()
 }

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::str::FromStr;
 
 use base64::Engine;
+use intent_models::error::ConversionError;
 use intent_models::{PipelineAction, SvmInstruction};
 use litesvm::LiteSVM;
 use litesvm::types::FailedTransactionMetadata;
@@ -213,7 +214,12 @@ impl Ledger for Cluster {
         Self { svm }
     }
 
-    fn run(&mut self, actions: &[PipelineAction], expires_at: i64, now: i64) -> Run {
+    fn run(
+        &mut self,
+        actions: &[PipelineAction],
+        expires_at: i64,
+        now: i64,
+    ) -> Result<Run, ConversionError> {
         let mut guards = Guards::default();
         let mut balance_changes = Vec::new();
         let mut fees = Vec::new();
@@ -292,7 +298,7 @@ impl Ledger for Cluster {
             logs.extend(program_logs(&meta.logs, step));
             transactions.push((step, meta.signature.to_string()));
         }
-        let guards = guards.results(None, expires_at, now);
+        let guards = guards.results(None, expires_at, now)?;
         let observed = Observed {
             balance_changes,
             approvals: Vec::new(),
@@ -301,10 +307,10 @@ impl Ledger for Cluster {
             warnings,
             gas: None,
         };
-        Run {
-            simulation: simulation(observed, guards),
+        Ok(Run {
+            simulation: simulation(observed, guards)?,
             transactions,
-        }
+        })
     }
 }
 

@@ -7,6 +7,7 @@ use axum::Json;
 use axum::extract::rejection::JsonRejection;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use intent_models::error::ConversionError;
 use intent_models::{ErrorCode, ErrorDetail, ErrorEnvelope};
 use serde_json::{Map, Value};
 
@@ -168,12 +169,22 @@ impl From<crate::store::Error> for ApiError {
     }
 }
 
+/// An answer's model left without a required member: a bug of this server, logged here and
+/// answered as a bare 500.
+impl From<ConversionError> for ApiError {
+    fn from(error: ConversionError) -> Self {
+        tracing::error!(%error, "an answer's model is incomplete");
+        Self::internal()
+    }
+}
+
 impl From<agent::Error> for ApiError {
     fn from(error: agent::Error) -> Self {
         use agent::{Error, Refusal};
         let api = Self::new(error.code(), error.to_string());
         match error {
             Error::Store(error) => error.into(),
+            Error::Model(error) => error.into(),
             Error::Internal => Self::internal(),
             Error::TurnInProgress { turn_id } => api.with_detail("turnId", turn_id.into()),
             Error::Refused(Refusal::Stale { current }) => {
@@ -193,6 +204,7 @@ impl From<pipeline::Error> for ApiError {
         let api = Self::new(error.code(), error.to_string());
         match error {
             Error::Store(error) => error.into(),
+            Error::Model(error) => error.into(),
             Error::InvalidInput { errors, .. } => api.with_detail("errors", Value::Array(errors)),
             Error::SimulationFailed(simulation) => api.with_detail(
                 "simulation",
@@ -209,8 +221,23 @@ impl From<account::Error> for ApiError {
         let api = Self::new(error.code(), error.to_string());
         match error {
             Error::Store(error) => error.into(),
+            Error::Model(error) => error.into(),
             Error::CredentialsMissing { missing } => api.with_detail("missing", missing.into()),
             _ => api,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_incomplete_model_is_a_bare_500_that_names_nothing_of_the_server() {
+        let missing = ConversionError::from("no value supplied for installed_at");
+        let api = ApiError::from(account::Error::Model(missing));
+        assert_eq!(api.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(api.message(), "internal error");
+        assert!(!api.body().contains("installed_at"), "{}", api.body());
     }
 }

@@ -206,7 +206,7 @@ impl TestServer {
     }
 
     /// A generated client whose every request carries `token`, whatever its resource.
-    pub fn client(&self, token: &str) -> intent_sdk::Client {
+    pub fn client(&self, token: &str) -> intent_sdk::raw::Client {
         let mut headers = reqwest::header::HeaderMap::new();
         let value = format!("Bearer {token}")
             .parse()
@@ -216,7 +216,7 @@ impl TestServer {
             .default_headers(headers)
             .build()
             .expect("a reqwest client");
-        intent_sdk::Client::new_with_client(&self.base, http, Default::default())
+        intent_sdk::raw::Client::new_with_client(&self.base, http, Default::default())
     }
 }
 

@@ -52,7 +52,7 @@ fn assert_valid(schema: &str, body: &Value) {
     );
 }
 
-fn api_error(error: intent_sdk::GeneratedError<intent_sdk::models::ErrorEnvelope>) -> (u16, Value) {
+fn api_error(error: intent_sdk::raw::Error<intent_sdk::models::ErrorEnvelope>) -> (u16, Value) {
     let error = intent_sdk::Error::from(error);
     let response = error
         .response()

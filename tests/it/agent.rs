@@ -8,7 +8,7 @@ use intent_models::{
     ActionRequest, ActionResolutionRequest, ActionResult, AgentEvent, ChatStartRequest,
     ChatStartResponse, EventPage, SessionUpdate, TurnState,
 };
-use intent_sdk::Client;
+use intent_sdk::raw::Client;
 use intent_server::resource::Resource;
 use intent_tests::TestServer;
 use serde_json::{Value, json};

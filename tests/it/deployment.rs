@@ -77,7 +77,7 @@ async fn a_page_on_one_instance_holds_what_the_other_acknowledged() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 
-    async fn title(client: &intent_sdk::Client, session: &str) -> String {
+    async fn title(client: &intent_sdk::raw::Client, session: &str) -> String {
         let session = client.get_session().session_id(session).send().await;
         session.unwrap().into_inner().title
     }
@@ -386,7 +386,7 @@ async fn a_build_commits_once_whichever_instance_gets_it_and_changes_what_the_ot
     let Some((a, b)) = pair().await else { return };
     let token = a.token("alice", Resource::Pipeline, &["pipeline:execute"]);
     let (client_a, client_b) = (a.client(&token), b.client(&token));
-    let build = |client: intent_sdk::Client| async move {
+    let build = |client: intent_sdk::raw::Client| async move {
         match client
             .evm_build()
             .body(transfer("9000"))

@@ -4,11 +4,10 @@
 
 use std::time::Duration;
 
-use intent_sdk::build::{self, SealedBuild};
+use intent_sdk::build::{Jwks, SealedBuild};
 use intent_server::config::Config;
 use intent_server::resource::Resource;
 use intent_tests::TestServer;
-use jsonwebtoken::jwk::JwkSet;
 use serde_json::{Value, json};
 
 const SENDER: &str = "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266";
@@ -36,7 +35,7 @@ async fn call(method: &str, url: String, token: &str, body: Option<Value>) -> (u
     (status, response.json().await.unwrap_or(Value::Null))
 }
 
-async fn jwks(base: &str) -> JwkSet {
+async fn jwks(base: &str) -> Jwks {
     let url = format!("{base}/.well-known/jwks.json");
     reqwest::get(url).await.unwrap().json().await.unwrap()
 }
@@ -133,11 +132,7 @@ async fn what_the_previous_keys_made_keeps_working_across_a_rotation_and_a_resta
     let base = restart(&server, |config| config).await;
 
     let published = jwks(&base).await;
-    let kids: Vec<_> = published
-        .keys
-        .iter()
-        .map(|k| k.common.key_id.clone().unwrap())
-        .collect();
+    let kids: Vec<String> = published.key_ids().map(str::to_owned).collect();
     assert_eq!(
         kids,
         [new_kid.clone(), old_kid],
@@ -145,7 +140,9 @@ async fn what_the_previous_keys_made_keeps_working_across_a_rotation_and_a_resta
     );
     let (status, body) = page(&base, &made).await;
     assert_eq!(status, 200, "the old token and the old cursor: {body}");
-    build::verify(&made.build, &published).expect("the SDK verifies the old attestation");
+    made.build
+        .verify_with(&published)
+        .expect("the SDK verifies the old attestation");
     let (status, body) = commit(&base, &made).await;
     assert_eq!(status, 200, "the old Build commits: {body}");
 
@@ -153,7 +150,7 @@ async fn what_the_previous_keys_made_keeps_working_across_a_rotation_and_a_resta
     let fresh = make(&base, current_tokens(&server), "2").await;
     assert_eq!(kid(&fresh.agent), new_kid);
     assert_eq!(kid(&fresh.build.attestation), new_kid);
-    build::verify(&fresh.build, &published).unwrap();
+    fresh.build.verify_with(&published).unwrap();
     assert_eq!(page(&base, &fresh).await.0, 200);
     let (status, body) = commit(&base, &fresh).await;
     assert_eq!(status, 200, "{body}");
@@ -178,8 +175,12 @@ async fn the_previous_keys_are_refused_once_what_they_made_can_have_expired() {
     tokio::time::sleep(Duration::from_millis(2100)).await;
 
     let published = jwks(&base).await;
-    assert_eq!(published.keys.len(), 1, "only the current key is published");
-    assert!(build::verify(&made.build, &published).is_err());
+    assert_eq!(
+        published.key_ids().count(),
+        1,
+        "only the current key is published"
+    );
+    assert!(made.build.verify_with(&published).is_err());
     let (status, body) = page(&base, &made).await;
     assert_eq!(status, 401, "the old token is refused: {body}");
     let (status, body) = commit(&base, &made).await;

@@ -187,14 +187,14 @@ async fn the_sdk_verifies_builds_offline_and_commits_them_byte_for_byte() {
     let alice = execute(&server, "alice");
     let (_, json) = post(&server, &alice, &transfer("1")).await;
     let sealed = SealedBuild::from_json(json.clone()).unwrap();
-    let jwks: jsonwebtoken::jwk::JwkSet =
+    let jwks: intent_sdk::build::Jwks =
         reqwest::get(format!("{}/.well-known/jwks.json", server.base_url()))
             .await
             .unwrap()
             .json()
             .await
             .unwrap();
-    let attestation = build::verify(&sealed, &jwks).unwrap();
+    let attestation = sealed.verify_with(&jwks).unwrap();
     assert_eq!(
         (attestation.owner.as_str(), attestation.app.as_str()),
         ("alice", "evm-assets")
@@ -203,15 +203,12 @@ async fn the_sdk_verifies_builds_offline_and_commits_them_byte_for_byte() {
     let mut tampered = json.clone();
     tampered["summary"]["title"] = "Send 1000 ETH".into();
     let tampered = SealedBuild::from_json(tampered).unwrap();
-    assert_eq!(
-        build::verify(&tampered, &jwks),
-        Err(BuildError::DigestMismatch)
-    );
+    assert_eq!(tampered.verify_with(&jwks), Err(BuildError::DigestMismatch));
     let mut forged = json.clone();
     forged["attestation"] = forge(forged["attestation"].as_str().unwrap()).into();
     let forged = SealedBuild::from_json(forged).unwrap();
     assert!(matches!(
-        build::verify(&forged, &jwks),
+        forged.verify_with(&jwks),
         Err(BuildError::Attestation(_))
     ));
 

@@ -76,7 +76,7 @@ async fn the_log_stream_delivers_each_event_once_and_restarts_on_cursor_errors()
     let first = agent.run_turn("hello", None).await.unwrap();
     let session = first.session_id.clone();
 
-    let mut stream = Box::pin(agent.follow(&session, None));
+    let mut stream = agent.follow(&session, None);
     let items = take(&mut stream, 4).await;
     assert_eq!(seqs(&items), [Some(1), Some(2), Some(3), Some(4)]);
     agent.run_turn("hello", Some(&session)).await.unwrap();
@@ -94,14 +94,14 @@ async fn the_log_stream_delivers_each_event_once_and_restarts_on_cursor_errors()
     ));
 
     // A cursor that does not open: restart, then the whole retained log.
-    let mut garbage = Box::pin(agent.follow(&session, Some("garbage".into())));
+    let mut garbage = agent.follow(&session, Some("garbage"));
     let items = take(&mut garbage, 9).await;
     assert_eq!(seqs(&items)[..2], [None, Some(1)]);
     assert_eq!(seqs(&items)[8], Some(8));
 
     // An expired one: the same.
     tokio::time::sleep(Duration::from_millis(2_100)).await;
-    let mut expired = Box::pin(agent.follow(&session, Some(first.cursor)));
+    let mut expired = agent.follow(&session, Some(&first.cursor));
     let items = take(&mut expired, 2).await;
     assert_eq!(seqs(&items), [None, Some(1)]);
 }
@@ -114,7 +114,7 @@ async fn the_sse_follower_delivers_events_in_order_and_restarts() {
     let first = agent.run_turn("hello", None).await.unwrap();
     let session = first.session_id.clone();
 
-    let mut stream = Box::pin(agent.follow_sse(&session, None));
+    let mut stream = agent.follow_sse(&session, None);
     agent.run_turn("hello", Some(&session)).await.unwrap();
     let mut seqs = Vec::new();
     while seqs.len() < 8 {
@@ -136,7 +136,7 @@ async fn the_sse_follower_delivers_events_in_order_and_restarts() {
         if cursor != "garbage" {
             tokio::time::sleep(Duration::from_millis(2_100)).await;
         }
-        let mut stream = Box::pin(agent.follow_sse(&session, Some(cursor)));
+        let mut stream = agent.follow_sse(&session, Some(&cursor));
         let mut items = Vec::new();
         while items.len() < 2 {
             let item = tokio::time::timeout(Duration::from_secs(10), stream.next())
@@ -161,7 +161,7 @@ async fn a_follower_resumes_from_a_stored_position_after_the_event_it_names() {
     let first = agent.run_turn("hello", None).await.unwrap();
     let session = first.session_id.clone();
     agent.run_turn("hello again", Some(&session)).await.unwrap();
-    let all = take(&mut Box::pin(agent.follow(&session, None)), 8).await;
+    let all = take(&mut agent.follow(&session, None), 8).await;
     // The position of an event in the middle of a page, kept as text across a "restart".
     let LogItem::Event { position, .. } = &all[1] else {
         panic!("an event")
@@ -171,9 +171,9 @@ async fn a_follower_resumes_from_a_stored_position_after_the_event_it_names() {
     for sse in [false, true] {
         let from: intent_sdk::agent::Position = stored.parse().unwrap();
         let mut resumed = if sse {
-            Box::pin(agent.follow_sse_from(&session, from)).left_stream()
+            agent.follow_sse_from(&session, from).left_stream()
         } else {
-            Box::pin(agent.follow_from(&session, from)).right_stream()
+            agent.follow_from(&session, from).right_stream()
         };
         let items = take(&mut resumed, 6).await;
         assert_eq!(
@@ -182,4 +182,114 @@ async fn a_follower_resumes_from_a_stored_position_after_the_event_it_names() {
             "sse: {sse}"
         );
     }
+}
+
+#[tokio::test]
+async fn following_a_turn_ends_when_it_settles_and_reads_it_to_its_end_after_the_action() {
+    let server = TestServer::start().await;
+    let intent = server.intent("alice");
+    let agent = intent.agent();
+    let earlier = agent.run_turn("hello", None).await.unwrap();
+    let request: intent_models::ChatStartRequest = intent_models::ChatStartRequest::builder()
+        .message("send 0.1 ETH to 0x70997970C51812dc3A010C7d01b50e0d17dc79C8")
+        .session_id(Some(earlier.session_id.parse().unwrap()))
+        .try_into()
+        .unwrap();
+    let started = agent.start(&request).await.unwrap();
+    let (session, turn) = (&started.session_id, &started.turn_id);
+
+    // From the log's start: the earlier turn's events are left out, and the stream ends at
+    // `awaiting_action` with the action before it.
+    let read = |stream: intent_sdk::agent::LogStream| async move {
+        let items: Vec<Result<LogItem, intent_sdk::Error>> =
+            tokio::time::timeout(Duration::from_secs(20), stream.collect())
+                .await
+                .expect("the stream ends once the turn settles");
+        items.into_iter().map(Result::unwrap).collect::<Vec<_>>()
+    };
+    let first = read(agent.follow_turn(session, turn, None)).await;
+    let events: Vec<&AgentEvent> = first
+        .iter()
+        .filter_map(|item| match item {
+            LogItem::Event { event, .. } => Some(event.as_ref()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        events.iter().all(|e| e.turn_id() == turn.as_str()),
+        "{events:#?}"
+    );
+    let kinds: Vec<String> = events.iter().map(|e| e.to_string()).collect();
+    assert!(
+        kinds
+            .last()
+            .is_some_and(|k| k.ends_with("turn_state: awaiting_action")),
+        "{kinds:#?}"
+    );
+    let action = events
+        .iter()
+        .find_map(|e| match e {
+            AgentEvent::Action { action, .. } => Some(action.clone()),
+            _ => None,
+        })
+        .expect("the action on the way");
+    let Some(LogItem::Event { position, .. }) = first.last() else {
+        panic!("events, not {first:?}");
+    };
+
+    // Resolved, the turn is read on from the last event to its end.
+    agent
+        .resolve(session, &action, Decision::Approve)
+        .await
+        .unwrap();
+    let rest = read(agent.follow_turn_from(session, turn, position.clone())).await;
+    let last = rest.iter().rev().find_map(|item| match item {
+        LogItem::Event { event, .. } => Some(event.as_ref()),
+        _ => None,
+    });
+    assert!(
+        matches!(
+            last,
+            Some(AgentEvent::TurnState {
+                state: TurnState::Complete,
+                ..
+            })
+        ),
+        "{rest:#?}"
+    );
+}
+
+#[tokio::test]
+async fn an_error_names_the_request_the_server_logged_and_a_bad_input_converts_with_a_question_mark()
+ {
+    let server = TestServer::start().await;
+    let intent = server.intent("alice");
+    let error = intent.agent().session("ses_absent").await.unwrap_err();
+    let id = error
+        .request_id()
+        .expect("the server names every request")
+        .to_owned();
+    assert!(id.starts_with("req_"), "{id}");
+    assert!(error.to_string().contains(&id), "{error}");
+
+    // The server keeps the id a request brings, and answers with it.
+    let answered = reqwest::Client::new()
+        .get(format!(
+            "{}/v1/agent/sessions/ses_absent",
+            server.base_url()
+        ))
+        .header("x-request-id", "req_from_the_client")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answered.headers()["x-request-id"], "req_from_the_client");
+
+    fn message(text: &str) -> intent_sdk::error::Result<intent_models::ChatStartRequestMessage> {
+        Ok(text.parse()?)
+    }
+    assert!(message("hi").is_ok());
+    assert!(matches!(
+        message(""),
+        Err(intent_sdk::Error::InvalidInput(_))
+    ));
 }

@@ -297,7 +297,7 @@ async fn a_simulation_with_an_extra_field_is_read_by_the_tolerant_types() {
         .respond_with(ResponseTemplate::new(200).set_body_json(build))
         .mount(&server)
         .await;
-    let client = intent_sdk::Client::new(&server.uri(), Default::default());
+    let client = intent_sdk::raw::Client::new(&server.uri(), Default::default());
     let request: intent_models::PipelineLifecycleRequest = serde_json::from_value(json!({
         "app": "evm-assets",
         "operations": [{ "operation": "native-transfer", "input": {} }],
@@ -400,4 +400,110 @@ async fn a_body_that_does_not_decode_is_an_invalid_response_quoting_it() {
         panic!("{error:?}");
     };
     assert!(message.contains(r#"the body: {"apps":7}"#), "{message}");
+}
+
+/// A Build sealed by the reference server, and the server's JWKS as it publishes it.
+async fn a_real_build_and_its_keys() -> (intent_sdk::build::SealedBuild, Value) {
+    let server = intent_tests::TestServer::start().await;
+    let intent = server.intent("alice");
+    let request: intent_sdk::models::PipelineBuildRequest = serde_json::from_value(json!({
+        "app": "evm-assets",
+        "operations": [{ "operation": "native-transfer", "input": {
+            "chainId": 31337, "from": "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266",
+            "to": "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC", "amount": "1" } }],
+    }))
+    .unwrap();
+    let sealed = intent
+        .pipeline()
+        .build(intent_sdk::models::PipelineChain::Evm, &request)
+        .await
+        .unwrap();
+    let keys = reqwest::get(format!("{}/.well-known/jwks.json", server.base_url()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    (sealed, keys)
+}
+
+#[tokio::test]
+async fn published_keys_are_fetched_once_and_builds_verify_offline() {
+    let (sealed, keys) = a_real_build_and_its_keys().await;
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/.well-known/jwks.json"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(&keys))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let intent = intent(&server);
+    let pipeline = intent.pipeline();
+    let jwks = pipeline.jwks().await.unwrap();
+    assert_eq!(
+        pipeline.jwks().await.unwrap(),
+        jwks,
+        "kept, not fetched again"
+    );
+    pipeline.verify(&sealed).await.unwrap();
+    for _ in 0..3 {
+        sealed.verify_with(&jwks).unwrap();
+    }
+    let mut tampered = sealed.json().clone();
+    tampered["expiresAt"] = json!(1);
+    let tampered = intent_sdk::build::SealedBuild::from_json(tampered.into()).unwrap();
+    assert!(tampered.verify_with(&jwks).is_err());
+    // The mock server checks, as it stops, that it was asked once.
+}
+
+#[tokio::test]
+async fn keys_are_fetched_again_once_when_an_attestation_names_a_key_they_lack() {
+    let (sealed, keys) = a_real_build_and_its_keys().await;
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/.well-known/jwks.json"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({ "keys": [] })))
+        .up_to_n_times(1)
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/.well-known/jwks.json"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(&keys)
+                .insert_header("x-request-id", "req_keys"),
+        )
+        .expect(1)
+        .mount(&server)
+        .await;
+    let intent = intent(&server);
+    let pipeline = intent.pipeline();
+    assert!(pipeline.jwks().await.unwrap().key_ids().next().is_none());
+    let attestation = pipeline.verify(&sealed).await.unwrap();
+    assert_eq!(attestation.owner, "alice");
+    pipeline.verify(&sealed).await.unwrap();
+}
+
+#[tokio::test]
+async fn an_error_carries_the_request_id_its_answer_named() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path(format!("/v1/agent/sessions/{SESSION}")))
+        .respond_with(
+            ResponseTemplate::new(404)
+                .insert_header("x-request-id", "req_0123")
+                .set_body_json(json!({ "error": "not_found" })),
+        )
+        .mount(&server)
+        .await;
+    let error = intent(&server).agent().session(SESSION).await.unwrap_err();
+    assert!(matches!(error, intent_sdk::Error::NotFound(_)), "{error:?}");
+    assert_eq!(error.request_id(), Some("req_0123"));
+    assert_eq!(
+        error.to_string(),
+        "not found (status 404 not_found (request req_0123))"
+    );
+    let plain = intent_sdk::Error::InvalidInput("x".into());
+    assert_eq!(plain.request_id(), None);
 }

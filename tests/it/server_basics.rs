@@ -74,7 +74,7 @@ async fn sdk_errors_classify_what_the_server_answers() {
     use intent_server::resource::Resource;
     let server = TestServer::start().await;
 
-    let anonymous = intent_sdk::Client::new(server.base_url(), Default::default());
+    let anonymous = intent_sdk::raw::Client::new(server.base_url(), Default::default());
     let error = Error::from(
         anonymous
             .get_session()
@@ -121,7 +121,7 @@ async fn sdk_errors_classify_what_the_server_answers() {
     );
 
     let refused = Error::from(
-        intent_sdk::Client::new("http://127.0.0.1:9", Default::default())
+        intent_sdk::raw::Client::new("http://127.0.0.1:9", Default::default())
             .list_account_apps()
             .send()
             .await

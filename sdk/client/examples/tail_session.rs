@@ -19,7 +19,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build()?;
     let request: ChatStartRequest = ChatStartRequest::builder().message("hello").try_into()?;
     let started = intent.agent().start(&request).await?;
-    let mut events = Box::pin(intent.agent().follow_sse(&started.session_id, None));
+    let mut events = intent.agent().follow_sse(&started.session_id, None);
     while let Some(item) = events.next().await {
         match item {
             Ok(LogItem::Event { event, .. }) => {

@@ -7,9 +7,10 @@ use intent_models::{
     UsageStatement,
 };
 
+use crate::Error;
 use crate::error::invalid;
-use crate::generated::types::{GetStatementPeriod, RemoveCredentialName, SaveCredentialName};
-use crate::{Client, Error};
+use crate::raw::Client;
+use crate::raw::types::{GetStatementPeriod, RemoveCredentialName, SaveCredentialName};
 
 /// The Account operations of an [`Intent`](crate::Intent).
 #[derive(Debug, Clone, Copy)]

@@ -1,8 +1,9 @@
 //! Builds held by the client: a [`SealedBuild`] keeps the exact JSON the deployment sent beside
 //! its typed view. Its digest (RFC 8785 canonical JSON, SHA-256) and attestation (a JWS by the
-//! server's key, checked against the server's JWKS) are checked offline over that JSON, and it is
-//! committed as that JSON, refused locally once `expiresAt` has passed: a re-encoding of the typed
-//! view could drop members a deployment added and change the digest.
+//! server's key, checked against the server's published keys, [`Jwks`]) are checked offline over
+//! that JSON with [`SealedBuild::verify_with`], and it is committed as that JSON, refused locally
+//! once `expiresAt` has passed: a re-encoding of the typed view could drop members a deployment
+//! added and change the digest.
 
 use std::ops::Deref;
 
@@ -15,8 +16,9 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
+use crate::Error;
 use crate::error::undecodable;
-use crate::{Client, ClientInfo, Error};
+use crate::raw::{Client, ClientInfo};
 
 /// Why a Build failed a local check.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -104,6 +106,63 @@ impl SealedBuild {
         }
         Ok(())
     }
+
+    /// The id of the key its attestation names (the JWS header's `kid`), if any.
+    pub fn key_id(&self) -> Option<String> {
+        jsonwebtoken::decode_header(&self.build.attestation)
+            .ok()?
+            .kid
+    }
+
+    /// Checks the digest, then the attestation against `jwks`, with no network I/O; returns what
+    /// the attestation asserts.
+    pub fn verify_with(&self, jwks: &Jwks) -> Result<Attestation, BuildError> {
+        self.verify_digest()?;
+        let token = &self.build.attestation;
+        let header = jsonwebtoken::decode_header(token)
+            .map_err(|e| BuildError::Attestation(e.to_string()))?;
+        let jwk = match &header.kid {
+            Some(kid) => jwks.0.find(kid),
+            None => jwks.0.keys.first(),
+        }
+        .ok_or_else(|| BuildError::Attestation("no key of the JWKS matches".to_owned()))?;
+        let key = DecodingKey::from_jwk(jwk).map_err(|e| BuildError::Attestation(e.to_string()))?;
+        let mut validation = Validation::new(Algorithm::EdDSA);
+        validation.validate_exp = false;
+        validation.required_spec_claims.clear();
+        let claims: Attestation = jsonwebtoken::decode(token, &key, &validation)
+            .map_err(|e| BuildError::Attestation(e.to_string()))?
+            .claims;
+        let same = claims.digest == *self.build.digest
+            && claims.app == *self.build.origin.app
+            && claims.exp == self.build.expires_at;
+        if !same {
+            return Err(BuildError::AttestationMismatch);
+        }
+        Ok(claims)
+    }
+}
+
+/// A deployment's published keys (its `/.well-known/jwks.json`), which attestations are checked
+/// against offline. [`Pipeline::jwks`](crate::pipeline::Pipeline::jwks) fetches and keeps them;
+/// they serialize as the JWKS, so they can be stored and read back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Jwks(JwkSet);
+
+impl Jwks {
+    /// Whether a key is named `kid`.
+    pub fn has_key(&self, kid: &str) -> bool {
+        self.0.find(kid).is_some()
+    }
+
+    /// The ids of the keys.
+    pub fn key_ids(&self) -> impl Iterator<Item = &str> {
+        self.0
+            .keys
+            .iter()
+            .filter_map(|key| key.common.key_id.as_deref())
+    }
 }
 
 impl Deref for SealedBuild {
@@ -124,34 +183,6 @@ impl<'de> Deserialize<'de> for SealedBuild {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         Self::from_json(Value::deserialize(deserializer)?).map_err(serde::de::Error::custom)
     }
-}
-
-/// Checks the digest, then the attestation against `jwks` (fetched from the server's
-/// `/.well-known/jwks.json`); returns what the attestation asserts.
-pub fn verify(build: &SealedBuild, jwks: &JwkSet) -> Result<Attestation, BuildError> {
-    build.verify_digest()?;
-    let token = &build.attestation;
-    let header =
-        jsonwebtoken::decode_header(token).map_err(|e| BuildError::Attestation(e.to_string()))?;
-    let jwk = match &header.kid {
-        Some(kid) => jwks.find(kid),
-        None => jwks.keys.first(),
-    }
-    .ok_or_else(|| BuildError::Attestation("no key of the JWKS matches".to_owned()))?;
-    let key = DecodingKey::from_jwk(jwk).map_err(|e| BuildError::Attestation(e.to_string()))?;
-    let mut validation = Validation::new(Algorithm::EdDSA);
-    validation.validate_exp = false;
-    validation.required_spec_claims.clear();
-    let claims: Attestation = jsonwebtoken::decode(token, &key, &validation)
-        .map_err(|e| BuildError::Attestation(e.to_string()))?
-        .claims;
-    let same = claims.digest == *build.digest
-        && claims.app == *build.origin.app
-        && claims.exp == build.expires_at;
-    if !same {
-        return Err(BuildError::AttestationMismatch);
-    }
-    Ok(claims)
 }
 
 /// Sends a build request or stage input to the lifecycle endpoint of `chain`; returns the sealed
@@ -181,24 +212,15 @@ pub async fn commit(
     lifecycle(client, chain, &build.json).await
 }
 
-/// The deployment's published keys (`/.well-known/jwks.json`), to [`verify`] Builds with.
-pub async fn jwks(client: &Client) -> Result<JwkSet, Error> {
-    let url = format!("{}/.well-known/jwks.json", client.baseurl());
-    let response = client
+/// Fetches the deployment's published keys (`/.well-known/jwks.json`) through the client's hooks
+/// (a span, the retry policy).
+pub(crate) async fn fetch_jwks(client: &Client) -> Result<Jwks, Error> {
+    let request = client
         .client()
-        .get(url)
-        .send()
-        .await
+        .get(format!("{}/.well-known/jwks.json", client.baseurl()))
+        .build()
         .map_err(Error::Transport)?;
-    let status = response.status().as_u16();
-    if status != 200 {
-        return Err(Error::from_response(
-            status,
-            response.headers(),
-            Value::Null,
-        ));
-    }
-    response.json().await.map_err(Error::Transport)
+    read(crate::hooks::send(client, request, "jwks").await?).await
 }
 
 /// `POST`s `body` as it is to the lifecycle endpoint of `chain`, and reads the answer as `T`.
@@ -207,9 +229,9 @@ pub(crate) async fn lifecycle<T: DeserializeOwned>(
     chain: PipelineChain,
     body: &impl Serialize,
 ) -> Result<T, Error> {
-    let path = match chain {
-        PipelineChain::Evm => "evm/build",
-        PipelineChain::Svm => "svm/stage",
+    let (path, operation) = match chain {
+        PipelineChain::Evm => ("evm/build", "evmBuild"),
+        PipelineChain::Svm => ("svm/stage", "svmStage"),
     };
     let request = client
         .client()
@@ -217,7 +239,11 @@ pub(crate) async fn lifecycle<T: DeserializeOwned>(
         .json(body)
         .build()
         .map_err(Error::Transport)?;
-    let response = crate::hooks::send(client, request).await?;
+    read(crate::hooks::send(client, request, operation).await?).await
+}
+
+/// The answer as `T`, or the error it names.
+async fn read<T: DeserializeOwned>(response: reqwest::Response) -> Result<T, Error> {
     let status = response.status().as_u16();
     let headers = response.headers().clone();
     let bytes = response.bytes().await.map_err(Error::Transport)?;

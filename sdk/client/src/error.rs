@@ -17,8 +17,10 @@ use crate::retry::retry_after;
 /// `Result` with the SDK's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// An error response: its status, the code and message read from the envelope, and the body.
+/// An error response: its status, the code and message read from the envelope, the body, and the
+/// id the deployment gave the request.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct ErrorResponse {
     /// HTTP status.
     pub status: u16,
@@ -28,6 +30,19 @@ pub struct ErrorResponse {
     pub message: Option<String>,
     /// The whole `error` value as sent.
     pub body: Value,
+    /// The response's `x-request-id` ([`ErrorResponse::request_id`]).
+    #[expect(
+        clippy::box_collection,
+        reason = "a thin pointer keeps every `Error` under clippy's size limit for an error"
+    )]
+    pub(crate) request_id: Option<Box<String>>,
+}
+
+impl ErrorResponse {
+    /// The response's `x-request-id`: the name of the request in the deployment's logs.
+    pub fn request_id(&self) -> Option<&str> {
+        self.request_id.as_deref().map(String::as_str)
+    }
 }
 
 impl fmt::Display for ErrorResponse {
@@ -39,8 +54,39 @@ impl fmt::Display for ErrorResponse {
         if let Some(message) = &self.message {
             write!(f, ": {message}")?;
         }
+        if let Some(id) = &self.request_id {
+            write!(f, " (request {id})")?;
+        }
         Ok(())
     }
+}
+
+/// The header in which a deployment names its answer, for its logs.
+pub(crate) const REQUEST_ID: &str = "x-request-id";
+
+/// What names a call in the deployment's logs, as the AWS SDK's `RequestId` does: the
+/// `x-request-id` of its answer. Errors and the generated client's [`ResponseValue`]s carry it.
+///
+/// [`ResponseValue`]: crate::raw::ResponseValue
+pub trait RequestId {
+    /// The id the deployment gave the request, when its answer named one.
+    fn request_id(&self) -> Option<&str>;
+}
+
+impl<T> RequestId for progenitor_client::ResponseValue<T> {
+    fn request_id(&self) -> Option<&str> {
+        request_id(self.headers())
+    }
+}
+
+impl RequestId for Error {
+    fn request_id(&self) -> Option<&str> {
+        self.response().and_then(ErrorResponse::request_id)
+    }
+}
+
+fn request_id(headers: &HeaderMap) -> Option<&str> {
+    headers.get(REQUEST_ID).and_then(|id| id.to_str().ok())
 }
 
 /// Why a call failed.
@@ -137,6 +183,7 @@ impl Error {
             code,
             message,
             body: error,
+            request_id: request_id(headers).map(|id| Box::new(id.to_owned())),
         };
         match (response.code.as_deref(), status) {
             (Some("invalid_cursor"), _) => Self::InvalidCursor(response),
@@ -191,6 +238,11 @@ impl Error {
     /// The error code, when the server sent one.
     pub fn code(&self) -> Option<&str> {
         self.response().and_then(|r| r.code.as_deref())
+    }
+
+    /// The id the deployment gave the request, when it answered with one (see [`RequestId`]).
+    pub fn request_id(&self) -> Option<&str> {
+        RequestId::request_id(self)
     }
 }
 
@@ -248,6 +300,21 @@ impl From<progenitor_client::Error<ErrorEnvelope>> for Error {
                 }
             }
         }
+    }
+}
+
+/// A model or a parameter that does not hold its schema (a string too long, a pattern unmet, a
+/// required member left out of a builder): the SDK refuses it before sending.
+impl From<intent_models::error::ConversionError> for Error {
+    fn from(error: intent_models::error::ConversionError) -> Self {
+        invalid(error)
+    }
+}
+
+/// A parameter of the generated client that does not hold its schema.
+impl From<crate::raw::types::error::ConversionError> for Error {
+    fn from(error: crate::raw::types::error::ConversionError) -> Self {
+        invalid(error)
     }
 }
 

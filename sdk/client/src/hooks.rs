@@ -3,15 +3,19 @@
 //! failure the [`RetryPolicy`] retries is sent again, each call gets its timeout, and each
 //! sending is a `tracing` span.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use progenitor_client::{ClientHooks, ClientInfo, OperationInfo};
 use reqwest::header::{AUTHORIZATION, HeaderValue};
 use reqwest::{Request, Response, StatusCode};
 
+use crate::Error;
 use crate::auth::Tokens;
+use crate::build::Jwks;
+use crate::error::REQUEST_ID;
+use crate::raw::Client;
 use crate::retry::{Outcome, RetryPolicy};
-use crate::{Client, Error};
 
 /// What every call of the generated [`Client`] carries: the token sources, the retry policy, the
 /// per-request timeout and the deadline of a turn. [`Intent`](crate::Intent)'s builder sets it
@@ -23,6 +27,8 @@ pub struct ClientContext {
     pub(crate) retry: RetryPolicy,
     pub(crate) timeout: Option<Duration>,
     pub(crate) turn_deadline: Duration,
+    /// The deployment's published keys, once fetched; every clone of the client shares them.
+    pub(crate) jwks: Arc<Mutex<Option<Jwks>>>,
 }
 
 /// How long a turn may take to settle unless the builder says otherwise.
@@ -35,6 +41,7 @@ impl Default for ClientContext {
             retry: RetryPolicy::default(),
             timeout: None,
             turn_deadline: TURN_DEADLINE,
+            jwks: Arc::default(),
         }
     }
 }
@@ -106,13 +113,11 @@ impl ClientHooks<ClientContext> for Client {
     }
 }
 
-/// The header in which a deployment names its answer, for its logs.
-const REQUEST_ID: &str = "x-request-id";
-
 impl Client {
     /// Sends `request` as attempt `attempt` of `info`'s operation in a `tracing` span `request`
-    /// with the method, the operation, the attempt, and once answered the status and the
-    /// deployment's request id. `spare` is a copy of `request` kept for a retry, if any.
+    /// with the method, the operation (its openapi.json operationId, `startChat`), the attempt,
+    /// and once answered the status and the deployment's request id. `spare` is a copy of
+    /// `request` kept for a retry, if any.
     async fn traced(
         &self,
         request: Request,
@@ -123,7 +128,7 @@ impl Client {
         let span = tracing::debug_span!(
             "request",
             method = %request.method(),
-            operation = info.operation_id,
+            operation = %operation_id(info.operation_id),
             attempt,
             status = tracing::field::Empty,
             request_id = tracing::field::Empty,
@@ -181,15 +186,32 @@ impl Client {
         }
     }
 }
-/// Sends a request built outside the generated methods through the same hooks.
-pub(crate) async fn send(client: &Client, mut request: Request) -> Result<Response, Error> {
-    let info = OperationInfo {
-        operation_id: "raw",
-    };
+/// Sends a request built outside the generated methods through the same hooks, as
+/// `operation_id` (the openapi.json operationId it sends, or what it fetches).
+pub(crate) async fn send(
+    client: &Client,
+    mut request: Request,
+    operation_id: &'static str,
+) -> Result<Response, Error> {
+    let info = OperationInfo { operation_id };
     client
         .pre::<intent_models::ErrorEnvelope>(&mut request, &info)
         .await?;
     client.exec(request, &info).await.map_err(Error::Transport)
+}
+
+/// The openapi.json operationId of progenitor's method name: `start_chat` is `startChat`.
+fn operation_id(method: &str) -> String {
+    let mut words = method.split('_');
+    let first = words.next().unwrap_or_default().to_owned();
+    words.fold(first, |mut id, word| {
+        let mut chars = word.chars();
+        if let Some(initial) = chars.next() {
+            id.extend(initial.to_uppercase());
+            id.push_str(chars.as_str());
+        }
+        id
+    })
 }
 
 fn bear(request: &mut Request, token: &str) -> Result<(), Error> {
@@ -209,5 +231,15 @@ fn token_failure(error: Error) -> String {
     match error {
         Error::Token(message) => message,
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn spans_name_operations_by_their_operation_id() {
+        assert_eq!(super::operation_id("start_chat"), "startChat");
+        assert_eq!(super::operation_id("get_chat_events"), "getChatEvents");
+        assert_eq!(super::operation_id("evmBuild"), "evmBuild");
     }
 }

@@ -11,7 +11,8 @@ use crate::agent::Agent;
 use crate::auth::{DeviceCode, OAuth};
 use crate::auth::{DynSource, Resource, TokenSource, Tokens};
 use crate::pipeline::Pipeline;
-use crate::{Client, ClientContext, Error, RetryPolicy};
+use crate::raw::{Client, ClientContext};
+use crate::{Error, RetryPolicy};
 
 /// The deployment at a base address, called with a token per resource. It is cheap to clone
 /// and `Send + Sync`: tasks share one, and with it one connection pool and one renewal of each

@@ -5,8 +5,10 @@
 //! request as it is sent and is renewed ahead of its expiry and after a 401. Its handles
 //! [`agent`](Intent::agent), [`pipeline`](Intent::pipeline) and [`account`](Intent::account)
 //! have a plain async method per operation, and the Agent's log streams
-//! ([`follow`](agent::Agent::follow), [`follow_sse`](agent::Agent::follow_sse)) outlive the
-//! tokens they started with.
+//! ([`follow`](agent::Agent::follow), [`follow_sse`](agent::Agent::follow_sse), and
+//! [`follow_turn`](agent::Agent::follow_turn), which ends when the turn settles) outlive the
+//! tokens they started with. `examples/quickstart.rs` is a new app's first program: a chat to a
+//! settled turn, a Build verified offline, the usage statement, an error and its request id.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -32,10 +34,10 @@
 //! if let Some(action) = &outcome.action {
 //!     intent.agent().resolve(&outcome.session_id, action, Decision::Approve).await?;
 //! }
-//! let mut log = Box::pin(intent.agent().follow(&outcome.session_id, None));
+//! let mut log = intent.agent().follow(&outcome.session_id, None);
 //! while let Some(item) = log.next().await {
 //!     match item {
-//!         Ok(LogItem::Event { event, .. }) => println!("{} {}", event.seq(), event.turn_id()),
+//!         Ok(LogItem::Event { event, .. }) => println!("{event}"), // `#3 message assistant: ...`
 //!         Ok(LogItem::Restart) => println!("-- the view starts over"),
 //!         Ok(LogItem::Snapshot(_)) => {}
 //!         // A 403 or a 404 ends the stream; lost connections are retried inside it.
@@ -49,9 +51,9 @@
 //! # }
 //! ```
 //!
-//! [`Client`] is generated from `openapi.json` by progenitor, with request and response bodies
-//! typed by [`models`] (the `intent-models` crate); [`Intent::client`] reaches it. Its errors
-//! ([`GeneratedError`]) convert into the typed [`Error`]. [`build`] checks a Build's digest and
+//! Errors carry the id the deployment gave the request ([`Error::request_id`]), for its logs.
+//! The models are [`models`] (the `intent-models` crate). [`raw`] is the client generated from
+//! `openapi.json`, for any call the handles do not cover; [`build`] checks a Build's digest and
 //! attestation offline and commits it byte for byte.
 
 #![forbid(unsafe_code)]
@@ -68,18 +70,17 @@ mod generated;
 mod hooks;
 mod intent;
 pub mod pipeline;
+pub mod raw;
 mod retry;
 
 #[cfg(feature = "oauth")]
 pub use auth::{AuthorizationStart, DeviceCode, OAuth, OAuthTokens};
 pub use auth::{CommandToken, Resource, StaticToken, TokenSource, Tokens};
-pub use error::{Error, ErrorResponse};
-/// The error type of the generated [`Client`]'s methods; convert it with `Error::from`.
-pub use generated::Error as GeneratedError;
-pub use generated::*;
-pub use hooks::ClientContext;
+pub use error::{Error, ErrorResponse, RequestId};
 #[cfg(feature = "oauth")]
 pub use intent::DeviceLogin;
 pub use intent::{Intent, IntentBuilder};
+/// The models of every schema of `openapi.json` (the `intent-models` crate).
+#[doc(inline)]
 pub use intent_models as models;
 pub use retry::RetryPolicy;

@@ -10,13 +10,14 @@ use intent_models::{
 };
 use serde_json::{Map, Value};
 
-use crate::build::{self, Attestation, SealedBuild};
+use crate::Error;
+use crate::build::{self, Attestation, Jwks, SealedBuild};
 use crate::error::invalid;
-use crate::generated::types::{
+use crate::raw::Client;
+use crate::raw::types::{
     CallSkillOperationOperation, CallSkillOperationSkill, GetAppOperationApp,
     GetAppOperationOperation,
 };
-use crate::{Client, Error};
 
 /// The Pipeline operations of an [`Intent`](crate::Intent).
 #[derive(Debug, Clone, Copy)]
@@ -100,10 +101,40 @@ impl Pipeline<'_> {
         build::lifecycle(self.client, chain, input).await
     }
 
-    /// Checks `build`'s digest and attestation against the deployment's published keys.
+    /// The deployment's published keys, fetched once and kept by the client (and its clones):
+    /// [`SealedBuild::verify_with`] checks a Build against them with no network I/O.
+    pub async fn jwks(&self) -> Result<Jwks, Error> {
+        let kept = self.kept_jwks().clone();
+        match kept {
+            Some(jwks) => Ok(jwks),
+            None => self.fetch_jwks().await,
+        }
+    }
+
+    /// Checks `build`'s digest and attestation against the deployment's published keys (those
+    /// kept, fetched again once when the attestation names a key they lack: the keys rotated).
     pub async fn verify(&self, build: &SealedBuild) -> Result<Attestation, Error> {
-        let jwks = build::jwks(self.client).await?;
-        Ok(build::verify(build, &jwks)?)
+        let mut jwks = self.jwks().await?;
+        if build.key_id().is_some_and(|kid| !jwks.has_key(&kid)) {
+            jwks = self.fetch_jwks().await?;
+        }
+        Ok(build.verify_with(&jwks)?)
+    }
+
+    /// Fetches the published keys and keeps them.
+    async fn fetch_jwks(&self) -> Result<Jwks, Error> {
+        let jwks = build::fetch_jwks(self.client).await?;
+        *self.kept_jwks() = Some(jwks.clone());
+        Ok(jwks)
+    }
+
+    fn kept_jwks(&self) -> std::sync::MutexGuard<'_, Option<Jwks>> {
+        // A panic while the lock was held left the keys as they were, or unset.
+        self.client
+            .inner
+            .jwks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Commits `build` as received, unless it fails its digest or has expired.

@@ -40,6 +40,7 @@
 #![forbid(unsafe_code)]
 
 pub mod digest;
+mod display;
 mod event;
 mod open;
 #[cfg(any(test, feature = "schema"))]

@@ -19,6 +19,9 @@ mod follow;
 mod poll;
 mod sse;
 
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
 use futures_util::Stream;
 use intent_models::{
     ActionRequest, ActionResolution, ActionResolutionRequest, ActionResult, AgentEvent,
@@ -26,13 +29,12 @@ use intent_models::{
     TurnStatus,
 };
 
+use crate::Error;
 use crate::backoff::Backoff;
 use crate::error::invalid;
-use crate::generated::builder;
-use crate::generated::types::{
-    GetChatEventsCursor, ResolveActionActionId, ResolveActionIdempotencyKey,
-};
-use crate::{Client, Error};
+use crate::raw::Client;
+use crate::raw::builder;
+use crate::raw::types::{GetChatEventsCursor, ResolveActionActionId, ResolveActionIdempotencyKey};
 
 pub use follow::{LogItem, Position};
 
@@ -209,21 +211,13 @@ impl<'a> Agent<'a> {
     /// `Retry-After`) from the last cursor. A 400 `invalid_cursor`, a 410, a gap or a `resync`
     /// hand out [`LogItem::Restart`]. Any other error (a 401 once the token could not be
     /// renewed, 403, 404, a token source that fails) is handed out and ends the stream.
-    pub fn follow(
-        &self,
-        session: &str,
-        cursor: Option<String>,
-    ) -> impl Stream<Item = Result<LogItem, Error>> + Send + 'static {
-        self.follow_from(session, Position::from_cursor(cursor))
+    pub fn follow(&self, session: &str, cursor: Option<&str>) -> LogStream {
+        self.follow_from(session, Position::from_cursor(cursor.map(str::to_owned)))
     }
 
     /// Follows the session's log by long-poll pages like [`Agent::follow`], from `position`:
     /// the [`Position`] of the last event a consumer handled, kept across a restart.
-    pub fn follow_from(
-        &self,
-        session: &str,
-        position: Position,
-    ) -> impl Stream<Item = Result<LogItem, Error>> + Send + 'static {
+    pub fn follow_from(&self, session: &str, position: Position) -> LogStream {
         let transport = session_id(session).map(|session| poll::Poll {
             client: self.client.clone(),
             session,
@@ -233,20 +227,68 @@ impl<'a> Agent<'a> {
 
     /// Follows the session's log over SSE like [`Agent::follow`]; it also hands out the
     /// transient [`LogItem::Snapshot`]s.
-    pub fn follow_sse(
-        &self,
-        session: &str,
-        cursor: Option<String>,
-    ) -> impl Stream<Item = Result<LogItem, Error>> + Send + 'static {
-        self.follow_sse_from(session, Position::from_cursor(cursor))
+    pub fn follow_sse(&self, session: &str, cursor: Option<&str>) -> LogStream {
+        self.follow_sse_from(session, Position::from_cursor(cursor.map(str::to_owned)))
+    }
+
+    /// Follows turn `turn` of the session by long-poll pages like [`Agent::follow`], from
+    /// `cursor` (the one [`Agent::start`] answered), and ends once the turn settles
+    /// ([`TurnState::is_settled`]): its events only, the action it awaits on the way. Resolve
+    /// the action, then follow the turn again from the last event's [`Position`]
+    /// ([`Agent::follow_turn_from`]) to read it to its end.
+    ///
+    /// ```no_run
+    /// # async fn run(intent: intent_sdk::Intent) -> Result<(), intent_sdk::Error> {
+    /// use futures_util::StreamExt;
+    /// use intent_sdk::agent::LogItem;
+    /// use intent_sdk::models::ChatStartRequest;
+    ///
+    /// let request: ChatStartRequest = ChatStartRequest::builder().message("hello").try_into()?;
+    /// let started = intent.agent().start(&request).await?;
+    /// let (session, turn) = (&started.session_id, &started.turn_id);
+    /// let mut turn = intent.agent().follow_turn(session, turn, Some(&started.cursor));
+    /// while let Some(item) = turn.next().await {
+    ///     if let LogItem::Event { event, .. } = item? {
+    ///         println!("{event}");
+    ///     }
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn follow_turn(&self, session: &str, turn: &str, cursor: Option<&str>) -> LogStream {
+        self.follow_turn_from(
+            session,
+            turn,
+            Position::from_cursor(cursor.map(str::to_owned)),
+        )
+    }
+
+    /// Follows turn `turn` like [`Agent::follow_turn`], from `position`.
+    pub fn follow_turn_from(&self, session: &str, turn: &str, position: Position) -> LogStream {
+        use futures_util::StreamExt;
+        let (log, turn) = (self.follow_from(session, position), turn.to_owned());
+        LogStream::new(futures_util::stream::unfold(Some(log), move |log| {
+            let turn = turn.clone();
+            async move {
+                let mut log = log?;
+                loop {
+                    let item = log.next().await?;
+                    let settled = match &item {
+                        Ok(LogItem::Event { event, .. }) if event.turn_id() != turn => continue,
+                        Ok(LogItem::Event { event, .. }) => matches!(
+                            &**event,
+                            AgentEvent::TurnState { state, .. } if state.is_settled()
+                        ),
+                        _ => false,
+                    };
+                    return Some((item, (!settled).then_some(log)));
+                }
+            }
+        }))
     }
 
     /// Follows the session's log over SSE like [`Agent::follow_sse`], from `position`.
-    pub fn follow_sse_from(
-        &self,
-        session: &str,
-        position: Position,
-    ) -> impl Stream<Item = Result<LogItem, Error>> + Send + 'static {
+    pub fn follow_sse_from(&self, session: &str, position: Position) -> LogStream {
         let transport = session_id(session).map(|session| sse::Sse {
             client: self.client.clone(),
             session,
@@ -354,15 +396,35 @@ impl<'a> Agent<'a> {
     }
 }
 
+/// A session's log as it is followed: a [`Stream`] of [`LogItem`]s that is `Unpin`, so that
+/// `while let Some(item) = log.next().await` reads it as it is.
+pub struct LogStream(Pin<Box<dyn Stream<Item = Result<LogItem, Error>> + Send>>);
+
+impl LogStream {
+    fn new(stream: impl Stream<Item = Result<LogItem, Error>> + Send + 'static) -> Self {
+        Self(Box::pin(stream))
+    }
+}
+
+impl Stream for LogStream {
+    type Item = Result<LogItem, Error>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.0.as_mut().poll_next(cx)
+    }
+}
+
+impl std::fmt::Debug for LogStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LogStream")
+    }
+}
+
 /// The follower over `transport`, or a stream of the one error that made it impossible.
-fn follow_or_fail<T: follow::Transport>(
-    transport: Result<T, Error>,
-    from: Position,
-) -> impl Stream<Item = Result<LogItem, Error>> + Send + 'static {
-    use futures_util::StreamExt;
+fn follow_or_fail<T: follow::Transport>(transport: Result<T, Error>, from: Position) -> LogStream {
     match transport {
-        Ok(transport) => follow::follow(transport, from).left_stream(),
-        Err(error) => futures_util::stream::once(async { Err(error) }).right_stream(),
+        Ok(transport) => LogStream::new(follow::follow(transport, from)),
+        Err(error) => LogStream::new(futures_util::stream::once(async { Err(error) })),
     }
 }
 

@@ -5,8 +5,9 @@ use intent_models::SessionId;
 
 use super::LONG_POLL_MS;
 use super::follow::{Frame, Transport};
+use crate::Error;
 use crate::error::invalid;
-use crate::{Client, Error};
+use crate::raw::Client;
 
 /// `GET /v1/agent/chat/{sessionId}?cursor=...&wait=...`; it holds no connection.
 pub(crate) struct Poll {

@@ -9,9 +9,10 @@ use futures_util::{Stream, StreamExt};
 use intent_models::SessionId;
 
 use super::follow::{Frame, Transport};
+use crate::Error;
 use crate::error::invalid;
-use crate::generated::types::StreamChatEventsCursor;
-use crate::{Client, Error};
+use crate::raw::Client;
+use crate::raw::types::StreamChatEventsCursor;
 
 type Frames = Pin<Box<dyn Stream<Item = Result<eventsource_stream::Event, String>> + Send>>;
 

@@ -144,7 +144,7 @@ impl TokenSource for StaticToken {
 }
 
 /// The token sources of a client, by resource: the inner value of the generated
-/// [`Client`](crate::Client). The default has none: requests then go out as they are.
+/// [`Client`](crate::raw::Client). The default has none: requests then go out as they are.
 #[derive(Clone, Default)]
 pub struct Tokens(Option<Arc<Sources>>);
 

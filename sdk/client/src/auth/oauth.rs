@@ -313,6 +313,7 @@ fn oauth_error<E: std::error::Error + 'static, T: oauth2::ErrorResponse + 'stati
                 .and_then(|v| v["error"].as_str().map(str::to_owned)),
             message: Some(response.to_string()),
             body: serde_json::to_value(&response).unwrap_or_default(),
+            request_id: None,
         }),
         other => Error::InvalidResponse(format!("the token request failed: {other}")),
     }

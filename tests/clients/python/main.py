@@ -46,7 +46,7 @@ from intent_client.models import (
 )
 from intent_client.types import Response, Unset
 
-# Two of the devnet's development accounts (README: The Pipeline).
+# Two of the devnet's development accounts (docs/server.md: The Pipeline).
 SENDER = "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"
 RECIPIENT = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
 

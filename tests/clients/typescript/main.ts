@@ -15,7 +15,7 @@ type Schemas = components["schemas"];
 type AgentEvent = Schemas["AgentEvent"];
 type TurnState = Schemas["TurnState"];
 
-/// Two of the devnet's development accounts (README: The Pipeline).
+/// Two of the devnet's development accounts (docs/server.md: The Pipeline).
 const SENDER = "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266";
 const RECIPIENT = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8";
 

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use intent_server::auth::token::Grant;
 use intent_server::config::Config;
-use intent_server::token::Grant;
 
 use crate::target::{Account, Mint, Settings, Target, TokenRequest, TokenSource, Tokens};
 

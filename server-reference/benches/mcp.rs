@@ -8,9 +8,9 @@
 use std::time::{Duration, Instant};
 
 use intent_server::AppState;
+use intent_server::auth::resource::Resource;
+use intent_server::auth::token::Grant;
 use intent_server::config::Config;
-use intent_server::resource::Resource;
-use intent_server::token::Grant;
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::transport::StreamableHttpClientTransport;

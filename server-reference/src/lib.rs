@@ -1,7 +1,7 @@
 //! Reference server of the Pipeline, Agent and Account interface.
 //!
-//! A request flows one way: the [`gateway`] verifies its bearer token and hands on a
-//! [`Principal`](principal::Principal); the area's `http` module parses it and calls a service
+//! A request flows one way: the [`gateway`](auth::gateway) verifies its bearer token and hands
+//! on a [`Principal`](auth::principal::Principal); the area's `http` module parses it and calls a service
 //! ([`agent::Turns`], [`agent::EventLog`], [`pipeline::Pipeline`], [`account::Account`]); the
 //! service writes the [`store`] and the event log, which wakes the readers of pages and SSE
 //! streams. Services know nothing of HTTP, so another front door can call them.
@@ -11,29 +11,19 @@
 
 pub mod account;
 pub mod agent;
+pub mod auth;
 mod clock;
 pub mod config;
-mod data_dir;
 pub mod error;
-pub mod gateway;
 mod http;
 pub mod ids;
-mod keyring;
+mod keys;
 pub mod mcp;
 pub mod oauth;
-pub mod openapi;
 pub mod pipeline;
-pub mod principal;
 mod random;
-mod rate;
-pub mod resource;
-mod sealer;
-pub mod signing;
 mod state;
 pub mod store;
-pub mod token;
-mod token_cache;
-mod wellknown;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -50,7 +40,7 @@ pub use clock::now;
 /// it starts.
 pub fn rotate_keys(data_dir: &std::path::Path, now: i64) -> std::io::Result<String> {
     agent::cursor::rotate(data_dir, now)?;
-    signing::rotate(data_dir, now)
+    keys::signing::rotate(data_dir, now)
 }
 pub use state::{AppState, StartError};
 
@@ -72,7 +62,7 @@ pub fn app(state: AppState) -> Router {
         .route("/healthz", get(http::healthz))
         .route("/readyz", get(http::readyz))
         .route("/openapi.json", get(http::openapi))
-        .merge(wellknown::router())
+        .merge(oauth::wellknown::router())
         .merge(oauth::router())
         .nest("/v1/account", account::http::router())
         .nest("/v1/agent", agent::http::router())
@@ -101,7 +91,7 @@ fn guarded(state: &AppState, router: Router, body_limit: usize) -> Router {
     router
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
-            gateway::authorize,
+            auth::gateway::authorize,
         ))
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(trace)

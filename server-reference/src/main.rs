@@ -9,8 +9,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use intent_server::auth::token::{self, Grant};
 use intent_server::config::{Config, DEFAULT_TOKEN_TTL, OAuthClient, RateLimit};
-use intent_server::token::{self, Grant};
 use intent_server::{AppState, app};
 use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;

@@ -12,15 +12,15 @@ use tokio::sync::mpsc;
 use crate::account::Account;
 
 use crate::agent::{self, EventLog, Hub, Notifier, Relay, Sessions, Turns, WeakLog};
+use crate::auth::rate::RateLimits;
+use crate::auth::resource::Resource;
+use crate::auth::token::{self, Grant};
+use crate::auth::token_cache::VerifiedTokens;
 use crate::config::{Config, OAuthClient};
+use crate::keys::sealer::Sealer;
+use crate::keys::signing::SigningKeys;
 use crate::pipeline::Pipeline;
-use crate::rate::RateLimits;
-use crate::resource::Resource;
-use crate::sealer::Sealer;
-use crate::signing::SigningKeys;
 use crate::store::{self, Notified, Runner, Shared, Store};
-use crate::token::{self, Grant};
-use crate::token_cache::VerifiedTokens;
 use crate::{clock, random};
 
 /// Snapshots waiting to be relayed to other processes before more are dropped.
@@ -121,7 +121,7 @@ impl AppState {
             source,
         };
         let database = config.database_url.is_none().then_some(store::SQLITE_FILE);
-        crate::data_dir::prepare(&data_dir, database).map_err(io)?;
+        crate::store::data_dir::prepare(&data_dir, database).map_err(io)?;
         let signing_lifetime = config.access_token_ttl.max(config.build_ttl);
         let signing_key =
             Arc::new(SigningKeys::load_or_create(&data_dir, signing_lifetime).map_err(io)?);
@@ -148,7 +148,7 @@ impl AppState {
             None => hub,
         };
         // The gateway's operations are read from openapi.json at start, not by the first request.
-        crate::openapi::operations();
+        crate::http::openapi::operations();
         let issuer = config
             .public_url
             .clone()

@@ -27,9 +27,9 @@ use std::time::Duration;
 use intent_sdk::Intent;
 use intent_sdk::auth::StaticToken;
 use intent_server::AppState;
+use intent_server::auth::resource::Resource;
+use intent_server::auth::token::Grant;
 use intent_server::config::{Config, OAuthClient};
-use intent_server::resource::Resource;
-use intent_server::token::Grant;
 
 /// The OAuth client every test server registers.
 pub const TEST_CLIENT: &str = "intent-tests";

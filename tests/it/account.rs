@@ -3,7 +3,7 @@
 //! no credential value ever echoed or stored in clear.
 
 use intent_models::schema::Schemas;
-use intent_server::resource::Resource;
+use intent_server::auth::resource::Resource;
 use intent_tests::{TestServer, openapi};
 use serde_json::{Value, json};
 

@@ -9,7 +9,7 @@ use intent_models::{
     ChatStartResponse, EventPage, SessionUpdate, TurnState,
 };
 use intent_sdk::raw::Client;
-use intent_server::resource::Resource;
+use intent_server::auth::resource::Resource;
 use intent_tests::TestServer;
 use serde_json::{Value, json};
 

@@ -5,8 +5,8 @@
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use intent_models::schema::Schemas;
-use intent_server::resource::Resource;
-use intent_server::token::{self, Grant};
+use intent_server::auth::resource::Resource;
+use intent_server::auth::token::{self, Grant};
 use intent_tests::{TestServer, openapi, operations};
 use serde_json::Value;
 

@@ -879,8 +879,8 @@ async fn suite(fault: Option<Fault>, jobs: usize) -> (Report, Vec<String>) {
 /// probing with `probe` requests.
 async fn rate_limit_check(limit: Option<&str>, probe: u32) -> (Status, Option<String>) {
     use intent_conformance::target::{Settings, Target};
+    use intent_server::auth::resource::Resource;
     use intent_server::config::RateLimit;
-    use intent_server::resource::Resource;
     let limit = limit.map(|l| RateLimit::parse(l).unwrap());
     let server = intent_tests::TestServer::start_with(|config| config.rate_limit(limit)).await;
     let tokens = Tokens::default().with(
@@ -1076,7 +1076,7 @@ async fn deployment_checks(
 ) -> Vec<(String, Status, Option<String>)> {
     use intent_conformance::target::{AGENT_SCOPES, PIPELINE_SCOPES};
     use intent_conformance::target::{Settings, Target};
-    use intent_server::resource::Resource;
+    use intent_server::auth::resource::Resource;
     let tokens = Tokens::default()
         .with(
             Role::Agent,

@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use intent_models::{AgentEvent, PipelineLifecycleRequest, PipelineLifecycleResponse, TurnState};
-use intent_server::resource::Resource;
+use intent_server::auth::resource::Resource;
 use intent_server::store::Meter;
 use intent_tests::TestServer;
 use serde_json::{Value, json};

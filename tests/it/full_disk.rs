@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use intent_server::resource::Resource;
+use intent_server::auth::resource::Resource;
 use intent_tests::TestServer;
 use serde_json::{Value, json};
 

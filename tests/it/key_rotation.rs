@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use intent_sdk::build::{Jwks, SealedBuild};
+use intent_server::auth::resource::Resource;
 use intent_server::config::Config;
-use intent_server::resource::Resource;
 use intent_tests::TestServer;
 use serde_json::{Value, json};
 
@@ -63,7 +63,7 @@ fn tokens_of(server: &TestServer) -> (String, String) {
 /// Tokens for alice signed with the current key of `server`'s data dir.
 fn current_tokens(server: &TestServer) -> (String, String) {
     let mint = |resource: Resource, scopes: &[&str]| {
-        let grant = intent_server::token::Grant {
+        let grant = intent_server::auth::token::Grant {
             account: "alice".to_owned(),
             scopes: scopes.iter().map(|s| s.to_string()).collect(),
             resource: resource.identifier(server.base_url()),
@@ -71,7 +71,7 @@ fn current_tokens(server: &TestServer) -> (String, String) {
             ttl: Duration::from_secs(3600),
         };
         let now = intent_server::now();
-        intent_server::token::mint_with_data_dir(server.data_dir(), &grant, now).unwrap()
+        intent_server::auth::token::mint_with_data_dir(server.data_dir(), &grant, now).unwrap()
     };
     let agent = mint(Resource::Agent, &["agent:read", "agent:write"]);
     (agent, mint(Resource::Pipeline, &["pipeline:execute"]))

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use intent_server::resource::Resource;
+use intent_server::auth::resource::Resource;
 use intent_tests::TestServer;
 use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject};
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RunningService};

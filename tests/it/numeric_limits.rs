@@ -6,7 +6,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use intent_server::resource::Resource;
+use intent_server::auth::resource::Resource;
 use intent_tests::{TestServer, operations, resolve};
 use serde_json::Value;
 

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use intent_sdk::auth::http;
-use intent_server::resource::Resource;
+use intent_server::auth::resource::Resource;
 use intent_tests::{TEST_CLIENT, TEST_REDIRECT_URI, TestServer, submit_page};
 use oauth2::basic::BasicClient;
 use oauth2::{

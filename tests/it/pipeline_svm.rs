@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use intent_models::{PipelineLifecycleRequest, PipelineLifecycleResponse};
-use intent_server::resource::Resource;
+use intent_server::auth::resource::Resource;
 use intent_tests::TestServer;
 use serde_json::{Value, json};
 

@@ -71,7 +71,7 @@ async fn unrouted_paths_and_methods_answer_in_the_error_envelope() {
 #[tokio::test]
 async fn sdk_errors_classify_what_the_server_answers() {
     use intent_sdk::Error;
-    use intent_server::resource::Resource;
+    use intent_server::auth::resource::Resource;
     let server = TestServer::start().await;
 
     let anonymous = intent_sdk::raw::Client::new(server.base_url(), Default::default());
@@ -149,8 +149,8 @@ fn every_error_code_has_the_status_openapi_json_names() {
 
 #[tokio::test]
 async fn a_burst_over_the_rate_limit_gets_429_with_a_retry_after_that_honoured_succeeds() {
+    use intent_server::auth::resource::Resource;
     use intent_server::config::RateLimit;
-    use intent_server::resource::Resource;
     let limit = RateLimit::parse("1:2").unwrap();
     let server = TestServer::start_with(|config| config.rate_limit(Some(limit))).await;
     let token = server.token("alice", Resource::Account, &["account:apps:read"]);
@@ -287,7 +287,7 @@ async fn the_periodic_clean_up_removes_what_expired_and_keeps_the_rest() {
 /// nothing.
 #[tokio::test]
 async fn bodies_that_break_the_request_schemas_are_refused_with_400() {
-    use intent_server::resource::Resource;
+    use intent_server::auth::resource::Resource;
     let server = TestServer::start().await;
     let pipeline = server.token("alice", Resource::Pipeline, &["pipeline:execute"]);
     let agent = server.token("alice", Resource::Agent, &["agent:read", "agent:write"]);
@@ -439,7 +439,7 @@ async fn every_file_of_the_data_dir_is_private_to_the_server() {
     // A write, so that SQLite has made its WAL and SHM files.
     let token = server.token(
         "private",
-        intent_server::resource::Resource::Agent,
+        intent_server::auth::resource::Resource::Agent,
         &["agent:write"],
     );
     let started = reqwest::Client::new()

@@ -13,10 +13,10 @@ use intent_models::{
 use serde::Deserialize;
 
 use super::Account;
+use crate::auth::principal::Principal;
 use crate::error::ApiError;
 use crate::http::{ApiJson, ApiPath, ApiQuery};
 use crate::ids::{ApplicationId, CredentialName};
-use crate::principal::Principal;
 use crate::state::AppState;
 
 /// Routes under `/v1/account`.

@@ -13,7 +13,7 @@ use super::catalog::{self, AppSpec};
 use super::{Error, Result, statement};
 use crate::clock::now;
 use crate::ids::{ApplicationId, CredentialName};
-use crate::sealer::Sealer;
+use crate::keys::sealer::Sealer;
 use crate::store::{Meter, Store};
 
 /// Owns each account's installations and credentials (sealed with the sealer's key, never

@@ -18,7 +18,7 @@ const KEY_FILE: &str = "cursor-key.hmac256";
 /// Retires the current cursor key of `data_dir` at `now` (Unix seconds) and makes a new one
 /// current. A server takes the new key when it starts.
 pub fn rotate(data_dir: &Path, now: i64) -> io::Result<()> {
-    crate::keyring::rotate(data_dir, KEY_FILE, now)
+    crate::keys::keyring::rotate(data_dir, KEY_FILE, now)
 }
 
 /// Format version, the first byte of every cursor: 2 carries `seen`; 1, issued before, does not.
@@ -70,7 +70,7 @@ impl CursorKey {
     /// Loads the keys of `data_dir`, creating the first one when there is none. A retired key
     /// opens cursors for `keep` after its retirement: the lifetime of a cursor.
     pub fn load_or_create(data_dir: &Path, keep: Duration) -> io::Result<Self> {
-        let ring = crate::keyring::Ring::load_or_create(data_dir, KEY_FILE)?;
+        let ring = crate::keys::keyring::Ring::load_or_create(data_dir, KEY_FILE)?;
         Ok(Self {
             keys: ring.honoured(keep),
         })
@@ -253,7 +253,7 @@ mod tests {
         let keep = Duration::from_secs(100);
         let before = CursorKey::load_or_create(dir.path(), keep).unwrap();
         let old = before.issue("acct", "ses", at(7), 5_000);
-        crate::keyring::rotate(dir.path(), KEY_FILE, 1_000).unwrap();
+        crate::keys::keyring::rotate(dir.path(), KEY_FILE, 1_000).unwrap();
         let after = CursorKey::load_or_create(dir.path(), keep).unwrap();
         assert_ne!(after.issue("acct", "ses", at(7), 5_000), old);
         assert_eq!(after.open("acct", "ses", &old, 1_100), Ok(at(7)));

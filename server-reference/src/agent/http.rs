@@ -17,10 +17,10 @@ use intent_models::{
 use serde::Deserialize;
 
 use super::{EventLog, Followed, PageRequest, Sessions, Turns};
+use crate::auth::principal::Principal;
 use crate::error::ApiError;
 use crate::http::{ApiJson, ApiPath, ApiQuery, IdempotencyKey};
 use crate::ids::{ActionId, SessionId};
-use crate::principal::Principal;
 use crate::state::{AppState, SseKeepAlive};
 
 /// Routes under `/v1/agent`.

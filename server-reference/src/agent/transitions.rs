@@ -21,8 +21,7 @@ mod tests {
 
     #[test]
     fn transitions_follow_the_profile_in_openapi_json() {
-        let table =
-            &crate::openapi::document()["components"]["schemas"]["TurnState"]["x-transitions"];
+        let table = &crate::http::openapi::document()["components"]["schemas"]["TurnState"]["x-transitions"];
         let states = [
             TurnState::Processing,
             TurnState::Complete,

@@ -13,9 +13,9 @@ use serde_json::{Value, json};
 use tower::ServiceExt;
 
 use crate::AppState;
-use crate::principal::Principal;
-use crate::resource::Resource;
-use crate::token::Grant;
+use crate::auth::principal::Principal;
+use crate::auth::resource::Resource;
+use crate::auth::token::Grant;
 
 /// How long an internal bearer lives: one call.
 const INTERNAL_TOKEN_TTL: Duration = Duration::from_secs(60);

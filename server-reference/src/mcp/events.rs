@@ -44,7 +44,7 @@ fn session_of(uri: &str) -> Option<&str> {
 /// Reads the log of the session `uri` names, as the caller.
 pub async fn read(
     api: &Api,
-    principal: &crate::principal::Principal,
+    principal: &crate::auth::principal::Principal,
     uri: &str,
 ) -> Result<ReadResourceResult, McpError> {
     let Some(session) = session_of(uri) else {

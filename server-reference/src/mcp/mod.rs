@@ -23,7 +23,7 @@ use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
 
 use crate::AppState;
-use crate::resource::Resource;
+use crate::auth::resource::Resource;
 
 pub use server::McpServer;
 pub use tools::Tools;
@@ -57,7 +57,10 @@ pub fn router(state: &AppState, api: &Router) -> Router {
 
 /// The tools of the operations of resource `name` (`agent` or `pipeline`).
 fn tools(name: &str) -> Arc<Tools> {
-    let (document, schemas) = (crate::openapi::document(), crate::openapi::schemas());
+    let (document, schemas) = (
+        crate::http::openapi::document(),
+        crate::http::openapi::schemas(),
+    );
     Arc::new(Tools::from_openapi(document, schemas, name))
 }
 

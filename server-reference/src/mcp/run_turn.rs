@@ -25,8 +25,8 @@ use sha2::{Digest, Sha256};
 
 use super::api::{Api, has};
 use super::tools::percent_encode;
+use crate::auth::principal::Principal;
 use crate::error::ApiError;
-use crate::principal::Principal;
 
 /// The tool's name.
 pub const NAME: &str = "run_turn";

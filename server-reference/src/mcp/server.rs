@@ -19,8 +19,8 @@ use super::events;
 use super::run_turn;
 use super::tools::Tools;
 use crate::AppState;
-use crate::principal::Principal;
-use crate::resource::Resource;
+use crate::auth::principal::Principal;
+use crate::auth::resource::Resource;
 
 /// The scope that lets an MCP client commit a Build: delegated custody (part 5).
 const CUSTODY: &str = "custody:delegate";

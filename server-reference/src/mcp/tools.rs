@@ -245,8 +245,8 @@ mod tests {
 
     fn tools(resource: &str) -> Tools {
         Tools::from_openapi(
-            crate::openapi::document(),
-            crate::openapi::schemas(),
+            crate::http::openapi::document(),
+            crate::http::openapi::schemas(),
             resource,
         )
     }

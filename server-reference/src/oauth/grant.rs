@@ -13,10 +13,10 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use super::{OAuthError, hash};
+use crate::auth::token::Grant;
 use crate::clock::{now, now_ms, seconds};
 use crate::state::AppState;
 use crate::store::{Authorization, DeviceStatus, RefreshUse};
-use crate::token::Grant;
 
 const DEVICE_CODE_GRANT: &str = "urn:ietf:params:oauth:grant-type:device_code";
 

@@ -10,6 +10,7 @@ mod authorize;
 mod device;
 mod grant;
 mod page;
+pub(crate) mod wellknown;
 
 use axum::Json;
 use axum::http::{StatusCode, header};
@@ -18,7 +19,7 @@ use axum::routing::{get, post};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use crate::resource::Resource;
+use crate::auth::resource::Resource;
 use crate::state::AppState;
 
 /// Where the authorization endpoint is.

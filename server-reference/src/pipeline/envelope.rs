@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::{Error, Result};
-use crate::signing::SigningKeys;
+use crate::keys::signing::SigningKeys;
 
 /// JWS `typ` of an attestation.
 pub const ATTESTATION_TYP: &str = "build+jws";

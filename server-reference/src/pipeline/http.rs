@@ -10,9 +10,9 @@ use intent_models::{ErrorCode, OperationDescriptor, PipelineChain, PipelineLifec
 use serde_json::Value;
 
 use super::{Lifecycle, Pipeline};
+use crate::auth::principal::Principal;
 use crate::error::ApiError;
 use crate::http::{ApiJson, ApiPath};
-use crate::principal::Principal;
 use crate::state::AppState;
 
 /// Routes under `/v1/pipeline`.

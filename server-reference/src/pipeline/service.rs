@@ -18,7 +18,7 @@ use super::devnet::{self, Devnet};
 use super::envelope::{self, Content};
 use super::{Error, Result, catalog};
 use crate::clock::now;
-use crate::signing::SigningKeys;
+use crate::keys::signing::SigningKeys;
 use crate::store::{CommitRecorded, Meter, NewCommit, Store};
 
 /// The body of a lifecycle endpoint, parsed once: a build request, an explicit stage input, or

@@ -7,6 +7,7 @@
 pub mod account;
 pub mod agent;
 pub mod commits;
+pub(crate) mod data_dir;
 mod engine;
 mod migrations;
 pub mod oauth;

@@ -1,6 +1,8 @@
 //! What every area's HTTP layer shares: extractors whose rejection is the error envelope, and the
 //! handlers of the paths outside the three resources (health, readiness, the document).
 
+pub(crate) mod openapi;
+
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request, State};
 use axum::http::request::Parts;
@@ -12,8 +14,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::error::ApiError;
+use crate::http::openapi::BodySchema;
 use crate::ids::SessionId;
-use crate::openapi::BodySchema;
 use crate::state::AppState;
 
 /// A JSON body that holds against its operation's schema in openapi.json (the gateway's
@@ -142,7 +144,7 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
 pub async fn openapi() -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "application/json")],
-        crate::openapi::TEXT,
+        crate::http::openapi::TEXT,
     )
 }
 

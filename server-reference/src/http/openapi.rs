@@ -8,10 +8,10 @@ use axum::http::Method;
 use intent_models::schema::{SchemaValidator, Schemas};
 use serde_json::Value;
 
-use crate::resource::Resource;
+use crate::auth::resource::Resource;
 
 /// `openapi.json` as text.
-pub const TEXT: &str = include_str!("../../openapi.json");
+pub const TEXT: &str = include_str!("../../../openapi.json");
 
 static PARSED: LazyLock<(Value, Schemas)> = LazyLock::new(|| {
     let document: Value = serde_json::from_str(TEXT).expect("the embedded openapi.json parses");

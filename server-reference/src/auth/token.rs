@@ -5,9 +5,9 @@ use std::time::Duration;
 use jsonwebtoken::{Algorithm, Validation};
 use serde::{Deserialize, Serialize};
 
+use crate::auth::resource::Resource;
 use crate::clock::seconds;
-use crate::resource::Resource;
-use crate::signing::SigningKeys;
+use crate::keys::signing::SigningKeys;
 
 /// The `typ` header of an access token (RFC 9068).
 pub const ACCESS_TOKEN_TYPE: &str = "at+jwt";
@@ -119,7 +119,7 @@ pub fn mint_with_data_dir(
         path: data_dir.to_owned(),
         source,
     };
-    crate::data_dir::prepare(data_dir, None).map_err(key_error)?;
+    crate::store::data_dir::prepare(data_dir, None).map_err(key_error)?;
     let key = SigningKeys::load_or_create(data_dir, Duration::ZERO).map_err(key_error)?;
     Ok(mint(&key, issuer, grant, now))
 }

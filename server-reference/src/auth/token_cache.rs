@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use sha2::{Digest, Sha256};
 
-use crate::signing::SigningKeys;
-use crate::token::{self, AccessClaims, TokenError};
+use crate::auth::token::{self, AccessClaims, TokenError};
+use crate::keys::signing::SigningKeys;
 
 /// Tokens kept at most; past it, expired entries go first, then all of them.
 const CAPACITY: usize = 10_000;
@@ -84,7 +84,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::token::Grant;
+    use crate::auth::token::Grant;
 
     const ISSUER: &str = "http://127.0.0.1:1";
     const AGENT: &str = "http://127.0.0.1:1/v1/agent";
@@ -151,7 +151,7 @@ mod tests {
         let now = crate::clock::now();
         let before = SigningKeys::load_or_create(dir.path(), keep).unwrap();
         let token = mint(&before, 3_600, now);
-        crate::signing::rotate(dir.path(), now).unwrap();
+        crate::keys::signing::rotate(dir.path(), now).unwrap();
         let after = SigningKeys::load_or_create(dir.path(), keep).unwrap();
         let cache = VerifiedTokens::default();
         assert!(

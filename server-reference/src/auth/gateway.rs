@@ -1,7 +1,7 @@
 //! The gateway in front of every `/v1` request. It finds the operation in openapi.json, verifies
 //! the bearer token (signature, expiry, issuer, and an audience equal to the operation's
 //! resource), checks the operation's scope, and hands handlers a [`Principal`], never the token,
-//! and the operation's [`BodySchema`](crate::openapi::BodySchema), against which
+//! and the operation's [`BodySchema`](crate::http::openapi::BodySchema), against which
 //! [`crate::http::ApiJson`] checks the body.
 
 use axum::extract::{FromRequestParts, Request, State};
@@ -11,12 +11,12 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use intent_models::ErrorCode;
 
+use crate::auth::principal::Principal;
+use crate::auth::token::TokenError;
 use crate::clock::now;
 use crate::error::ApiError;
-use crate::openapi;
-use crate::principal::Principal;
+use crate::http::openapi;
 use crate::state::AppState;
-use crate::token::TokenError;
 
 impl<S: Send + Sync> FromRequestParts<S> for Principal {
     type Rejection = ApiError;

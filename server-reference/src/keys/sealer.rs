@@ -18,7 +18,7 @@ pub struct Sealer {
 impl Sealer {
     /// Loads the key of `data_dir`, creating and saving a new one the first time.
     pub fn load_or_create(data_dir: &Path) -> io::Result<Self> {
-        let key = crate::keyring::secret_file(&data_dir.join(KEY_FILE))?;
+        let key = crate::keys::keyring::secret_file(&data_dir.join(KEY_FILE))?;
         let cipher = Aes256Gcm::new(&key.into());
         Ok(Self { cipher })
     }

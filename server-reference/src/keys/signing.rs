@@ -13,7 +13,7 @@ use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, TokenData, Valid
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::keyring::Ring;
+use crate::keys::keyring::Ring;
 
 /// File in the data dir holding the current 32-byte Ed25519 seed.
 pub(crate) const KEY_FILE: &str = "signing-key.ed25519";
@@ -85,7 +85,7 @@ impl SigningKeys {
 /// Retires the current signing key of `data_dir` at `now` (Unix seconds) and makes a new one
 /// current; returns its `kid`. A server takes the new key when it starts.
 pub fn rotate(data_dir: &Path, now: i64) -> io::Result<String> {
-    crate::keyring::rotate(data_dir, KEY_FILE, now)?;
+    crate::keys::keyring::rotate(data_dir, KEY_FILE, now)?;
     Ok(SigningKeys::load_or_create(data_dir, Duration::ZERO)?
         .current_kid()
         .to_owned())
@@ -166,7 +166,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let before = SigningKeys::load_or_create(dir.path(), HOUR).unwrap();
         let old_token = before.sign("test+jwt", &claims());
-        crate::keyring::rotate(dir.path(), KEY_FILE, 1_000).unwrap();
+        crate::keys::keyring::rotate(dir.path(), KEY_FILE, 1_000).unwrap();
         let after = SigningKeys::load_or_create(dir.path(), HOUR).unwrap();
         assert_ne!(after.current_kid(), before.current_kid());
         assert_eq!(decode(&after, &old_token, 4_600), Some(4_600));

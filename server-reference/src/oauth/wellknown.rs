@@ -6,8 +6,8 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{Value, json};
 
+use crate::auth::resource::Resource;
 use crate::oauth;
-use crate::resource::Resource;
 use crate::state::AppState;
 
 /// Where the JWKS is served.

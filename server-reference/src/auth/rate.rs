@@ -6,8 +6,8 @@ use std::time::Duration;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota};
 
+use crate::auth::resource::Resource;
 use crate::config::RateLimit;
-use crate::resource::Resource;
 
 /// The buckets of every account and resource.
 pub struct RateLimits {

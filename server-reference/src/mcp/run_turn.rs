@@ -11,14 +11,18 @@ use std::sync::{Arc, LazyLock};
 
 use axum::body::Body;
 use axum::http::{Method, Request, header};
-use intent_models::ErrorCode;
 use intent_models::schema::{SchemaValidator, Schemas};
+use intent_models::{
+    ActionRequest, ActionResolutionRequest, ActionResult, AgentEvent, ChatStartResponse, ErrorCode,
+    EventPage, TurnState,
+};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, InputRequest,
     InputRequiredResult, JsonObject, ProgressNotificationParam, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -94,33 +98,54 @@ struct Pending {
     session: String,
     turn: String,
     cursor: String,
-    action: Value,
+    action: ActionRequest,
 }
 
-/// How a turn settled.
+/// How a turn settled: the tool's structured result.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
 struct Settled {
-    session: String,
-    turn: String,
+    session_id: String,
+    turn_id: String,
     cursor: String,
-    state: String,
-    action: Option<Value>,
+    state: TurnState,
     events: usize,
+    action: Option<ActionRequest>,
 }
 
 impl Settled {
     fn result(self) -> CallToolResponse {
-        let summary = format!("turn {} is {}", self.turn, self.state);
-        let mut result = CallToolResult::structured(json!({
-            "sessionId": self.session, "turnId": self.turn, "state": self.state,
-            "cursor": self.cursor, "events": self.events, "action": self.action,
-        }));
+        let summary = format!("turn {} is {}", self.turn_id, self.state);
+        let structured = serde_json::to_value(&self).expect("a settled turn serializes");
+        let mut result = CallToolResult::structured(structured);
         result.content = vec![ContentBlock::text(summary)];
         result.into()
     }
 }
 
-/// A step that stops at an error answer of the Agent, carried as its envelope.
-type Step<T> = Result<T, Value>;
+/// Why a round stopped before the turn settled.
+enum Failure {
+    /// The Agent answered with an error: its envelope, as sent.
+    Answered(Value),
+    /// The call did not complete, or its answer is not the model it should be.
+    Internal(String),
+}
+
+impl Failure {
+    /// The envelope the tool error carries.
+    fn envelope(self) -> Value {
+        match self {
+            Self::Answered(envelope) => envelope,
+            Self::Internal(message) => {
+                let envelope = ApiError::new(ErrorCode::Internal, message).envelope();
+                serde_json::to_value(envelope).expect("an error envelope serializes")
+            }
+        }
+    }
+}
+
+/// A step that stops at a [`Failure`].
+type Step<T> = Result<T, Failure>;
 
 /// Runs one round of `run_turn`. An error answer of the Agent is a tool error carrying its
 /// envelope; a request state that is not ours is invalid params.
@@ -130,18 +155,22 @@ pub async fn run(
     request: CallToolRequestParams,
     context: &RequestContext<RoleServer>,
 ) -> Result<CallToolResponse, McpError> {
-    if let Some(state) = &request.request_state
-        && serde_json::from_str::<Pending>(state).is_err()
-    {
-        return Err(McpError::invalid_params(
-            "the request state is not ours",
-            None,
-        ));
-    }
-    match round(api, principal, &request, context).await {
+    let pending = match &request.request_state {
+        Some(state) => match serde_json::from_str::<Pending>(state) {
+            Ok(pending) => Some((pending, state.as_str())),
+            Err(_) => {
+                return Err(McpError::invalid_params(
+                    "the request state is not ours",
+                    None,
+                ));
+            }
+        },
+        None => None,
+    };
+    match round(api, principal, &request, pending, context).await {
         Ok(response) => Ok(response),
-        Err(envelope) => {
-            let mut result = CallToolResult::structured_error(envelope);
+        Err(failure) => {
+            let mut result = CallToolResult::structured_error(failure.envelope());
             result.content = vec![ContentBlock::text(format!("{NAME} failed"))];
             Ok(result.into())
         }
@@ -152,12 +181,11 @@ async fn round(
     api: &Api,
     principal: &Principal,
     request: &CallToolRequestParams,
+    pending: Option<(Pending, &str)>,
     context: &RequestContext<RoleServer>,
 ) -> Step<CallToolResponse> {
-    let settled = match &request.request_state {
-        Some(state) => {
-            let pending: Pending =
-                serde_json::from_str(state).expect("checked by run before the round");
+    let settled = match pending {
+        Some((pending, state)) => {
             let answer = request
                 .input_responses
                 .as_ref()
@@ -165,32 +193,30 @@ async fn round(
             match decision(answer) {
                 Some(approve) => {
                     resolve(api, principal, &pending, approve, state).await?;
-                    wait(
-                        api,
-                        principal,
-                        context,
-                        &pending.session,
-                        &pending.turn,
-                        &pending.cursor,
-                    )
-                    .await?
+                    let Pending {
+                        session,
+                        turn,
+                        cursor,
+                        ..
+                    } = pending;
+                    wait(api, principal, context, session, turn, cursor).await?
                 }
                 // Cancelled: the action stays pending for another client.
                 None => Settled {
-                    state: "awaiting_action".into(),
-                    action: Some(pending.action),
-                    session: pending.session,
-                    turn: pending.turn,
+                    session_id: pending.session,
+                    turn_id: pending.turn,
                     cursor: pending.cursor,
+                    state: TurnState::AwaitingAction,
                     events: 0,
+                    action: Some(pending.action),
                 },
             }
         }
         None => {
             let arguments = request.arguments.clone().unwrap_or_default();
             let started = start(api, principal, &arguments).await?;
-            let (session, turn, cursor) = started;
-            wait(api, principal, context, &session, &turn, &cursor).await?
+            let (session, turn, cursor) = (started.session_id, started.turn_id, started.cursor);
+            wait(api, principal, context, session, turn, cursor).await?
         }
     };
     // Asking the person is pointless when the token cannot resolve what they decide.
@@ -198,16 +224,16 @@ async fn round(
         && context
             .client_capabilities()
             .is_some_and(|capabilities| capabilities.elicitation.is_some());
-    match settled.action.clone() {
-        Some(action) if settled.state == "awaiting_action" && can_elicit => {
+    match settled.action {
+        Some(action) if settled.state == TurnState::AwaitingAction && can_elicit => {
+            let requests = BTreeMap::from([(DECISION.to_owned(), elicitation(&action))]);
             let pending = Pending {
-                session: settled.session,
-                turn: settled.turn,
+                session: settled.session_id,
+                turn: settled.turn_id,
                 cursor: settled.cursor,
-                action: action.clone(),
+                action,
             };
             let state = serde_json::to_string(&pending).expect("the state serializes");
-            let requests = BTreeMap::from([(DECISION.to_owned(), elicitation(&action))]);
             Ok(InputRequiredResult::new(Some(requests), Some(state)).into())
         }
         _ => Ok(settled.result()),
@@ -219,14 +245,12 @@ async fn start(
     api: &Api,
     principal: &Principal,
     arguments: &JsonObject,
-) -> Step<(String, String, String)> {
+) -> Step<ChatStartResponse> {
     // The arguments held against the input schema: `message` and maybe `sessionId`, the body
     // of a start as it is.
     let body = Value::Object(arguments.clone());
     let request = json_request(Method::POST, "/v1/agent/chat".into(), Some(&body));
-    let started = call(api, principal, request).await?;
-    let field = |name: &str| started[name].as_str().unwrap_or_default().to_owned();
-    Ok((field("sessionId"), field("turnId"), field("cursor")))
+    call(api, principal, request).await
 }
 
 /// Long-polls the log from `cursor` until `turn` is not `processing` and no more events are
@@ -235,18 +259,18 @@ async fn wait(
     api: &Api,
     principal: &Principal,
     context: &RequestContext<RoleServer>,
-    session: &str,
-    turn: &str,
-    cursor: &str,
+    session: String,
+    turn: String,
+    cursor: String,
 ) -> Step<Settled> {
     let progress = context.meta.get_progress_token();
     let mut settled = Settled {
-        session: session.to_owned(),
-        turn: turn.to_owned(),
-        cursor: cursor.to_owned(),
-        state: "processing".into(),
-        action: None,
+        session_id: session,
+        turn_id: turn,
+        cursor,
+        state: TurnState::Processing,
         events: 0,
+        action: None,
     };
     loop {
         let query = serde_urlencoded::to_string([
@@ -254,31 +278,31 @@ async fn wait(
             ("wait", &WAIT_MS.to_string()),
         ])
         .expect("pairs of strings encode");
-        let path = format!("/v1/agent/chat/{}?{query}", percent_encode(session));
-        let page = call(api, principal, json_request(Method::GET, path, None)).await?;
-        for event in page["events"].as_array().into_iter().flatten() {
+        let path = format!(
+            "/v1/agent/chat/{}?{query}",
+            percent_encode(&settled.session_id)
+        );
+        let page: EventPage = call(api, principal, json_request(Method::GET, path, None)).await?;
+        for event in page.events {
             settled.events += 1;
             if let Some(token) = &progress {
-                let kind = event["type"].as_str().unwrap_or("event");
                 let note = ProgressNotificationParam::new(token.clone(), settled.events as f64)
-                    .with_message(format!("{kind} #{}", event["seq"]));
+                    .with_message(format!("{} #{}", event.kind(), event.seq()));
                 // A client gone away loses notes, not the turn.
                 let _ = context.peer.notify_progress(note).await;
             }
-            if event["turnId"] != turn {
+            if event.turn_id() != settled.turn_id {
                 continue;
             }
-            match event["type"].as_str() {
-                Some("turn_state") => {
-                    settled.state = event["state"].as_str().unwrap_or_default().to_owned();
-                }
-                Some("action") => settled.action = Some(event["action"].clone()),
+            match event {
+                AgentEvent::TurnState { state, .. } => settled.state = state,
+                AgentEvent::Action { action, .. } => settled.action = Some(action),
                 _ => {}
             }
         }
-        settled.cursor = page["cursor"].as_str().unwrap_or_default().to_owned();
-        if settled.state != "processing" && page["has_more"] != true {
-            if settled.state != "awaiting_action" {
+        settled.cursor = page.cursor;
+        if settled.state != TurnState::Processing && !page.has_more {
+            if settled.state != TurnState::AwaitingAction {
                 settled.action = None;
             }
             return Ok(settled);
@@ -296,17 +320,27 @@ async fn resolve(
     state: &str,
 ) -> Step<()> {
     let action = &pending.action;
-    let digest = action["build"]["digest"].clone();
+    let digest = action.build.digest.to_string();
     let result = if approve {
-        json!({ "outcome": "approved", "digest": digest })
+        ActionResult::Approved {
+            digest: digest.parse().map_err(internal)?,
+        }
     } else {
-        json!({ "outcome": "rejected", "digest": digest, "reason": "rejected by the person" })
+        ActionResult::Rejected {
+            digest: digest.parse().map_err(internal)?,
+            reason: Some("rejected by the person".parse().map_err(internal)?),
+        }
     };
-    let body = json!({ "revision": action["revision"], "result": result });
+    let body: ActionResolutionRequest = ActionResolutionRequest::builder()
+        .revision(action.revision)
+        .result(result)
+        .try_into()
+        .map_err(internal)?;
+    let body = serde_json::to_value(body).map_err(internal)?;
     let path = format!(
         "/v1/agent/sessions/{}/actions/{}/resolve",
         percent_encode(&pending.session),
-        percent_encode(action["actionId"].as_str().unwrap_or_default())
+        percent_encode(&action.action_id)
     );
     let key: String = Sha256::digest(format!("{state}|{approve}"))
         .iter()
@@ -318,45 +352,53 @@ async fn resolve(
         "idempotency-key",
         key.parse().expect("hex is a header value"),
     );
-    call(api, principal, request).await.map(drop)
+    call::<Value>(api, principal, request).await.map(drop)
+}
+
+/// The person's answer to the input request, as the client sends it back.
+#[derive(Deserialize)]
+struct Answer {
+    action: String,
+    #[serde(default)]
+    content: Option<AnswerContent>,
+}
+
+/// What the person chose in the form.
+#[derive(Deserialize)]
+struct AnswerContent {
+    decision: Option<String>,
 }
 
 /// The person's answer: approve, reject, or `None` when they cancelled or nothing came back.
 fn decision(answer: Option<&Value>) -> Option<bool> {
-    let answer = answer?;
-    match answer["action"].as_str()? {
-        "accept" => Some(answer["content"][DECISION] == "approve"),
+    let answer = Answer::deserialize(answer?).ok()?;
+    match answer.action.as_str() {
+        "accept" => Some(
+            answer
+                .content
+                .and_then(|content| content.decision)
+                .is_some_and(|decision| decision == "approve"),
+        ),
         "decline" => Some(false),
         _ => None,
     }
 }
 
 /// The question put to the person: the Build's balance changes and guards, approve or reject.
-fn elicitation(action: &Value) -> InputRequest {
-    let simulation = &action["build"]["simulation"];
+fn elicitation(action: &ActionRequest) -> InputRequest {
     let mut lines = vec![format!(
         "{} (Build {})",
-        action["title"].as_str().unwrap_or("Approve the Build"),
-        action["build"]["digest"].as_str().unwrap_or_default()
+        action.title,
+        action.build.digest.as_str()
     )];
-    for change in simulation["balanceChanges"]
-        .as_array()
-        .into_iter()
-        .flatten()
-    {
-        lines.push(format!(
-            "balance {} {} {}",
-            change["account"].as_str().unwrap_or("?"),
-            change["amount"].as_str().unwrap_or("?"),
-            change["symbol"].as_str().unwrap_or("")
-        ));
-    }
-    for guard in simulation["guards"].as_array().into_iter().flatten() {
-        lines.push(format!(
-            "guard {}: {}",
-            guard["name"].as_str().unwrap_or("?"),
-            guard["status"].as_str().unwrap_or("?")
-        ));
+    if let Some(simulation) = &action.build.simulation {
+        for change in &simulation.balance_changes {
+            let account = change.account.as_deref().unwrap_or("?");
+            lines.push(format!("balance {account} {change}"));
+        }
+        for guard in &simulation.guards {
+            lines.push(format!("guard {}: {}", guard.name, guard.status));
+        }
     }
     let request = json!({
         "method": "elicitation/create",
@@ -387,15 +429,22 @@ fn json_request(method: Method, path: String, body: Option<&Value>) -> Request<B
     .expect("a request of a fixed path is valid")
 }
 
-/// The Agent's answer to `request`: its JSON on success, else its envelope (or an `internal`
-/// one when the call itself failed).
-async fn call(api: &Api, principal: &Principal, request: Request<Body>) -> Step<Value> {
+/// A failure of this server, not of the Agent's answer.
+fn internal(error: impl std::fmt::Display) -> Failure {
+    Failure::Internal(error.to_string())
+}
+
+/// The Agent's answer to `request`: its body as `T` on success, else its envelope.
+async fn call<T: DeserializeOwned>(
+    api: &Api,
+    principal: &Principal,
+    request: Request<Body>,
+) -> Step<T> {
     match api.send(principal, request).await {
-        Ok((status, body)) if status.is_success() => Ok(body),
-        Ok((_, envelope)) => Err(envelope),
-        Err(error) => {
-            let envelope = ApiError::new(ErrorCode::Internal, error.message).envelope();
-            Err(serde_json::to_value(envelope).expect("an error envelope serializes"))
+        Ok((status, body)) if status.is_success() => {
+            serde_json::from_value(body).map_err(|e| internal(format!("the answer: {e}")))
         }
+        Ok((_, envelope)) => Err(Failure::Answered(envelope)),
+        Err(error) => Err(Failure::Internal(error.message.into_owned())),
     }
 }

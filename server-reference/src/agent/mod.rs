@@ -4,6 +4,7 @@
 
 pub mod cursor;
 mod error;
+pub(crate) mod feed;
 mod head;
 pub(crate) mod http;
 mod log;

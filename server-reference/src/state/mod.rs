@@ -1,17 +1,17 @@
 //! What the HTTP layer shares: the configuration, the keys, the store and the services, opened
-//! from the data dir.
+//! from the data dir; [`maintenance`] runs beside them while the server lives.
+
+mod maintenance;
 
 use std::path::PathBuf;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::FromRef;
-use intent_models::MessageSnapshot;
-use tokio::sync::mpsc;
 
 use crate::account::Account;
-
-use crate::agent::{self, EventLog, Hub, Notifier, Relay, Sessions, Turns, WeakLog};
+use crate::agent::feed::{self, Feed};
+use crate::agent::{self, EventLog, Hub, Notifier, Relay, Sessions, Turns};
 use crate::auth::rate::RateLimits;
 use crate::auth::resource::Resource;
 use crate::auth::token::{self, Grant};
@@ -20,11 +20,8 @@ use crate::config::{Config, OAuthClient};
 use crate::keys::sealer::Sealer;
 use crate::keys::signing::SigningKeys;
 use crate::pipeline::Pipeline;
-use crate::store::{self, Notified, Runner, Shared, Store};
+use crate::store::{self, Runner, Store};
 use crate::{clock, random};
-
-/// Snapshots waiting to be relayed to other processes before more are dropped.
-const SNAPSHOT_OUTBOX: usize = 256;
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -140,11 +137,7 @@ impl AppState {
         });
         let shared = store.shared();
         let notifier: Arc<dyn Notifier> = match &shared {
-            Some(shared) => {
-                let (outbox, relayed) = mpsc::channel(SNAPSHOT_OUTBOX);
-                tokio::spawn(relay_snapshots(shared.clone(), relayed));
-                Arc::new(Relay::new(hub, outbox))
-            }
+            Some(shared) => Arc::new(Relay::new(hub, feed::relay_snapshots(shared.clone()))),
             None => hub,
         };
         // The gateway's operations are read from openapi.json at start, not by the first request.
@@ -169,10 +162,7 @@ impl AppState {
         // retire the heads they make out of date.
         if let Some(shared) = shared {
             log.hearing_changes(false);
-            let feed = Feed {
-                hub: fed,
-                log: log.downgrade(),
-            };
+            let feed = Feed::new(fed, log.downgrade());
             tokio::spawn(async move { shared.follow_notifications(feed).await });
         }
         let turns = Turns::new(
@@ -201,8 +191,14 @@ impl AppState {
             pipeline,
             account,
         }));
-        tokio::spawn(clean_up(Arc::downgrade(&state.0), cleanup_interval));
-        tokio::spawn(keep_turns(Arc::downgrade(&state.0), turn_lease));
+        tokio::spawn(maintenance::clean_up(
+            Arc::downgrade(&state.0),
+            cleanup_interval,
+        ));
+        tokio::spawn(maintenance::keep_turns(
+            Arc::downgrade(&state.0),
+            turn_lease,
+        ));
         Ok(state)
     }
 
@@ -264,135 +260,5 @@ impl AppState {
     /// The rate limits, when the server sets any.
     pub fn rate_limits(&self) -> Option<&RateLimits> {
         self.0.rate_limits.as_ref()
-    }
-}
-
-/// Every `interval` while the server lives: removes expired authorization codes and device
-/// grants, idempotency keys past their lifetime, refresh-token families past expiry, and the
-/// wake-up channels of sessions nobody follows.
-async fn clean_up(state: Weak<Inner>, interval: Duration) {
-    loop {
-        tokio::time::sleep(interval).await;
-        let Some(state) = state.upgrade() else {
-            return;
-        };
-        let now = clock::now();
-        let before = |age: Duration| now - clock::seconds(age);
-        let config = &state.config;
-        match state
-            .store
-            .purge(
-                before(config.expired_kept),
-                before(config.idempotency_key_ttl),
-            )
-            .await
-        {
-            Ok(purged) => tracing::debug!(?purged, "cleaned up"),
-            Err(error) => {
-                tracing::error!(error = &error as &dyn std::error::Error, "cleaning up")
-            }
-        }
-        state.log.forget_idle_readers();
-    }
-}
-
-/// While the server lives: renews the leases of the turns this process runs three times per
-/// `lease`, and fails the processing turns whose runner's lease ran out (a process that died).
-async fn keep_turns(state: Weak<Inner>, lease: Duration) {
-    let mut ticks = tokio::time::interval(lease / 3);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        ticks.tick().await;
-        let Some(state) = state.upgrade() else {
-            return;
-        };
-        if let Err(error) = state.store.renew_leases(clock::now_ms()).await {
-            tracing::warn!(
-                error = &error as &dyn std::error::Error,
-                "renewing turn leases"
-            );
-        }
-        if let Err(error) = state.turns.fail_orphans().await {
-            tracing::warn!(
-                error = &error as &dyn std::error::Error,
-                "failing orphaned turns"
-            );
-        }
-    }
-}
-
-/// Feeds a hub and an event log, while they live, with what every process on a shared store
-/// writes and what the others relay. The log's heads are retired before readers wake, so that
-/// a woken reader reads what woke it.
-struct Feed {
-    hub: Weak<Hub>,
-    log: WeakLog,
-}
-
-impl Notified for Feed {
-    fn appended(&self, session: &str, last_seq: i64) {
-        if let Some(log) = self.log.upgrade() {
-            log.write_heard(session, Some(last_seq));
-        }
-        if let Some(hub) = self.hub.upgrade() {
-            hub.appended(session, last_seq);
-        }
-    }
-
-    fn updated(&self, session: &str) {
-        if let Some(log) = self.log.upgrade() {
-            log.write_heard(session, None);
-        }
-    }
-
-    fn deleted(&self, session: &str) {
-        if let Some(log) = self.log.upgrade() {
-            log.write_heard(session, None);
-        }
-        if let Some(hub) = self.hub.upgrade() {
-            hub.close(session);
-        }
-    }
-
-    fn snapshot(&self, session: &str, snapshot: MessageSnapshot) {
-        if let Some(hub) = self.hub.upgrade() {
-            hub.snapshot(session, snapshot);
-        }
-    }
-
-    fn listening(&self) {
-        if let Some(log) = self.log.upgrade() {
-            log.hearing_changes(true);
-        }
-        if let Some(hub) = self.hub.upgrade() {
-            hub.wake_all();
-        }
-    }
-
-    fn lost(&self) {
-        if let Some(log) = self.log.upgrade() {
-            log.hearing_changes(false);
-        }
-    }
-}
-
-/// Relays this process's snapshots to the others through `store`, until the log is gone. A
-/// snapshot holds its message so far, so of the snapshots waiting for one session only the last
-/// is sent.
-async fn relay_snapshots(shared: Shared, mut relayed: mpsc::Receiver<(String, MessageSnapshot)>) {
-    let mut waiting = Vec::new();
-    while relayed.recv_many(&mut waiting, SNAPSHOT_OUTBOX).await > 0 {
-        let mut latest: Vec<(String, MessageSnapshot)> = Vec::new();
-        for (session, snapshot) in waiting.drain(..) {
-            match latest.iter_mut().find(|(held, _)| *held == session) {
-                Some(held) => held.1 = snapshot,
-                None => latest.push((session, snapshot)),
-            }
-        }
-        for (session, snapshot) in latest {
-            if let Err(error) = shared.relay_snapshot(&session, snapshot).await {
-                tracing::debug!(%error, "relaying a snapshot");
-            }
-        }
     }
 }

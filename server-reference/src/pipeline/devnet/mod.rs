@@ -16,8 +16,6 @@ use intent_models::{
     PipelineGuardResultStatus as GuardStatus, PipelineLog, PipelineSimulation,
     PipelineSimulationStatus,
 };
-use serde::de::DeserializeOwned;
-use serde_json::Value;
 use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard};
 
 use crate::pipeline;
@@ -205,10 +203,10 @@ fn prepare_on<'a, L: Ledger>(
 
 /// What a run observed, before its guards judge it.
 struct Observed {
-    balance_changes: Vec<Value>,
-    approvals: Vec<Value>,
-    fees: Vec<Value>,
-    logs: Vec<Value>,
+    balance_changes: Vec<PipelineBalanceChange>,
+    approvals: Vec<PipelineApprovalChange>,
+    fees: Vec<PipelineFeeEstimate>,
+    logs: Vec<PipelineLog>,
     warnings: Vec<String>,
     gas: Option<PipelineGasEstimate>,
 }
@@ -225,22 +223,14 @@ fn simulation(
         } else {
             PipelineSimulationStatus::Passed
         })
-        .balance_changes(entries::<PipelineBalanceChange>(observed.balance_changes))
-        .approvals(entries::<PipelineApprovalChange>(observed.approvals))
-        .fees(entries::<PipelineFeeEstimate>(observed.fees))
-        .logs(entries::<PipelineLog>(observed.logs))
+        .balance_changes(observed.balance_changes)
+        .approvals(observed.approvals)
+        .fees(observed.fees)
+        .logs(observed.logs)
         .warnings(observed.warnings)
         .guards(guards)
         .gas(observed.gas)
         .try_into()
-}
-
-/// Decoded entries as their models; the decoders write only what the models allow.
-fn entries<T: DeserializeOwned>(values: Vec<Value>) -> Vec<T> {
-    values
-        .into_iter()
-        .map(|value| serde_json::from_value(value).expect("a decoded entry matches its model"))
-        .collect()
 }
 
 /// The first failure each guard of a run saw.

@@ -4,14 +4,17 @@
 //! before and after each transaction.
 
 use std::collections::BTreeMap;
+use std::num::NonZeroU64;
 use std::str::FromStr;
 
 use base64::Engine;
 use intent_models::error::ConversionError;
-use intent_models::{PipelineAction, SvmInstruction};
+use intent_models::{
+    PipelineAction, PipelineBalanceChange, PipelineBalanceChangeDirection as Direction,
+    PipelineBalanceChangeStandard as Standard, PipelineFeeEstimate, PipelineLog, SvmInstruction,
+};
 use litesvm::LiteSVM;
 use litesvm::types::FailedTransactionMetadata;
-use serde_json::{Value, json};
 use sha2::{Digest, Sha512};
 use solana_account::Account;
 use solana_address::Address;
@@ -274,7 +277,7 @@ impl Ledger for Cluster {
             let meta = match outcome {
                 Ok(meta) => meta,
                 Err(FailedTransactionMetadata { err, meta }) => {
-                    logs.extend(program_logs(&meta.logs, step));
+                    logs.extend(program_logs(&meta.logs, step)?);
                     let message = format!("step {step}: {err}");
                     if short_of_funds(&err) {
                         guards.sufficient_balance = Some(message);
@@ -285,17 +288,17 @@ impl Ledger for Cluster {
                 }
             };
             let after = self.holdings(&keys);
-            balance_changes.extend(changes(&keys, &before, &after, &payer, meta.fee, step));
-            fees.push(json!({
-                "asset": "native",
-                "amount": meta.fee.to_string(),
-                "account": payer.to_string(),
-                "symbol": "SOL",
-                "decimals": 9,
-                "cluster": CLUSTER,
-                "kind": "signature",
-            }));
-            logs.extend(program_logs(&meta.logs, step));
+            balance_changes.extend(changes(&keys, &before, &after, &payer, meta.fee, step)?);
+            let fee = PipelineFeeEstimate::builder()
+                .asset("native")
+                .amount(meta.fee.to_string())
+                .account(payer.to_string())
+                .symbol(Some("SOL".to_owned()))
+                .decimals(Some(9))
+                .cluster(Some(CLUSTER.to_owned()))
+                .kind(Some("signature".to_owned()));
+            fees.push(fee.try_into()?);
+            logs.extend(program_logs(&meta.logs, step)?);
             transactions.push((step, meta.signature.to_string()));
         }
         let guards = guards.results(None, expires_at, now)?;
@@ -382,7 +385,7 @@ fn short_of_funds(err: &TransactionError) -> bool {
 }
 
 /// Program log lines, each attributed to the program running when it was written.
-fn program_logs(lines: &[String], step: u64) -> Vec<Value> {
+fn program_logs(lines: &[String], step: u64) -> Result<Vec<PipelineLog>, ConversionError> {
     let mut running: Vec<String> = Vec::new();
     lines
         .iter()
@@ -406,13 +409,13 @@ fn program_logs(lines: &[String], step: u64) -> Vec<Value> {
                 Some((id, _)) => id,
                 None => running.last().cloned().unwrap_or_default(),
             };
-            json!({
-                "address": address,
-                "topics": [],
-                "data": line,
-                "cluster": CLUSTER,
-                "step": step,
-            })
+            PipelineLog::builder()
+                .address(address)
+                .topics(Vec::<String>::new())
+                .data(line.clone())
+                .cluster(Some(CLUSTER.to_owned()))
+                .step(NonZeroU64::new(step))
+                .try_into()
         })
         .collect()
 }
@@ -426,7 +429,7 @@ fn changes(
     payer: &Address,
     fee: u64,
     step: u64,
-) -> Vec<Value> {
+) -> Result<Vec<PipelineBalanceChange>, ConversionError> {
     // (asset, account) -> signed delta, in base units.
     let mut deltas: BTreeMap<(Option<Address>, Address), i128> = BTreeMap::new();
     for ((key, pre), post) in keys.iter().zip(before).zip(after) {
@@ -453,29 +456,32 @@ fn changes(
         .iter()
         .map(|((asset, account), delta)| {
             let (asset_name, known, standard) = match asset {
-                None => ("native".to_owned(), Some(("SOL", 9)), Some("native")),
+                None => (
+                    "native".to_owned(),
+                    Some(("SOL", 9)),
+                    Some(Standard::Native),
+                ),
                 Some(mint_address) => {
                     let known = mint(&mint_address.to_string()).map(|m| (m.symbol, m.decimals));
                     (mint_address.to_string(), known, None)
                 }
             };
-            let mut change = json!({
-                "asset": asset_name,
-                "amount": delta.unsigned_abs().to_string(),
-                "account": account.to_string(),
-                "direction": if *delta > 0 { "in" } else { "out" },
-                "cluster": CLUSTER,
-                "counterparty": counterparty(asset, *delta > 0),
-                "step": step,
-            });
-            if let Some((symbol, decimals)) = known {
-                change["symbol"] = symbol.into();
-                change["decimals"] = decimals.into();
-            }
-            if let Some(standard) = standard {
-                change["standard"] = standard.into();
-            }
-            change
+            PipelineBalanceChange::builder()
+                .asset(asset_name)
+                .amount(delta.unsigned_abs().to_string())
+                .account(account.to_string())
+                .direction(if *delta > 0 {
+                    Direction::In
+                } else {
+                    Direction::Out
+                })
+                .cluster(Some(CLUSTER.to_owned()))
+                .counterparty(counterparty(asset, *delta > 0))
+                .step(NonZeroU64::new(step))
+                .symbol(known.map(|(symbol, _)| symbol.to_owned()))
+                .decimals(known.map(|(_, decimals)| i64::from(decimals)))
+                .standard(standard)
+                .try_into()
         })
         .collect()
 }

@@ -1,11 +1,18 @@
 //! What a simulation reports of an EVM run, decoded from its logs: balance changes and approvals
 //! of the devnet's token standards.
 
+use std::num::NonZeroU64;
+
+use intent_models::error::ConversionError;
+use intent_models::{
+    PipelineApprovalChange, PipelineApprovalChangeKind as Kind, PipelineBalanceChange,
+    PipelineBalanceChangeDirection as Direction, PipelineBalanceChangeStandard as Standard,
+    builder,
+};
 use revm::primitives::{Address, U256};
-use serde_json::{Value, json};
 
 use super::CHAIN_ID;
-use super::contracts::contract;
+use super::contracts::{Contract, contract};
 
 /// `Transfer(address,address,uint256)`: ERC-20 with three topics, ERC-721 with four.
 const TRANSFER_TOPIC: &str = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef";
@@ -24,20 +31,20 @@ const TRANSFER_BATCH_TOPIC: &str =
 /// What the simulation reports, collected from logs.
 #[derive(Default)]
 pub(super) struct Decoded {
-    /// Balance changes, as `PipelineBalanceChange` JSON.
-    pub balance_changes: Vec<Value>,
-    /// Approvals, as `PipelineApprovalChange` JSON.
-    pub approvals: Vec<Value>,
+    /// Balance changes.
+    pub balance_changes: Vec<PipelineBalanceChange>,
+    /// Approvals.
+    pub approvals: Vec<PipelineApprovalChange>,
     /// What could not be decoded.
     pub warnings: Vec<String>,
 }
 
 impl Decoded {
     /// Balance changes and approvals of a token log, told apart by topic0 and topic count.
-    pub fn log(&mut self, log: &revm::primitives::Log, step: u64) {
+    pub fn log(&mut self, log: &revm::primitives::Log, step: u64) -> Result<(), ConversionError> {
         let topics = log.data.topics();
         let Some(topic0) = topics.first().map(|t| t.to_string()) else {
-            return;
+            return Ok(());
         };
         let asset = log.address.to_checksum(None);
         let known = contract(&asset);
@@ -48,48 +55,46 @@ impl Decoded {
                 .get(i * 32..(i + 1) * 32)
                 .map_or(U256::ZERO, U256::from_be_slice)
         };
-        let base = json!({
-            "asset": asset,
-            "symbol": known.map(|c| c.symbol),
-            "name": known.map(|c| c.name),
-            "chainId": CHAIN_ID,
-            "step": step,
-        });
+        let base = Token {
+            asset: asset.clone(),
+            known,
+            step: NonZeroU64::new(step),
+        };
         match (topic0.as_str(), topics.len()) {
             (TRANSFER_TOPIC, 3) => {
                 let decimals = known.and_then(|c| c.decimals);
                 self.transfer(
                     &base,
-                    "erc20",
+                    Standard::Erc20,
                     &party(1),
                     &party(2),
                     word(0),
                     None,
                     decimals,
-                );
+                )?;
             }
             (TRANSFER_TOPIC, 4) => {
                 let id = U256::from_be_bytes(topics[3].0);
                 self.transfer(
                     &base,
-                    "erc721",
+                    Standard::Erc721,
                     &party(1),
                     &party(2),
                     U256::from(1u64),
                     Some(id),
                     None,
-                );
+                )?;
             }
             (TRANSFER_SINGLE_TOPIC, 4) => {
                 self.transfer(
                     &base,
-                    "erc1155",
+                    Standard::Erc1155,
                     &party(2),
                     &party(3),
                     word(1),
                     Some(word(0)),
                     None,
-                );
+                )?;
             }
             (TRANSFER_BATCH_TOPIC, 4) => {
                 let array = |offset: U256| -> Vec<U256> {
@@ -101,13 +106,13 @@ impl Decoded {
                 for (id, value) in ids.into_iter().zip(values) {
                     self.transfer(
                         &base,
-                        "erc1155",
+                        Standard::Erc1155,
                         &party(2),
                         &party(3),
                         value,
                         Some(id),
                         None,
-                    );
+                    )?;
                 }
             }
             (APPROVAL_TOPIC, 3) => {
@@ -121,26 +126,23 @@ impl Decoded {
                         party(1)
                     ));
                 }
-                self.approve(
-                    &base,
-                    &party(1),
-                    &party(2),
-                    json!({
-                        "kind": "allowance", "standard": "erc20", "amount": amount.to_string(),
-                        "unlimited": unlimited, "decimals": known.and_then(|c| c.decimals),
-                    }),
-                );
+                let approval = base
+                    .approval(&party(1), &party(2))
+                    .kind(Kind::Allowance)
+                    .standard("erc20")
+                    .amount(amount.to_string())
+                    .unlimited(unlimited)
+                    .decimals(known.and_then(|c| c.decimals).map(i64::from));
+                self.approvals.push(approval.try_into()?);
             }
             (APPROVAL_TOPIC, 4) => {
                 let id = U256::from_be_bytes(topics[3].0);
-                self.approve(
-                    &base,
-                    &party(1),
-                    &party(2),
-                    json!({
-                        "kind": "token", "standard": "erc721", "tokenId": id.to_string(),
-                    }),
-                );
+                let approval = base
+                    .approval(&party(1), &party(2))
+                    .kind(Kind::Token)
+                    .standard("erc721")
+                    .token_id(id.to_string());
+                self.approvals.push(approval.try_into()?);
             }
             (APPROVAL_FOR_ALL_TOPIC, 3) => {
                 let approved = word(0) != U256::ZERO;
@@ -152,53 +154,75 @@ impl Decoded {
                         party(1)
                     ));
                 }
-                self.approve(
-                    &base,
-                    &party(1),
-                    &party(2),
-                    json!({
-                        "kind": "operator", "standard": standard, "approved": approved,
-                        "unlimited": approved,
-                    }),
-                );
+                let approval = base
+                    .approval(&party(1), &party(2))
+                    .kind(Kind::Operator)
+                    .standard(standard)
+                    .approved(approved)
+                    .unlimited(approved);
+                self.approvals.push(approval.try_into()?);
             }
             _ => {}
         }
+        Ok(())
     }
 
     #[allow(clippy::too_many_arguments)]
     fn transfer(
         &mut self,
-        base: &Value,
-        standard: &str,
+        base: &Token<'_>,
+        standard: Standard,
         from: &str,
         to: &str,
         amount: U256,
         token_id: Option<U256>,
         decimals: Option<u8>,
-    ) {
-        for (account, direction, counterparty) in [(from, "out", to), (to, "in", from)] {
-            let mut change = base.clone();
-            change["amount"] = amount.to_string().into();
-            change["account"] = account.into();
-            change["direction"] = direction.into();
-            change["counterparty"] = counterparty.into();
-            change["standard"] = standard.into();
-            change["decimals"] = json!(decimals);
-            if let Some(id) = token_id {
-                change["tokenId"] = id.to_string().into();
-            }
-            self.balance_changes.push(change);
+    ) -> Result<(), ConversionError> {
+        for (account, direction, counterparty) in
+            [(from, Direction::Out, to), (to, Direction::In, from)]
+        {
+            let change = base
+                .change()
+                .amount(amount.to_string())
+                .account(account.to_owned())
+                .direction(direction)
+                .counterparty(counterparty.to_owned())
+                .standard(standard)
+                .decimals(decimals.map(i64::from))
+                .token_id(token_id.map(|id| id.to_string()));
+            self.balance_changes.push(change.try_into()?);
         }
+        Ok(())
+    }
+}
+
+/// The token a log is about, and the step whose run wrote it.
+struct Token<'a> {
+    asset: String,
+    known: Option<&'a Contract>,
+    step: Option<NonZeroU64>,
+}
+
+impl Token<'_> {
+    /// A balance change of this token, with what every change of it says.
+    fn change(&self) -> builder::PipelineBalanceChange {
+        PipelineBalanceChange::builder()
+            .asset(self.asset.clone())
+            .symbol(self.known.map(|c| c.symbol.to_owned()))
+            .name(self.known.map(|c| c.name.to_owned()))
+            .chain_id(Some(CHAIN_ID as i64))
+            .step(self.step)
     }
 
-    fn approve(&mut self, base: &Value, account: &str, spender: &str, fields: Value) {
-        let mut approval = base.clone();
-        approval["account"] = account.into();
-        approval["spender"] = spender.into();
-        if let (Value::Object(approval), Value::Object(fields)) = (&mut approval, fields) {
-            approval.extend(fields);
-        }
-        self.approvals.push(approval);
+    /// `spender`'s approval over `account`'s holdings of this token.
+    fn approval(&self, account: &str, spender: &str) -> builder::PipelineApprovalChange {
+        PipelineApprovalChange::builder()
+            .asset(self.asset.clone())
+            .symbol(self.known.map(|c| c.symbol.to_owned()))
+            .name(self.known.map(|c| c.name.to_owned()))
+            .chain_id(Some(CHAIN_ID as i64))
+            .step(self.step)
+            .account(account.to_owned())
+            .spender(spender.to_owned())
     }
 }

@@ -2,16 +2,20 @@
 //! accounts funded and the token contracts of `contracts/` deployed at genesis.
 
 use std::collections::BTreeMap;
+use std::num::NonZeroU64;
 use std::str::FromStr;
 
 use intent_models::error::ConversionError;
-use intent_models::{PipelineAction, PipelineGasEstimate};
+use intent_models::{
+    PipelineAction, PipelineBalanceChange, PipelineBalanceChangeDirection as Direction,
+    PipelineBalanceChangeStandard as ChangeStandard, PipelineFeeEstimate, PipelineGasEstimate,
+    PipelineLog,
+};
 use revm::context::TxEnv;
 use revm::database::{CacheDB, EmptyDB};
 use revm::primitives::{Address, Bytes, TxKind, U256, keccak256};
 use revm::state::AccountInfo;
 use revm::{Context, DatabaseCommit, DatabaseRef, ExecuteEvm, MainBuilder, MainContext};
-use serde_json::json;
 
 mod contracts;
 mod logs;
@@ -244,14 +248,15 @@ fn run(
             guards.succeeded = Some(format!("step {step}: the transaction reverted"));
         }
         for log in outcome.result.logs() {
-            decoded.log(log, step);
-            logs.push(json!({
-                "address": log.address.to_checksum(None),
-                "topics": log.data.topics().iter().map(|t| t.to_string()).collect::<Vec<_>>(),
-                "data": log.data.data.to_string(),
-                "chainId": CHAIN_ID,
-                "step": step,
-            }));
+            decoded.log(log, step)?;
+            let topics: Vec<String> = log.data.topics().iter().map(|t| t.to_string()).collect();
+            let entry = PipelineLog::builder()
+                .address(log.address.to_checksum(None))
+                .topics(topics)
+                .data(log.data.data.to_string())
+                .chain_id(Some(CHAIN_ID as i64))
+                .step(NonZeroU64::new(step));
+            logs.push(entry.try_into()?);
         }
         // Native value deltas, fee excluded, ordered by address for a stable result.
         let mut deltas = BTreeMap::new();
@@ -272,32 +277,32 @@ fn run(
         }
         for (address, (pre, post)) in &deltas {
             let (amount, direction, counterparty) = if post > pre {
-                (post - pre, "in", caller)
+                (post - pre, Direction::In, caller)
             } else {
-                (pre - post, "out", target)
+                (pre - post, Direction::Out, target)
             };
-            balance_changes.push(json!({
-                "asset": "native",
-                "amount": amount.to_string(),
-                "account": address.to_checksum(None),
-                "direction": direction,
-                "symbol": "ETH",
-                "decimals": 18,
-                "chainId": CHAIN_ID,
-                "standard": "native",
-                "counterparty": counterparty.to_checksum(None),
-                "step": step,
-            }));
+            let change = PipelineBalanceChange::builder()
+                .asset("native")
+                .amount(amount.to_string())
+                .account(address.to_checksum(None))
+                .direction(direction)
+                .symbol(Some("ETH".to_owned()))
+                .decimals(Some(18))
+                .chain_id(Some(CHAIN_ID as i64))
+                .standard(ChangeStandard::Native)
+                .counterparty(counterparty.to_checksum(None))
+                .step(NonZeroU64::new(step));
+            balance_changes.push(change.try_into()?);
         }
-        fees.push(json!({
-            "asset": "native",
-            "amount": fee.to_string(),
-            "account": caller.to_checksum(None),
-            "symbol": "ETH",
-            "decimals": 18,
-            "chainId": CHAIN_ID,
-            "kind": "gas",
-        }));
+        let gas = PipelineFeeEstimate::builder()
+            .asset("native")
+            .amount(fee.to_string())
+            .account(caller.to_checksum(None))
+            .symbol(Some("ETH".to_owned()))
+            .decimals(Some(18))
+            .chain_id(Some(CHAIN_ID as i64))
+            .kind(Some("gas".to_owned()));
+        fees.push(gas.try_into()?);
         let id = keccak256(
             [
                 &CHAIN_ID.to_be_bytes()[..],
@@ -315,7 +320,7 @@ fn run(
     warnings.extend(decoded.warnings);
     balance_changes.extend(decoded.balance_changes);
     let approvals = decoded.approvals;
-    let unlimited = approvals.iter().any(|a| a["unlimited"] == true);
+    let unlimited = approvals.iter().any(|a| a.unlimited == Some(true));
     let guards = guards.results(
         unlimited.then(|| "a spender may move every token of the account".to_owned()),
         expires_at,

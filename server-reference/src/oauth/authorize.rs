@@ -7,7 +7,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
-use super::{OAuthError, hash, page, requested, valid_account};
+use super::{OAuthError, hash, html, requested, valid_account};
 use crate::clock::now;
 use crate::state::AppState;
 use crate::store::{Authorization, AuthorizationCode};
@@ -74,8 +74,8 @@ pub async fn decide(
     headers: HeaderMap,
     Form(consent): Form<Consent>,
 ) -> Response {
-    if !page::csrf_ok(&headers, consent.csrf.as_deref()) {
-        return page::csrf_refused();
+    if !html::csrf_ok(&headers, consent.csrf.as_deref()) {
+        return html::csrf_refused();
     }
     let checked = match check(&state, &consent.params) {
         Ok(checked) => checked,
@@ -95,7 +95,7 @@ pub async fn decide(
             );
         }
         _ => {
-            return page::render(
+            return html::render(
                 StatusCode::BAD_REQUEST,
                 "Bad request",
                 "<p>Choose approve or deny.</p>",
@@ -104,7 +104,7 @@ pub async fn decide(
     }
     let Some(account) = consent.account.filter(|a| valid_account(a)) else {
         let body = "<p>The account must be 1 to 128 letters, digits or <code>_ . @ -</code>.</p>";
-        return page::render(StatusCode::BAD_REQUEST, "Bad request", body);
+        return html::render(StatusCode::BAD_REQUEST, "Bad request", body);
     };
     let code = crate::random::id("ac");
     let stored = AuthorizationCode {
@@ -216,29 +216,29 @@ fn consent_page(params: &AuthorizeParams, checked: &Checked) -> Response {
     let hidden: String = serde_urlencoded::from_str::<Vec<(String, String)>>(&fields)
         .expect("encoded parameters decode")
         .iter()
-        .map(|(name, value)| page::hidden(name, value))
+        .map(|(name, value)| html::hidden(name, value))
         .collect();
-    let csrf = page::csrf_token();
+    let csrf = html::csrf_token();
     let body = format!(
         "<p>Client <strong>{client}</strong> asks for <code>{scopes}</code> on <code>{resource}</code>.</p>\n\
          <form method=\"post\">{hidden}{csrf_field}\n\
          <label>Act as account <input name=\"account\" required maxlength=\"128\"></label>\n\
          <button name=\"decision\" value=\"approve\">Approve</button>\n\
          <button name=\"decision\" value=\"deny\">Deny</button></form>",
-        client = page::escape(&checked.client_id),
-        scopes = page::escape(&checked.scopes),
-        resource = page::escape(&checked.resource),
-        csrf_field = page::csrf_field(&csrf),
+        client = html::escape(&checked.client_id),
+        scopes = html::escape(&checked.scopes),
+        resource = html::escape(&checked.resource),
+        csrf_field = html::csrf_field(&csrf),
     );
-    page::with_csrf_cookie(page::render(StatusCode::OK, "Authorize", &body), &csrf)
+    html::with_csrf_cookie(html::render(StatusCode::OK, "Authorize", &body), &csrf)
 }
 
 fn refuse(refusal: Refusal, issuer: &str) -> Response {
     match refusal {
-        Refusal::Page(message) => page::render(
+        Refusal::Page(message) => html::render(
             StatusCode::BAD_REQUEST,
             "Bad authorization request",
-            &format!("<p>{}</p>", page::escape(&message)),
+            &format!("<p>{}</p>", html::escape(&message)),
         ),
         Refusal::Redirect {
             redirect_uri,

@@ -9,7 +9,7 @@ use axum::{Form, Json};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{DEVICE_VERIFY_PATH, OAuthError, hash, page, requested, valid_account};
+use super::{DEVICE_VERIFY_PATH, OAuthError, hash, html, requested, valid_account};
 use crate::clock::now;
 use crate::state::AppState;
 use crate::store::{DeviceGrant, DeviceStatus};
@@ -71,18 +71,18 @@ pub struct ShowQuery {
 }
 
 pub async fn show(Query(query): Query<ShowQuery>) -> Response {
-    let user_code = page::escape(&query.user_code.unwrap_or_default());
-    let csrf = page::csrf_token();
+    let user_code = html::escape(&query.user_code.unwrap_or_default());
+    let csrf = html::csrf_token();
     let body = format!(
         "<form method=\"post\">{csrf_field}\n\
          <label>Code <input name=\"user_code\" value=\"{user_code}\" required></label>\n\
          <label>Act as account <input name=\"account\" maxlength=\"128\"></label>\n\
          <button name=\"decision\" value=\"approve\">Approve</button>\n\
          <button name=\"decision\" value=\"deny\">Deny</button></form>",
-        csrf_field = page::csrf_field(&csrf),
+        csrf_field = html::csrf_field(&csrf),
     );
-    page::with_csrf_cookie(
-        page::render(StatusCode::OK, "Connect a device", &body),
+    html::with_csrf_cookie(
+        html::render(StatusCode::OK, "Connect a device", &body),
         &csrf,
     )
 }
@@ -100,15 +100,15 @@ pub async fn decide(
     headers: HeaderMap,
     Form(form): Form<Decision>,
 ) -> Response {
-    if !page::csrf_ok(&headers, form.csrf.as_deref()) {
-        return page::csrf_refused();
+    if !html::csrf_ok(&headers, form.csrf.as_deref()) {
+        return html::csrf_refused();
     }
     let user_code = normalize(&form.user_code.unwrap_or_default());
     let account = match form.decision.as_deref() {
         Some("approve") => match form.account.filter(|a| valid_account(a)) {
             Some(account) => Some(account),
             None => {
-                return page::render(
+                return html::render(
                     StatusCode::BAD_REQUEST,
                     "Bad request",
                     "<p>Name a valid account.</p>",
@@ -117,7 +117,7 @@ pub async fn decide(
         },
         Some("deny") => None,
         _ => {
-            return page::render(
+            return html::render(
                 StatusCode::BAD_REQUEST,
                 "Bad request",
                 "<p>Choose approve or deny.</p>",
@@ -129,17 +129,17 @@ pub async fn decide(
         .decide_device_grant(&user_code, account.as_deref(), now())
         .await
     {
-        Ok(true) if account.is_some() => page::render(
+        Ok(true) if account.is_some() => html::render(
             StatusCode::OK,
             "Device approved",
             "<p>Return to your device.</p>",
         ),
-        Ok(true) => page::render(
+        Ok(true) => html::render(
             StatusCode::OK,
             "Device denied",
             "<p>The device gets no access.</p>",
         ),
-        Ok(false) => page::render(
+        Ok(false) => html::render(
             StatusCode::BAD_REQUEST,
             "Unknown code",
             "<p>The code is unknown, expired, or already decided.</p>",

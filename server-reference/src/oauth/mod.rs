@@ -9,7 +9,7 @@
 mod authorize;
 mod device;
 mod grant;
-mod page;
+mod html;
 pub(crate) mod wellknown;
 
 use axum::Json;

@@ -5,9 +5,9 @@
 mod abi;
 pub mod catalog;
 pub mod devnet;
-pub mod envelope;
 mod error;
 pub(crate) mod http;
+pub mod seal;
 mod service;
 
 pub use devnet::evm::erc20;

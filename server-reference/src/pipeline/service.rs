@@ -15,7 +15,7 @@ use intent_models::{
 use serde_json::{Map, Value, json};
 
 use super::devnet::{self, Devnet};
-use super::envelope::{self, Content};
+use super::seal::{self, Content};
 use super::{Error, Result, catalog};
 use crate::clock::now;
 use crate::keys::signing::SigningKeys;
@@ -179,7 +179,7 @@ impl Pipeline {
         build: &Map<String, Value>,
     ) -> Result<PipelineCommitResult> {
         let at = now();
-        let typed = envelope::verify(&self.key, build, caller, at)?;
+        let typed = seal::verify(&self.key, build, caller, at)?;
         on_chain(catalog::app(&typed.origin.app).map_err(in_body)?, chain)?;
         let actions = serde_json::to_string(&typed.actions).expect("actions serialize");
         let chain_name = chain.to_string();
@@ -331,7 +331,7 @@ impl Pipeline {
             simulation,
             expires_at,
         };
-        Ok(envelope::seal(&self.key, content, owner)?)
+        Ok(seal::seal(&self.key, content, owner)?)
     }
 }
 

@@ -1,25 +1,25 @@
 //! Reference server of the Pipeline, Agent and Account interface.
 //!
-//! A request flows one way: the [`gateway`](auth::gateway) verifies its bearer token and hands
-//! on a [`Principal`](auth::principal::Principal); the area's `http` module parses it and calls a service
-//! ([`agent::Turns`], [`agent::EventLog`], [`pipeline::Pipeline`], [`account::Account`]); the
+//! A request flows one way: the `auth::gateway` verifies its bearer token and hands
+//! on a `Principal`; the area's `http` module parses it and calls a service
+//! ([`agent::Turns`], [`agent::EventLog`], [`pipeline::Pipeline`], `account::Account`); the
 //! service writes the [`store`] and the event log, which wakes the readers of pages and SSE
 //! streams. Services know nothing of HTTP, so another front door can call them.
 //! [`AppState::open`] opens the data dir; [`app`] builds the router, separate from `main`.
 
 #![forbid(unsafe_code)]
 
-pub mod account;
+mod account;
 pub mod agent;
 pub mod auth;
 mod clock;
 pub mod config;
 pub mod error;
 mod http;
-pub mod ids;
+mod ids;
 mod keys;
-pub mod mcp;
-pub mod oauth;
+mod mcp;
+mod oauth;
 pub mod pipeline;
 mod random;
 mod state;

@@ -1,6 +1,6 @@
-//! Who may call: the [`gateway`] in front of every `/v1` request verifies the bearer [`token`]
-//! (through the [`token_cache`]), bound to one [`resource`], checks the operation's scope and the
-//! account's [`rate`] limit, and hands handlers a [`principal`].
+//! Who may call: the `gateway` in front of every `/v1` request verifies the bearer [`token`]
+//! (through the `token_cache`), bound to one [`resource`], checks the operation's scope and the
+//! account's `rate` limit, and hands handlers a `principal`.
 
 pub(crate) mod gateway;
 pub(crate) mod principal;

@@ -1,6 +1,6 @@
 //! Durable state, written once for two engines: SQLite, the embedded default (one file in the
 //! data dir), and PostgreSQL, which several server processes share. The statements are the same
-//! on both ([`engine`] runs them and keeps what differs); the methods of [`Store`] are grouped
+//! on both (`engine` runs them and keeps what differs); the methods of [`Store`] are grouped
 //! by concept: [`account`], [`commits`], [`oauth`], and the Agent's sessions, turns, log, actions
 //! and idempotency keys under [`agent`].
 

@@ -33,10 +33,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         )
         .build()?;
 
-    // 1. Chat to a settled turn, approving the Build it asks for on the way.
+    // 1. Chat to a settled turn, approving the Build it asks for on the way. A Build is its
+    // content and its expiry to the second: the same transfer asked for twice within a second
+    // is one Build, which commits once.
     let agent = intent.agent();
     let request: ChatStartRequest = ChatStartRequest::builder()
-        .message("send 0.1 ETH to 0x70997970C51812dc3A010C7d01b50e0d17dc79C8")
+        .message("send 0.2 ETH to 0x70997970C51812dc3A010C7d01b50e0d17dc79C8")
         .try_into()?;
     let started = agent.start(&request).await?;
     let (session, turn) = (&started.session_id, &started.turn_id);

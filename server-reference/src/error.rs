@@ -1,7 +1,8 @@
 //! The one error type of the server, written as the error envelope of openapi.json:
 //! `{"error": {"code": "...", "message": "...", "details": {...}}}` with the status its code
 //! names. JSON extraction failures, store failures and the errors of every service go through
-//! it, mapped here and nowhere else.
+//! it; each area maps its own errors beside them (`area/error.rs`), so that this module names
+//! no area.
 
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
@@ -10,8 +11,6 @@ use axum::response::{IntoResponse, Response};
 use intent_models::error::ConversionError;
 use intent_models::{ErrorCode, ErrorDetail, ErrorEnvelope};
 use serde_json::{Map, Value};
-
-use crate::{account, agent, pipeline};
 
 /// An error answered to the client.
 #[derive(Debug)]
@@ -178,59 +177,10 @@ impl From<ConversionError> for ApiError {
     }
 }
 
-impl From<agent::Error> for ApiError {
-    fn from(error: agent::Error) -> Self {
-        use agent::{Error, Refusal};
-        let api = Self::new(error.code(), error.to_string());
-        match error {
-            Error::Store(error) => error.into(),
-            Error::Model(error) => error.into(),
-            Error::Internal => Self::internal(),
-            Error::TurnInProgress { turn_id } => api.with_detail("turnId", turn_id.into()),
-            Error::Refused(Refusal::Stale { current }) => {
-                api.with_detail("revision", current.into())
-            }
-            Error::Refused(Refusal::DigestMismatch { expected }) => {
-                api.with_detail("digest", expected.into())
-            }
-            _ => api,
-        }
-    }
-}
-
-impl From<pipeline::Error> for ApiError {
-    fn from(error: pipeline::Error) -> Self {
-        use pipeline::Error;
-        let api = Self::new(error.code(), error.to_string());
-        match error {
-            Error::Store(error) => error.into(),
-            Error::Model(error) => error.into(),
-            Error::InvalidInput { errors, .. } => api.with_detail("errors", Value::Array(errors)),
-            Error::SimulationFailed(simulation) => api.with_detail(
-                "simulation",
-                serde_json::to_value(simulation).expect("a simulation serializes"),
-            ),
-            _ => api,
-        }
-    }
-}
-
-impl From<account::Error> for ApiError {
-    fn from(error: account::Error) -> Self {
-        use account::Error;
-        let api = Self::new(error.code(), error.to_string());
-        match error {
-            Error::Store(error) => error.into(),
-            Error::Model(error) => error.into(),
-            Error::CredentialsMissing { missing } => api.with_detail("missing", missing.into()),
-            _ => api,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::account;
 
     #[test]
     fn an_incomplete_model_is_a_bare_500_that_names_nothing_of_the_server() {

@@ -3,6 +3,7 @@
 use intent_models::ErrorCode;
 use intent_models::error::ConversionError;
 
+use crate::error::ApiError;
 use crate::store;
 
 /// An Account failure. The HTTP layer turns it into the error envelope.
@@ -36,6 +37,19 @@ impl Error {
             Self::NotFound(_) => ErrorCode::NotFound,
             Self::CredentialsMissing { .. } => ErrorCode::CredentialsMissing,
             Self::Store(_) | Self::Model(_) => ErrorCode::Internal,
+        }
+    }
+}
+
+/// The answer of an Account failure: its code, its message, and its details.
+impl From<Error> for ApiError {
+    fn from(error: Error) -> Self {
+        let api = ApiError::new(error.code(), error.to_string());
+        match error {
+            Error::Store(error) => error.into(),
+            Error::Model(error) => error.into(),
+            Error::CredentialsMissing { missing } => api.with_detail("missing", missing.into()),
+            _ => api,
         }
     }
 }

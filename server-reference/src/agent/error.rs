@@ -4,6 +4,7 @@ use intent_models::ErrorCode;
 use intent_models::error::ConversionError;
 use serde::{Deserialize, Serialize};
 
+use crate::error::ApiError;
 use crate::store;
 
 /// An Agent failure. The HTTP layer turns it into the error envelope.
@@ -109,6 +110,26 @@ impl Error {
             Self::IdempotencyInFlight => ErrorCode::IdempotencyInFlight,
             Self::IdempotencyKeyReused => ErrorCode::IdempotencyKeyReused,
             Self::Internal | Self::Store(_) | Self::Model(_) => ErrorCode::Internal,
+        }
+    }
+}
+
+/// The answer of an Agent failure: its code, its message, and its details.
+impl From<Error> for ApiError {
+    fn from(error: Error) -> Self {
+        let api = ApiError::new(error.code(), error.to_string());
+        match error {
+            Error::Store(error) => error.into(),
+            Error::Model(error) => error.into(),
+            Error::Internal => ApiError::internal(),
+            Error::TurnInProgress { turn_id } => api.with_detail("turnId", turn_id.into()),
+            Error::Refused(Refusal::Stale { current }) => {
+                api.with_detail("revision", current.into())
+            }
+            Error::Refused(Refusal::DigestMismatch { expected }) => {
+                api.with_detail("digest", expected.into())
+            }
+            _ => api,
         }
     }
 }

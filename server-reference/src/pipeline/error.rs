@@ -4,6 +4,7 @@ use intent_models::error::ConversionError;
 use intent_models::{ErrorCode, PipelineSimulation};
 use serde_json::Value;
 
+use crate::error::ApiError;
 use crate::store;
 
 /// A Pipeline failure. The HTTP layer turns it into the error envelope.
@@ -63,6 +64,23 @@ impl Error {
             Self::BuildExpired(_) => ErrorCode::BuildExpired,
             Self::SimulationFailed(_) => ErrorCode::SimulationFailed,
             Self::Store(_) | Self::Model(_) => ErrorCode::Internal,
+        }
+    }
+}
+
+/// The answer of an Pipeline failure: its code, its message, and its details.
+impl From<Error> for ApiError {
+    fn from(error: Error) -> Self {
+        let api = ApiError::new(error.code(), error.to_string());
+        match error {
+            Error::Store(error) => error.into(),
+            Error::Model(error) => error.into(),
+            Error::InvalidInput { errors, .. } => api.with_detail("errors", Value::Array(errors)),
+            Error::SimulationFailed(simulation) => api.with_detail(
+                "simulation",
+                serde_json::to_value(simulation).expect("a simulation serializes"),
+            ),
+            _ => api,
         }
     }
 }

@@ -7,7 +7,7 @@ use futures_util::StreamExt;
 use intent_sdk::Intent;
 use intent_sdk::agent::LogItem;
 use intent_sdk::auth::{Resource, StaticToken};
-use intent_sdk::models::{AgentEvent, ChatStartRequest, TurnState};
+use intent_sdk::models::{AgentEvent, ChatStartRequest};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -25,7 +25,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             Ok(LogItem::Event { event, .. }) => {
                 println!("{:>4} {}", event.seq(), serde_json::to_string(&event)?);
                 if let AgentEvent::TurnState { state, .. } = *event
-                    && state != TurnState::Processing
+                    && state.is_settled()
                 {
                     return Ok(());
                 }

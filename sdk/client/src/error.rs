@@ -62,7 +62,7 @@ impl fmt::Display for ErrorResponse {
 }
 
 /// The header in which a deployment names its answer, for its logs.
-pub(crate) const REQUEST_ID: &str = "x-request-id";
+const REQUEST_ID: &str = "x-request-id";
 
 /// What names a call in the deployment's logs, as the AWS SDK's `RequestId` does: the
 /// `x-request-id` of its answer. Errors and the generated client's [`ResponseValue`]s carry it.
@@ -85,7 +85,8 @@ impl RequestId for Error {
     }
 }
 
-fn request_id(headers: &HeaderMap) -> Option<&str> {
+/// The `x-request-id` of an answer's `headers`.
+pub(crate) fn request_id(headers: &HeaderMap) -> Option<&str> {
     headers.get(REQUEST_ID).and_then(|id| id.to_str().ok())
 }
 

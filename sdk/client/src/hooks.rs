@@ -13,7 +13,7 @@ use reqwest::{Request, Response, StatusCode};
 use crate::Error;
 use crate::auth::Tokens;
 use crate::build::Jwks;
-use crate::error::REQUEST_ID;
+use crate::error::request_id;
 use crate::raw::Client;
 use crate::retry::{Outcome, RetryPolicy};
 
@@ -138,11 +138,7 @@ impl Client {
         match &sent {
             Ok(response) => {
                 span.record("status", response.status().as_u16());
-                if let Some(id) = response
-                    .headers()
-                    .get(REQUEST_ID)
-                    .and_then(|id| id.to_str().ok())
-                {
+                if let Some(id) = request_id(response.headers()) {
                     span.record("request_id", id);
                 }
                 tracing::debug!(parent: &span, status = response.status().as_u16(), "answered");

@@ -301,7 +301,7 @@ async fn wait(
             }
         }
         settled.cursor = page.cursor;
-        if settled.state != TurnState::Processing && !page.has_more {
+        if settled.state.is_settled() && !page.has_more {
             if settled.state != TurnState::AwaitingAction {
                 settled.action = None;
             }

@@ -179,7 +179,7 @@ impl<'a> Agent<'a> {
             outcome.events.extend(page.events);
             cursor = Some(page.cursor.parse().map_err(invalid)?);
             outcome.cursor = page.cursor;
-            if outcome.state != TurnState::Processing && !page.has_more {
+            if outcome.state.is_settled() && !page.has_more {
                 if outcome.state != TurnState::AwaitingAction {
                     outcome.action = None;
                 }

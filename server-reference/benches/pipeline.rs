@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use intent_server::AppState;
 use intent_server::config::Config;
+use intent_server::ids::AccountId;
 use serde_json::json;
 
 const ROUNDS: usize = 500;
@@ -33,6 +34,7 @@ async fn measure(
     input: serde_json::Value,
 ) {
     let chain = intent_server::pipeline::catalog::app(app).unwrap().chain;
+    let owner = AccountId::verified("bench".into());
     let mut builds = Vec::new();
     let mut build_times = Vec::new();
     for round in 0..ROUNDS {
@@ -44,7 +46,7 @@ async fn measure(
         }))
         .unwrap();
         let began = Instant::now();
-        let build = state.pipeline().build("bench", &request).await.unwrap();
+        let build = state.pipeline().build(&owner, &request).await.unwrap();
         build_times.push(began.elapsed());
         let serde_json::Value::Object(build) = serde_json::to_value(build).unwrap() else {
             unreachable!("a Build is a JSON object")
@@ -54,11 +56,7 @@ async fn measure(
     let mut commit_times = Vec::new();
     for build in &builds {
         let began = Instant::now();
-        state
-            .pipeline()
-            .commit("bench", chain, build)
-            .await
-            .unwrap();
+        state.pipeline().commit(&owner, chain, build).await.unwrap();
         commit_times.push(began.elapsed());
     }
     summary(&format!("build + simulate ({name})"), build_times);

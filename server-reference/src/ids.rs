@@ -21,16 +21,32 @@ fn bounded(id: String, refusal: &'static str) -> Result<String, InvalidId> {
     }
 }
 
-/// A session id: 1 to 160 characters.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(try_from = "String")]
-pub struct SessionId(String);
+/// A session id: 1 to 160 characters, the type intent-models generates from openapi.json.
+pub use intent_models::SessionId;
 
-impl TryFrom<String> for SessionId {
-    type Error = InvalidId;
+/// `id` as a [`SessionId`], refused with the message of a 400 `invalid_parameter`.
+pub fn session_id(id: String) -> Result<SessionId, InvalidId> {
+    SessionId::try_from(id).map_err(|_| InvalidId("sessionId must be 1 to 160 characters"))
+}
 
-    fn try_from(id: String) -> Result<Self, InvalidId> {
-        bounded(id, "sessionId must be 1 to 160 characters").map(Self)
+/// The account that owns what a caller reaches: a verified token's subject, never text from a
+/// request's path or body.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct AccountId(String);
+
+impl AccountId {
+    /// The account named by a verified token's `sub`, or by the grant that mints one.
+    pub fn verified(sub: String) -> Self {
+        Self(sub)
+    }
+}
+
+/// The stores key rows by the account's text.
+impl std::ops::Deref for AccountId {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
     }
 }
 
@@ -109,7 +125,7 @@ macro_rules! text_id {
     )+};
 }
 
-text_id!(SessionId, ActionId, CredentialName);
+text_id!(AccountId, ActionId, CredentialName);
 
 #[cfg(test)]
 mod tests {
@@ -118,13 +134,10 @@ mod tests {
     #[test]
     fn ids_hold_to_their_parameters_in_openapi_json() {
         let long = "x".repeat(161);
-        assert!(SessionId::try_from("ses_1".to_owned()).is_ok());
-        assert!(
-            SessionId::try_from("é".repeat(160)).is_ok(),
-            "characters, not bytes"
-        );
-        assert!(SessionId::try_from(String::new()).is_err());
-        assert!(SessionId::try_from(long.clone()).is_err());
+        assert!(session_id("ses_1".to_owned()).is_ok());
+        assert!(session_id("é".repeat(160)).is_ok(), "characters, not bytes");
+        assert!(session_id(String::new()).is_err());
+        assert!(session_id(long.clone()).is_err());
         assert!(ActionId::try_from(long).is_err());
         assert_eq!(
             ApplicationId::try_from("7".to_owned()).map(ApplicationId::get),

@@ -1,6 +1,6 @@
 //! Reference server of the Pipeline, Agent and Account interface.
 //!
-//! A request flows one way: the `auth::gateway` verifies its bearer token and hands
+//! A request flows one way: the `http::gateway` verifies its bearer token and hands
 //! on a `Principal`; the area's `http` module parses it and calls a service
 //! ([`agent::Turns`], [`agent::EventLog`], [`pipeline::Pipeline`], `account::Account`); the
 //! service writes the [`store`] and the event log, which wakes the readers of pages and SSE
@@ -16,7 +16,7 @@ mod clock;
 pub mod config;
 pub mod error;
 mod http;
-mod ids;
+pub mod ids;
 mod keys;
 mod mcp;
 mod oauth;
@@ -26,7 +26,7 @@ mod state;
 pub mod store;
 
 use axum::Router;
-use axum::extract::DefaultBodyLimit;
+use axum::extract::{DefaultBodyLimit, FromRef};
 use axum::http::{HeaderName, HeaderValue};
 use axum::routing::get;
 use tower_http::request_id::{
@@ -60,7 +60,7 @@ pub fn app(state: AppState) -> Router {
     let body_limit = state.config().body_limit;
     let api = Router::new()
         .route("/healthz", get(http::healthz))
-        .route("/readyz", get(http::readyz))
+        .route("/readyz", get(http::readyz::<AppState>))
         .route("/openapi.json", get(http::openapi))
         .merge(oauth::wellknown::router())
         .merge(oauth::router())
@@ -90,8 +90,8 @@ fn guarded(state: &AppState, router: Router, body_limit: usize) -> Router {
     );
     router
         .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            auth::gateway::authorize,
+            http::gateway::Gateway::from_ref(state),
+            http::gateway::authorize,
         ))
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(trace)

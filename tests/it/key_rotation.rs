@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use intent_sdk::build::{Jwks, SealedBuild};
+use intent_sdk::sealed::{Jwks, SealedBuild};
 use intent_server::auth::resource::Resource;
 use intent_server::config::Config;
 use intent_tests::TestServer;

@@ -181,13 +181,13 @@ async fn bad_inputs_are_refused_with_the_schema_errors() {
 
 #[tokio::test]
 async fn the_sdk_verifies_builds_offline_and_commits_them_byte_for_byte() {
-    use intent_sdk::build::{self, BuildError, SealedBuild};
+    use intent_sdk::sealed::{self, BuildError, SealedBuild};
 
     let server = TestServer::start_with(|config| config.build_ttl(Duration::from_secs(2))).await;
     let alice = execute(&server, "alice");
     let (_, json) = post(&server, &alice, &transfer("1")).await;
     let sealed = SealedBuild::from_json(json.clone()).unwrap();
-    let jwks: intent_sdk::build::Jwks =
+    let jwks: intent_sdk::sealed::Jwks =
         reqwest::get(format!("{}/.well-known/jwks.json", server.base_url()))
             .await
             .unwrap()
@@ -214,7 +214,7 @@ async fn the_sdk_verifies_builds_offline_and_commits_them_byte_for_byte() {
 
     let client = server.client(&alice);
     let now = intent_server::now();
-    let committed = build::commit(&client, &sealed, now).await.unwrap();
+    let committed = sealed::commit(&client, &sealed, now).await.unwrap();
     assert_eq!(*committed.digest, *sealed.digest);
     assert_eq!(committed.transactions.len(), sealed.actions.len());
 
@@ -222,13 +222,13 @@ async fn the_sdk_verifies_builds_offline_and_commits_them_byte_for_byte() {
     let (_, late) = post(&server, &alice, &transfer("1")).await;
     let late = SealedBuild::from_json(late).unwrap();
     let expires_at = late.expires_at;
-    let error = build::commit(&client, &late, expires_at + 1)
+    let error = sealed::commit(&client, &late, expires_at + 1)
         .await
         .unwrap_err();
     assert!(
         matches!(
             error,
-            intent_sdk::Error::Build(build::BuildError::Expired(at)) if at == expires_at
+            intent_sdk::Error::Build(sealed::BuildError::Expired(at)) if at == expires_at
         ),
         "{error:?}"
     );

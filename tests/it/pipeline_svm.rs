@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use intent_models::{PipelineLifecycleRequest, PipelineLifecycleResponse};
 use intent_server::auth::resource::Resource;
+use intent_server::ids::AccountId;
 use intent_tests::TestServer;
 use serde_json::{Value, json};
 
@@ -218,11 +219,19 @@ async fn spl_transfers_move_tokens_create_the_recipient_account_and_survive_a_re
         .unwrap();
     let all: intent_models::PipelineBuildRequest =
         serde_json::from_value(spl(USDC, RECIPIENT, "999987.5")).unwrap();
-    let build = reopened.pipeline().build("alice", &all).await.unwrap();
+    let build = reopened
+        .pipeline()
+        .build(&AccountId::verified("alice".into()), &all)
+        .await
+        .unwrap();
     assert_eq!(build.simulation.unwrap().status.to_string(), "passed");
     let more: intent_models::PipelineBuildRequest =
         serde_json::from_value(spl(USDC, RECIPIENT, "999987.500001")).unwrap();
-    let build = reopened.pipeline().build("alice", &more).await.unwrap();
+    let build = reopened
+        .pipeline()
+        .build(&AccountId::verified("alice".into()), &more)
+        .await
+        .unwrap();
     let simulation = serde_json::to_value(build.simulation.unwrap()).unwrap();
     assert_eq!(simulation["status"], "failed", "{simulation}");
 }

@@ -368,12 +368,12 @@ async fn a_build_with_members_of_its_own_is_typed_and_committed_as_received() {
 
     let mut altered = sealed.json().clone();
     altered.insert("expiresAt".to_owned(), json!(intent_server::now() + 3600));
-    let altered = intent_sdk::build::SealedBuild::from_json(altered.into()).unwrap();
+    let altered = intent_sdk::sealed::SealedBuild::from_json(altered.into()).unwrap();
     let error = pipeline.commit(&altered).await.unwrap_err();
     assert!(
         matches!(
             error,
-            intent_sdk::Error::Build(intent_sdk::build::BuildError::DigestMismatch)
+            intent_sdk::Error::Build(intent_sdk::sealed::BuildError::DigestMismatch)
         ),
         "{error:?}"
     );
@@ -403,7 +403,7 @@ async fn a_body_that_does_not_decode_is_an_invalid_response_quoting_it() {
 }
 
 /// A Build sealed by the reference server, and the server's JWKS as it publishes it.
-async fn a_real_build_and_its_keys() -> (intent_sdk::build::SealedBuild, Value) {
+async fn a_real_build_and_its_keys() -> (intent_sdk::sealed::SealedBuild, Value) {
     let server = intent_tests::TestServer::start().await;
     let intent = server.intent("alice");
     let request: intent_sdk::models::PipelineBuildRequest = serde_json::from_value(json!({
@@ -451,7 +451,7 @@ async fn published_keys_are_fetched_once_and_builds_verify_offline() {
     }
     let mut tampered = sealed.json().clone();
     tampered["expiresAt"] = json!(1);
-    let tampered = intent_sdk::build::SealedBuild::from_json(tampered.into()).unwrap();
+    let tampered = intent_sdk::sealed::SealedBuild::from_json(tampered.into()).unwrap();
     assert!(tampered.verify_with(&jwks).is_err());
     // The mock server checks, as it stops, that it was asked once.
 }

@@ -11,20 +11,25 @@ use intent_models::{
 };
 use intent_server::AppState;
 use intent_server::agent::{Error, Followed, PageRequest, Refusal};
+use intent_server::ids::{AccountId, ActionId, SessionId};
 use intent_tests::TestServer;
 
 const RECIPIENT: &str = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8";
+
+fn alice() -> AccountId {
+    AccountId::verified("alice".into())
+}
 
 /// Follows `session` of `alice` from `cursor` until its turn leaves `processing`: the events
 /// seen and the state reached. Snapshots are counted, never kept.
 async fn follow_until_settled(
     state: &AppState,
-    session: &str,
+    session: &SessionId,
     cursor: Option<&str>,
 ) -> (Vec<AgentEvent>, TurnState, usize) {
     let followed = state
         .log()
-        .follow("alice", session, cursor, None)
+        .follow(&alice(), session, cursor, None)
         .await
         .unwrap();
     let mut followed = pin!(followed);
@@ -62,6 +67,10 @@ fn action_of(events: &[AgentEvent]) -> ActionRequest {
         .expect("the turn asked for an action")
 }
 
+fn action_id(action: &ActionRequest) -> ActionId {
+    action.action_id.to_string().try_into().unwrap()
+}
+
 fn approval(action: &ActionRequest, revision: u64) -> ActionResolutionRequest {
     ActionResolutionRequest::builder()
         .revision(revision)
@@ -72,15 +81,16 @@ fn approval(action: &ActionRequest, revision: u64) -> ActionResolutionRequest {
         .unwrap()
 }
 
-async fn start_transfer(state: &AppState) -> (String, ActionRequest) {
+async fn start_transfer(state: &AppState) -> (SessionId, ActionRequest) {
     let request: ChatStartRequest = ChatStartRequest::builder()
         .message(format!("send 1 ETH to {RECIPIENT}"))
         .try_into()
         .unwrap();
-    let started = state.turns().start("alice", &request).await.unwrap();
-    let (events, turn_state, _) = follow_until_settled(state, &started.session_id, None).await;
+    let started = state.turns().start(&alice(), &request).await.unwrap();
+    let session = started.session_id.parse().unwrap();
+    let (events, turn_state, _) = follow_until_settled(state, &session, None).await;
     assert_eq!(turn_state, TurnState::AwaitingAction);
-    (started.session_id, action_of(&events))
+    (session, action_of(&events))
 }
 
 #[tokio::test]
@@ -90,16 +100,16 @@ async fn a_turn_runs_through_the_services_alone() {
     let (session, action) = start_transfer(state).await;
     let first_page = state
         .log()
-        .page("alice", &session, &PageRequest::default())
+        .page(&alice(), &session, &PageRequest::default())
         .await
         .unwrap()
         .to_model();
     let resolution = state
         .turns()
         .resolve(
-            "alice",
+            &alice(),
             &session,
-            &action.action_id,
+            &action_id(&action),
             "k",
             approval(&action, 1),
         )
@@ -120,7 +130,7 @@ async fn a_turn_runs_through_the_services_alone() {
     // The whole log, paged from the start, is one gapless sequence.
     let whole = state
         .log()
-        .page("alice", &session, &PageRequest::default())
+        .page(&alice(), &session, &PageRequest::default())
         .await
         .unwrap()
         .to_model();
@@ -132,7 +142,11 @@ async fn a_turn_runs_through_the_services_alone() {
     // Another account finds nothing, and a cursor of alice's is no cursor of bob's.
     let bob = state
         .log()
-        .page("bob", &session, &PageRequest::default())
+        .page(
+            &AccountId::verified("bob".into()),
+            &session,
+            &PageRequest::default(),
+        )
         .await;
     assert!(matches!(bob, Err(Error::NoSession(_))), "{bob:?}");
     let foreign = PageRequest {
@@ -142,7 +156,7 @@ async fn a_turn_runs_through_the_services_alone() {
     let other_session = state
         .turns()
         .start(
-            "alice",
+            &alice(),
             &ChatStartRequest::builder()
                 .message("hello")
                 .try_into()
@@ -150,8 +164,10 @@ async fn a_turn_runs_through_the_services_alone() {
         )
         .await
         .unwrap()
-        .session_id;
-    let refused = state.log().page("alice", &other_session, &foreign).await;
+        .session_id
+        .parse()
+        .unwrap();
+    let refused = state.log().page(&alice(), &other_session, &foreign).await;
     assert!(matches!(refused, Err(Error::InvalidCursor)), "{refused:?}");
 }
 
@@ -164,9 +180,9 @@ async fn a_refused_resolution_is_replayed_under_its_key() {
         state
             .turns()
             .resolve(
-                "alice",
+                &alice(),
                 &session,
-                &action.action_id,
+                &action_id(&action),
                 key,
                 approval(&action, revision),
             )

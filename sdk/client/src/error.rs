@@ -139,7 +139,7 @@ pub enum Error {
     InvalidInput(String),
     /// A Build failed a local check: its digest, its attestation or its expiry.
     #[error(transparent)]
-    Build(#[from] crate::build::BuildError),
+    Build(#[from] crate::sealed::BuildError),
     /// A token source failed: a credential process that exits with an error (its standard error
     /// is in the message), or a token that cannot be sent.
     #[error("no token: {0}")]

@@ -12,10 +12,10 @@ use reqwest::{Request, Response, StatusCode};
 
 use crate::Error;
 use crate::auth::Tokens;
-use crate::build::Jwks;
 use crate::error::request_id;
 use crate::raw::Client;
 use crate::retry::{Outcome, RetryPolicy};
+use crate::sealed::Jwks;
 
 /// What every call of the generated [`Client`] carries: the token sources, the retry policy, the
 /// per-request timeout and the deadline of a turn. [`Intent`](crate::Intent)'s builder sets it

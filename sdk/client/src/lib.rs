@@ -6,7 +6,6 @@ pub mod account;
 pub mod agent;
 pub mod auth;
 mod backoff;
-pub mod build;
 pub mod error;
 #[allow(clippy::all, clippy::pedantic, missing_docs)]
 mod generated;
@@ -15,6 +14,7 @@ mod intent;
 pub mod pipeline;
 pub mod raw;
 mod retry;
+pub mod sealed;
 
 #[cfg(feature = "oauth")]
 pub use auth::{AuthorizationStart, DeviceCode, OAuth, OAuthTokens};

@@ -11,13 +11,13 @@ use intent_models::{
 use serde_json::{Map, Value};
 
 use crate::Error;
-use crate::build::{self, Attestation, Jwks, SealedBuild};
 use crate::error::invalid;
 use crate::raw::Client;
 use crate::raw::types::{
     CallSkillOperationOperation, CallSkillOperationSkill, GetAppOperationApp,
     GetAppOperationOperation,
 };
+use crate::sealed::{self, Attestation, Jwks, SealedBuild};
 
 /// The Pipeline operations of an [`Intent`](crate::Intent).
 #[derive(Debug, Clone, Copy)]
@@ -89,7 +89,7 @@ impl Pipeline<'_> {
         chain: PipelineChain,
         request: &PipelineBuildRequest,
     ) -> Result<SealedBuild, Error> {
-        build::lifecycle(self.client, chain, request).await
+        sealed::lifecycle(self.client, chain, request).await
     }
 
     /// Stages actions given directly on `chain` (simulated unless `simulate` is false).
@@ -98,7 +98,7 @@ impl Pipeline<'_> {
         chain: PipelineChain,
         input: &PipelineStageInput,
     ) -> Result<SealedBuild, Error> {
-        build::lifecycle(self.client, chain, input).await
+        sealed::lifecycle(self.client, chain, input).await
     }
 
     /// The deployment's published keys, fetched once and kept by the client (and its clones):
@@ -123,7 +123,7 @@ impl Pipeline<'_> {
 
     /// Fetches the published keys and keeps them.
     async fn fetch_jwks(&self) -> Result<Jwks, Error> {
-        let jwks = build::fetch_jwks(self.client).await?;
+        let jwks = sealed::fetch_jwks(self.client).await?;
         *self.kept_jwks() = Some(jwks.clone());
         Ok(jwks)
     }
@@ -142,6 +142,6 @@ impl Pipeline<'_> {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |since| since.as_secs() as i64);
-        build::commit(self.client, build, now).await
+        sealed::commit(self.client, build, now).await
     }
 }

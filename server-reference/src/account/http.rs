@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use axum::extract::State;
+use axum::extract::{FromRef, State};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use intent_models::{
@@ -17,10 +17,13 @@ use crate::auth::principal::Principal;
 use crate::error::ApiError;
 use crate::http::{ApiJson, ApiPath, ApiQuery};
 use crate::ids::{ApplicationId, CredentialName};
-use crate::state::AppState;
 
-/// Routes under `/v1/account`.
-pub fn router() -> Router<AppState> {
+/// Routes under `/v1/account`, over any state that holds the [`Account`] service.
+pub fn router<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Arc<Account>: FromRef<S>,
+{
     Router::new()
         .route("/apps", get(list_apps))
         .route("/apps/{application_id}", post(install).delete(uninstall))

@@ -12,7 +12,7 @@ use intent_models::{
 use super::catalog::{self, AppSpec};
 use super::{Error, Result, statement};
 use crate::clock::now;
-use crate::ids::{ApplicationId, CredentialName};
+use crate::ids::{AccountId, ApplicationId, CredentialName};
 use crate::keys::sealer::Sealer;
 use crate::store::{Meter, Store};
 
@@ -30,7 +30,7 @@ impl Account {
     }
 
     /// Every application of the catalog, with whether `account` installed it.
-    pub async fn apps(&self, account: &str) -> Result<AccountAppList> {
+    pub async fn apps(&self, account: &AccountId) -> Result<AccountAppList> {
         let installed = self.store.installations(account).await?;
         let apps = catalog::APPS
             .iter()
@@ -59,7 +59,7 @@ impl Account {
     }
 
     /// Installs application `id` for `account`, once its required credentials are saved.
-    pub async fn install(&self, account: &str, id: ApplicationId) -> Result<AppInstallation> {
+    pub async fn install(&self, account: &AccountId, id: ApplicationId) -> Result<AppInstallation> {
         let app = find_application(id)?;
         let present = self.store.credentials(account, app.id).await?;
         let missing: Vec<&str> = app
@@ -80,7 +80,11 @@ impl Account {
     }
 
     /// Uninstalls application `id` for `account`.
-    pub async fn uninstall(&self, account: &str, id: ApplicationId) -> Result<AppInstallation> {
+    pub async fn uninstall(
+        &self,
+        account: &AccountId,
+        id: ApplicationId,
+    ) -> Result<AppInstallation> {
         let app = find_application(id)?;
         self.store.uninstall(account, app.id).await?;
         Ok(AppInstallation::builder()
@@ -91,7 +95,11 @@ impl Account {
     }
 
     /// The credentials application `id` declares, with whether `account` saved each.
-    pub async fn credentials(&self, account: &str, id: ApplicationId) -> Result<CredentialList> {
+    pub async fn credentials(
+        &self,
+        account: &AccountId,
+        id: ApplicationId,
+    ) -> Result<CredentialList> {
         let app = find_application(id)?;
         let present = self.store.credentials(account, app.id).await?;
         let credentials = app
@@ -120,7 +128,7 @@ impl Account {
     /// Saves `value` as `account`'s credential `name` of application `id`, sealed.
     pub async fn save_credential(
         &self,
-        account: &str,
+        account: &AccountId,
         id: ApplicationId,
         name: &CredentialName,
         value: &str,
@@ -138,7 +146,7 @@ impl Account {
     /// Removes `account`'s credential `name` of application `id`.
     pub async fn remove_credential(
         &self,
-        account: &str,
+        account: &AccountId,
         id: ApplicationId,
         name: &CredentialName,
     ) -> Result<CredentialChange> {
@@ -152,7 +160,11 @@ impl Account {
     }
 
     /// `account`'s priced usage in `period` (a month as `YYYY-MM`; the current one by default).
-    pub async fn statement(&self, account: &str, period: Option<&str>) -> Result<UsageStatement> {
+    pub async fn statement(
+        &self,
+        account: &AccountId,
+        period: Option<&str>,
+    ) -> Result<UsageStatement> {
         let month = match period {
             None => statement::Month::containing(now()),
             Some(text) => statement::Month::parse(text).ok_or_else(|| {

@@ -2,8 +2,9 @@
 //! and answer JSON, and the SSE framing of a followed log.
 
 use std::convert::Infallible;
+use std::time::Duration;
 
-use axum::extract::State;
+use axum::extract::{FromRef, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::IntoResponse;
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -19,12 +20,22 @@ use serde::Deserialize;
 use super::{EventLog, Followed, PageRequest, Sessions, Turns};
 use crate::auth::principal::Principal;
 use crate::error::ApiError;
-use crate::http::{ApiJson, ApiPath, ApiQuery, IdempotencyKey};
-use crate::ids::{ActionId, SessionId};
-use crate::state::{AppState, SseKeepAlive};
+use crate::http::{ApiJson, ApiPath, ApiQuery, IdempotencyKey, SessionPath};
+use crate::ids::ActionId;
 
-/// Routes under `/v1/agent`.
-pub fn router() -> Router<AppState> {
+/// How often an SSE stream with nothing to send comments that it is alive.
+#[derive(Debug, Clone, Copy)]
+pub struct SseKeepAlive(pub Duration);
+
+/// Routes under `/v1/agent`, over any state that holds the Agent's services.
+pub fn router<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Turns: FromRef<S>,
+    Sessions: FromRef<S>,
+    EventLog: FromRef<S>,
+    SseKeepAlive: FromRef<S>,
+{
     Router::new()
         .route("/chat", post(start))
         .route("/chat/{session_id}", get(page))
@@ -54,13 +65,9 @@ async fn start(
 async fn interrupt(
     State(turns): State<Turns>,
     principal: Principal,
-    session: SessionId,
+    SessionPath(session): SessionPath,
 ) -> Result<Json<TurnStatus>, ApiError> {
-    Ok(Json(
-        turns
-            .interrupt(&principal.account, session.as_str())
-            .await?,
-    ))
+    Ok(Json(turns.interrupt(&principal.account, &session).await?))
 }
 
 #[derive(Deserialize)]
@@ -71,19 +78,13 @@ struct ActionPath {
 async fn resolve(
     State(turns): State<Turns>,
     principal: Principal,
-    session: SessionId,
+    SessionPath(session): SessionPath,
     ApiPath(ActionPath { action_id }): ApiPath<ActionPath>,
     IdempotencyKey(key): IdempotencyKey,
     ApiJson(request): ApiJson<ActionResolutionRequest>,
 ) -> Result<Json<ActionResolution>, ApiError> {
     let resolution = turns
-        .resolve(
-            &principal.account,
-            session.as_str(),
-            action_id.as_str(),
-            &key,
-            request,
-        )
+        .resolve(&principal.account, &session, &action_id, &key, request)
         .await?;
     Ok(Json(resolution))
 }
@@ -91,12 +92,10 @@ async fn resolve(
 async fn page(
     State(log): State<EventLog>,
     principal: Principal,
-    session: SessionId,
+    SessionPath(session): SessionPath,
     ApiQuery(request): ApiQuery<PageRequest>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let page = log
-        .page(&principal.account, session.as_str(), &request)
-        .await?;
+    let page = log.page(&principal.account, &session, &request).await?;
     Ok(([(header::CONTENT_TYPE, "application/json")], page.to_json()))
 }
 
@@ -109,7 +108,7 @@ async fn stream(
     State(log): State<EventLog>,
     State(SseKeepAlive(keep_alive)): State<SseKeepAlive>,
     principal: Principal,
-    session: SessionId,
+    SessionPath(session): SessionPath,
     ApiQuery(query): ApiQuery<StreamQuery>,
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
@@ -119,7 +118,7 @@ async fn stream(
     let followed = log
         .follow(
             &principal.account,
-            session.as_str(),
+            &session,
             query.cursor.as_deref(),
             last_event_id,
         )
@@ -157,29 +156,27 @@ fn frame(item: Followed) -> Option<Event> {
 async fn get_session(
     State(sessions): State<Sessions>,
     principal: Principal,
-    id: SessionId,
+    SessionPath(id): SessionPath,
 ) -> Result<Json<Session>, ApiError> {
-    Ok(Json(sessions.get(&principal.account, id.as_str()).await?))
+    Ok(Json(sessions.get(&principal.account, &id).await?))
 }
 
 async fn update_session(
     State(sessions): State<Sessions>,
     principal: Principal,
-    id: SessionId,
+    SessionPath(id): SessionPath,
     ApiJson(update): ApiJson<SessionUpdate>,
 ) -> Result<Json<Session>, ApiError> {
     Ok(Json(
-        sessions
-            .update(&principal.account, id.as_str(), &update)
-            .await?,
+        sessions.update(&principal.account, &id, &update).await?,
     ))
 }
 
 async fn delete_session(
     State(sessions): State<Sessions>,
     principal: Principal,
-    id: SessionId,
+    SessionPath(id): SessionPath,
 ) -> Result<StatusCode, ApiError> {
-    sessions.delete(&principal.account, id.as_str()).await?;
+    sessions.delete(&principal.account, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -18,6 +18,7 @@ mod turn;
 mod turn_service;
 
 pub use error::{Error, Refusal, Result};
+pub use http::SseKeepAlive;
 pub use log::{Entry, EventLog, Followed, PageRequest, WeakLog, Writer};
 pub use notify::{Hub, Notifier, Relay, Subscription};
 pub use page::Page;
@@ -25,5 +26,5 @@ pub use reference::ReferenceRuntime;
 pub use runtime::Runtime;
 pub use sessions::Sessions;
 pub use transitions::can_become;
-pub use turn::{Step, Turn, TurnError};
+pub use turn::{Outcome, Turn, TurnError};
 pub use turn_service::{Turns, resolution_hash};

@@ -6,6 +6,7 @@ use super::log::EventLog;
 use super::turn_service::Turns;
 use super::{Error, Result};
 use crate::clock::now;
+use crate::ids::{AccountId, SessionId};
 use crate::store::agent::SessionRecord;
 
 /// Reads and changes sessions as records of an account, through the event log that keeps their
@@ -23,13 +24,18 @@ impl Sessions {
     }
 
     /// `account`'s session `id`.
-    pub async fn get(&self, account: &str, id: &str) -> Result<Session> {
+    pub async fn get(&self, account: &AccountId, id: &SessionId) -> Result<Session> {
         let record = self.log.session(account, id).await?;
-        view(record.ok_or_else(|| Error::NoSession(id.to_owned()))?)
+        view(record.ok_or_else(|| Error::NoSession(id.to_string()))?)
     }
 
     /// Sets the title and/or the archived flag of `account`'s session `id`.
-    pub async fn update(&self, account: &str, id: &str, update: &SessionUpdate) -> Result<Session> {
+    pub async fn update(
+        &self,
+        account: &AccountId,
+        id: &SessionId,
+        update: &SessionUpdate,
+    ) -> Result<Session> {
         if update.title.is_none() && update.archived.is_none() {
             return Err(Error::InvalidRequest(
                 "give title, archived or both".to_owned(),
@@ -40,17 +46,17 @@ impl Sessions {
             .log
             .update_session(account, id, title, update.archived, now())
             .await?;
-        view(record.ok_or_else(|| Error::NoSession(id.to_owned()))?)
+        view(record.ok_or_else(|| Error::NoSession(id.to_string()))?)
     }
 
     /// Deletes `account`'s session `id` with its log, stopping its active turn.
-    pub async fn delete(&self, account: &str, id: &str) -> Result<()> {
+    pub async fn delete(&self, account: &AccountId, id: &SessionId) -> Result<()> {
         if self.log.session(account, id).await?.is_none() {
-            return Err(Error::NoSession(id.to_owned()));
+            return Err(Error::NoSession(id.to_string()));
         }
         self.turns.stop(id).await?;
         if !self.log.delete_session(account, id).await? {
-            return Err(Error::NoSession(id.to_owned()));
+            return Err(Error::NoSession(id.to_string()));
         }
         Ok(())
     }

@@ -16,12 +16,13 @@ use tokio::sync::watch;
 
 use super::log::{DRAFT_SEQ, Entry, EventLog, Writer};
 use crate::clock::now;
+use crate::ids::AccountId;
 use crate::pipeline::{self, Pipeline};
 use crate::random;
 use crate::store::agent::{Appended, NewAction};
 
-/// What a runtime step ended with.
-pub enum Step {
+/// How a runtime's run of a turn ended: the turn is complete or waits for its action.
+pub enum Outcome {
     /// The turn is complete.
     Complete,
     /// The client must approve or reject `build`.
@@ -64,7 +65,7 @@ pub struct Turn {
     log: EventLog,
     pipeline: Arc<Pipeline>,
     /// The account that started the turn.
-    pub account: String,
+    pub account: AccountId,
     /// The session.
     pub session_id: String,
     /// The turn.
@@ -80,7 +81,7 @@ impl Turn {
     pub(super) fn new(
         log: EventLog,
         pipeline: Arc<Pipeline>,
-        account: String,
+        account: AccountId,
         session_id: String,
         turn_id: String,
         cancelled: watch::Receiver<bool>,
@@ -228,8 +229,8 @@ impl Turn {
         }
     }
 
-    /// Ends the turn as `step` says.
-    pub(super) async fn finish(&self, step: Step) -> Result<(), TurnError> {
+    /// Ends the turn as `outcome` says.
+    pub(super) async fn finish(&self, outcome: Outcome) -> Result<(), TurnError> {
         let at = now();
         let turn_state = |state| AgentEvent::TurnState {
             created_at: at,
@@ -237,8 +238,8 @@ impl Turn {
             state,
             turn_id: self.turn_id.clone(),
         };
-        match step {
-            Step::Complete => {
+        match outcome {
+            Outcome::Complete => {
                 self.append(
                     vec![turn_state(TurnState::Complete)],
                     Some(TurnState::Complete),
@@ -246,7 +247,7 @@ impl Turn {
                 )
                 .await
             }
-            Step::AwaitAction { title, build } => {
+            Outcome::AwaitAction { title, build } => {
                 let action = action_request(title, *build)?;
                 let new_action = NewAction {
                     id: action.action_id.to_string(),

@@ -19,6 +19,7 @@ use super::runtime::Runtime;
 use super::turn::{self, Turn, TurnError};
 use super::{Error, Refusal, Result};
 use crate::clock::{now, now_ms, seconds};
+use crate::ids::{AccountId, ActionId, SessionId};
 use crate::pipeline::Pipeline;
 use crate::random;
 use crate::store::Store;
@@ -87,7 +88,7 @@ impl Turns {
     /// session, and runs it in the background.
     pub async fn start(
         &self,
-        account: &str,
+        account: &AccountId,
         request: &ChatStartRequest,
     ) -> Result<ChatStartResponse> {
         let message: &str = &request.message;
@@ -99,7 +100,7 @@ impl Turns {
                     .log
                     .create_session(SessionRecord {
                         id: id.clone(),
-                        account: account.to_owned(),
+                        account: account.to_string(),
                         title: message.chars().take(TITLE_CHARS).collect(),
                         archived: false,
                         updated_at: now(),
@@ -155,9 +156,9 @@ impl Turns {
     }
 
     /// Interrupts the active turn of `account`'s `session`.
-    pub async fn interrupt(&self, account: &str, session: &str) -> Result<TurnStatus> {
+    pub async fn interrupt(&self, account: &AccountId, session: &SessionId) -> Result<TurnStatus> {
         if self.0.log.session(account, session).await?.is_none() {
-            return Err(Error::NoSession(session.to_owned()));
+            return Err(Error::NoSession(session.to_string()));
         }
         let (turn_id, _) = self
             .0
@@ -180,7 +181,7 @@ impl Turns {
             Appended::Done(_) => {
                 self.0.running.cancel(&turn_id);
                 Ok(TurnStatus::builder()
-                    .session_id(session)
+                    .session_id(session.to_string())
                     .state(TurnState::Interrupted)
                     .turn_id(turn_id)
                     .try_into()?)
@@ -195,14 +196,14 @@ impl Turns {
     /// a duplicate in flight is told so.
     pub async fn resolve(
         &self,
-        account: &str,
-        session: &str,
-        action: &str,
+        account: &AccountId,
+        session: &SessionId,
+        action: &ActionId,
         key: &str,
         request: ActionResolutionRequest,
     ) -> Result<ActionResolution> {
         let store = &self.0.store;
-        let request_hash = resolution_hash(session, action, &request);
+        let request_hash = resolution_hash(session, action.as_str(), &request);
         let at = now();
         match store
             .begin_idempotent(account, key, &request_hash, at, at - self.0.key_lifetime)
@@ -268,9 +269,9 @@ impl Turns {
     /// Records the resolution and resumes the turn.
     async fn apply(
         &self,
-        account: &str,
-        session: &str,
-        action: &str,
+        account: &AccountId,
+        session: &SessionId,
+        action: &ActionId,
         request: ActionResolutionRequest,
     ) -> Result<ActionResolution> {
         let result = request.result;
@@ -280,9 +281,9 @@ impl Turns {
             }
         };
         let resolution = Resolution {
-            account: account.to_owned(),
-            session_id: session.to_owned(),
-            action_id: action.to_owned(),
+            account: account.to_string(),
+            session_id: session.to_string(),
+            action_id: action.to_string(),
             revision: i64::try_from(request.revision.get()).unwrap_or(i64::MAX),
             digest,
             at_ms: now_ms(),
@@ -291,7 +292,7 @@ impl Turns {
             let at = now();
             vec![
                 AgentEvent::ActionResult {
-                    action_id: action.to_owned(),
+                    action_id: action.to_string(),
                     created_at: at,
                     result: result.clone(),
                     revision: revision_number(revision),
@@ -324,13 +325,13 @@ impl Turns {
                 };
                 self.spawn(account, session, &turn_id, input);
                 Ok(ActionResolution::builder()
-                    .action_id(action)
+                    .action_id(action.to_string())
                     .revision(revision_number(revision))
                     .try_into()?)
             }
             Resolved::NotFound => refused(Refusal::NoAction {
-                session_id: session.to_owned(),
-                action_id: action.to_owned(),
+                session_id: session.to_string(),
+                action_id: action.to_string(),
             }),
             Resolved::NotPending => refused(Refusal::NotPending),
             Resolved::Stale { current } => refused(Refusal::Stale { current }),
@@ -340,13 +341,13 @@ impl Turns {
 
     /// Runs the runtime for a turn in the background until it ends or awaits an action. A
     /// runtime that fails or panics ends the turn `failed`.
-    fn spawn(&self, account: &str, session: &str, turn_id: &str, input: Input) {
+    fn spawn(&self, account: &AccountId, session: &str, turn_id: &str, input: Input) {
         let inner = self.0.clone();
         let cancelled = inner.running.enter(turn_id);
         let turn = Arc::new(Turn::new(
             inner.log.clone(),
             inner.pipeline.clone(),
-            account.to_owned(),
+            account.clone(),
             session.to_owned(),
             turn_id.to_owned(),
             cancelled,
@@ -356,14 +357,14 @@ impl Turns {
             let worker = {
                 let turn = turn.clone();
                 tokio::spawn(async move {
-                    let step = match input {
+                    let outcome = match input {
                         Input::Intent(intent) => runtime.start(&turn, &intent).await,
                         Input::Resolved { request, result } => {
                             runtime.resume(&turn, &request, &result).await
                         }
                     };
-                    match step {
-                        Ok(step) => turn.finish(step).await,
+                    match outcome {
+                        Ok(outcome) => turn.finish(outcome).await,
                         Err(error) => Err(error),
                     }
                 })

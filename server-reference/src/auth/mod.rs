@@ -1,8 +1,7 @@
-//! Who may call: the `gateway` in front of every `/v1` request verifies the bearer [`token`]
-//! (through the `token_cache`), bound to one [`resource`], checks the operation's scope and the
-//! account's `rate` limit, and hands handlers a `principal`.
+//! Who may call: the bearer [`token`] (verified once through the `token_cache`), bound to one
+//! [`resource`], the account's `rate` limit, and the `principal` that handlers take. The HTTP
+//! layer's gateway applies them to every `/v1` request.
 
-pub(crate) mod gateway;
 pub(crate) mod principal;
 pub(crate) mod rate;
 pub mod resource;

@@ -3,11 +3,17 @@
 
 use std::time::Duration;
 
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+
+use crate::error::ApiError;
+use crate::ids::AccountId;
+
 /// The authenticated caller.
 #[derive(Debug, Clone)]
 pub struct Principal {
     /// The account: the only ownership key.
-    pub account: String,
+    pub account: AccountId,
     /// Granted scopes.
     pub scopes: Vec<String>,
     /// The token's `exp` (Unix seconds): it is refused from the next second on.
@@ -21,5 +27,17 @@ impl Principal {
         let end_ms = self.expires_at.saturating_add(1).saturating_mul(1000);
         let left = end_ms.saturating_sub(crate::clock::now_ms());
         Duration::from_millis(u64::try_from(left).unwrap_or(0))
+    }
+}
+
+/// The principal the gateway put on the request; a handler reached without it is a bug.
+impl<S: Send + Sync> FromRequestParts<S> for Principal {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        parts.extensions.get::<Principal>().cloned().ok_or_else(|| {
+            tracing::error!(path = %parts.uri.path(), "handler reached without the gateway");
+            ApiError::internal()
+        })
     }
 }

@@ -8,10 +8,11 @@ use governor::{DefaultKeyedRateLimiter, Quota};
 
 use crate::auth::resource::Resource;
 use crate::config::RateLimit;
+use crate::ids::AccountId;
 
 /// The buckets of every account and resource.
 pub struct RateLimits {
-    limiter: DefaultKeyedRateLimiter<(String, Resource)>,
+    limiter: DefaultKeyedRateLimiter<(AccountId, Resource)>,
     clock: DefaultClock,
 }
 
@@ -27,9 +28,9 @@ impl RateLimits {
 
     /// Admits one request of `account` on `resource`, or says how long to wait before the
     /// next one would be admitted.
-    pub fn admit(&self, account: &str, resource: Resource) -> Result<(), Duration> {
+    pub fn admit(&self, account: &AccountId, resource: Resource) -> Result<(), Duration> {
         self.limiter
-            .check_key(&(account.to_owned(), resource))
+            .check_key(&(account.clone(), resource))
             .map_err(|not_until| not_until.wait_time_from(self.clock.now()))
     }
 }
@@ -46,19 +47,33 @@ mod tests {
             per_second: NonZeroU32::new(1).unwrap(),
             burst: NonZeroU32::new(2).unwrap(),
         });
-        assert!(limits.admit("alice", Resource::Agent).is_ok());
-        assert!(limits.admit("alice", Resource::Agent).is_ok());
-        let wait = limits.admit("alice", Resource::Agent).unwrap_err();
+        assert!(
+            limits
+                .admit(&AccountId::verified("alice".into()), Resource::Agent)
+                .is_ok()
+        );
+        assert!(
+            limits
+                .admit(&AccountId::verified("alice".into()), Resource::Agent)
+                .is_ok()
+        );
+        let wait = limits
+            .admit(&AccountId::verified("alice".into()), Resource::Agent)
+            .unwrap_err();
         assert!(
             wait > Duration::ZERO && wait <= Duration::from_secs(1),
             "{wait:?}"
         );
         assert!(
-            limits.admit("alice", Resource::Pipeline).is_ok(),
+            limits
+                .admit(&AccountId::verified("alice".into()), Resource::Pipeline)
+                .is_ok(),
             "another resource"
         );
         assert!(
-            limits.admit("bob", Resource::Agent).is_ok(),
+            limits
+                .admit(&AccountId::verified("bob".into()), Resource::Agent)
+                .is_ok(),
             "another account"
         );
     }

@@ -58,6 +58,11 @@ impl Resource {
         format!("{METADATA_PREFIX}{}", self.path())
     }
 
+    /// The address of this resource's protected-resource metadata at `issuer`.
+    pub fn metadata_url(self, issuer: &str) -> String {
+        format!("{issuer}{}", self.metadata_path())
+    }
+
     /// The scopes of part 5 that belong to this resource.
     pub fn scopes(self) -> &'static [&'static str] {
         match self {

@@ -1,6 +1,7 @@
 //! What every area's HTTP layer shares: extractors whose rejection is the error envelope, and the
 //! handlers of the paths outside the three resources (health, readiness, the document).
 
+pub(crate) mod gateway;
 pub(crate) mod openapi;
 
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
@@ -15,8 +16,7 @@ use serde_json::Value;
 
 use crate::error::ApiError;
 use crate::http::openapi::BodySchema;
-use crate::ids::SessionId;
-use crate::state::AppState;
+use crate::ids::{self, SessionId};
 
 /// A JSON body that holds against its operation's schema in openapi.json (the gateway's
 /// [`BodySchema`]); a missing content type is 415, an oversized body 413, anything else 400.
@@ -70,17 +70,21 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
     }
 }
 
-/// The `{session_id}` path parameter of the paths that name other parameters too.
-impl<S: Send + Sync> FromRequestParts<S> for SessionId {
+/// The `{session_id}` path parameter, of the paths that name other parameters too.
+pub struct SessionPath(pub SessionId);
+
+impl<S: Send + Sync> FromRequestParts<S> for SessionPath {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
         #[derive(Deserialize)]
         struct Params {
-            session_id: SessionId,
+            session_id: String,
         }
         let ApiPath(Params { session_id }) = ApiPath::from_request_parts(parts, state).await?;
-        Ok(session_id)
+        ids::session_id(session_id)
+            .map(Self)
+            .map_err(|refused| invalid_parameter(refused.to_string()))
     }
 }
 
@@ -122,22 +126,24 @@ pub async fn healthz() -> impl IntoResponse {
     axum::Json(serde_json::json!({ "status": "ok" }))
 }
 
-/// `GET /readyz`: 200 while the server takes requests and its store answers; 503 while it
-/// drains or when the store does not answer.
-pub async fn readyz(State(state): State<AppState>) -> Response {
-    let status = if state.log().is_draining() {
-        "draining"
-    } else if let Err(error) = state.store().ping().await {
-        tracing::error!(
-            error = &error as &dyn std::error::Error,
-            "the store does not answer"
-        );
-        "store unavailable"
-    } else {
-        return axum::Json(serde_json::json!({ "status": "ready" })).into_response();
-    };
-    let body = axum::Json(serde_json::json!({ "status": status }));
-    (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
+/// `GET /readyz`: 200 `ready`, or 503 with why the server takes no requests now.
+pub async fn readyz<S>(State(state): State<S>) -> Response
+where
+    S: Ready + Send + Sync,
+{
+    match state.unready().await {
+        None => axum::Json(serde_json::json!({ "status": "ready" })).into_response(),
+        Some(status) => {
+            let body = axum::Json(serde_json::json!({ "status": status }));
+            (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
+        }
+    }
+}
+
+/// What `/readyz` asks of the server.
+pub trait Ready {
+    /// Why the server takes no requests now (it drains, its store does not answer), or `None`.
+    fn unready(&self) -> impl Future<Output = Option<&'static str>> + Send;
 }
 
 /// `GET /openapi.json`: the document this server implements.

@@ -73,7 +73,7 @@ impl Api {
             .cloned()
             .collect();
         self.state.mint_access_token(&Grant {
-            account: principal.account.clone(),
+            account: principal.account.to_string(),
             scopes,
             resource: self.target.identifier(self.state.issuer()),
             client_id: format!("intent-mcp{}", self.resource.path()),

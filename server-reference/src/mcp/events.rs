@@ -17,6 +17,7 @@ use serde_json::json;
 use super::api::{Api, has, principal};
 use super::tools::percent_encode;
 use crate::agent::Followed;
+use crate::ids::SessionId;
 
 const SCHEME: &str = "intent://sessions/";
 const SUFFIX: &str = "/events";
@@ -36,9 +37,9 @@ pub fn templates() -> ListResourceTemplatesResult {
 }
 
 /// The session a resource URI names.
-fn session_of(uri: &str) -> Option<&str> {
+fn session_of(uri: &str) -> Option<SessionId> {
     let id = uri.strip_prefix(SCHEME)?.strip_suffix(SUFFIX)?;
-    (!id.is_empty() && !id.contains('/')).then_some(id)
+    (!id.contains('/')).then_some(id.parse().ok()?)
 }
 
 /// Reads the log of the session `uri` names, as the caller.
@@ -54,7 +55,7 @@ pub async fn read(
         ));
     };
     let request = Request::builder()
-        .uri(format!("/v1/agent/chat/{}", percent_encode(session)))
+        .uri(format!("/v1/agent/chat/{}", percent_encode(&session)))
         .body(Body::empty())
         .expect("a session path is a valid request");
     let (status, page) = api.send(principal, request).await?;
@@ -118,7 +119,7 @@ pub async fn listen(api: &Api, context: SubscriptionContext) -> Result<(), McpEr
         let Ok(log) = api
             .state()
             .log()
-            .follow(&principal.account, session, None, None)
+            .follow(&principal.account, &session, None, None)
             .await
         else {
             continue;

@@ -144,9 +144,6 @@ impl Failure {
     }
 }
 
-/// A step that stops at a [`Failure`].
-type Step<T> = Result<T, Failure>;
-
 /// Runs one round of `run_turn`. An error answer of the Agent is a tool error carrying its
 /// envelope; a request state that is not ours is invalid params.
 pub async fn run(
@@ -183,7 +180,7 @@ async fn round(
     request: &CallToolRequestParams,
     pending: Option<(Pending, &str)>,
     context: &RequestContext<RoleServer>,
-) -> Step<CallToolResponse> {
+) -> Result<CallToolResponse, Failure> {
     let settled = match pending {
         Some((pending, state)) => {
             let answer = request
@@ -245,7 +242,7 @@ async fn start(
     api: &Api,
     principal: &Principal,
     arguments: &JsonObject,
-) -> Step<ChatStartResponse> {
+) -> Result<ChatStartResponse, Failure> {
     // The arguments held against the input schema: `message` and maybe `sessionId`, the body
     // of a start as it is.
     let body = Value::Object(arguments.clone());
@@ -262,7 +259,7 @@ async fn wait(
     session: String,
     turn: String,
     cursor: String,
-) -> Step<Settled> {
+) -> Result<Settled, Failure> {
     let progress = context.meta.get_progress_token();
     let mut settled = Settled {
         session_id: session,
@@ -318,7 +315,7 @@ async fn resolve(
     pending: &Pending,
     approve: bool,
     state: &str,
-) -> Step<()> {
+) -> Result<(), Failure> {
     let action = &pending.action;
     let digest = action.build.digest.to_string();
     let result = if approve {
@@ -439,7 +436,7 @@ async fn call<T: DeserializeOwned>(
     api: &Api,
     principal: &Principal,
     request: Request<Body>,
-) -> Step<T> {
+) -> Result<T, Failure> {
     match api.send(principal, request).await {
         Ok((status, body)) if status.is_success() => {
             serde_json::from_value(body).map_err(|e| internal(format!("the answer: {e}")))

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use axum::extract::State;
+use axum::extract::{FromRef, State};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use intent_models::{ErrorCode, OperationDescriptor, PipelineChain, PipelineLifecycleResponse};
@@ -13,10 +13,13 @@ use super::{Lifecycle, Pipeline};
 use crate::auth::principal::Principal;
 use crate::error::ApiError;
 use crate::http::{ApiJson, ApiPath};
-use crate::state::AppState;
 
-/// Routes under `/v1/pipeline`.
-pub fn router() -> Router<AppState> {
+/// Routes under `/v1/pipeline`, over any state that holds the [`Pipeline`].
+pub fn router<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Arc<Pipeline>: FromRef<S>,
+{
     Router::new()
         .route("/apps", get(list_apps))
         .route("/apps/{app}/operations/{operation}", get(app_operation))

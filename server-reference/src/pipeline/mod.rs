@@ -9,6 +9,7 @@ mod error;
 pub(crate) mod http;
 pub mod seal;
 mod service;
+mod simulation;
 
 pub use devnet::evm::erc20;
 pub use error::{Error, Result};

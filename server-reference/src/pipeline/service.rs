@@ -18,6 +18,7 @@ use super::devnet::{self, Devnet};
 use super::seal::{self, Content};
 use super::{Error, Result, catalog};
 use crate::clock::now;
+use crate::ids::AccountId;
 use crate::keys::signing::SigningKeys;
 use crate::store::{CommitRecorded, Meter, NewCommit, Store};
 
@@ -100,7 +101,7 @@ impl Pipeline {
     /// Runs a lifecycle request of `owner` on `chain`: a Build, or a commit result.
     pub async fn lifecycle(
         &self,
-        owner: &str,
+        owner: &AccountId,
         chain: PipelineChain,
         request: Lifecycle,
     ) -> Result<PipelineLifecycleResponse> {
@@ -114,7 +115,7 @@ impl Pipeline {
     /// Assembles, simulates (unless `simulate` is false) and seals a Build for `owner`.
     pub async fn build(
         &self,
-        owner: &str,
+        owner: &AccountId,
         request: &PipelineBuildRequest,
     ) -> Result<PipelineBuild> {
         let app = catalog::app(&request.app).map_err(in_body)?;
@@ -140,7 +141,11 @@ impl Pipeline {
     }
 
     /// Seals the actions given directly in a stage input, simulated unless `simulate` is false.
-    pub async fn stage(&self, owner: &str, input: &PipelineStageInput) -> Result<PipelineBuild> {
+    pub async fn stage(
+        &self,
+        owner: &AccountId,
+        input: &PipelineStageInput,
+    ) -> Result<PipelineBuild> {
         let app = catalog::app(&input.app).map_err(in_body)?;
         let mut draft = Draft::new(app, input.simulate, &input.skills);
         for (index, action) in input.actions.iter().enumerate() {
@@ -174,7 +179,7 @@ impl Pipeline {
     /// while the chain stays locked, and applied to the chain only once recorded.
     pub async fn commit(
         &self,
-        caller: &str,
+        caller: &AccountId,
         chain: PipelineChain,
         build: &Map<String, Value>,
     ) -> Result<PipelineCommitResult> {

@@ -5,18 +5,17 @@ mod maintenance;
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::extract::FromRef;
 
 use crate::account::Account;
 use crate::agent::feed::{self, Feed};
-use crate::agent::{self, EventLog, Hub, Notifier, Relay, Sessions, Turns};
+use crate::agent::{self, EventLog, Hub, Notifier, Relay, Sessions, SseKeepAlive, Turns};
 use crate::auth::rate::RateLimits;
 use crate::auth::resource::Resource;
 use crate::auth::token::{self, Grant};
-use crate::auth::token_cache::VerifiedTokens;
 use crate::config::{Config, OAuthClient};
+use crate::http::gateway::Gateway;
 use crate::keys::sealer::Sealer;
 use crate::keys::signing::SigningKeys;
 use crate::pipeline::Pipeline;
@@ -75,9 +74,11 @@ impl FromRef<AppState> for Arc<Account> {
     }
 }
 
-/// How often an SSE stream with nothing to send comments that it is alive.
-#[derive(Debug, Clone, Copy)]
-pub struct SseKeepAlive(pub Duration);
+impl FromRef<AppState> for Gateway {
+    fn from_ref(state: &AppState) -> Self {
+        state.0.gateway.clone()
+    }
+}
 
 impl FromRef<AppState> for SseKeepAlive {
     fn from_ref(state: &AppState) -> Self {
@@ -90,8 +91,7 @@ struct Inner {
     issuer: String,
     signing_key: Arc<SigningKeys>,
     store: Arc<Store>,
-    verified_tokens: VerifiedTokens,
-    rate_limits: Option<RateLimits>,
+    gateway: Gateway,
     log: EventLog,
     turns: Turns,
     sessions: Sessions,
@@ -175,7 +175,11 @@ impl AppState {
         turns.fail_orphans().await?;
         let sessions = Sessions::new(log.clone(), turns.clone());
         let account = Arc::new(Account::new(store.clone(), sealer));
-        let rate_limits = config.rate_limit.map(RateLimits::new);
+        let gateway = Gateway::new(
+            issuer.clone(),
+            signing_key.clone(),
+            config.rate_limit.map(RateLimits::new),
+        );
         let cleanup_interval = config.cleanup_interval;
         let turn_lease = config.turn_lease;
         let state = Self(Arc::new(Inner {
@@ -183,8 +187,7 @@ impl AppState {
             issuer,
             signing_key,
             store,
-            verified_tokens: VerifiedTokens::default(),
-            rate_limits,
+            gateway,
             log,
             turns,
             sessions,
@@ -244,21 +247,25 @@ impl AppState {
 
     /// The address of `resource`'s protected-resource metadata.
     pub fn resource_metadata_url(&self, resource: Resource) -> String {
-        format!("{}{}", self.issuer(), resource.metadata_path())
+        resource.metadata_url(self.issuer())
     }
 
     /// The registered OAuth client `id`.
     pub fn oauth_client(&self, id: &str) -> Option<&OAuthClient> {
         self.0.config.clients.iter().find(|client| client.id == id)
     }
+}
 
-    /// Access tokens whose signature the gateway verified before.
-    pub fn verified_tokens(&self) -> &VerifiedTokens {
-        &self.0.verified_tokens
-    }
-
-    /// The rate limits, when the server sets any.
-    pub fn rate_limits(&self) -> Option<&RateLimits> {
-        self.0.rate_limits.as_ref()
+impl crate::http::Ready for AppState {
+    async fn unready(&self) -> Option<&'static str> {
+        if self.log().is_draining() {
+            return Some("draining");
+        }
+        let error = self.store().ping().await.err()?;
+        tracing::error!(
+            error = &error as &dyn std::error::Error,
+            "the store does not answer"
+        );
+        Some("store unavailable")
     }
 }

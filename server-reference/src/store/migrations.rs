@@ -10,9 +10,9 @@ use sqlx::SqlSafeStr;
 use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
 
 /// One migration file: its version, its description (the file name's words) and its SQL.
-type Step = (i64, &'static str, &'static str);
+type MigrationFile = (i64, &'static str, &'static str);
 
-const SQLITE: &[Step] = &[
+const SQLITE: &[MigrationFile] = &[
     (
         1,
         "account",
@@ -45,7 +45,7 @@ const SQLITE: &[Step] = &[
     ),
 ];
 
-const POSTGRES: &[Step] = &[(
+const POSTGRES: &[MigrationFile] = &[(
     1,
     "schema",
     include_str!("../../migrations/postgres/0001_schema.sql"),
@@ -63,7 +63,7 @@ pub async fn postgres() -> Result<Migrator, sqlx::migrate::MigrateError> {
 
 /// A list of migrations held in the binary.
 #[derive(Debug)]
-struct Embedded(&'static [Step]);
+struct Embedded(&'static [MigrationFile]);
 
 impl MigrationSource<'static> for Embedded {
     fn resolve(

@@ -11,6 +11,7 @@ use super::{EventLog, Page, Result, cursor_error};
 use crate::agent::cursor::CursorError;
 use crate::agent::notify::Subscription;
 use crate::agent::page::seq_of;
+use crate::ids::{AccountId, SessionId};
 
 /// Events per SSE `page`.
 const STREAM_PAGE: i64 = 100;
@@ -38,11 +39,12 @@ impl EventLog {
     /// The stream ends when the session is deleted or the store fails.
     pub async fn follow(
         &self,
-        account: &str,
-        session: &str,
+        account: &AccountId,
+        session: &SessionId,
         cursor: Option<&str>,
         last_event_id: Option<&str>,
     ) -> Result<impl Stream<Item = Followed> + Send + use<>> {
+        let (account, session) = (account.as_str(), session.as_str());
         self.owned(account, session).await?;
         let subscription = self.0.notifier.subscribe(session);
         let mut pending = VecDeque::new();

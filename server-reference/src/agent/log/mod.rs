@@ -21,6 +21,7 @@ use super::page::{Page, seq_of};
 use super::transitions::can_become;
 use super::{Error, Result};
 use crate::clock::{now, now_ms};
+use crate::ids::{AccountId, SessionId};
 use crate::store::agent::{
     Append, Appended, Bounds, LogRead, NewAction, Resolution, Resolved, SessionRecord, TurnStarted,
     event_body,
@@ -266,7 +267,13 @@ impl EventLog {
 
     /// A page of `account`'s `session`: the events after the cursor, waiting up to `wait` for
     /// one when there is none. The cursor is opened once and the log read once per wake-up.
-    pub async fn page(&self, account: &str, session: &str, request: &PageRequest) -> Result<Page> {
+    pub async fn page(
+        &self,
+        account: &AccountId,
+        session: &SessionId,
+        request: &PageRequest,
+    ) -> Result<Page> {
+        let (account, session) = (account.as_str(), session.as_str());
         let wait = request.wait.unwrap_or(0);
         if !(0..=MAX_WAIT_MS).contains(&wait) {
             return Err(Error::InvalidParameter(format!(
@@ -569,6 +576,14 @@ mod tests {
 
     const ACCOUNT: &str = "alice";
     const SESSION: &str = "ses_1";
+
+    fn account() -> AccountId {
+        AccountId::verified(ACCOUNT.into())
+    }
+
+    fn session_id() -> SessionId {
+        SESSION.parse().unwrap()
+    }
     const TURN: &str = "turn_1";
 
     /// A log over the store of `dir`, with a fresh set of heads, as after a restart.
@@ -670,12 +685,12 @@ mod tests {
         let (store, a) = session(dir.path(), Duration::from_secs(3600)).await;
         let b = open(&store, dir.path(), Duration::from_secs(3600));
         let first = PageRequest::default();
-        let on_b = b.page(ACCOUNT, SESSION, &first).await.unwrap();
+        let on_b = b.page(&account(), &session_id(), &first).await.unwrap();
         let seen = on_b.events.len();
 
         // A appends: B's head does not hold it, but a cursor from A says how far A saw.
         append(&a, 2).await;
-        let stale = b.page(ACCOUNT, SESSION, &first).await.unwrap();
+        let stale = b.page(&account(), &session_id(), &first).await.unwrap();
         assert_eq!(
             stale.events.len(),
             seen,
@@ -686,16 +701,16 @@ mod tests {
             ..PageRequest::default()
         };
         let on_a = a
-            .page(ACCOUNT, SESSION, &after(&on_b.cursor))
+            .page(&account(), &session_id(), &after(&on_b.cursor))
             .await
             .unwrap();
         assert_eq!(on_a.events.len(), 2);
         let read = b
-            .page(ACCOUNT, SESSION, &after(&on_a.cursor))
+            .page(&account(), &session_id(), &after(&on_a.cursor))
             .await
             .unwrap();
         assert!(read.events.is_empty(), "nothing after A's page, and no 400");
-        let fresh = b.page(ACCOUNT, SESSION, &first).await.unwrap();
+        let fresh = b.page(&account(), &session_id(), &first).await.unwrap();
         assert_eq!(fresh.events.len(), seen + 2, "A's cursor retired B's head");
 
         // A notification retires the head for every reader.
@@ -708,7 +723,7 @@ mod tests {
             .last_seq;
         b.write_heard(SESSION, Some(last - 1));
         let before = b
-            .page(ACCOUNT, SESSION, &PageRequest::default())
+            .page(&account(), &session_id(), &PageRequest::default())
             .await
             .unwrap();
         assert_eq!(
@@ -718,7 +733,7 @@ mod tests {
         );
         b.write_heard(SESSION, Some(last));
         let after = b
-            .page(ACCOUNT, SESSION, &PageRequest::default())
+            .page(&account(), &session_id(), &PageRequest::default())
             .await
             .unwrap();
         assert_eq!(after.events.len(), fresh.events.len() + 1);
@@ -841,7 +856,7 @@ mod tests {
                             wait: Some(1_000),
                             limit: Some(7),
                         };
-                        let page = log.page(ACCOUNT, SESSION, &request).await.unwrap();
+                        let page = log.page(&account(), &session_id(), &request).await.unwrap();
                         seqs.extend(page.events.iter().map(|body| seq_of(body)));
                         cursor = Some(page.cursor);
                     }

@@ -25,7 +25,8 @@ use solana_signature::Signature;
 use solana_transaction::Transaction;
 use solana_transaction_error::TransactionError;
 
-use super::{Guards, Ledger, Observed, Run, simulation};
+use super::{Ledger, Run};
+use crate::pipeline::simulation::{Guards, Observed, simulation};
 
 /// The cluster's name.
 pub const CLUSTER: &str = "localnet";

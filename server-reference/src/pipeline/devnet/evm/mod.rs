@@ -24,8 +24,9 @@ pub use contracts::{CONTRACTS, Contract, Standard, contract, erc20};
 use contracts::{DEV_COLLECTIBLE_BIN, DEV_MULTI_TOKEN_BIN, DEV_TOKEN_BIN};
 use logs::Decoded;
 
-use super::{Guards, Ledger, Observed, Run, simulation};
+use super::{Ledger, Run};
 use crate::pipeline::abi::{self, Abi};
+use crate::pipeline::simulation::{Guards, Observed, simulation};
 
 /// The devnet's chain id.
 pub const CHAIN_ID: u64 = 31337;

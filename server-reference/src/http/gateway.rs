@@ -4,54 +4,67 @@
 //! and the operation's [`BodySchema`](crate::http::openapi::BodySchema), against which
 //! [`crate::http::ApiJson`] checks the body.
 
-use axum::extract::{FromRequestParts, Request, State};
-use axum::http::request::Parts;
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use intent_models::ErrorCode;
 
+use std::sync::Arc;
+
 use crate::auth::principal::Principal;
+use crate::auth::rate::RateLimits;
 use crate::auth::token::TokenError;
+use crate::auth::token_cache::VerifiedTokens;
 use crate::clock::now;
 use crate::error::ApiError;
 use crate::http::openapi;
-use crate::state::AppState;
+use crate::ids::AccountId;
+use crate::keys::signing::SigningKeys;
 
-impl<S: Send + Sync> FromRequestParts<S> for Principal {
-    type Rejection = ApiError;
+/// What the gateway checks a request with. Cheap to clone.
+#[derive(Clone)]
+pub struct Gateway(Arc<Checks>);
 
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        parts.extensions.get::<Principal>().cloned().ok_or_else(|| {
-            tracing::error!(path = %parts.uri.path(), "handler reached without the gateway");
-            ApiError::internal()
-        })
+struct Checks {
+    issuer: String,
+    keys: Arc<SigningKeys>,
+    verified: VerifiedTokens,
+    limits: Option<RateLimits>,
+}
+
+impl Gateway {
+    /// A gateway admitting the tokens `keys` signed as `issuer`, within `limits` when given.
+    pub fn new(issuer: String, keys: Arc<SigningKeys>, limits: Option<RateLimits>) -> Self {
+        Self(Arc::new(Checks {
+            issuer,
+            keys,
+            verified: VerifiedTokens::default(),
+            limits,
+        }))
     }
 }
 
 /// Middleware: authenticate and authorize the request, or answer 401 or 403.
 pub async fn authorize(
-    State(state): State<AppState>,
+    State(gateway): State<Gateway>,
     mut request: Request,
     next: Next,
 ) -> Response {
     let Some(operation) = openapi::operations().find(request.method(), request.uri().path()) else {
         return next.run(request).await;
     };
+    let checks = &*gateway.0;
     let resource = operation.resource;
-    let metadata = state.resource_metadata_url(resource);
+    let metadata = resource.metadata_url(&checks.issuer);
     let token = match bearer(request.headers()) {
         Ok(token) => token,
         Err(reason) => return unauthorized(reason, None, &metadata),
     };
-    let audience = resource.identifier(state.issuer());
-    let verified = state.verified_tokens().verify(
-        state.signing_key(),
-        token,
-        state.issuer(),
-        &audience,
-        now(),
-    );
+    let audience = resource.identifier(&checks.issuer);
+    let verified = checks
+        .verified
+        .verify(&checks.keys, token, &checks.issuer, &audience, now());
     let claims = match verified {
         Ok(claims) => claims,
         Err(error) => return unauthorized(&error.to_string(), Some(&error), &metadata),
@@ -69,8 +82,9 @@ pub async fn authorize(
         .with_challenge(challenge)
         .into_response();
     }
-    if let Some(limits) = state.rate_limits()
-        && let Err(wait) = limits.admit(&claims.sub, resource)
+    let account = AccountId::verified(claims.sub.clone());
+    if let Some(limits) = &checks.limits
+        && let Err(wait) = limits.admit(&account, resource)
     {
         let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
         return ApiError::new(
@@ -82,7 +96,7 @@ pub async fn authorize(
     }
     let scopes = claims.scope.split(' ').map(str::to_owned).collect();
     request.extensions_mut().insert(Principal {
-        account: claims.sub.clone(),
+        account,
         scopes,
         expires_at: claims.exp,
     });

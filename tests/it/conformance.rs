@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use axum::body::{Body, Bytes, to_bytes};
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::{Next, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
@@ -361,444 +361,787 @@ fn rebuilt(mut parts: axum::http::response::Parts, bytes: Bytes, body: Option<Va
     Response::from_parts(parts, Body::from(bytes))
 }
 
-async fn inject(
-    State(injector): State<Arc<Injector>>,
-    mut request: Request,
-    next: Next,
-) -> Response {
-    let fault = injector.fault;
-    let path = request.uri().path().to_owned();
-    let query = request.uri().query().unwrap_or_default().to_owned();
-    let method = request.method().clone();
-    let authorization = request.headers().get(header::AUTHORIZATION).cloned();
-    let tokens = injector.tokens.lock().unwrap().clone();
-    let claims = authorization.as_ref().map(claims).unwrap_or_default();
-    let is_events =
-        method == "GET" && path.starts_with("/v1/agent/chat/") && !path.ends_with("/stream");
-    let is_lifecycle =
-        method == "POST" && (path.ends_with("/evm/build") || path.ends_with("/svm/stage"));
-    let is_resolve = method == "POST" && path.ends_with("/resolve");
+/// What the layer sees of a request, worked out once before a fault acts on it.
+struct Seen {
+    path: String,
+    query: String,
+    method: Method,
+    authorization: Option<HeaderValue>,
+    tokens: Tokens,
+    claims: Value,
+    is_events: bool,
+    is_lifecycle: bool,
+    is_resolve: bool,
+    is_session: bool,
+    is_mcp: bool,
+    /// Whether the request carries the token of an MCP resource.
+    mcp_token: bool,
+    /// The JSON-RPC method and tool name of an MCP message, for the faults on its answer.
+    rpc: (String, String),
+}
 
-    let is_session = path.starts_with("/v1/agent/sessions/") && !path.contains("/actions/");
-    let is_mcp = path == "/v1/agent/mcp" || path == "/v1/pipeline/mcp";
-    let mcp_token = [
-        bearer(tokens.get(Role::AgentMcp)),
-        bearer(tokens.get(Role::PipelineMcp)),
-    ]
-    .into_iter()
-    .any(|token| authorization.as_ref() == Some(&token));
-    // The JSON-RPC method and tool name of an MCP message, for the faults on its answer.
-    let mut rpc = (String::new(), String::new());
-    if is_mcp && method == "POST" {
-        let (parts, body) = request.into_parts();
-        let (bytes, message) = read_json(body).await;
-        let name = |pointer: &str| message.pointer(pointer).and_then(Value::as_str);
-        rpc = (
-            name("/method").unwrap_or_default().to_owned(),
-            name("/params/name").unwrap_or_default().to_owned(),
-        );
-        request = with_body(parts, bytes);
-    }
-
-    // Faults on the way in.
-    match fault {
-        Fault::DropsNulls if ["POST", "PUT", "PATCH"].contains(&method.as_str()) => {
+impl Seen {
+    /// What `request` shows, and the request to pass on (an MCP message's body is read, and put
+    /// back).
+    async fn of(injector: &Injector, mut request: Request) -> (Seen, Request) {
+        let path = request.uri().path().to_owned();
+        let query = request.uri().query().unwrap_or_default().to_owned();
+        let method = request.method().clone();
+        let authorization = request.headers().get(header::AUTHORIZATION).cloned();
+        let tokens = injector.tokens.lock().unwrap().clone();
+        let claims = authorization.as_ref().map(claims).unwrap_or_default();
+        let is_events =
+            method == "GET" && path.starts_with("/v1/agent/chat/") && !path.ends_with("/stream");
+        let is_lifecycle =
+            method == "POST" && (path.ends_with("/evm/build") || path.ends_with("/svm/stage"));
+        let is_resolve = method == "POST" && path.ends_with("/resolve");
+        let is_session = path.starts_with("/v1/agent/sessions/") && !path.contains("/actions/");
+        let is_mcp = path == "/v1/agent/mcp" || path == "/v1/pipeline/mcp";
+        let mcp_token = [
+            bearer(tokens.get(Role::AgentMcp)),
+            bearer(tokens.get(Role::PipelineMcp)),
+        ]
+        .into_iter()
+        .any(|token| authorization.as_ref() == Some(&token));
+        let mut rpc = (String::new(), String::new());
+        if is_mcp && method == "POST" {
             let (parts, body) = request.into_parts();
-            let (bytes, mut value) = read_json(body).await;
-            let bytes = match value.as_object_mut() {
-                Some(members) => {
-                    members.retain(|_, member| !member.is_null());
-                    Bytes::from(value.to_string())
-                }
-                None => bytes,
-            };
+            let (bytes, message) = read_json(body).await;
+            let name = |pointer: &str| message.pointer(pointer).and_then(Value::as_str);
+            rpc = (
+                name("/method").unwrap_or_default().to_owned(),
+                name("/params/name").unwrap_or_default().to_owned(),
+            );
             request = with_body(parts, bytes);
         }
-        Fault::UninstallKeepsApp
-            if method == "DELETE"
-                && path.starts_with("/v1/account/apps/")
-                && !path.contains("/secrets")
-                && authorization == Some(bearer(tokens.get(Role::Account))) =>
-        {
-            let id: i64 = path
-                .rsplit('/')
-                .next()
-                .unwrap_or_default()
-                .parse()
-                .unwrap_or(0);
-            let answer = json!({ "applicationId": id, "installed": false, "installedAt": null });
-            return json_response(StatusCode::OK, &answer);
-        }
-        Fault::IgnoresPatch if method == "PATCH" && is_session => {
-            let (parts, _) = request.into_parts();
-            request = with_body(parts, "{}");
-        }
-        Fault::DeleteKeepsSession
-            if method == "DELETE"
-                && is_session
-                && authorization == Some(bearer(tokens.get(Role::Agent))) =>
-        {
-            return StatusCode::NO_CONTENT.into_response();
-        }
-        Fault::RefusesSkillCalls
-            if method == "POST"
-                && path.starts_with("/v1/pipeline/skills/")
-                && authorization == Some(bearer(tokens.get(Role::Pipeline))) =>
-        {
-            let error = json!({ "error": { "code": "invalid_request", "message": "refused" } });
-            return json_response(StatusCode::BAD_REQUEST, &error);
-        }
-        Fault::LeaksSessions if claims["sub"] == "conformance-other" => {
-            let own = if path.starts_with("/v1/account/") {
-                tokens.get(Role::Account)
-            } else {
-                tokens.get(Role::Agent)
-            };
-            request
-                .headers_mut()
-                .insert(header::AUTHORIZATION, bearer(own));
-        }
-        Fault::IgnoresScopes
-            if claims["sub"] == "conformance"
-                && claims["aud"]
-                    .as_str()
-                    .is_some_and(|aud| aud.ends_with("/v1/agent"))
-                && path.starts_with("/v1/agent/") =>
-        {
-            request
-                .headers_mut()
-                .insert(header::AUTHORIZATION, bearer(tokens.get(Role::Agent)));
-        }
-        Fault::McpAcceptsOtherAudience
-            if is_mcp && authorization == Some(bearer(tokens.get(Role::Agent))) =>
-        {
-            request
-                .headers_mut()
-                .insert(header::AUTHORIZATION, bearer(tokens.get(Role::AgentMcp)));
-        }
-        Fault::RefusesSingleScopes
-            if claims["scope"]
-                .as_str()
-                .is_some_and(|scope| !scope.is_empty() && !scope.contains(' ')) =>
-        {
-            let error = json!({ "error": { "code": "insufficient_scope", "message": "one" } });
-            return json_response(StatusCode::FORBIDDEN, &error);
-        }
-        Fault::McpDown if is_mcp && mcp_token => {
-            let error = json!({ "error": { "code": "unavailable", "message": "down" } });
-            return json_response(StatusCode::SERVICE_UNAVAILABLE, &error);
-        }
-        Fault::OpenStatement if path == "/v1/account/statement" && authorization.is_none() => {
-            request
-                .headers_mut()
-                .insert(header::AUTHORIZATION, bearer(tokens.get(Role::Account)));
-        }
-        Fault::IgnoresWait if is_events => {
-            let kept: Vec<&str> = query
-                .split('&')
-                .filter(|pair| !pair.starts_with("wait="))
-                .collect();
-            *request.uri_mut() = format!("{path}?{}", kept.join("&")).parse().unwrap();
-        }
-        Fault::ForgetsIdempotencyKeys if is_resolve => {
-            let key = request.headers().get("idempotency-key").cloned();
-            let key = key.and_then(|key| key.to_str().ok().map(str::to_owned));
-            if let Some(key) = key
-                && !injector.keys.lock().unwrap().insert(key)
-            {
-                request.headers_mut().remove("idempotency-key");
-            }
-        }
-        Fault::SkipsResimulation if is_lifecycle => {
-            let (parts, body) = request.into_parts();
-            let (bytes, build) = read_json(body).await;
-            let response = next.run(with_body(parts, bytes)).await;
-            let (parts, body) = response.into_parts();
-            let (bytes, answer) = read_json(body).await;
-            if answer.pointer("/error/code") == Some(&json!("simulation_failed")) {
-                return made_up_commit(&build);
-            }
-            return rebuilt(parts, bytes, None);
-        }
-        Fault::CommitsNothing if is_lifecycle => {
-            let (parts, body) = request.into_parts();
-            let (bytes, build) = read_json(body).await;
-            let digest = build["digest"].as_str().unwrap_or_default().to_owned();
-            let fresh = build["expiresAt"].as_i64().is_some_and(|at| at >= now());
-            let issued = fresh && injector.builds.lock().unwrap().get(&digest) == Some(&build);
-            if issued && injector.keys.lock().unwrap().insert(digest) {
-                return made_up_commit(&build);
-            }
-            if issued {
-                let error = json!({ "error": { "code": "build_invalid", "message": "committed" } });
-                return json_response(StatusCode::UNPROCESSABLE_ENTITY, &error);
-            }
-            request = with_body(parts, bytes);
-        }
-        Fault::AcceptsExpiredBuild | Fault::AcceptsTamperedBuild if is_lifecycle => {
-            let (parts, body) = request.into_parts();
-            let (bytes, build) = read_json(body).await;
-            let digest = build["digest"].as_str().unwrap_or_default().to_owned();
-            let expired = build["expiresAt"].as_i64().is_some_and(|at| at < now());
-            if fault == Fault::AcceptsExpiredBuild && expired {
-                return made_up_commit(&build);
-            }
-            let original = injector.builds.lock().unwrap().get(&digest).cloned();
-            let bytes = match original {
-                Some(original) if original != build => Bytes::from(original.to_string()),
-                _ => bytes,
-            };
-            request = with_body(parts, bytes);
-        }
-        _ => {}
+        let seen = Seen {
+            path,
+            query,
+            method,
+            authorization,
+            tokens,
+            claims,
+            is_events,
+            is_lifecycle,
+            is_resolve,
+            is_session,
+            is_mcp,
+            mcp_token,
+            rpc,
+        };
+        (seen, request)
     }
 
-    let response = next.run(request).await;
-    let status = response.status();
-
-    // Faults on the way out.
-    match fault {
-        Fault::McpNoResourceMetadata if is_mcp && status == StatusCode::UNAUTHORIZED => {
-            let (mut parts, body) = response.into_parts();
-            let plain = HeaderValue::from_static(r#"Bearer error="invalid_token""#);
-            parts.headers.insert(header::WWW_AUTHENTICATE, plain);
-            return Response::from_parts(parts, body);
-        }
-        Fault::McpDuplicateTools
-        | Fault::McpCatalogDiffers
-        | Fault::McpBuildDiffers
-        | Fault::McpIgnoresScopes
-            if is_mcp && status == StatusCode::OK =>
-        {
-            let (parts, body) = response.into_parts();
-            let (bytes, mut answer) = read_json(body).await;
-            let result = &mut answer["result"];
-            let changed = match (fault, rpc.0.as_str(), rpc.1.as_str()) {
-                (Fault::McpDuplicateTools, "tools/list", _) => {
-                    let tools = result["tools"].as_array_mut();
-                    let first = tools.as_ref().and_then(|tools| tools.first().cloned());
-                    tools
-                        .zip(first)
-                        .map(|(tools, first)| tools.push(first))
-                        .is_some()
-                }
-                (Fault::McpCatalogDiffers, "tools/call", "listPipelineApps") => {
-                    result["structuredContent"]["apps"] = json!([]);
-                    true
-                }
-                (Fault::McpBuildDiffers, "tools/call", "evmBuild") => {
-                    result["structuredContent"]["summary"]["title"] = json!("Something else");
-                    true
-                }
-                (Fault::McpIgnoresScopes, "tools/call", _) if result["isError"] == true => {
-                    result["isError"] = json!(false);
-                    true
-                }
-                _ => false,
-            };
-            return rebuilt(parts, bytes, changed.then_some(answer));
-        }
-        Fault::RenamesPageEvents if path.ends_with("/stream") && status == StatusCode::OK => {
-            let (parts, body) = response.into_parts();
-            let renamed = body.into_data_stream().map(|chunk| {
-                chunk.map(|bytes| {
-                    Bytes::from(
-                        String::from_utf8_lossy(&bytes).replace("event: page", "event: snapshot"),
-                    )
-                })
-            });
-            return Response::from_parts(parts, Body::from_stream(renamed));
-        }
-        Fault::UnauthorizedIs403 if status == StatusCode::UNAUTHORIZED => {
-            let (mut parts, body) = response.into_parts();
-            parts.status = StatusCode::FORBIDDEN;
-            return Response::from_parts(parts, body);
-        }
-        Fault::EmptyAppCatalog if path == "/v1/pipeline/apps" && status == StatusCode::OK => {
-            return json_response(StatusCode::OK, &json!({ "apps": [] }));
-        }
-        Fault::CredentialsNeverPresent
-            if path.ends_with("/secrets") && status == StatusCode::OK =>
-        {
-            let (parts, body) = response.into_parts();
-            let (bytes, mut list) = read_json(body).await;
-            for credential in list["credentials"].as_array_mut().into_iter().flatten() {
-                credential["present"] = json!(false);
-                credential["updatedAt"] = Value::Null;
-            }
-            return rebuilt(parts, bytes, Some(list));
-        }
-        Fault::UnpublishedKey if path == "/.well-known/jwks.json" => {
-            return json_response(StatusCode::OK, &json!({ "keys": [] }));
-        }
-        Fault::PlainTextNotFound if status == StatusCode::NOT_FOUND => {
-            return Response::builder()
-                .status(StatusCode::NOT_FOUND)
-                .header(header::CONTENT_TYPE, "text/plain")
-                .body(Body::from("not found"))
-                .unwrap();
-        }
-        Fault::StatementDown
-            if path == "/v1/account/statement"
-                && authorization == Some(bearer(tokens.get(Role::Account))) =>
-        {
-            return json_response(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                &json!({ "error": { "code": "internal", "message": "down" } }),
-            );
-        }
-        Fault::BadCursorIs500
-            if is_events && query.contains("cursor=") && status == StatusCode::BAD_REQUEST =>
-        {
-            return json_response(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                &json!({ "error": { "code": "internal", "message": "boom" } }),
-            );
-        }
-        Fault::ExpiredIs400 if is_events && status == StatusCode::GONE => {
-            return json_response(
-                StatusCode::BAD_REQUEST,
-                &json!({ "error": { "code": "invalid_cursor", "message": "expired" } }),
-            );
-        }
-        Fault::ConflictIs400 if is_resolve && status == StatusCode::CONFLICT => {
-            let (mut parts, body) = response.into_parts();
-            parts.status = StatusCode::BAD_REQUEST;
-            return Response::from_parts(parts, body);
-        }
-        Fault::LimitsAre500 if status == StatusCode::BAD_REQUEST => {
-            let out_of_range = path
-                .split('/')
-                .any(|segment| segment.len() > 128 || ["0", "first", "1ST_KEY"].contains(&segment));
-            if out_of_range {
-                return json_response(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    &json!({ "error": { "code": "internal", "message": "out of range" } }),
-                );
-            }
-        }
-        _ => {}
+    /// Whether the request carries `role`'s token.
+    fn holds(&self, role: Role) -> bool {
+        self.authorization == Some(bearer(self.tokens.get(role)))
     }
-    let rewrites_body = match fault {
-        Fault::ExtraSimulationField
-        | Fault::StepZero
-        | Fault::AcceptsTamperedBuild
-        | Fault::WrongDigest
-        | Fault::BuildVersion1
-        | Fault::CommitsNothing => is_lifecycle,
-        Fault::SkipsSequence
-        | Fault::ReopensTurns
-        | Fault::PageExtraMember
-        | Fault::DuplicatesEvents => is_events,
-        Fault::ArchivedAsString => is_session,
-        Fault::AppNameAsNumber => path == "/v1/pipeline/apps",
-        Fault::SkillAsNumber => path.starts_with("/v1/pipeline/skills/"),
-        Fault::PresentAsString => path.ends_with("/secrets"),
-        Fault::DescriptorKind => path.starts_with("/v1/pipeline/apps/"),
-        _ => false,
-    };
-    if !rewrites_body || status != StatusCode::OK {
+}
+
+/// Makes `request` carry `role`'s token.
+fn act_as(request: &mut Request, seen: &Seen, role: Role) {
+    request
+        .headers_mut()
+        .insert(header::AUTHORIZATION, bearer(seen.tokens.get(role)));
+}
+
+/// An error envelope answered with `status`.
+fn error_response(status: StatusCode, code: &str, message: &str) -> Response {
+    let error = json!({ "error": { "code": code, "message": message } });
+    json_response(status, &error)
+}
+
+/// Whether `value` is a commit result that says it committed.
+fn committed(value: &Value) -> bool {
+    value["status"] == "committed"
+}
+
+/// Remembers `build` under its digest when it is a Build (not a commit result); changes nothing.
+fn record_build(injector: &Injector, build: &Value) -> bool {
+    if !committed(build) {
+        let digest = build["digest"].as_str().unwrap_or_default().to_owned();
+        injector
+            .builds
+            .lock()
+            .unwrap()
+            .insert(digest, build.clone());
+    }
+    false
+}
+
+/// The body to commit for `build` (read as `bytes`): the Build issued under its digest when it
+/// differs from that one, else `bytes`.
+fn as_issued(injector: &Injector, build: &Value, bytes: Bytes) -> Bytes {
+    let digest = build["digest"].as_str().unwrap_or_default();
+    let original = injector.builds.lock().unwrap().get(digest).cloned();
+    match original {
+        Some(original) if original != *build => Bytes::from(original.to_string()),
+        _ => bytes,
+    }
+}
+
+/// `response` with its JSON edited by `edit` when it is a 200; `edit` says whether it changed
+/// anything, and the original bytes are kept when not.
+async fn edit_ok_json(response: Response, edit: impl FnOnce(&mut Value) -> bool) -> Response {
+    if response.status() != StatusCode::OK {
         return response;
     }
     let (parts, body) = response.into_parts();
     let (bytes, mut value) = read_json(body).await;
-    let committed = value["status"] == "committed";
-    let changed = match fault {
-        Fault::ExtraSimulationField if committed => {
-            value["simulation"]["debug"] = json!(true);
-            true
-        }
-        Fault::StepZero if committed => {
-            for log in value["simulation"]["logs"]
-                .as_array_mut()
-                .into_iter()
-                .flatten()
-            {
-                log["step"] = json!(0);
-            }
-            for change in value["simulation"]["balanceChanges"]
-                .as_array_mut()
-                .into_iter()
-                .flatten()
-            {
-                change["step"] = json!(0);
-            }
-            true
-        }
-        Fault::CommitsNothing if !committed => {
-            let digest = value["digest"].as_str().unwrap_or_default().to_owned();
-            injector
-                .builds
-                .lock()
-                .unwrap()
-                .insert(digest, value.clone());
-            false
-        }
-        Fault::AcceptsTamperedBuild if !committed => {
-            let digest = value["digest"].as_str().unwrap_or_default().to_owned();
-            injector
-                .builds
-                .lock()
-                .unwrap()
-                .insert(digest, value.clone());
-            false
-        }
-        Fault::WrongDigest if !committed => {
-            // Not a one-character change: the tampering check changes one, and could undo it.
-            value["digest"] = json!(format!("sha256:{}", "ab".repeat(32)));
-            true
-        }
-        Fault::BuildVersion1 if !committed => {
-            value["version"] = json!(1);
-            true
-        }
-        Fault::SkipsSequence => {
-            let events = value["events"].as_array_mut();
-            events.is_some_and(|events| {
-                let before = events.len();
-                events.retain(|event| event["seq"] != 2);
-                events.len() != before
-            })
-        }
-        Fault::ReopensTurns => reopen(&injector, &path, &query, &mut value),
-        Fault::DuplicatesEvents => {
-            let events = value["events"].as_array_mut();
-            events.is_some_and(|events| {
-                let twice = (events.len() >= 2).then(|| events[0].clone());
-                twice.map(|first| events.push(first)).is_some()
-            })
-        }
-        Fault::DescriptorKind => {
-            value["kind"] = json!("action");
-            true
-        }
-        Fault::ArchivedAsString => {
-            value["archived"] = json!(value["archived"].to_string());
-            true
-        }
-        Fault::PageExtraMember => {
-            value["toolActivity"] = json!([]);
-            true
-        }
-        Fault::AppNameAsNumber => {
-            for app in value["apps"].as_array_mut().into_iter().flatten() {
-                app["name"] = json!(1);
-            }
-            true
-        }
-        Fault::SkillAsNumber => {
-            value["skill"] = json!(1);
-            true
-        }
-        Fault::PresentAsString => {
-            for credential in value["credentials"].as_array_mut().into_iter().flatten() {
-                credential["present"] = json!(credential["present"].to_string());
-            }
-            true
-        }
-        _ => false,
-    };
+    let changed = edit(&mut value);
     rebuilt(parts, bytes, changed.then_some(value))
+}
+
+/// Passes `request` on; when `applies`, edits the answer as [`edit_ok_json`] does.
+async fn edit_answer(
+    applies: bool,
+    request: Request,
+    next: Next,
+    edit: impl FnOnce(&mut Value) -> bool,
+) -> Response {
+    let response = next.run(request).await;
+    if !applies {
+        return response;
+    }
+    edit_ok_json(response, edit).await
+}
+
+/// Passes `request` on; when it is an MCP message, edits the `result` of a 200 answer.
+async fn edit_mcp_result(
+    seen: &Seen,
+    request: Request,
+    next: Next,
+    edit: impl FnOnce(&mut Value) -> bool,
+) -> Response {
+    edit_answer(seen.is_mcp, request, next, |answer| {
+        edit(&mut answer["result"])
+    })
+    .await
+}
+
+/// The layer: hands each request to the handler of the injector's fault.
+async fn inject(State(injector): State<Arc<Injector>>, request: Request, next: Next) -> Response {
+    let (seen, request) = Seen::of(&injector, request).await;
+    let (injector, seen) = (&*injector, &seen);
+    match injector.fault {
+        Fault::ExtraSimulationField => extra_simulation_field(seen, request, next).await,
+        Fault::BadCursorIs500 => bad_cursor_is_500(seen, request, next).await,
+        Fault::AcceptsExpiredBuild => accepts_expired_build(seen, request, next).await,
+        Fault::SkipsSequence => skips_sequence(seen, request, next).await,
+        Fault::LeaksSessions => leaks_sessions(seen, request, next).await,
+        Fault::OpenStatement => open_statement(seen, request, next).await,
+        Fault::UnauthorizedIs403 => unauthorized_is_403(request, next).await,
+        Fault::IgnoresScopes => ignores_scopes(seen, request, next).await,
+        Fault::RenamesPageEvents => renames_page_events(seen, request, next).await,
+        Fault::IgnoresWait => ignores_wait(seen, request, next).await,
+        Fault::AcceptsTamperedBuild => accepts_tampered_build(injector, seen, request, next).await,
+        Fault::SkipsResimulation => skips_resimulation(seen, request, next).await,
+        Fault::WrongDigest => wrong_digest(seen, request, next).await,
+        Fault::LimitsAre500 => limits_are_500(seen, request, next).await,
+        Fault::ConflictIs400 => conflict_is_400(seen, request, next).await,
+        Fault::ForgetsIdempotencyKeys => {
+            forgets_idempotency_keys(injector, seen, request, next).await
+        }
+        Fault::ReopensTurns => reopens_turns(injector, seen, request, next).await,
+        Fault::PlainTextNotFound => plain_text_not_found(request, next).await,
+        Fault::StepZero => step_zero(seen, request, next).await,
+        Fault::StatementDown => statement_down(seen, request, next).await,
+        Fault::DescriptorKind => descriptor_kind(seen, request, next).await,
+        Fault::BuildVersion1 => build_version_1(seen, request, next).await,
+        Fault::UnpublishedKey => unpublished_key(seen, request, next).await,
+        Fault::IgnoresPatch => ignores_patch(seen, request, next).await,
+        Fault::DeleteKeepsSession => delete_keeps_session(seen, request, next).await,
+        Fault::RefusesSkillCalls => refuses_skill_calls(seen, request, next).await,
+        Fault::EmptyAppCatalog => empty_app_catalog(seen, request, next).await,
+        Fault::CredentialsNeverPresent => credentials_never_present(seen, request, next).await,
+        Fault::DropsNulls => drops_nulls(seen, request, next).await,
+        Fault::ArchivedAsString => archived_as_string(seen, request, next).await,
+        Fault::PageExtraMember => page_extra_member(seen, request, next).await,
+        Fault::UninstallKeepsApp => uninstall_keeps_app(seen, request, next).await,
+        Fault::AppNameAsNumber => app_name_as_number(seen, request, next).await,
+        Fault::SkillAsNumber => skill_as_number(seen, request, next).await,
+        Fault::PresentAsString => present_as_string(seen, request, next).await,
+        Fault::CommitsNothing => commits_nothing(injector, seen, request, next).await,
+        Fault::McpNoResourceMetadata => mcp_no_resource_metadata(seen, request, next).await,
+        Fault::McpAcceptsOtherAudience => mcp_accepts_other_audience(seen, request, next).await,
+        Fault::McpDown => mcp_down(seen, request, next).await,
+        Fault::McpDuplicateTools => mcp_duplicate_tools(seen, request, next).await,
+        Fault::McpCatalogDiffers => mcp_catalog_differs(seen, request, next).await,
+        Fault::McpBuildDiffers => mcp_build_differs(seen, request, next).await,
+        Fault::McpIgnoresScopes => mcp_ignores_scopes(seen, request, next).await,
+        Fault::DuplicatesEvents => duplicates_events(seen, request, next).await,
+        Fault::RefusesSingleScopes => refuses_single_scopes(seen, request, next).await,
+        Fault::ExpiredIs400 => expired_is_400(seen, request, next).await,
+    }
+}
+
+/// Adds a `debug` property to the simulation of commit results.
+async fn extra_simulation_field(seen: &Seen, request: Request, next: Next) -> Response {
+    edit_answer(seen.is_lifecycle, request, next, |value| {
+        if !committed(value) {
+            return false;
+        }
+        value["simulation"]["debug"] = json!(true);
+        true
+    })
+    .await
+}
+
+/// Answers 500 where an event page's cursor is refused with 400.
+async fn bad_cursor_is_500(seen: &Seen, request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    let with_cursor = seen.is_events && seen.query.contains("cursor=");
+    if with_cursor && response.status() == StatusCode::BAD_REQUEST {
+        return error_response(StatusCode::INTERNAL_SERVER_ERROR, "internal", "boom");
+    }
+    response
+}
+
+/// Commits a Build past its `expiresAt` without the server.
+async fn accepts_expired_build(seen: &Seen, request: Request, next: Next) -> Response {
+    if !seen.is_lifecycle {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let (bytes, build) = read_json(body).await;
+    if build["expiresAt"].as_i64().is_some_and(|at| at < now()) {
+        return made_up_commit(&build);
+    }
+    // Nothing records Builds under this fault, so none is put back as issued.
+    next.run(with_body(parts, bytes)).await
+}
+
+/// Leaves sequence number 2 out of event pages.
+async fn skips_sequence(seen: &Seen, request: Request, next: Next) -> Response {
+    edit_answer(seen.is_events, request, next, |page| {
+        let events = page["events"].as_array_mut();
+        events.is_some_and(|events| {
+            let before = events.len();
+            events.retain(|event| event["seq"] != 2);
+            events.len() != before
+        })
+    })
+    .await
+}
+
+/// Passes the second account's requests on with the first account's token.
+async fn leaks_sessions(seen: &Seen, mut request: Request, next: Next) -> Response {
+    if seen.claims["sub"] == "conformance-other" {
+        let own = if seen.path.starts_with("/v1/account/") {
+            Role::Account
+        } else {
+            Role::Agent
+        };
+        act_as(&mut request, seen, own);
+    }
+    next.run(request).await
+}
+
+/// Passes an untokened statement request on with the account's token.
+async fn open_statement(seen: &Seen, mut request: Request, next: Next) -> Response {
+    if seen.path == "/v1/account/statement" && seen.authorization.is_none() {
+        act_as(&mut request, seen, Role::Account);
+    }
+    next.run(request).await
+}
+
+/// Answers 403 in place of every 401.
+async fn unauthorized_is_403(request: Request, next: Next) -> Response {
+    let mut response = next.run(request).await;
+    if response.status() == StatusCode::UNAUTHORIZED {
+        *response.status_mut() = StatusCode::FORBIDDEN;
+    }
+    response
+}
+
+/// Passes the run's narrower Agent tokens on as the full Agent token.
+async fn ignores_scopes(seen: &Seen, mut request: Request, next: Next) -> Response {
+    let aud = seen.claims["aud"].as_str();
+    let agent_audience = aud.is_some_and(|aud| aud.ends_with("/v1/agent"));
+    let agent_path = seen.path.starts_with("/v1/agent/");
+    if seen.claims["sub"] == "conformance" && agent_audience && agent_path {
+        act_as(&mut request, seen, Role::Agent);
+    }
+    next.run(request).await
+}
+
+/// Names the SSE `page` events `snapshot`.
+async fn renames_page_events(seen: &Seen, request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    if !seen.path.ends_with("/stream") || response.status() != StatusCode::OK {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let renamed = body.into_data_stream().map(|chunk| {
+        chunk.map(|bytes| {
+            Bytes::from(String::from_utf8_lossy(&bytes).replace("event: page", "event: snapshot"))
+        })
+    });
+    Response::from_parts(parts, Body::from_stream(renamed))
+}
+
+/// Strips `wait` from event page requests.
+async fn ignores_wait(seen: &Seen, mut request: Request, next: Next) -> Response {
+    if seen.is_events {
+        let kept: Vec<&str> = seen
+            .query
+            .split('&')
+            .filter(|pair| !pair.starts_with("wait="))
+            .collect();
+        *request.uri_mut() = format!("{}?{}", seen.path, kept.join("&")).parse().unwrap();
+    }
+    next.run(request).await
+}
+
+/// Commits a changed Build as the one it issued under that digest.
+async fn accepts_tampered_build(
+    injector: &Injector,
+    seen: &Seen,
+    request: Request,
+    next: Next,
+) -> Response {
+    if !seen.is_lifecycle {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let (bytes, build) = read_json(body).await;
+    let bytes = as_issued(injector, &build, bytes);
+    let response = next.run(with_body(parts, bytes)).await;
+    edit_ok_json(response, |value| record_build(injector, value)).await
+}
+
+/// Answers a commit whose re-simulation fails as committed.
+async fn skips_resimulation(seen: &Seen, request: Request, next: Next) -> Response {
+    if !seen.is_lifecycle {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let (bytes, build) = read_json(body).await;
+    let response = next.run(with_body(parts, bytes)).await;
+    let (parts, body) = response.into_parts();
+    let (bytes, answer) = read_json(body).await;
+    if answer.pointer("/error/code") == Some(&json!("simulation_failed")) {
+        return made_up_commit(&build);
+    }
+    rebuilt(parts, bytes, None)
+}
+
+/// Gives Builds a digest that is not their content's.
+async fn wrong_digest(seen: &Seen, request: Request, next: Next) -> Response {
+    edit_answer(seen.is_lifecycle, request, next, |value| {
+        if committed(value) {
+            return false;
+        }
+        // Not a one-character change: the tampering check changes one, and could undo it.
+        value["digest"] = json!(format!("sha256:{}", "ab".repeat(32)));
+        true
+    })
+    .await
+}
+
+/// Answers 500 where an out-of-range path parameter is refused with 400.
+async fn limits_are_500(seen: &Seen, request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    let out_of_range = seen
+        .path
+        .split('/')
+        .any(|segment| segment.len() > 128 || ["0", "first", "1ST_KEY"].contains(&segment));
+    if out_of_range && response.status() == StatusCode::BAD_REQUEST {
+        return error_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "out of range",
+        );
+    }
+    response
+}
+
+/// Answers 400 in place of a resolution's 409.
+async fn conflict_is_400(seen: &Seen, request: Request, next: Next) -> Response {
+    let mut response = next.run(request).await;
+    if seen.is_resolve && response.status() == StatusCode::CONFLICT {
+        *response.status_mut() = StatusCode::BAD_REQUEST;
+    }
+    response
+}
+
+/// Drops the Idempotency-Key of a resolution whose key it has seen before.
+async fn forgets_idempotency_keys(
+    injector: &Injector,
+    seen: &Seen,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    if seen.is_resolve {
+        let key = request.headers().get("idempotency-key").cloned();
+        let key = key.and_then(|key| key.to_str().ok().map(str::to_owned));
+        if let Some(key) = key
+            && !injector.keys.lock().unwrap().insert(key)
+        {
+            request.headers_mut().remove("idempotency-key");
+        }
+    }
+    next.run(request).await
+}
+
+/// Shows an ended turn as processing again to a held poll that finds nothing new.
+async fn reopens_turns(injector: &Injector, seen: &Seen, request: Request, next: Next) -> Response {
+    edit_answer(seen.is_events, request, next, |page| {
+        reopen(injector, &seen.path, &seen.query, page)
+    })
+    .await
+}
+
+/// Answers every 404 in plain text.
+async fn plain_text_not_found(request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    if response.status() != StatusCode::NOT_FOUND {
+        return response;
+    }
+    Response::builder()
+        .status(StatusCode::NOT_FOUND)
+        .header(header::CONTENT_TYPE, "text/plain")
+        .body(Body::from("not found"))
+        .unwrap()
+}
+
+/// Numbers the simulation steps of commit results from 0.
+async fn step_zero(seen: &Seen, request: Request, next: Next) -> Response {
+    edit_answer(seen.is_lifecycle, request, next, |value| {
+        if !committed(value) {
+            return false;
+        }
+        for log in value["simulation"]["logs"]
+            .as_array_mut()
+            .into_iter()
+            .flatten()
+        {
+            log["step"] = json!(0);
+        }
+        for change in value["simulation"]["balanceChanges"]
+            .as_array_mut()
+            .into_iter()
+            .flatten()
+        {
+            change["step"] = json!(0);
+        }
+        true
+    })
+    .await
+}
+
+/// Answers the account's statement requests 500.
+async fn statement_down(seen: &Seen, request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    if seen.path == "/v1/account/statement" && seen.holds(Role::Account) {
+        return error_response(StatusCode::INTERNAL_SERVER_ERROR, "internal", "down");
+    }
+    response
+}
+
+/// Gives operation descriptors the kind `action`.
+async fn descriptor_kind(seen: &Seen, request: Request, next: Next) -> Response {
+    let applies = seen.path.starts_with("/v1/pipeline/apps/");
+    edit_answer(applies, request, next, |descriptor| {
+        descriptor["kind"] = json!("action");
+        true
+    })
+    .await
+}
+
+/// Gives Builds version 1.
+async fn build_version_1(seen: &Seen, request: Request, next: Next) -> Response {
+    edit_answer(seen.is_lifecycle, request, next, |value| {
+        if committed(value) {
+            return false;
+        }
+        value["version"] = json!(1);
+        true
+    })
+    .await
+}
+
+/// Answers an empty JWKS.
+async fn unpublished_key(seen: &Seen, request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    if seen.path == "/.well-known/jwks.json" {
+        return json_response(StatusCode::OK, &json!({ "keys": [] }));
+    }
+    response
+}
+
+/// Passes session PATCHes on with an empty body.
+async fn ignores_patch(seen: &Seen, request: Request, next: Next) -> Response {
+    if seen.method == "PATCH" && seen.is_session {
+        let (parts, _) = request.into_parts();
+        return next.run(with_body(parts, "{}")).await;
+    }
+    next.run(request).await
+}
+
+/// Answers the Agent's session DELETEs 204 without deleting anything.
+async fn delete_keeps_session(seen: &Seen, request: Request, next: Next) -> Response {
+    if seen.method == "DELETE" && seen.is_session && seen.holds(Role::Agent) {
+        return StatusCode::NO_CONTENT.into_response();
+    }
+    next.run(request).await
+}
+
+/// Refuses the Pipeline's skill calls with 400.
+async fn refuses_skill_calls(seen: &Seen, request: Request, next: Next) -> Response {
+    let skill_call = seen.method == "POST" && seen.path.starts_with("/v1/pipeline/skills/");
+    if skill_call && seen.holds(Role::Pipeline) {
+        return error_response(StatusCode::BAD_REQUEST, "invalid_request", "refused");
+    }
+    next.run(request).await
+}
+
+/// Answers an empty app catalog.
+async fn empty_app_catalog(seen: &Seen, request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    if seen.path == "/v1/pipeline/apps" && response.status() == StatusCode::OK {
+        return json_response(StatusCode::OK, &json!({ "apps": [] }));
+    }
+    response
+}
+
+/// Shows every credential absent.
+async fn credentials_never_present(seen: &Seen, request: Request, next: Next) -> Response {
+    edit_answer(seen.path.ends_with("/secrets"), request, next, |list| {
+        for credential in list["credentials"].as_array_mut().into_iter().flatten() {
+            credential["present"] = json!(false);
+            credential["updatedAt"] = Value::Null;
+        }
+        true
+    })
+    .await
+}
+
+/// Drops the `null` members of request bodies before the server reads them.
+async fn drops_nulls(seen: &Seen, request: Request, next: Next) -> Response {
+    if !["POST", "PUT", "PATCH"].contains(&seen.method.as_str()) {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let (bytes, mut value) = read_json(body).await;
+    let bytes = match value.as_object_mut() {
+        Some(members) => {
+            members.retain(|_, member| !member.is_null());
+            Bytes::from(value.to_string())
+        }
+        None => bytes,
+    };
+    next.run(with_body(parts, bytes)).await
+}
+
+/// Answers sessions' `archived` as a string.
+async fn archived_as_string(seen: &Seen, request: Request, next: Next) -> Response {
+    edit_answer(seen.is_session, request, next, |session| {
+        session["archived"] = json!(session["archived"].to_string());
+        true
+    })
+    .await
+}
+
+/// Adds a `toolActivity` member to event pages.
+async fn page_extra_member(seen: &Seen, request: Request, next: Next) -> Response {
+    edit_answer(seen.is_events, request, next, |page| {
+        page["toolActivity"] = json!([]);
+        true
+    })
+    .await
+}
+
+/// Answers the account's app DELETEs as uninstalled without removing anything.
+async fn uninstall_keeps_app(seen: &Seen, request: Request, next: Next) -> Response {
+    let uninstall = seen.method == "DELETE"
+        && seen.path.starts_with("/v1/account/apps/")
+        && !seen.path.contains("/secrets");
+    if !uninstall || !seen.holds(Role::Account) {
+        return next.run(request).await;
+    }
+    let id: i64 = seen
+        .path
+        .rsplit('/')
+        .next()
+        .unwrap_or_default()
+        .parse()
+        .unwrap_or(0);
+    let answer = json!({ "applicationId": id, "installed": false, "installedAt": null });
+    json_response(StatusCode::OK, &answer)
+}
+
+/// Answers the app catalog's names as numbers.
+async fn app_name_as_number(seen: &Seen, request: Request, next: Next) -> Response {
+    edit_answer(seen.path == "/v1/pipeline/apps", request, next, |catalog| {
+        for app in catalog["apps"].as_array_mut().into_iter().flatten() {
+            app["name"] = json!(1);
+        }
+        true
+    })
+    .await
+}
+
+/// Answers a skill call's skill name as a number.
+async fn skill_as_number(seen: &Seen, request: Request, next: Next) -> Response {
+    let applies = seen.path.starts_with("/v1/pipeline/skills/");
+    edit_answer(applies, request, next, |call| {
+        call["skill"] = json!(1);
+        true
+    })
+    .await
+}
+
+/// Answers the credential list's `present` as strings.
+async fn present_as_string(seen: &Seen, request: Request, next: Next) -> Response {
+    edit_answer(seen.path.ends_with("/secrets"), request, next, |list| {
+        for credential in list["credentials"].as_array_mut().into_iter().flatten() {
+            credential["present"] = json!(credential["present"].to_string());
+        }
+        true
+    })
+    .await
+}
+
+/// Answers the first commit of a Build it issued without the server, and refuses the rest.
+async fn commits_nothing(
+    injector: &Injector,
+    seen: &Seen,
+    request: Request,
+    next: Next,
+) -> Response {
+    if !seen.is_lifecycle {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let (bytes, build) = read_json(body).await;
+    let digest = build["digest"].as_str().unwrap_or_default().to_owned();
+    let fresh = build["expiresAt"].as_i64().is_some_and(|at| at >= now());
+    let issued = fresh && injector.builds.lock().unwrap().get(&digest) == Some(&build);
+    if issued && injector.keys.lock().unwrap().insert(digest) {
+        return made_up_commit(&build);
+    }
+    if issued {
+        return error_response(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "build_invalid",
+            "committed",
+        );
+    }
+    let response = next.run(with_body(parts, bytes)).await;
+    edit_ok_json(response, |value| record_build(injector, value)).await
+}
+
+/// Answers an MCP resource's 401 without naming its resource metadata.
+async fn mcp_no_resource_metadata(seen: &Seen, request: Request, next: Next) -> Response {
+    let mut response = next.run(request).await;
+    if seen.is_mcp && response.status() == StatusCode::UNAUTHORIZED {
+        let plain = HeaderValue::from_static(r#"Bearer error="invalid_token""#);
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, plain);
+    }
+    response
+}
+
+/// Passes MCP requests with the Agent's own token on with the Agent MCP token.
+async fn mcp_accepts_other_audience(seen: &Seen, mut request: Request, next: Next) -> Response {
+    if seen.is_mcp && seen.holds(Role::Agent) {
+        act_as(&mut request, seen, Role::AgentMcp);
+    }
+    next.run(request).await
+}
+
+/// Answers 503 to every MCP request with an MCP resource's token.
+async fn mcp_down(seen: &Seen, request: Request, next: Next) -> Response {
+    if seen.is_mcp && seen.mcp_token {
+        return error_response(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "down");
+    }
+    next.run(request).await
+}
+
+/// Gives tools/list's first tool twice.
+async fn mcp_duplicate_tools(seen: &Seen, request: Request, next: Next) -> Response {
+    edit_mcp_result(seen, request, next, |result| {
+        if seen.rpc.0 != "tools/list" {
+            return false;
+        }
+        let tools = result["tools"].as_array_mut();
+        let first = tools.as_ref().and_then(|tools| tools.first().cloned());
+        tools
+            .zip(first)
+            .map(|(tools, first)| tools.push(first))
+            .is_some()
+    })
+    .await
+}
+
+/// Answers an empty catalog from the catalog tool.
+async fn mcp_catalog_differs(seen: &Seen, request: Request, next: Next) -> Response {
+    edit_mcp_result(seen, request, next, |result| {
+        if (seen.rpc.0.as_str(), seen.rpc.1.as_str()) != ("tools/call", "listPipelineApps") {
+            return false;
+        }
+        result["structuredContent"]["apps"] = json!([]);
+        true
+    })
+    .await
+}
+
+/// Gives a Build made through MCP another title.
+async fn mcp_build_differs(seen: &Seen, request: Request, next: Next) -> Response {
+    edit_mcp_result(seen, request, next, |result| {
+        if (seen.rpc.0.as_str(), seen.rpc.1.as_str()) != ("tools/call", "evmBuild") {
+            return false;
+        }
+        result["structuredContent"]["summary"]["title"] = json!("Something else");
+        true
+    })
+    .await
+}
+
+/// Answers a tool call refused for its scope as a success.
+async fn mcp_ignores_scopes(seen: &Seen, request: Request, next: Next) -> Response {
+    edit_mcp_result(seen, request, next, |result| {
+        if seen.rpc.0 != "tools/call" || result["isError"] != true {
+            return false;
+        }
+        result["isError"] = json!(false);
+        true
+    })
+    .await
+}
+
+/// Delivers the first event of every page of two events or more twice.
+async fn duplicates_events(seen: &Seen, request: Request, next: Next) -> Response {
+    edit_answer(seen.is_events, request, next, |page| {
+        let events = page["events"].as_array_mut();
+        events.is_some_and(|events| {
+            let twice = (events.len() >= 2).then(|| events[0].clone());
+            twice.map(|first| events.push(first)).is_some()
+        })
+    })
+    .await
+}
+
+/// Refuses every token holding a single scope with 403.
+async fn refuses_single_scopes(seen: &Seen, request: Request, next: Next) -> Response {
+    let single = seen.claims["scope"]
+        .as_str()
+        .is_some_and(|scope| !scope.is_empty() && !scope.contains(' '));
+    if single {
+        return error_response(StatusCode::FORBIDDEN, "insufficient_scope", "one");
+    }
+    next.run(request).await
+}
+
+/// Answers 400 `invalid_cursor` in place of an expired cursor's 410.
+async fn expired_is_400(seen: &Seen, request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    if seen.is_events && response.status() == StatusCode::GONE {
+        return error_response(StatusCode::BAD_REQUEST, "invalid_cursor", "expired");
+    }
+    response
 }
 
 /// Remembers each session's latest terminal turn state; a held poll that finds nothing new

@@ -5,6 +5,9 @@
 //! server, so both share the machine with the generator alike. Prints req/s, p50 and p99, and
 //! each ratio to the bare handler.
 //!
+//! With `INTENT_BENCH_BASELINE` set to another build of the server binary (an earlier commit's,
+//! built in a worktree), its page and session GETs are driven in the same run, beside ours.
+//!
 //! Run: `cargo bench -p intent-server --bench http`
 
 use hyper::body::Bytes;
@@ -51,9 +54,9 @@ async fn bare_server(body_file: &str) {
     axum::serve(listener, app).await.unwrap();
 }
 
-/// The release server with one session of `TURNS` finished turns; its base, token and session.
-async fn seeded(data_dir: &std::path::Path) -> (support::Server, String, String) {
-    let server = support::Server::start(data_dir, "127.0.0.1:0", &[]);
+/// `server`, serving `data_dir`, with one session of `TURNS` finished turns; its token and
+/// session.
+async fn seeded(server: &support::Server, data_dir: &std::path::Path) -> (String, String) {
     let token = server.agent_token(data_dir, "bench", "agent:read agent:write");
     let http = reqwest::Client::new();
     let mut session: Option<String> = None;
@@ -71,7 +74,7 @@ async fn seeded(data_dir: &std::path::Path) -> (support::Server, String, String)
         .await;
         session = Some(id);
     }
-    (server, token, session.unwrap())
+    (token, session.unwrap())
 }
 
 fn report(name: &str, load: &Load, bare_per_second: f64) {
@@ -86,7 +89,8 @@ fn report(name: &str, load: &Load, bare_per_second: f64) {
 
 async fn bench() {
     let data_dir = tempfile::tempdir().unwrap();
-    let (server, token, session) = seeded(data_dir.path()).await;
+    let server = support::Server::start(data_dir.path(), "127.0.0.1:0", &[]);
+    let (token, session) = seeded(&server, data_dir.path()).await;
     let page_path = format!("/v1/agent/chat/{session}?limit=20");
     let page = reqwest::Client::new()
         .get(format!("{}{page_path}", server.base))
@@ -121,6 +125,10 @@ async fn bench() {
     )
     .await;
     let page_get = drive(&[&server.base], &page_path, Some(&token)).await;
+    let baseline = match std::env::var_os("INTENT_BENCH_BASELINE") {
+        Some(binary) => Some(baseline(binary.as_ref()).await),
+        None => None,
+    };
     let bare_last = drive(&[&bare.base], "/page", None).await;
     let bare_per_second = (bare_first.per_second() + bare_last.per_second()) / 2.0;
     report(
@@ -136,6 +144,30 @@ async fn bench() {
         &page_get,
         bare_per_second,
     );
+    if let Some((session_get, page_get)) = baseline {
+        report(
+            "baseline: GET /v1/agent/sessions/{id}",
+            &session_get,
+            bare_per_second,
+        );
+        report(
+            "baseline: GET /v1/agent/chat/{id}?limit=20",
+            &page_get,
+            bare_per_second,
+        );
+    }
+}
+
+/// The session and page GETs of the server build `binary`, seeded as ours is.
+async fn baseline(binary: &std::path::Path) -> (Load, Load) {
+    let data_dir = tempfile::tempdir().unwrap();
+    let server = support::Server::start_binary(binary, data_dir.path(), "127.0.0.1:0", &[]);
+    let (token, session) = seeded(&server, data_dir.path()).await;
+    let session_path = format!("/v1/agent/sessions/{session}");
+    let session_get = drive(&[&server.base], &session_path, Some(&token)).await;
+    let page_path = format!("/v1/agent/chat/{session}?limit=20");
+    let page_get = drive(&[&server.base], &page_path, Some(&token)).await;
+    (session_get, page_get)
 }
 
 /// This binary in its bare-server mode, serving `body_file`.
@@ -156,5 +188,9 @@ fn bare_child(body_file: &std::path::Path) -> support::Server {
         .strip_prefix("listening on ")
         .unwrap()
         .to_owned();
-    support::Server { child, base }
+    support::Server {
+        child,
+        base,
+        binary: std::env::current_exe().unwrap(),
+    }
 }

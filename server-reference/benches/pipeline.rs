@@ -34,7 +34,7 @@ async fn measure(
     input: serde_json::Value,
 ) {
     let chain = intent_server::pipeline::catalog::app(app).unwrap().chain;
-    let owner = AccountId::verified("bench".into());
+    let owner = AccountId::verified("bench");
     let mut builds = Vec::new();
     let mut build_times = Vec::new();
     for round in 0..ROUNDS {

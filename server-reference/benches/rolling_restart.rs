@@ -458,7 +458,13 @@ fn double_effects(log: &[AgentEvent]) -> usize {
 
 /// An Agent token for the front's resource, minted with the key in `keys`.
 fn token(keys: &Path, base: &str) -> String {
-    support::token(keys, &format!("{base}/v1/agent"), "rolling", SCOPES)
+    support::token(
+        support::BINARY.as_ref(),
+        keys,
+        &format!("{base}/v1/agent"),
+        "rolling",
+        SCOPES,
+    )
 }
 
 /// How an instance is stopped.

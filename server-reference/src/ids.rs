@@ -2,6 +2,7 @@
 //! its parameter in openapi.json: a service given one knows it is well formed.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::Deserialize;
 
@@ -31,13 +32,19 @@ pub fn session_id(id: String) -> Result<SessionId, InvalidId> {
 
 /// The account that owns what a caller reaches: a verified token's subject, never text from a
 /// request's path or body.
+/// Cheap to clone.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct AccountId(String);
+pub struct AccountId(Arc<str>);
 
 impl AccountId {
     /// The account named by a verified token's `sub`, or by the grant that mints one.
-    pub fn verified(sub: String) -> Self {
-        Self(sub)
+    pub fn verified(sub: &str) -> Self {
+        Self(sub.into())
+    }
+
+    /// The account as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
     }
 }
 
@@ -47,6 +54,12 @@ impl std::ops::Deref for AccountId {
 
     fn deref(&self) -> &str {
         &self.0
+    }
+}
+
+impl fmt::Display for AccountId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
     }
 }
 
@@ -125,7 +138,7 @@ macro_rules! text_id {
     )+};
 }
 
-text_id!(AccountId, ActionId, CredentialName);
+text_id!(ActionId, CredentialName);
 
 #[cfg(test)]
 mod tests {

@@ -46,14 +46,25 @@ pub use state::{AppState, StartError};
 
 /// Serves [`app`] on `listener` until the future is dropped.
 pub async fn serve(listener: tokio::net::TcpListener, state: AppState) -> std::io::Result<()> {
-    axum::serve(listener, app(state).into_make_service()).await
+    serve_until(listener, state, std::future::pending()).await
+}
+
+/// Serves [`app`] on `listener` over HTTP/1.1 until `shutdown` resolves, then lets the open
+/// connections finish and returns once they have. Each connection's buffers are bounded and an
+/// idle one is closed after 30 seconds.
+pub async fn serve_until(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    http::serve::serve(listener, app(state), shutdown).await
 }
 
 /// The whole service. The gateway runs on every request and guards the operations of
 /// openapi.json, implemented here or not.
 ///
-/// Serve it through [`Router::into_make_service`], as [`serve`] does: each connection then shares
-/// the router. Given to `axum::serve` as it is, a `Router` is copied whole for every connection
+/// [`serve`] shares it between connections. To serve it with `axum::serve`, give it
+/// [`Router::into_make_service`]: given as it is, a `Router` is copied whole for every connection
 /// (every route's layered service re-boxed, about 34 KiB here), which a waiting long-poll or an
 /// open SSE stream would hold for as long as it lasts.
 pub fn app(state: AppState) -> Router {
@@ -64,9 +75,11 @@ pub fn app(state: AppState) -> Router {
         .route("/openapi.json", get(http::openapi))
         .merge(oauth::wellknown::router())
         .merge(oauth::router())
-        .nest("/v1/account", account::http::router())
-        .nest("/v1/agent", agent::http::router())
-        .nest("/v1/pipeline", pipeline::http::router())
+        // Merged, not nested: each area's routes carry their whole path, so that no request's
+        // URI is rebuilt on its way to the handler.
+        .merge(account::http::router())
+        .merge(agent::http::router())
+        .merge(pipeline::http::router())
         .fallback(http::not_found)
         .method_not_allowed_fallback(http::method_not_allowed)
         .with_state(state.clone());
@@ -102,14 +115,21 @@ fn guarded(state: &AppState, router: Router, body_limit: usize) -> Router {
 /// The header that names a request in the logs and in its answer.
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
-/// A request id for a request that came without one: `req_` and 32 random hex digits.
+/// A request id for a request that came without one: `req_` and 32 hex digits, 16 random to the
+/// process and 16 counting its requests, so that ids are unique without asking the operating
+/// system for randomness on every request.
 #[derive(Clone, Copy)]
 struct NewRequestId;
 
 impl MakeRequestId for NewRequestId {
     fn make_request_id<B>(&mut self, _: &axum::http::Request<B>) -> Option<RequestId> {
-        HeaderValue::from_str(&random::id("req"))
-            .ok()
-            .map(RequestId::new)
+        static PROCESS: std::sync::LazyLock<[u8; 8]> = std::sync::LazyLock::new(random::bytes);
+        static COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let count = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut id = String::with_capacity(36);
+        id.push_str("req_");
+        random::push_hex(&mut id, &*PROCESS);
+        random::push_hex(&mut id, &count.to_be_bytes());
+        HeaderValue::try_from(id).ok().map(RequestId::new)
     }
 }

@@ -9,9 +9,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use intent_server::AppState;
 use intent_server::auth::token::{self, Grant};
 use intent_server::config::{Config, DEFAULT_TOKEN_TTL, OAuthClient, RateLimit};
-use intent_server::{AppState, app};
 use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
 
@@ -210,8 +210,7 @@ async fn serve(addr: SocketAddr, config: Config, grace: Duration) -> Result<(), 
         log.drain();
         let _ = signalled.send(());
     };
-    let serving =
-        axum::serve(listener, app(state).into_make_service()).with_graceful_shutdown(shutdown);
+    let serving = intent_server::serve_until(listener, state, shutdown);
     let deadline = async move {
         match on_signal.await {
             Ok(()) => tokio::time::sleep(grace).await,

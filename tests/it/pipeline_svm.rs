@@ -221,7 +221,7 @@ async fn spl_transfers_move_tokens_create_the_recipient_account_and_survive_a_re
         serde_json::from_value(spl(USDC, RECIPIENT, "999987.5")).unwrap();
     let build = reopened
         .pipeline()
-        .build(&AccountId::verified("alice".into()), &all)
+        .build(&AccountId::verified("alice"), &all)
         .await
         .unwrap();
     assert_eq!(build.simulation.unwrap().status.to_string(), "passed");
@@ -229,7 +229,7 @@ async fn spl_transfers_move_tokens_create_the_recipient_account_and_survive_a_re
         serde_json::from_value(spl(USDC, RECIPIENT, "999987.500001")).unwrap();
     let build = reopened
         .pipeline()
-        .build(&AccountId::verified("alice".into()), &more)
+        .build(&AccountId::verified("alice"), &more)
         .await
         .unwrap();
     let simulation = serde_json::to_value(build.simulation.unwrap()).unwrap();

@@ -17,7 +17,7 @@ use intent_tests::TestServer;
 const RECIPIENT: &str = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8";
 
 fn alice() -> AccountId {
-    AccountId::verified("alice".into())
+    AccountId::verified("alice")
 }
 
 /// Follows `session` of `alice` from `cursor` until its turn leaves `processing`: the events
@@ -143,7 +143,7 @@ async fn a_turn_runs_through_the_services_alone() {
     let bob = state
         .log()
         .page(
-            &AccountId::verified("bob".into()),
+            &AccountId::verified("bob"),
             &session,
             &PageRequest::default(),
         )

@@ -25,14 +25,20 @@ where
     Arc<Account>: FromRef<S>,
 {
     Router::new()
-        .route("/apps", get(list_apps))
-        .route("/apps/{application_id}", post(install).delete(uninstall))
-        .route("/apps/{application_id}/secrets", get(list_credentials))
+        .route("/v1/account/apps", get(list_apps))
         .route(
-            "/apps/{application_id}/secrets/{name}",
+            "/v1/account/apps/{application_id}",
+            post(install).delete(uninstall),
+        )
+        .route(
+            "/v1/account/apps/{application_id}/secrets",
+            get(list_credentials),
+        )
+        .route(
+            "/v1/account/apps/{application_id}/secrets/{name}",
             put(save_credential).delete(remove_credential),
         )
-        .route("/statement", get(get_statement))
+        .route("/v1/account/statement", get(get_statement))
 }
 
 async fn list_apps(

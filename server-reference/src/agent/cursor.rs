@@ -62,8 +62,9 @@ pub enum CursorError {
 /// Issues cursors with the current key and opens them with any key still honoured.
 pub struct CursorKey {
     /// The current key first, then retired ones, each with the time (Unix seconds) it stops
-    /// opening cursors.
-    keys: Vec<([u8; 32], i64)>,
+    /// opening cursors. Each is an HMAC already keyed, cloned for every MAC, so that the key's
+    /// two blocks are hashed once and not per cursor.
+    keys: Vec<(Hmac<Sha256>, i64)>,
 }
 
 impl CursorKey {
@@ -71,9 +72,15 @@ impl CursorKey {
     /// opens cursors for `keep` after its retirement: the lifetime of a cursor.
     pub fn load_or_create(data_dir: &Path, keep: Duration) -> io::Result<Self> {
         let ring = crate::keys::keyring::Ring::load_or_create(data_dir, KEY_FILE)?;
-        Ok(Self {
-            keys: ring.honoured(keep),
-        })
+        Ok(Self::new(ring.honoured(keep)))
+    }
+
+    /// Cursors under `keys`: the current key first, then retired ones with their ends.
+    fn new(keys: Vec<([u8; 32], i64)>) -> Self {
+        let keyed = |(key, until): ([u8; 32], i64)| (keyed(&key), until);
+        Self {
+            keys: keys.into_iter().map(keyed).collect(),
+        }
     }
 
     /// A cursor at `position` of `session`, for `account`, valid until `expires_at` (Unix
@@ -144,9 +151,14 @@ impl CursorKey {
     }
 }
 
+/// An HMAC-SHA256 under `key`.
+fn keyed(key: &[u8; 32]) -> Hmac<Sha256> {
+    Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes any key size")
+}
+
 /// The MAC of `payload` for `account` and `session` under `key`.
-fn mac(key: &[u8; 32], account: &str, session: &str, payload: &[u8]) -> Hmac<Sha256> {
-    let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes any key size");
+fn mac(key: &Hmac<Sha256>, account: &str, session: &str, payload: &[u8]) -> Hmac<Sha256> {
+    let mut mac = key.clone();
     // Lengths first, so that no two (account, session) pairs feed the same bytes.
     for part in [account.as_bytes(), session.as_bytes()] {
         mac.update(&(part.len() as u64).to_be_bytes());
@@ -161,9 +173,7 @@ mod tests {
     use super::*;
 
     fn key() -> CursorKey {
-        CursorKey {
-            keys: vec![([3; 32], i64::MAX)],
-        }
+        CursorKey::new(vec![([3; 32], i64::MAX)])
     }
 
     fn at(after: i64) -> Position {
@@ -194,7 +204,7 @@ mod tests {
         let mut payload = vec![VERSION_1];
         payload.extend_from_slice(&42i64.to_be_bytes());
         payload.extend_from_slice(&1_000i64.to_be_bytes());
-        let tag = mac(&[3; 32], "acct", "ses", &payload)
+        let tag = mac(&keyed(&[3; 32]), "acct", "ses", &payload)
             .finalize()
             .into_bytes();
         payload.extend_from_slice(&tag);
@@ -217,9 +227,7 @@ mod tests {
             key().open("other", "ses", &cursor, 0),
             Err(CursorError::Invalid)
         );
-        let other_key = CursorKey {
-            keys: vec![([4; 32], i64::MAX)],
-        };
+        let other_key = CursorKey::new(vec![([4; 32], i64::MAX)]);
         assert_eq!(
             other_key.open("acct", "ses", &cursor, 0),
             Err(CursorError::Invalid)

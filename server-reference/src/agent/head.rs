@@ -47,8 +47,8 @@ pub struct Since {
 impl Head {
     /// The head of a session whose `events` (consecutive, as stored) end its log, read from the
     /// store after the notifications counted by `since`.
-    pub fn new(record: SessionRecord, bounds: Bounds, events: Vec<String>, since: Since) -> Self {
-        let events = events.into_iter().map(Arc::from).collect();
+    pub fn new(record: SessionRecord, bounds: Bounds, events: Vec<Arc<str>>, since: Since) -> Self {
+        let events = events.into();
         Self {
             record,
             bounds,
@@ -87,13 +87,7 @@ impl Head {
         let skip = usize::try_from(from - held_from).unwrap_or(usize::MAX);
         let take = usize::try_from(limit).unwrap_or(0);
         Some(LogRead {
-            events: self
-                .events
-                .iter()
-                .skip(skip)
-                .take(take)
-                .map(|body| body.to_string())
-                .collect(),
+            events: self.events.iter().skip(skip).take(take).cloned().collect(),
             last_seq: self.bounds.last_seq,
             pruned_through: self.bounds.pruned_through,
         })

@@ -37,18 +37,18 @@ where
     SseKeepAlive: FromRef<S>,
 {
     Router::new()
-        .route("/chat", post(start))
-        .route("/chat/{session_id}", get(page))
-        .route("/chat/{session_id}/stream", get(stream))
+        .route("/v1/agent/chat", post(start))
+        .route("/v1/agent/chat/{session_id}", get(page))
+        .route("/v1/agent/chat/{session_id}/stream", get(stream))
         .route(
-            "/sessions/{session_id}",
+            "/v1/agent/sessions/{session_id}",
             get(get_session)
                 .patch(update_session)
                 .delete(delete_session),
         )
-        .route("/sessions/{session_id}/interrupt", post(interrupt))
+        .route("/v1/agent/sessions/{session_id}/interrupt", post(interrupt))
         .route(
-            "/sessions/{session_id}/actions/{action_id}/resolve",
+            "/v1/agent/sessions/{session_id}/actions/{action_id}/resolve",
             post(resolve),
         )
 }

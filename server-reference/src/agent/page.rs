@@ -1,6 +1,8 @@
 //! A page of a session's log as it is sent: its events are the JSON text the log stores, so a
 //! page is written without decoding them, and reads the same from the head or the store.
 
+use std::sync::Arc;
+
 use intent_models::EventPage;
 use serde::Deserialize;
 
@@ -12,7 +14,7 @@ pub struct Page {
     /// Where the next page starts.
     pub cursor: String,
     /// The events, as stored.
-    pub events: Vec<String>,
+    pub events: Vec<Arc<str>>,
     /// Whether more events follow.
     pub has_more: bool,
 }
@@ -20,14 +22,27 @@ pub struct Page {
 impl Page {
     /// The page as JSON, with the fields and names of an EventPage.
     pub fn to_json(&self) -> String {
-        let text = |value: &str| serde_json::to_string(value).expect("a string serializes");
-        format!(
-            r#"{{"cursor":{},"events":[{}],"has_more":{},"session_id":{}}}"#,
-            text(&self.cursor),
-            self.events.join(","),
-            self.has_more,
-            text(&self.session_id)
-        )
+        let events: usize = self.events.iter().map(|event| event.len() + 1).sum();
+        let mut json = String::with_capacity(events + self.cursor.len() + 128);
+        let text = |json: &mut String, value: &str| {
+            let quoted = serde_json::to_string(value).expect("a string serializes");
+            json.push_str(&quoted);
+        };
+        json.push_str(r#"{"cursor":"#);
+        text(&mut json, &self.cursor);
+        json.push_str(r#","events":["#);
+        for (index, event) in self.events.iter().enumerate() {
+            if index > 0 {
+                json.push(',');
+            }
+            json.push_str(event);
+        }
+        json.push_str(r#"],"has_more":"#);
+        json.push_str(if self.has_more { "true" } else { "false" });
+        json.push_str(r#","session_id":"#);
+        text(&mut json, &self.session_id);
+        json.push('}');
+        json
     }
 
     /// The page as the model, its events decoded.
@@ -57,7 +72,7 @@ mod tests {
         let page = Page {
             session_id: "ses \"1\"".to_owned(),
             cursor: "c".to_owned(),
-            events: vec![event.to_owned()],
+            events: vec![event.into()],
             has_more: true,
         };
         let model = page.to_model();

@@ -49,16 +49,16 @@ mod tests {
         });
         assert!(
             limits
-                .admit(&AccountId::verified("alice".into()), Resource::Agent)
+                .admit(&AccountId::verified("alice"), Resource::Agent)
                 .is_ok()
         );
         assert!(
             limits
-                .admit(&AccountId::verified("alice".into()), Resource::Agent)
+                .admit(&AccountId::verified("alice"), Resource::Agent)
                 .is_ok()
         );
         let wait = limits
-            .admit(&AccountId::verified("alice".into()), Resource::Agent)
+            .admit(&AccountId::verified("alice"), Resource::Agent)
             .unwrap_err();
         assert!(
             wait > Duration::ZERO && wait <= Duration::from_secs(1),
@@ -66,13 +66,13 @@ mod tests {
         );
         assert!(
             limits
-                .admit(&AccountId::verified("alice".into()), Resource::Pipeline)
+                .admit(&AccountId::verified("alice"), Resource::Pipeline)
                 .is_ok(),
             "another resource"
         );
         assert!(
             limits
-                .admit(&AccountId::verified("bob".into()), Resource::Agent)
+                .admit(&AccountId::verified("bob"), Resource::Agent)
                 .is_ok(),
             "another account"
         );

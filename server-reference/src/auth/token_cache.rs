@@ -1,36 +1,38 @@
 //! A bounded cache of verified access tokens, so that a token's signature is checked once and
-//! not on every request. An entry is keyed by the SHA-256 of the token and holds its claims and
-//! when its signing key stops verifying; expiry, key retirement, issuer and audience are checked
-//! on every use, and an entry goes once its `exp` or its key's time has passed.
+//! not on every request. An entry is keyed by the token's text and holds its claims, the
+//! [`Principal`] it makes, and when its signing key stops verifying; expiry, key retirement,
+//! issuer and audience are checked on every use, and an entry goes once its `exp` or its key's
+//! time has passed.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
-use sha2::{Digest, Sha256};
-
+use crate::auth::principal::Principal;
 use crate::auth::token::{self, AccessClaims, TokenError};
 use crate::keys::signing::SigningKeys;
 
 /// Tokens kept at most; past it, expired entries go first, then all of them.
 const CAPACITY: usize = 10_000;
 
-/// Verified access tokens by the SHA-256 of their text.
+/// Verified access tokens by their text.
 #[derive(Default)]
 pub struct VerifiedTokens {
-    entries: Mutex<HashMap<[u8; 32], Entry>>,
+    entries: Mutex<HashMap<Box<str>, Entry>>,
 }
 
-/// A token's claims and when the key that signed it stops verifying.
+/// A token's claims, its principal, and when the key that signed it stops verifying.
 #[derive(Clone)]
 struct Entry {
-    claims: Arc<AccessClaims>,
+    issuer: Box<str>,
+    audience: Box<str>,
+    principal: Principal,
     key_until: i64,
 }
 
 impl VerifiedTokens {
     /// Verifies `token` as [`token::verify`] does, from the cache when its signature was checked
     /// before: expired tokens, tokens of a retired key past its time, and another issuer's or
-    /// another resource's tokens are refused alike.
+    /// another resource's tokens are refused alike. Gives the principal the token makes.
     pub fn verify(
         &self,
         key: &SigningKeys,
@@ -38,44 +40,51 @@ impl VerifiedTokens {
         issuer: &str,
         resource: &str,
         now: i64,
-    ) -> Result<Arc<AccessClaims>, TokenError> {
-        let hash: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        let cached = self.lock().get(&hash).cloned();
-        if let Some(Entry { claims, key_until }) = cached {
-            if claims.exp < now || key_until < now {
-                self.lock().remove(&hash);
-                return Err(if claims.exp < now {
+    ) -> Result<Principal, TokenError> {
+        let cached = self.lock().get(token).cloned();
+        if let Some(entry) = cached {
+            let exp = entry.principal.expires_at;
+            if exp < now || entry.key_until < now {
+                self.lock().remove(token);
+                return Err(if exp < now {
                     TokenError::Expired
                 } else {
                     TokenError::Invalid
                 });
             }
-            if claims.iss != issuer || claims.aud != resource {
+            if *entry.issuer != *issuer || *entry.audience != *resource {
                 return Err(TokenError::WrongAudience);
             }
-            return Ok(claims);
+            return Ok(entry.principal);
         }
         let (claims, key_until) = token::verify(key, token, issuer, resource, now)?;
-        let claims = Arc::new(claims);
+        let entry = Entry::new(claims, key_until);
         let mut entries = self.lock();
         if entries.len() >= CAPACITY {
-            entries.retain(|_, entry| entry.claims.exp >= now && entry.key_until >= now);
+            entries.retain(|_, entry| entry.principal.expires_at >= now && entry.key_until >= now);
             if entries.len() >= CAPACITY {
                 entries.clear();
             }
         }
-        let entry = Entry {
-            claims: claims.clone(),
-            key_until,
-        };
-        entries.insert(hash, entry);
-        Ok(claims)
+        entries.insert(token.into(), entry.clone());
+        Ok(entry.principal)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 32], Entry>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Box<str>, Entry>> {
         self.entries
             .lock()
             .expect("the token cache lock is not poisoned")
+    }
+}
+
+impl Entry {
+    fn new(claims: AccessClaims, key_until: i64) -> Self {
+        Self {
+            principal: Principal::of(&claims),
+            issuer: claims.iss.into(),
+            audience: claims.aud.into(),
+            key_until,
+        }
     }
 }
 
@@ -111,13 +120,13 @@ mod tests {
         let cache = VerifiedTokens::default();
         let now = crate::clock::now();
         let token = mint(&key, 60, now);
-        let claims = cache.verify(&key, &token, ISSUER, AGENT, now).unwrap();
-        assert_eq!(claims.sub, "alice");
+        let principal = cache.verify(&key, &token, ISSUER, AGENT, now).unwrap();
+        assert_eq!(principal.account.as_str(), "alice");
         assert!(cache.lock().len() == 1, "the verified token is kept");
         // From the cache: the same answers a full verification gives.
         assert_eq!(
             cache.verify(&key, &token, ISSUER, AGENT, now).unwrap(),
-            claims
+            principal
         );
         assert!(matches!(
             cache.verify(&key, &token, ISSUER, PIPELINE, now),

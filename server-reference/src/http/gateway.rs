@@ -1,8 +1,9 @@
 //! The gateway in front of every `/v1` request. It finds the operation in openapi.json, verifies
 //! the bearer token (signature, expiry, issuer, and an audience equal to the operation's
-//! resource), checks the operation's scope, and hands handlers a [`Principal`], never the token,
-//! and the operation's [`BodySchema`](crate::http::openapi::BodySchema), against which
-//! [`crate::http::ApiJson`] checks the body.
+//! resource), checks the operation's scope, and hands handlers a
+//! [`Principal`](crate::auth::principal::Principal), never the token, and the operation's
+//! [`BodySchema`](crate::http::openapi::BodySchema), against which [`crate::http::ApiJson`]
+//! checks the body.
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, header};
@@ -12,14 +13,12 @@ use intent_models::ErrorCode;
 
 use std::sync::Arc;
 
-use crate::auth::principal::Principal;
 use crate::auth::rate::RateLimits;
 use crate::auth::token::TokenError;
 use crate::auth::token_cache::VerifiedTokens;
 use crate::clock::now;
 use crate::error::ApiError;
 use crate::http::openapi;
-use crate::ids::AccountId;
 use crate::keys::signing::SigningKeys;
 
 /// What the gateway checks a request with. Cheap to clone.
@@ -56,23 +55,24 @@ pub async fn authorize(
     };
     let checks = &*gateway.0;
     let resource = operation.resource;
-    let metadata = resource.metadata_url(&checks.issuer);
+    let metadata = || resource.metadata_url(&checks.issuer);
     let token = match bearer(request.headers()) {
         Ok(token) => token,
-        Err(reason) => return unauthorized(reason, None, &metadata),
+        Err(reason) => return unauthorized(reason, None, &metadata()),
     };
     let audience = resource.identifier(&checks.issuer);
     let verified = checks
         .verified
         .verify(&checks.keys, token, &checks.issuer, &audience, now());
-    let claims = match verified {
-        Ok(claims) => claims,
-        Err(error) => return unauthorized(&error.to_string(), Some(&error), &metadata),
+    let principal = match verified {
+        Ok(principal) => principal,
+        Err(error) => return unauthorized(&error.to_string(), Some(&error), &metadata()),
     };
-    if !claims.has_scope(&operation.scope) {
+    if !principal.has_scope(&operation.scope) {
         let scope = &operation.scope;
         let challenge = format!(
-            r#"Bearer error="insufficient_scope", scope="{scope}", resource_metadata="{metadata}""#
+            r#"Bearer error="insufficient_scope", scope="{scope}", resource_metadata="{}""#,
+            metadata()
         );
         return ApiError::new(
             ErrorCode::InsufficientScope,
@@ -82,9 +82,8 @@ pub async fn authorize(
         .with_challenge(challenge)
         .into_response();
     }
-    let account = AccountId::verified(claims.sub.clone());
     if let Some(limits) = &checks.limits
-        && let Err(wait) = limits.admit(&account, resource)
+        && let Err(wait) = limits.admit(&principal.account, resource)
     {
         let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
         return ApiError::new(
@@ -94,12 +93,7 @@ pub async fn authorize(
         .with_retry_after(seconds)
         .into_response();
     }
-    let scopes = claims.scope.split(' ').map(str::to_owned).collect();
-    request.extensions_mut().insert(Principal {
-        account,
-        scopes,
-        expires_at: claims.exp,
-    });
+    request.extensions_mut().insert(principal);
     if let Some(body) = &operation.body {
         request.extensions_mut().insert(body.clone());
     }

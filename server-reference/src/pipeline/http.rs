@@ -21,12 +21,18 @@ where
     Arc<Pipeline>: FromRef<S>,
 {
     Router::new()
-        .route("/apps", get(list_apps))
-        .route("/apps/{app}/operations/{operation}", get(app_operation))
-        .route("/skills", get(list_skills))
-        .route("/skills/{skill}/operations/{operation}", post(call_skill))
-        .route("/evm/build", post(evm_build))
-        .route("/svm/stage", post(svm_stage))
+        .route("/v1/pipeline/apps", get(list_apps))
+        .route(
+            "/v1/pipeline/apps/{app}/operations/{operation}",
+            get(app_operation),
+        )
+        .route("/v1/pipeline/skills", get(list_skills))
+        .route(
+            "/v1/pipeline/skills/{skill}/operations/{operation}",
+            post(call_skill),
+        )
+        .route("/v1/pipeline/evm/build", post(evm_build))
+        .route("/v1/pipeline/svm/stage", post(svm_stage))
 }
 
 /// Longest app, skill or operation name (part 8).

@@ -47,7 +47,13 @@ fn copy(dir: &Path, to: &Path) {
 /// A token of `server` for `resource` with `scopes`, minted with the key of `data_dir`.
 fn token(server: &Server, data_dir: &Path, resource: &str, scopes: &str) -> String {
     let resource_url = format!("{}/v1/{resource}", server.base);
-    support::token(data_dir, &resource_url, "fixture", scopes)
+    support::token(
+        support::BINARY.as_ref(),
+        data_dir,
+        &resource_url,
+        "fixture",
+        scopes,
+    )
 }
 
 /// Every event of `session` after `cursor`.

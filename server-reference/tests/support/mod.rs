@@ -2,10 +2,13 @@
 //! (to kill it, or to measure its memory), and the few requests they all make.
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use serde_json::Value;
+
+/// This build of the server binary.
+pub const BINARY: &str = env!("CARGO_BIN_EXE_intent-server");
 
 /// The server binary serving a data dir; killed when dropped.
 pub struct Server {
@@ -13,13 +16,20 @@ pub struct Server {
     pub child: Child,
     /// `http://ADDR` as the server printed it.
     pub base: String,
+    /// The binary it runs.
+    pub binary: PathBuf,
 }
 
 impl Server {
     /// Starts the server on `addr` (port 0 for a free one) with more `serve` options `args`, and
     /// waits until it listens.
     pub fn start(data_dir: &Path, addr: &str, args: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_intent-server"))
+        Self::start_binary(BINARY.as_ref(), data_dir, addr, args)
+    }
+
+    /// [`Server::start`] with another build of the server, `binary`.
+    pub fn start_binary(binary: &Path, data_dir: &Path, addr: &str, args: &[&str]) -> Self {
+        let mut child = Command::new(binary)
             .args(["serve", "--addr", addr, "--data-dir"])
             .arg(data_dir)
             .args(args)
@@ -37,12 +47,17 @@ impl Server {
             .strip_prefix("listening on ")
             .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
             .to_owned();
-        Self { child, base }
+        Self {
+            child,
+            base,
+            binary: binary.to_owned(),
+        }
     }
 
     /// An Agent token for `account` with `scopes`, minted with the key of `data_dir`.
     pub fn agent_token(&self, data_dir: &Path, account: &str, scopes: &str) -> String {
         token(
+            &self.binary,
             data_dir,
             &format!("{}/v1/agent", self.base),
             account,
@@ -53,8 +68,15 @@ impl Server {
 
 /// A token for the resource at `resource_url`, `account` and `scopes`, minted with the key of
 /// `data_dir` by `intent-server token`.
-pub fn token(data_dir: &Path, resource_url: &str, account: &str, scopes: &str) -> String {
-    let output = Command::new(env!("CARGO_BIN_EXE_intent-server"))
+/// The server build `binary` mints it: [`BINARY`] or another.
+pub fn token(
+    binary: &Path,
+    data_dir: &Path,
+    resource_url: &str,
+    account: &str,
+    scopes: &str,
+) -> String {
+    let output = Command::new(binary)
         .args(["token", "--sub", account, "--scope", scopes])
         .args(["--resource", resource_url])
         .arg("--data-dir")

@@ -578,7 +578,7 @@ mod tests {
     const SESSION: &str = "ses_1";
 
     fn account() -> AccountId {
-        AccountId::verified(ACCOUNT.into())
+        AccountId::verified(ACCOUNT)
     }
 
     fn session_id() -> SessionId {

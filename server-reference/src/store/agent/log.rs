@@ -1,6 +1,8 @@
 //! The event log: appends, each assigned the next sequence numbers of its session, and reads of
 //! one snapshot.
 
+use std::sync::Arc;
+
 use intent_models::TurnState;
 
 use crate::store::agent::{Append, Appended, Bounds, LogRead, event_body};
@@ -161,7 +163,10 @@ impl Store {
         };
         let (last_seq, pruned_through) = (first.last_seq, first.pruned_through);
         Ok(Some(LogRead {
-            events: rows.into_iter().filter_map(|row| row.body).collect(),
+            events: rows
+                .into_iter()
+                .filter_map(|row| row.body.map(Arc::from))
+                .collect(),
             last_seq,
             pruned_through,
         }))

@@ -11,6 +11,8 @@ mod log;
 mod sessions;
 mod turns;
 
+use std::sync::Arc;
+
 use intent_models::TurnState;
 use serde_json::{Map, Value};
 
@@ -111,8 +113,9 @@ pub enum TurnStarted {
 /// A slice of a session's retained log, read in one snapshot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogRead {
-    /// Event bodies (JSON, with `seq`) with `after < seq`, in order, at most the limit.
-    pub events: Vec<String>,
+    /// Event bodies (JSON, with `seq`) with `after < seq`, in order, at most the limit; shared
+    /// with the head that holds them.
+    pub events: Vec<Arc<str>>,
     /// The highest sequence number of the log.
     pub last_seq: i64,
     /// Events up to this sequence number have left the retained log.

@@ -89,7 +89,9 @@ pub fn app(state: AppState) -> Router {
 }
 
 /// `router` behind the gateway, the body limit and request tracing: every answer carries an
-/// `x-request-id` (the request's own, or a new one), which the request's log span names.
+/// `x-request-id` (the request's own, or a new one), which the request's log span names. The
+/// layers wrap the router once, not each of its routes (as `Router::layer` does), so that a
+/// request clones and boxes no layer's service.
 fn guarded(state: &AppState, router: Router, body_limit: usize) -> Router {
     let trace = tower_http::trace::TraceLayer::new_for_http().make_span_with(
         |request: &axum::http::Request<axum::body::Body>| {
@@ -101,15 +103,17 @@ fn guarded(state: &AppState, router: Router, body_limit: usize) -> Router {
             tracing::info_span!("request", method = %request.method(), uri = %request.uri(), request_id = id)
         },
     );
-    router
+    let service = tower::ServiceBuilder::new()
+        .layer(SetRequestIdLayer::new(REQUEST_ID, NewRequestId))
+        .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+        .layer(trace)
+        .layer(DefaultBodyLimit::max(body_limit))
         .layer(axum::middleware::from_fn_with_state(
             http::gateway::Gateway::from_ref(state),
             http::gateway::authorize,
         ))
-        .layer(DefaultBodyLimit::max(body_limit))
-        .layer(trace)
-        .layer(PropagateRequestIdLayer::new(REQUEST_ID))
-        .layer(SetRequestIdLayer::new(REQUEST_ID, NewRequestId))
+        .service(router);
+    Router::new().fallback_service(service)
 }
 
 /// The header that names a request in the logs and in its answer.

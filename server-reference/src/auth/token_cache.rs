@@ -21,7 +21,6 @@ pub struct VerifiedTokens {
 }
 
 /// A token's claims, its principal, and when the key that signed it stops verifying.
-#[derive(Clone)]
 struct Entry {
     issuer: Box<str>,
     audience: Box<str>,
@@ -41,21 +40,8 @@ impl VerifiedTokens {
         resource: &str,
         now: i64,
     ) -> Result<Principal, TokenError> {
-        let cached = self.lock().get(token).cloned();
-        if let Some(entry) = cached {
-            let exp = entry.principal.expires_at;
-            if exp < now || entry.key_until < now {
-                self.lock().remove(token);
-                return Err(if exp < now {
-                    TokenError::Expired
-                } else {
-                    TokenError::Invalid
-                });
-            }
-            if *entry.issuer != *issuer || *entry.audience != *resource {
-                return Err(TokenError::WrongAudience);
-            }
-            return Ok(entry.principal);
+        if let Some(cached) = self.cached(token, issuer, resource, now) {
+            return cached;
         }
         let (claims, key_until) = token::verify(key, token, issuer, resource, now)?;
         let entry = Entry::new(claims, key_until);
@@ -66,8 +52,34 @@ impl VerifiedTokens {
                 entries.clear();
             }
         }
-        entries.insert(token.into(), entry.clone());
-        Ok(entry.principal)
+        let principal = entry.principal.clone();
+        entries.insert(token.into(), entry);
+        Ok(principal)
+    }
+
+    /// What the cache knows of `token`, if it holds it; an expired entry goes.
+    fn cached(
+        &self,
+        token: &str,
+        issuer: &str,
+        resource: &str,
+        now: i64,
+    ) -> Option<Result<Principal, TokenError>> {
+        let mut entries = self.lock();
+        let entry = entries.get(token)?;
+        let exp = entry.principal.expires_at;
+        if exp < now || entry.key_until < now {
+            entries.remove(token);
+            return Some(Err(if exp < now {
+                TokenError::Expired
+            } else {
+                TokenError::Invalid
+            }));
+        }
+        if *entry.issuer != *issuer || *entry.audience != *resource {
+            return Some(Err(TokenError::WrongAudience));
+        }
+        Some(Ok(entry.principal.clone()))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Box<str>, Entry>> {

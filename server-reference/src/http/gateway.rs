@@ -14,6 +14,7 @@ use intent_models::ErrorCode;
 use std::sync::Arc;
 
 use crate::auth::rate::RateLimits;
+use crate::auth::resource::Resource;
 use crate::auth::token::TokenError;
 use crate::auth::token_cache::VerifiedTokens;
 use crate::clock::now;
@@ -27,6 +28,8 @@ pub struct Gateway(Arc<Checks>);
 
 struct Checks {
     issuer: String,
+    /// Each resource's identifier at `issuer`: the audience its tokens carry.
+    audiences: Vec<(Resource, String)>,
     keys: Arc<SigningKeys>,
     verified: VerifiedTokens,
     limits: Option<RateLimits>,
@@ -35,12 +38,28 @@ struct Checks {
 impl Gateway {
     /// A gateway admitting the tokens `keys` signed as `issuer`, within `limits` when given.
     pub fn new(issuer: String, keys: Arc<SigningKeys>, limits: Option<RateLimits>) -> Self {
+        let audiences = Resource::ALL
+            .into_iter()
+            .map(|resource| (resource, resource.identifier(&issuer)))
+            .collect();
         Self(Arc::new(Checks {
+            audiences,
             issuer,
             keys,
             verified: VerifiedTokens::default(),
             limits,
         }))
+    }
+}
+
+impl Checks {
+    /// The audience of `resource`'s tokens.
+    fn audience(&self, resource: Resource) -> &str {
+        self.audiences
+            .iter()
+            .find(|(of, _)| *of == resource)
+            .map(|(_, audience)| audience.as_str())
+            .expect("every resource has an audience")
     }
 }
 
@@ -60,10 +79,10 @@ pub async fn authorize(
         Ok(token) => token,
         Err(reason) => return unauthorized(reason, None, &metadata()),
     };
-    let audience = resource.identifier(&checks.issuer);
+    let audience = checks.audience(resource);
     let verified = checks
         .verified
-        .verify(&checks.keys, token, &checks.issuer, &audience, now());
+        .verify(&checks.keys, token, &checks.issuer, audience, now());
     let principal = match verified {
         Ok(principal) => principal,
         Err(error) => return unauthorized(&error.to_string(), Some(&error), &metadata()),

@@ -124,7 +124,10 @@ fn invalid_parameter(message: impl Into<String>) -> ApiError {
 
 /// `GET /healthz`.
 pub async fn healthz() -> impl IntoResponse {
-    axum::Json(serde_json::json!({ "status": "ok" }))
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        r#"{"status":"ok"}"#,
+    )
 }
 
 /// `GET /readyz`: 200 `ready`, or 503 with why the server takes no requests now.

@@ -122,19 +122,16 @@ impl Operations {
         } else {
             method
         };
-        let segments: Vec<&str> = path.split('/').collect();
         self.0.iter().find(|op| {
+            let mut got = path.split('/');
             op.method.as_ref().is_none_or(|m| m == method)
-                && op.segments.len() == segments.len()
-                && op
-                    .segments
-                    .iter()
-                    .zip(&segments)
-                    .all(|(want, got)| match want {
-                        Some(literal) => literal == got,
-                        // An empty parameter is guarded too; its handler refuses it with 400.
-                        None => true,
-                    })
+                && op.segments.iter().all(|want| match (want, got.next()) {
+                    (Some(literal), Some(got)) => literal == got,
+                    // An empty parameter is guarded too; its handler refuses it with 400.
+                    (None, Some(_)) => true,
+                    (_, None) => false,
+                })
+                && got.next().is_none()
         })
     }
 }

@@ -348,7 +348,9 @@ impl EventLog {
     ) -> Result<Option<SessionRecord>, store::Error> {
         let head = match self.0.heads.read(id, 0, |head| head.record.clone()) {
             Some(record) => Some(record),
-            None => self.load(account, id, 0).await?.map(|head| head.record),
+            None => Box::pin(self.load(account, id, 0))
+                .await?
+                .map(|head| head.record),
         };
         Ok(head.filter(|record| record.account == account))
     }
@@ -406,14 +408,15 @@ impl EventLog {
         let read = match kept {
             Some(None) => return Ok(None),
             Some(Some(read)) => read,
-            None => match self.load(account, session, seen).await? {
+            // The store's futures are boxed: a waiting reader would otherwise hold their size.
+            None => match Box::pin(self.load(account, session, seen)).await? {
                 Some(head) if head.record.account == account => head.read(after, limit),
                 _ => return Ok(None),
             },
         };
         match read {
             Some(read) => Ok(Some(read)),
-            None => self.0.store.read_log(account, session, after, limit).await,
+            None => Box::pin(self.0.store.read_log(account, session, after, limit)).await,
         }
     }
 

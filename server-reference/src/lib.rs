@@ -108,10 +108,7 @@ fn guarded(state: &AppState, router: Router, body_limit: usize) -> Router {
         .layer(PropagateRequestIdLayer::new(REQUEST_ID))
         .layer(trace)
         .layer(DefaultBodyLimit::max(body_limit))
-        .layer(axum::middleware::from_fn_with_state(
-            http::gateway::Gateway::from_ref(state),
-            http::gateway::authorize,
-        ))
+        .layer(http::gateway::Gateway::from_ref(state))
         .service(router);
     Router::new().fallback_service(service)
 }

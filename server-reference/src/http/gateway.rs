@@ -5,13 +5,17 @@
 //! [`BodySchema`](crate::http::openapi::BodySchema), against which [`crate::http::ApiJson`]
 //! checks the body.
 
-use axum::extract::{Request, State};
-use axum::http::{HeaderMap, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
-use intent_models::ErrorCode;
-
+use std::convert::Infallible;
+use std::future::{Ready, ready};
 use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use axum::extract::Request;
+use axum::http::{HeaderMap, header};
+use axum::response::{IntoResponse, Response};
+use futures_util::future::Either;
+use intent_models::ErrorCode;
+use tower::{Layer, Service};
 
 use crate::auth::rate::RateLimits;
 use crate::auth::resource::Resource;
@@ -63,21 +67,58 @@ impl Checks {
     }
 }
 
-/// Middleware: authenticate and authorize the request, or answer 401 or 403.
-pub async fn authorize(
-    State(gateway): State<Gateway>,
-    mut request: Request,
-    next: Next,
-) -> Response {
+/// The gateway as a layer: the service it wraps gets only the requests it admits.
+impl<S> Layer<S> for Gateway {
+    type Service = Guarded<S>;
+
+    fn layer(&self, inner: S) -> Guarded<S> {
+        Guarded {
+            gateway: self.clone(),
+            inner,
+        }
+    }
+}
+
+/// A service behind the gateway. Checking a request is synchronous, so the gateway answers a
+/// refused one at once and hands an admitted one on: nothing is boxed per request.
+#[derive(Clone)]
+pub struct Guarded<S> {
+    gateway: Gateway,
+    inner: S,
+}
+
+impl<S> Service<Request> for Guarded<S>
+where
+    S: Service<Request, Response = Response, Error = Infallible>,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Either<Ready<Result<Response, Infallible>>, S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        match admit(&self.gateway.0, request) {
+            Ok(admitted) => Either::Right(self.inner.call(admitted)),
+            Err(refused) => Either::Left(ready(Ok(*refused))),
+        }
+    }
+}
+
+/// `request` when it is not an operation's, or when its bearer token is valid for the
+/// operation's resource, grants its scope and is within its rate limit; else the answer: 401,
+/// 403 or 429.
+fn admit(checks: &Checks, mut request: Request) -> Result<Request, Box<Response>> {
     let Some(operation) = openapi::operations().find(request.method(), request.uri().path()) else {
-        return next.run(request).await;
+        return Ok(request);
     };
-    let checks = &*gateway.0;
     let resource = operation.resource;
     let metadata = || resource.metadata_url(&checks.issuer);
     let token = match bearer(request.headers()) {
         Ok(token) => token,
-        Err(reason) => return unauthorized(reason, None, &metadata()),
+        Err(reason) => return Err(Box::new(unauthorized(reason, None, &metadata()))),
     };
     let audience = checks.audience(resource);
     let verified = checks
@@ -85,7 +126,10 @@ pub async fn authorize(
         .verify(&checks.keys, token, &checks.issuer, audience, now());
     let principal = match verified {
         Ok(principal) => principal,
-        Err(error) => return unauthorized(&error.to_string(), Some(&error), &metadata()),
+        Err(error) => {
+            let answer = unauthorized(&error.to_string(), Some(&error), &metadata());
+            return Err(Box::new(answer));
+        }
     };
     if !principal.has_scope(&operation.scope) {
         let scope = &operation.scope;
@@ -93,30 +137,34 @@ pub async fn authorize(
             r#"Bearer error="insufficient_scope", scope="{scope}", resource_metadata="{}""#,
             metadata()
         );
-        return ApiError::new(
-            ErrorCode::InsufficientScope,
-            format!("this endpoint requires scope {scope}"),
-        )
-        .with_detail("scope", scope.as_str().into())
-        .with_challenge(challenge)
-        .into_response();
+        return Err(Box::new(
+            ApiError::new(
+                ErrorCode::InsufficientScope,
+                format!("this endpoint requires scope {scope}"),
+            )
+            .with_detail("scope", scope.as_str().into())
+            .with_challenge(challenge)
+            .into_response(),
+        ));
     }
     if let Some(limits) = &checks.limits
         && let Err(wait) = limits.admit(&principal.account, resource)
     {
         let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-        return ApiError::new(
-            ErrorCode::RateLimited,
-            format!("too many requests for this account and resource; retry after {seconds} s"),
-        )
-        .with_retry_after(seconds)
-        .into_response();
+        return Err(Box::new(
+            ApiError::new(
+                ErrorCode::RateLimited,
+                format!("too many requests for this account and resource; retry after {seconds} s"),
+            )
+            .with_retry_after(seconds)
+            .into_response(),
+        ));
     }
     request.extensions_mut().insert(principal);
     if let Some(body) = &operation.body {
         request.extensions_mut().insert(body.clone());
     }
-    next.run(request).await
+    Ok(request)
 }
 
 /// The bearer token of `headers`, or why there is none.

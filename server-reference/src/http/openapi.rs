@@ -56,6 +56,10 @@ pub struct Operation {
     pub body: Option<BodySchema>,
 }
 
+/// The most segments an operation's path has (`/v1/agent/sessions/{id}/actions/{id}/resolve`
+/// has 7, after the empty one before the first slash).
+const MAX_SEGMENTS: usize = 8;
+
 /// Every operation of openapi.json.
 #[derive(Clone)]
 pub struct Operations(Vec<Operation>);
@@ -122,16 +126,26 @@ impl Operations {
         } else {
             method
         };
+        // The path's segments, split once; no operation has more than `MAX_SEGMENTS`.
+        let mut segments = [""; MAX_SEGMENTS];
+        let mut count = 0;
+        for segment in path.split('/') {
+            *segments.get_mut(count)? = segment;
+            count += 1;
+        }
+        let segments = &segments[..count];
         self.0.iter().find(|op| {
-            let mut got = path.split('/');
-            op.method.as_ref().is_none_or(|m| m == method)
-                && op.segments.iter().all(|want| match (want, got.next()) {
-                    (Some(literal), Some(got)) => literal == got,
-                    // An empty parameter is guarded too; its handler refuses it with 400.
-                    (None, Some(_)) => true,
-                    (_, None) => false,
-                })
-                && got.next().is_none()
+            op.segments.len() == segments.len()
+                && op.method.as_ref().is_none_or(|m| m == method)
+                && op
+                    .segments
+                    .iter()
+                    .zip(segments)
+                    .all(|(want, got)| match want {
+                        Some(literal) => literal == got,
+                        // An empty parameter is guarded too; its handler refuses it with 400.
+                        None => true,
+                    })
         })
     }
 }
@@ -143,6 +157,10 @@ mod tests {
     #[test]
     fn finds_operations_by_method_and_template() {
         let ops = operations();
+        assert!(
+            ops.0.iter().all(|op| op.segments.len() <= MAX_SEGMENTS),
+            "every operation's path fits MAX_SEGMENTS, or the gateway would not find it"
+        );
         let page = ops.find(&Method::GET, "/v1/agent/chat/ses_1").unwrap();
         assert_eq!(
             (page.scope.as_str(), page.resource),

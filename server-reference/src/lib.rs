@@ -134,3 +134,69 @@ impl MakeRequestId for NewRequestId {
         HeaderValue::try_from(id).ok().map(RequestId::new)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::path::Path;
+
+    /// Each top-level module of the crate, with the modules its code outside tests names
+    /// (`crate::x`).
+    fn imports() -> BTreeMap<String, BTreeSet<String>> {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut graph = BTreeMap::new();
+        let mut dirs = vec![src.clone()];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    dirs.push(path);
+                    continue;
+                }
+                let relative = path.strip_prefix(&src).unwrap().to_string_lossy();
+                let Some(top) = relative
+                    .split('/')
+                    .next()
+                    .map(|top| top.trim_end_matches(".rs"))
+                else {
+                    continue;
+                };
+                if !relative.ends_with(".rs") || top == "lib" || top == "main" {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).unwrap();
+                let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+                let named: &mut BTreeSet<String> = graph.entry(top.to_owned()).or_default();
+                for (at, _) in code.match_indices("crate::") {
+                    let name: String = code[at + "crate::".len()..]
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect();
+                    if !name.is_empty() && name != top {
+                        named.insert(name);
+                    }
+                }
+            }
+        }
+        graph
+    }
+
+    #[test]
+    fn no_module_reaches_itself_through_the_modules_it_imports() {
+        let graph = imports();
+        assert!(graph.len() >= 10, "the crate's modules are read: {graph:?}");
+        for (start, named) in &graph {
+            let mut reached = BTreeSet::new();
+            let mut next: Vec<&String> = named.iter().collect();
+            while let Some(module) = next.pop() {
+                assert_ne!(
+                    module, start,
+                    "an import circle: {start} reaches itself through {reached:?}"
+                );
+                if reached.insert(module.clone()) {
+                    next.extend(graph.get(module).into_iter().flatten());
+                }
+            }
+        }
+    }
+}

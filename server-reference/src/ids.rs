@@ -11,7 +11,7 @@ use serde::Deserialize;
 #[error("{0}")]
 pub struct InvalidId(&'static str);
 
-/// Longest session or action id.
+/// Longest action id (a session id's bound is intent-models' `SessionId`'s).
 const MAX_ID: usize = 160;
 
 /// `id` when it has 1 to [`MAX_ID`] characters, else `refusal`.
@@ -31,8 +31,7 @@ pub fn session_id(id: String) -> Result<SessionId, InvalidId> {
 }
 
 /// The account that owns what a caller reaches: a verified token's subject, never text from a
-/// request's path or body.
-/// Cheap to clone.
+/// request's path or body. Cheap to clone.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct AccountId(Arc<str>);
 
@@ -40,11 +39,6 @@ impl AccountId {
     /// The account named by a verified token's `sub`, or by the grant that mints one.
     pub fn verified(sub: &str) -> Self {
         Self(sub.into())
-    }
-
-    /// The account as text.
-    pub fn as_str(&self) -> &str {
-        &self.0
     }
 }
 
@@ -54,12 +48,6 @@ impl std::ops::Deref for AccountId {
 
     fn deref(&self) -> &str {
         &self.0
-    }
-}
-
-impl fmt::Display for AccountId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
     }
 }
 
@@ -138,7 +126,7 @@ macro_rules! text_id {
     )+};
 }
 
-text_id!(ActionId, CredentialName);
+text_id!(AccountId, ActionId, CredentialName);
 
 #[cfg(test)]
 mod tests {

@@ -33,13 +33,6 @@ pub struct AccessClaims {
     pub jti: String,
 }
 
-impl AccessClaims {
-    /// Whether `scope` is granted.
-    pub fn has_scope(&self, scope: &str) -> bool {
-        self.scope.split(' ').any(|granted| granted == scope)
-    }
-}
-
 /// What an access token is minted for.
 #[derive(Debug, Clone)]
 pub struct Grant {
@@ -197,7 +190,8 @@ mod tests {
         let token = mint(&key, ISSUER, &grant(60), now());
         let (claims, _) = verify(&key, &token, ISSUER, AGENT, now()).unwrap();
         assert_eq!(claims.sub, "alice");
-        assert!(claims.has_scope("agent:write") && !claims.has_scope("agent"));
+        let principal = crate::auth::principal::Principal::of(&claims);
+        assert!(principal.has_scope("agent:write") && !principal.has_scope("agent"));
         let pipeline = "http://127.0.0.1:1/v1/pipeline";
         assert!(matches!(
             verify(&key, &token, ISSUER, pipeline, now()),

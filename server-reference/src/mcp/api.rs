@@ -121,8 +121,3 @@ pub fn principal(context: &RequestContext<RoleServer>) -> Result<Principal, McpE
             McpError::internal_error("the request reached MCP without the gateway", None)
         })
 }
-
-/// Whether `principal` holds `scope`.
-pub fn has(principal: &Principal, scope: &str) -> bool {
-    principal.scopes.iter().any(|held| held == scope)
-}

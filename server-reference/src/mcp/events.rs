@@ -14,7 +14,7 @@ use rmcp::model::{
 use rmcp::service::SubscriptionContext;
 use serde_json::json;
 
-use super::api::{Api, has, principal};
+use super::api::{Api, principal};
 use super::tools::percent_encode;
 use crate::agent::Followed;
 use crate::ids::SessionId;
@@ -100,7 +100,7 @@ pub fn accepted(requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
 /// own (or that does not exist) is never reported.
 pub async fn listen(api: &Api, context: SubscriptionContext) -> Result<(), McpError> {
     let principal = principal(context.request_context())?;
-    if !has(&principal, "agent:read") {
+    if !principal.has_scope("agent:read") {
         return Err(McpError::invalid_request(
             "subscribing to session logs needs scope agent:read",
             None,

@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::api::{Api, has};
+use super::api::Api;
 use super::tools::percent_encode;
 use crate::auth::principal::Principal;
 use crate::error::ApiError;
@@ -217,7 +217,7 @@ async fn round(
         }
     };
     // Asking the person is pointless when the token cannot resolve what they decide.
-    let can_elicit = has(principal, RESOLVE)
+    let can_elicit = principal.has_scope(RESOLVE)
         && context
             .client_capabilities()
             .is_some_and(|capabilities| capabilities.elicitation.is_some());

@@ -14,7 +14,7 @@ use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::Value;
 
-use super::api::{Api, has, principal};
+use super::api::{Api, principal};
 use super::events;
 use super::run_turn;
 use super::tools::Tools;
@@ -44,7 +44,7 @@ impl McpServer {
     /// Whether `run_turn` is among this server's tools for `principal`.
     fn runs_turns(&self, principal: &Principal) -> bool {
         self.api.resource() == Resource::AgentMcp
-            && run_turn::SCOPES.iter().all(|s| has(principal, s))
+            && run_turn::SCOPES.iter().all(|s| principal.has_scope(s))
     }
 }
 
@@ -93,7 +93,7 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         let principal = principal(&context)?;
-        if self.api.resource() != Resource::AgentMcp || !has(&principal, "agent:read") {
+        if self.api.resource() != Resource::AgentMcp || !principal.has_scope("agent:read") {
             let message = format!("{} is not a resource this token may read", request.uri);
             return Err(McpError::resource_not_found(message, None));
         }
@@ -122,7 +122,7 @@ impl ServerHandler for McpServer {
         let mut tools: Vec<_> = self
             .tools
             .iter()
-            .filter(|tool| has(&principal, &tool.scope))
+            .filter(|tool| principal.has_scope(&tool.scope))
             .map(|tool| tool.tool.clone())
             .collect();
         if self.runs_turns(&principal) {
@@ -151,7 +151,7 @@ impl ServerHandler for McpServer {
             let message = format!("no tool named {}", request.name);
             return Err(McpError::invalid_params(message, None));
         };
-        if !has(&principal, &tool.scope) {
+        if !principal.has_scope(&tool.scope) {
             let reason = format!(
                 "{} needs scope {}, which the token lacks",
                 request.name, tool.scope
@@ -168,7 +168,7 @@ impl ServerHandler for McpServer {
         let commits = arguments
             .get("body")
             .is_some_and(|body| body.get("attestation").is_some());
-        if self.api.target() == Resource::Pipeline && commits && !has(&principal, CUSTODY) {
+        if self.api.target() == Resource::Pipeline && commits && !principal.has_scope(CUSTODY) {
             return Ok(refused(format!(
                 "committing a Build through MCP is delegated custody: it needs scope {CUSTODY} \
                  (part 5), which the token lacks; commit through the Pipeline with the \

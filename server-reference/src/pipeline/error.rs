@@ -68,7 +68,7 @@ impl Error {
     }
 }
 
-/// The answer of an Pipeline failure: its code, its message, and its details.
+/// The answer of a Pipeline failure: its code, its message, and its details.
 impl From<Error> for ApiError {
     fn from(error: Error) -> Self {
         let api = ApiError::new(error.code(), error.to_string());

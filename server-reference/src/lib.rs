@@ -25,13 +25,17 @@ mod random;
 mod state;
 pub mod store;
 
+use std::convert::Infallible;
+
 use axum::Router;
+use axum::extract::Request;
 use axum::extract::{DefaultBodyLimit, FromRef};
-use axum::http::{HeaderName, HeaderValue};
+use axum::response::Response;
 use axum::routing::get;
-use tower_http::request_id::{
-    MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer,
-};
+use http::request_log::{NewRequestId, REQUEST_ID};
+use http::serve::AnswerBody;
+use tower::Service;
+use tower_http::request_id::{PropagateRequestIdLayer, SetRequestIdLayer};
 
 pub use clock::now;
 
@@ -57,7 +61,7 @@ pub async fn serve_until(
     state: AppState,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
-    http::serve::serve(listener, app(state), shutdown).await
+    http::serve::serve(listener, service(&state), shutdown).await
 }
 
 /// The whole service. The gateway runs on every request and guards the operations of
@@ -68,7 +72,17 @@ pub async fn serve_until(
 /// (every route's layered service re-boxed, about 34 KiB here), which a waiting long-poll or an
 /// open SSE stream would hold for as long as it lasts.
 pub fn app(state: AppState) -> Router {
-    let body_limit = state.config().body_limit;
+    Router::new().fallback_service(service(&state))
+}
+
+/// What [`app`] routes to, which [`serve`] serves without a router around it.
+fn service(
+    state: &AppState,
+) -> impl Service<Request, Response = Response<impl AnswerBody>, Error = Infallible, Future: Send>
++ Clone
++ Send
++ Sync
++ 'static {
     let api = Router::new()
         .route("/healthz", get(http::healthz))
         .route("/readyz", get(http::readyz::<AppState>))
@@ -84,55 +98,32 @@ pub fn app(state: AppState) -> Router {
         .method_not_allowed_fallback(http::method_not_allowed)
         .with_state(state.clone());
     // The MCP resources call the API in process, so they are built on it and then merged in.
-    let mcp = mcp::router(&state, &guarded(&state, api.clone(), body_limit));
-    guarded(&state, mcp.merge(api), body_limit)
+    let mcp = mcp::router(
+        state,
+        &Router::new().fallback_service(guarded(state, api.clone())),
+    );
+    guarded(state, mcp.merge(api))
 }
 
 /// `router` behind the gateway, the body limit and request tracing: every answer carries an
 /// `x-request-id` (the request's own, or a new one), which the request's log span names. The
 /// layers wrap the router once, not each of its routes (as `Router::layer` does), so that a
 /// request clones and boxes no layer's service.
-fn guarded(state: &AppState, router: Router, body_limit: usize) -> Router {
-    let trace = tower_http::trace::TraceLayer::new_for_http().make_span_with(
-        |request: &axum::http::Request<axum::body::Body>| {
-            let id = request
-                .headers()
-                .get(REQUEST_ID)
-                .and_then(|id| id.to_str().ok())
-                .unwrap_or_default();
-            tracing::info_span!("request", method = %request.method(), uri = %request.uri(), request_id = id)
-        },
-    );
-    let service = tower::ServiceBuilder::new()
+fn guarded(
+    state: &AppState,
+    router: Router,
+) -> impl Service<Request, Response = Response<impl AnswerBody>, Error = Infallible, Future: Send>
++ Clone
++ Send
++ Sync
++ 'static {
+    tower::ServiceBuilder::new()
         .layer(SetRequestIdLayer::new(REQUEST_ID, NewRequestId))
+        .layer(http::request_log::trace())
         .layer(PropagateRequestIdLayer::new(REQUEST_ID))
-        .layer(trace)
-        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(DefaultBodyLimit::max(state.config().body_limit))
         .layer(http::gateway::Gateway::from_ref(state))
-        .service(router);
-    Router::new().fallback_service(service)
-}
-
-/// The header that names a request in the logs and in its answer.
-const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
-
-/// A request id for a request that came without one: `req_` and 32 hex digits, 16 random to the
-/// process and 16 counting its requests, so that ids are unique without asking the operating
-/// system for randomness on every request.
-#[derive(Clone, Copy)]
-struct NewRequestId;
-
-impl MakeRequestId for NewRequestId {
-    fn make_request_id<B>(&mut self, _: &axum::http::Request<B>) -> Option<RequestId> {
-        static PROCESS: std::sync::LazyLock<[u8; 8]> = std::sync::LazyLock::new(random::bytes);
-        static COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let count = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let mut id = String::with_capacity(36);
-        id.push_str("req_");
-        random::push_hex(&mut id, &*PROCESS);
-        random::push_hex(&mut id, &count.to_be_bytes());
-        HeaderValue::try_from(id).ok().map(RequestId::new)
-    }
+        .service(router)
 }
 
 #[cfg(test)]

@@ -115,8 +115,8 @@ struct Slot {
 }
 
 impl Slot {
-    /// The head, if it is current and has reached `seen`.
-    fn current(&self, missed: u64, seen: i64) -> Option<Head> {
+    /// Reads the head with `read`, if it is current and has reached `seen`, under its read lock.
+    fn current<T>(&self, missed: u64, seen: i64, read: impl FnOnce(&Head) -> T) -> Option<T> {
         let head = self.head.read().expect("a head lock");
         let reached = seen.max(self.notified.load(Ordering::Acquire));
         head.as_ref()
@@ -125,7 +125,7 @@ impl Slot {
                     && head.since.session == self.changes.load(Ordering::Acquire)
                     && head.bounds.last_seq >= reached
             })
-            .cloned()
+            .map(read)
     }
 }
 
@@ -141,7 +141,7 @@ pub struct Writing {
 impl Writing {
     /// The head, if it is current and has reached `seen`.
     pub fn head(&self, seen: i64) -> Option<Head> {
-        self.slot.current(self.missed?, seen)
+        self.slot.current(self.missed?, seen, Head::clone)
     }
 
     /// The notifications counted now, to read a head from the store after.
@@ -172,8 +172,7 @@ impl Heads {
     /// Reads the head of `session` with `read`, if it is kept, current and has reached `seen`.
     pub fn read<T>(&self, session: &str, seen: i64, read: impl FnOnce(&Head) -> T) -> Option<T> {
         let slot = self.lock().get(session).cloned()?;
-        let head = slot.current(self.trusted()?, seen)?;
-        Some(read(&head))
+        slot.current(self.trusted()?, seen, read)
     }
 
     /// The count of missed notifications, unless notifications cannot be heard now.

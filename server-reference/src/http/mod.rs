@@ -3,6 +3,7 @@
 
 pub(crate) mod gateway;
 pub(crate) mod openapi;
+pub(crate) mod request_log;
 pub(crate) mod serve;
 
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};

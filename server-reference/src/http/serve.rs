@@ -5,13 +5,19 @@
 use std::future::Future;
 use std::time::Duration;
 
-use axum::Router;
+use std::convert::Infallible;
+
+use axum::body::{Body, Bytes, HttpBody};
+use axum::extract::Request;
+use axum::response::Response;
 use axum::serve::Listener;
+use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
+use tower::{Service, ServiceExt};
 
 /// Longest a client may take to send a request's head, and the longest a kept-alive connection
 /// may wait for its next request.
@@ -22,13 +28,27 @@ const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// (to about 400 KiB) with the reads that fill it, and stays so while the connection waits.
 const MAX_BUFFER: usize = 16 * 1024;
 
-/// Serves `router` on `listener` until `shutdown` resolves, then accepts no connection, lets
+/// What an answer's body is: axum's, or one a layer wraps around it.
+pub trait AnswerBody: HttpBody<Data = Bytes, Error = axum::Error> + Send + 'static {}
+
+impl<B: HttpBody<Data = Bytes, Error = axum::Error> + Send + 'static> AnswerBody for B {}
+
+/// Serves `service` on `listener` until `shutdown` resolves, then accepts no connection, lets
 /// each open one finish its request and close, and returns once all have.
-pub async fn serve(
+pub async fn serve<S, B>(
     mut listener: TcpListener,
-    router: Router,
+    service: S,
     shutdown: impl Future<Output = ()>,
-) -> std::io::Result<()> {
+) -> std::io::Result<()>
+where
+    S: Service<Request, Response = Response<B>, Error = Infallible, Future: Send>
+        + Clone
+        + Send
+        + 'static,
+    B: AnswerBody,
+{
+    // hyper's request body becomes axum's, as a `Router` would make it.
+    let service = service.map_request(|request: hyper::Request<Incoming>| request.map(Body::new));
     let mut http = http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(HEADER_READ_TIMEOUT)
@@ -43,7 +63,7 @@ pub async fn serve(
         };
         // An answer is written whole at once: Nagle's delay would only hold its last segment.
         stream.set_nodelay(true)?;
-        let service = TowerToHyperService::new(router.clone());
+        let service = TowerToHyperService::new(service.clone());
         let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
         tokio::spawn(async move {
             if let Err(error) = connection.await {

@@ -4,13 +4,14 @@
 //! it; each area maps its own errors beside them (`area/error.rs`), so that this module names
 //! no area.
 
-use axum::Json;
 use axum::extract::rejection::JsonRejection;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use intent_models::error::ConversionError;
 use intent_models::{ErrorCode, ErrorDetail, ErrorEnvelope};
 use serde_json::{Map, Value};
+
+use crate::answer::Json;
 
 /// An error answered to the client.
 #[derive(Debug)]

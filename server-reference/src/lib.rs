@@ -11,6 +11,7 @@
 
 mod account;
 pub mod agent;
+mod answer;
 pub mod auth;
 mod clock;
 pub mod config;
@@ -32,10 +33,8 @@ use axum::extract::Request;
 use axum::extract::{DefaultBodyLimit, FromRef};
 use axum::response::Response;
 use axum::routing::get;
-use http::request_log::{NewRequestId, REQUEST_ID};
 use http::serve::AnswerBody;
 use tower::Service;
-use tower_http::request_id::{PropagateRequestIdLayer, SetRequestIdLayer};
 
 pub use clock::now;
 
@@ -118,9 +117,7 @@ fn guarded(
 + Sync
 + 'static {
     tower::ServiceBuilder::new()
-        .layer(SetRequestIdLayer::new(REQUEST_ID, NewRequestId))
-        .layer(http::request_log::trace())
-        .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+        .layer(http::request_log::RequestLog)
         .layer(DefaultBodyLimit::max(state.config().body_limit))
         .layer(http::gateway::Gateway::from_ref(state))
         .service(router)

@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
+use axum::Router;
 use axum::extract::{FromRef, State};
 use axum::routing::{get, post, put};
-use axum::{Json, Router};
 use intent_models::{
     AccountAppList, AppInstallation, CredentialChange, CredentialList, CredentialValue,
     UsageStatement,
@@ -13,6 +13,7 @@ use intent_models::{
 use serde::Deserialize;
 
 use super::Account;
+use crate::answer::Json;
 use crate::auth::principal::Principal;
 use crate::error::ApiError;
 use crate::http::{ApiJson, ApiPath, ApiQuery};

@@ -10,7 +10,7 @@
 //! ([`Heads::hearing`]), every read goes to the store. A reader also names the last seq
 //! its client has seen (from its cursor), and a head that has not reached it is not used.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -97,7 +97,7 @@ impl Head {
 /// The heads of active sessions, and their write locks.
 #[derive(Default)]
 pub struct Heads {
-    slots: Mutex<HashMap<String, Arc<Slot>>>,
+    slots: Mutex<foldhash::HashMap<String, Arc<Slot>>>,
     /// Times notifications may have been missed: every head read before is out of date.
     missed: AtomicU64,
     /// Notifications of other processes' writes cannot be heard now: no head is used.
@@ -244,7 +244,7 @@ impl Heads {
         slot
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Slot>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, foldhash::HashMap<String, Arc<Slot>>> {
         self.slots.lock().expect("the heads lock is not poisoned")
     }
 }

@@ -4,12 +4,12 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
+use axum::Router;
 use axum::extract::{FromRef, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::IntoResponse;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::routing::{get, post};
-use axum::{Json, Router};
 use futures_util::{Stream, StreamExt};
 use intent_models::{
     ActionResolution, ActionResolutionRequest, ChatStartRequest, ChatStartResponse, Resync,
@@ -18,6 +18,7 @@ use intent_models::{
 use serde::Deserialize;
 
 use super::{EventLog, Followed, PageRequest, Sessions, Turns};
+use crate::answer::Json;
 use crate::auth::principal::Principal;
 use crate::error::ApiError;
 use crate::http::{ApiJson, ApiPath, ApiQuery, IdempotencyKey, SessionPath};

@@ -26,7 +26,7 @@ impl Sessions {
     /// `account`'s session `id`.
     pub async fn get(&self, account: &AccountId, id: &SessionId) -> Result<Session> {
         let record = self.log.session(account, id).await?;
-        view(record.ok_or_else(|| Error::NoSession(id.to_string()))?)
+        view(id, record.ok_or_else(|| Error::NoSession(id.to_string()))?)
     }
 
     /// Sets the title and/or the archived flag of `account`'s session `id`.
@@ -46,7 +46,7 @@ impl Sessions {
             .log
             .update_session(account, id, title, update.archived, now())
             .await?;
-        view(record.ok_or_else(|| Error::NoSession(id.to_string()))?)
+        view(id, record.ok_or_else(|| Error::NoSession(id.to_string()))?)
     }
 
     /// Deletes `account`'s session `id` with its log, stopping its active turn.
@@ -62,10 +62,11 @@ impl Sessions {
     }
 }
 
-fn view(record: SessionRecord) -> Result<Session> {
+/// Session `id` as `record` holds it; the id is the one asked for, already checked.
+fn view(id: &SessionId, record: SessionRecord) -> Result<Session> {
     Ok(Session::builder()
         .archived(record.archived)
-        .id(record.id)
+        .id(id.clone())
         .title(record.title)
         .updated_at(record.updated_at)
         .try_into()?)

@@ -4,7 +4,7 @@
 //! issuer and audience are checked on every use, and an entry goes once its `exp` or its key's
 //! time has passed.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::Mutex;
 
 use crate::auth::principal::Principal;
@@ -14,7 +14,8 @@ use crate::keys::signing::SigningKeys;
 /// Tokens kept at most; past it, expired entries go first, then all of them.
 const CAPACITY: usize = 10_000;
 
-/// Verified access tokens by their text.
+/// Verified access tokens by their text, hashed by foldhash: a token is a few hundred bytes, which
+/// SipHash took half a microsecond over, and only tokens whose signature verified are kept.
 #[derive(Default)]
 pub struct VerifiedTokens {
     entries: Mutex<HashMap<Box<str>, Entry>>,

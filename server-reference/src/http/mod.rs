@@ -16,6 +16,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::answer::Json;
 use crate::error::ApiError;
 use crate::http::openapi::BodySchema;
 use crate::ids::{self, SessionId};
@@ -137,9 +138,9 @@ where
     S: Ready + Send + Sync,
 {
     match state.unready().await {
-        None => axum::Json(serde_json::json!({ "status": "ready" })).into_response(),
+        None => Json(serde_json::json!({ "status": "ready" })).into_response(),
         Some(status) => {
-            let body = axum::Json(serde_json::json!({ "status": status }));
+            let body = Json(serde_json::json!({ "status": status }));
             (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
         }
     }

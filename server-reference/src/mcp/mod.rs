@@ -13,16 +13,17 @@ mod tools;
 
 use std::sync::{Arc, LazyLock};
 
+use axum::Router;
 use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::{Json, Router};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
 
 use crate::AppState;
+use crate::answer::Json;
 use crate::auth::resource::Resource;
 
 pub use server::McpServer;

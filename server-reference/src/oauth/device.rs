@@ -1,15 +1,16 @@
 //! The device authorization grant (RFC 8628): a device asks for codes, the user approves or
 //! denies the user code on the verification page, and the device polls the token endpoint.
 
+use axum::Form;
 use axum::extract::rejection::FormRejection;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::{Form, Json};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{DEVICE_VERIFY_PATH, OAuthError, hash, html, requested, valid_account};
+use crate::answer::Json;
 use crate::clock::now;
 use crate::state::AppState;
 use crate::store::{DeviceGrant, DeviceStatus};

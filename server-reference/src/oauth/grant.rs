@@ -1,11 +1,11 @@
 //! The token endpoint: the authorization-code, refresh-token and device-code grants. Refresh
 //! tokens rotate on every use; a replayed one revokes its whole family.
 
+use axum::Form;
 use axum::extract::State;
 use axum::extract::rejection::FormRejection;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use axum::{Form, Json};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::Deserialize;
@@ -13,6 +13,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use super::{OAuthError, hash};
+use crate::answer::Json;
 use crate::auth::token::Grant;
 use crate::clock::{now, now_ms, seconds};
 use crate::state::AppState;

@@ -12,13 +12,13 @@ mod grant;
 mod html;
 pub(crate) mod wellknown;
 
-use axum::Json;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
+use crate::answer::Json;
 use crate::auth::resource::Resource;
 use crate::state::AppState;
 

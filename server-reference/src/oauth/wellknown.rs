@@ -1,11 +1,12 @@
 //! Public metadata: the JWKS, the authorization-server metadata (RFC 8414), and the
 //! protected-resource metadata (RFC 9728) of the five resources.
 
+use axum::Router;
 use axum::extract::State;
 use axum::routing::get;
-use axum::{Json, Router};
 use serde_json::{Value, json};
 
+use crate::answer::Json;
 use crate::auth::resource::Resource;
 use crate::oauth;
 use crate::state::AppState;

@@ -3,13 +3,14 @@
 
 use std::sync::Arc;
 
+use axum::Router;
 use axum::extract::{FromRef, State};
 use axum::routing::{get, post};
-use axum::{Json, Router};
 use intent_models::{ErrorCode, OperationDescriptor, PipelineChain, PipelineLifecycleResponse};
 use serde_json::Value;
 
 use super::{Lifecycle, Pipeline};
+use crate::answer::Json;
 use crate::auth::principal::Principal;
 use crate::error::ApiError;
 use crate::http::{ApiJson, ApiPath};

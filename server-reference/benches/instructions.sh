@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Instructions per request of the release server, counted by callgrind (the same on every run,
+# unlike time on a shared machine): `/healthz`, a session GET and a page GET of a session of three
+# turns, each N times over one keep-alive connection, after N warm-up requests.
+# Run: cargo build --release -p intent-server && server-reference/benches/instructions.sh
+# Needs valgrind and curl.
+set -euo pipefail
+binary=${1:-target/release/intent-server}
+n=${N:-400}
+port=18090
+dir=$(mktemp -d)
+trap 'kill "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
+valgrind --tool=callgrind --callgrind-out-file="$dir/out" "$binary" serve \
+    --addr "127.0.0.1:$port" --data-dir "$dir/data" >"$dir/log" 2>&1 &
+pid=$!
+base=http://127.0.0.1:$port
+for _ in $(seq 120); do curl -sf "$base/healthz" >/dev/null && break; sleep 1; done
+token=$("$binary" token --sub bench --scope 'agent:read agent:write' \
+    --resource "$base/v1/agent" --data-dir "$dir/data")
+auth="authorization: Bearer $token"
+session=""
+for _ in 1 2 3; do
+    body='{"message":"hello"'${session:+,\"sessionId\":\"$session\"}'}'
+    session=$(curl -sf -H "$auth" -H 'content-type: application/json' -d "$body" \
+        "$base/v1/agent/chat" | python3 -c 'import json, sys; print(json.load(sys.stdin)["sessionId"])')
+    sleep 3 # the turn completes
+done
+count() { # name url
+    local urls=()
+    for _ in $(seq "$n"); do urls+=("$2"); done
+    curl -sf -H "$auth" "${urls[@]}" >/dev/null
+    callgrind_control -z "$pid" >/dev/null
+    curl -sf -H "$auth" "${urls[@]}" >/dev/null
+    callgrind_control -d "$pid" >/dev/null
+    local total
+    total=$(grep -hE '^(summary|totals):' "$(ls -t "$dir"/out.* | head -1)" | head -1 | awk '{print $2}')
+    echo "$1: $((total / n)) instructions per request"
+}
+count "GET /healthz" "$base/healthz"
+count "GET /v1/agent/sessions/{id}" "$base/v1/agent/sessions/$session"
+count "GET /v1/agent/chat/{id}?limit=20" "$base/v1/agent/chat/$session?limit=20"

@@ -29,9 +29,9 @@ count() { # name url
     local urls=()
     for _ in $(seq "$n"); do urls+=("$2"); done
     curl -sf -H "$auth" "${urls[@]}" >/dev/null
-    callgrind_control -z "$pid" >/dev/null
+    callgrind_control -z "$pid" >/dev/null 2>&1
     curl -sf -H "$auth" "${urls[@]}" >/dev/null
-    callgrind_control -d "$pid" >/dev/null
+    callgrind_control -d "$pid" >/dev/null 2>&1
     local total
     total=$(grep -hE '^(summary|totals):' "$(ls -t "$dir"/out.* | head -1)" | head -1 | awk '{print $2}')
     echo "$1: $((total / n)) instructions per request"

@@ -29,8 +29,8 @@ pub mod store;
 use std::convert::Infallible;
 
 use axum::Router;
+use axum::extract::FromRef;
 use axum::extract::Request;
-use axum::extract::{DefaultBodyLimit, FromRef};
 use axum::response::Response;
 use axum::routing::get;
 use http::serve::AnswerBody;
@@ -118,7 +118,9 @@ fn guarded(
 + 'static {
     tower::ServiceBuilder::new()
         .layer(http::request_log::RequestLog)
-        .layer(DefaultBodyLimit::max(state.config().body_limit))
+        .layer(http::body_limit::BodyLimit {
+            max: state.config().body_limit,
+        })
         .layer(http::gateway::Gateway::from_ref(state))
         .service(router)
 }

@@ -88,6 +88,7 @@ impl Head {
         let take = usize::try_from(limit).unwrap_or(0);
         Some(LogRead {
             events: self.events.iter().skip(skip).take(take).cloned().collect(),
+            first_seq: from.saturating_add(1),
             last_seq: self.bounds.last_seq,
             pruned_through: self.bounds.pruned_through,
         })

@@ -1,6 +1,7 @@
 //! What every area's HTTP layer shares: extractors whose rejection is the error envelope, and the
 //! handlers of the paths outside the three resources (health, readiness, the document).
 
+pub(crate) mod body_limit;
 pub(crate) mod gateway;
 pub(crate) mod openapi;
 pub(crate) mod request_log;

@@ -165,6 +165,7 @@ row! {
     pub struct LogRow {
         pub last_seq: i64,
         pub pruned_through: i64,
+        pub seq: Option<i64>,
         pub body: Option<String>,
     }
 }

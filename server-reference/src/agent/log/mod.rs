@@ -17,7 +17,7 @@ pub use follow::Followed;
 use super::cursor::{CursorError, CursorKey, Position};
 use super::head::{HEAD_EVENTS, Head, Heads, Writing};
 use super::notify::Notifier;
-use super::page::{Page, seq_of};
+use super::page::Page;
 use super::transitions::can_become;
 use super::{Error, Result};
 use crate::clock::{now, now_ms};
@@ -511,7 +511,10 @@ impl EventLog {
             .len()
             .min(usize::try_from(limit).unwrap_or(usize::MAX));
         let events = read.events[..count].to_vec();
-        let last = events.last().map_or(after, |body| seq_of(body));
+        let last = match count {
+            0 => after,
+            count => read.first_seq + count as i64 - 1,
+        };
         Page {
             cursor: self.cursor(account, session, Position::new(last, read.last_seq)),
             events,
@@ -575,6 +578,7 @@ mod tests {
 
     use super::*;
     use crate::agent::Hub;
+    use crate::agent::page::seq_of;
     use crate::store::agent::SessionRecord;
 
     const ACCOUNT: &str = "alice";

@@ -144,7 +144,7 @@ impl Store {
         let rows: Vec<LogRow> = self
             .db
             .fetch_all(
-                sql("SELECT s.last_seq, s.pruned_through, e.body
+                sql("SELECT s.last_seq, s.pruned_through, e.seq, e.body
                      FROM sessions s
                      LEFT JOIN (
                          SELECT body, seq FROM events
@@ -162,7 +162,11 @@ impl Store {
             return Ok(None);
         };
         let (last_seq, pruned_through) = (first.last_seq, first.pruned_through);
+        let first_seq = first
+            .seq
+            .unwrap_or(after.max(pruned_through).saturating_add(1));
         Ok(Some(LogRead {
+            first_seq,
             events: rows
                 .into_iter()
                 .filter_map(|row| row.body.map(Arc::from))

@@ -116,6 +116,9 @@ pub struct LogRead {
     /// Event bodies (JSON, with `seq`) with `after < seq`, in order, at most the limit; shared
     /// with the head that holds them.
     pub events: Vec<Arc<str>>,
+    /// The seq of the first event, or of the next one to come when there is none; each next
+    /// one's is one more, as a log's seqs are consecutive.
+    pub first_seq: i64,
     /// The highest sequence number of the log.
     pub last_seq: i64,
     /// Events up to this sequence number have left the retained log.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Instructions per request of the release server, counted by callgrind (the same on every run,
-# unlike time on a shared machine): `/healthz`, a session GET and a page GET of a session of three
-# turns, each N times over one keep-alive connection, after N warm-up requests.
+# Instructions per request of the release server, counted by callgrind (within 2% between two
+# server processes, where time on a shared machine varies by 10%): `/healthz`, a session GET
+# and a page GET of a session of three turns, each N times over one keep-alive connection, after
+# N warm-up requests.
 # Run: cargo build --release -p intent-server && server-reference/benches/instructions.sh
 # Needs valgrind and curl.
 set -euo pipefail

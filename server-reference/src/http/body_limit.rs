@@ -1,9 +1,8 @@
 //! The largest request body axum's extractors read, set only on requests that carry one.
 //!
 //! axum's `DefaultBodyLimit` inserts its limit into every request's extensions: an allocation,
-//! and on a session or page GET the fourth extension, which makes their map grow (650
-//! instructions of a session GET's 33,000, by callgrind). A request without a body (every GET)
-//! has nothing to limit, so it goes on without it.
+//! and on a session or page GET the fourth extension, which makes their map grow. A request
+//! without a body (every GET) has nothing to limit, so it goes on without it.
 
 use std::task::{Context, Poll};
 

@@ -29,8 +29,7 @@ pub mod store;
 use std::convert::Infallible;
 
 use axum::Router;
-use axum::extract::FromRef;
-use axum::extract::Request;
+use axum::extract::{FromRef, Request};
 use axum::response::Response;
 use axum::routing::get;
 use http::serve::AnswerBody;

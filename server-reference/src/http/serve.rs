@@ -2,10 +2,9 @@
 //! its buffers bounded for a server that holds many waiting clients (long-polls and SSE
 //! streams), idle connections closed, and a graceful shutdown that lets the open ones finish.
 
+use std::convert::Infallible;
 use std::future::Future;
 use std::time::Duration;
-
-use std::convert::Infallible;
 
 use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::Request;

@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use intent_models::EventPage;
-use serde::Deserialize;
 
 /// An EventPage (part 2.11) whose events are JSON text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,6 +14,9 @@ pub struct Page {
     pub cursor: String,
     /// The events, as stored.
     pub events: Vec<Arc<str>>,
+    /// Where its cursor stands: its last event's seq, or where it was read after when it has
+    /// none.
+    pub after: i64,
     /// Whether more events follow.
     pub has_more: bool,
 }
@@ -52,8 +54,9 @@ impl Page {
 }
 
 /// The `seq` of a stored event.
+#[cfg(test)]
 pub fn seq_of(body: &str) -> i64 {
-    #[derive(Deserialize)]
+    #[derive(serde::Deserialize)]
     struct Seq {
         seq: i64,
     }
@@ -73,6 +76,7 @@ mod tests {
             session_id: "ses \"1\"".to_owned(),
             cursor: "c".to_owned(),
             events: vec![event.into()],
+            after: 7,
             has_more: true,
         };
         let model = page.to_model();

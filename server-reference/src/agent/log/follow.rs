@@ -10,7 +10,6 @@ use intent_models::{MessageSnapshot, ResyncReason};
 use super::{EventLog, Page, Result, cursor_error};
 use crate::agent::cursor::CursorError;
 use crate::agent::notify::Subscription;
-use crate::agent::page::seq_of;
 use crate::ids::{AccountId, SessionId};
 
 /// Events per SSE `page`.
@@ -156,7 +155,7 @@ impl Projection {
                     &read,
                     STREAM_PAGE,
                 );
-                self.after = page.events.last().map_or(self.after, |body| seq_of(body));
+                self.after = page.after;
                 return Some(Followed::Page(page));
             }
             tokio::select! {

@@ -518,6 +518,7 @@ impl EventLog {
         Page {
             cursor: self.cursor(account, session, Position::new(last, read.last_seq)),
             events,
+            after: last,
             has_more: read.events.len() > count || last < read.last_seq,
             session_id: session.to_owned(),
         }
@@ -865,6 +866,8 @@ mod tests {
                         };
                         let page = log.page(&account(), &session_id(), &request).await.unwrap();
                         seqs.extend(page.events.iter().map(|body| seq_of(body)));
+                        let seen = seqs.last().copied().unwrap_or(0);
+                        assert_eq!(page.after, seen, "a page stands at its last event");
                         cursor = Some(page.cursor);
                     }
                     seqs

@@ -1,9 +1,10 @@
 //! HTTP load benchmark of the hot path, against the release server binary on loopback: page
-//! GET, session GET and `/healthz`, next to a bare axum handler that returns the same page
-//! bytes, all driven by the same in-process load generator (hyper HTTP/1.1 clients over
-//! `CONNECTIONS` keep-alive connections). The bare handler runs in a child process like the
-//! server, so both share the machine with the generator alike. Prints req/s, p50 and p99, and
-//! each ratio to the bare handler.
+//! GET, session GET and `/healthz`, next to a bare axum handler that is sent the page GET's
+//! request (its path, query and bearer token) and answers the same page bytes, all driven by the
+//! same in-process load generator (hyper HTTP/1.1 clients over `CONNECTIONS` keep-alive
+//! connections). The bare handler runs in a child process like the server, so both share the
+//! machine with the generator alike. Prints req/s, p50 and p99, and each ratio to the bare
+//! handler.
 //!
 //! With `INTENT_BENCH_BASELINE` set to another build of the server binary (an earlier commit's,
 //! built in a worktree), its page and session GETs are driven in the same run, beside ours.
@@ -37,7 +38,8 @@ fn main() {
     }
 }
 
-/// A bare axum handler answering `body_file`'s bytes as JSON, on a free port it prints.
+/// A bare axum handler answering `body_file`'s bytes as JSON at every path, on a free port it
+/// prints.
 async fn bare_server(body_file: &str) {
     let body = Bytes::from(std::fs::read(body_file).unwrap());
     let app = axum::Router::new().fallback(move || {
@@ -116,7 +118,7 @@ async fn bench() {
         page.len()
     );
     // The bare handler runs first and last; ratios are to the mean of both runs.
-    let bare_first = drive(&[&bare.base], "/page", None).await;
+    let bare_first = drive(&[&bare.base], &page_path, Some(&token)).await;
     let healthz = drive(&[&server.base], "/healthz", None).await;
     let session_get = drive(
         &[&server.base],
@@ -129,7 +131,7 @@ async fn bench() {
         Some(binary) => Some(baseline(binary.as_ref()).await),
         None => None,
     };
-    let bare_last = drive(&[&bare.base], "/page", None).await;
+    let bare_last = drive(&[&bare.base], &page_path, Some(&token)).await;
     let bare_per_second = (bare_first.per_second() + bare_last.per_second()) / 2.0;
     report(
         "bare axum handler (same bytes)",

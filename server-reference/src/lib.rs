@@ -15,6 +15,7 @@ mod answer;
 pub mod auth;
 mod clock;
 pub mod config;
+mod encoded;
 pub mod error;
 mod http;
 pub mod ids;

@@ -298,7 +298,9 @@ async fn wait(target: &Target) -> Verdict {
 async fn wake(target: &Target) -> Verdict {
     let token = &target.role(Role::Agent).await?;
     let (session, events, cursor) = settled_session(target, token, "conformance: wake").await?;
-    cursor_taken(target, token, &session, &cursor, &events).await?;
+    // The poll holds the freshest cursor: a deployment's may live two seconds, and a retry after
+    // a 429 waits one.
+    let cursor = cursor_taken(target, token, &session, &cursor, &events).await?;
     let started = Instant::now();
     let ((reply, answered), (turn, appended)) = tokio::join!(
         async {

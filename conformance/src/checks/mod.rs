@@ -219,19 +219,21 @@ pub(crate) fn cursor_query(target: &Target, cursor: &str) -> String {
 
 /// Whether the deployment takes `cursor`, which it issued after `seen`, through the cursor
 /// means: a poll with it answers 2xx with none of `seen`. Otherwise the check is inconclusive.
+/// Gives the cursor that poll's page carries (`cursor` when it carries none): issued later, it
+/// expires later.
 pub(crate) async fn cursor_taken(
     target: &Target,
     token: &str,
     session: &str,
     cursor: &str,
     seen: &[Value],
-) -> Result<(), Finding> {
+) -> Result<String, Finding> {
     let reply = poll(target, token, session, Some(cursor), "").await?;
     let repeated = reply.body["events"]
         .as_array()
         .is_none_or(|events| events.iter().any(|event| seen.contains(event)));
     if (200..300).contains(&reply.status) && !repeated {
-        return Ok(());
+        return Ok(reply.body["cursor"].as_str().unwrap_or(cursor).to_owned());
     }
     Err(inconclusive(
         "cursorParameter",

@@ -12,10 +12,12 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
+use intent_models::Session;
 use tokio::sync::OwnedMutexGuard;
 
+use crate::encoded::Encoded;
 use crate::store::agent::{Bounds, LogRead, SessionRecord};
 
 /// Events kept per session; older ones are read from the store.
@@ -27,7 +29,9 @@ const SESSIONS: usize = 4_096;
 #[derive(Debug, Clone)]
 pub struct Head {
     /// The session, with its owner.
-    pub record: SessionRecord,
+    record: SessionRecord,
+    /// The record's view, made by its first reader since the record last changed.
+    view: OnceLock<Encoded<Session>>,
     /// Where the log stands.
     pub bounds: Bounds,
     /// The newest events as stored: consecutive, the last at `bounds.last_seq`.
@@ -51,10 +55,34 @@ impl Head {
         let events = events.into();
         Self {
             record,
+            view: OnceLock::new(),
             bounds,
             events,
             since,
         }
+    }
+
+    /// The session, with its owner.
+    pub fn record(&self) -> &SessionRecord {
+        &self.record
+    }
+
+    /// Replaces the session's record.
+    pub fn set_record(&mut self, record: SessionRecord) {
+        self.record = record;
+        self.view = OnceLock::new();
+    }
+
+    /// The record's view as `make` makes it, made once per change of the record.
+    pub fn view<E>(
+        &self,
+        make: impl FnOnce(&SessionRecord) -> Result<Encoded<Session>, E>,
+    ) -> Result<Encoded<Session>, E> {
+        if let Some(view) = self.view.get() {
+            return Ok(view.clone());
+        }
+        let view = make(&self.record)?;
+        Ok(self.view.get_or_init(|| view).clone())
     }
 
     /// Adds `events` (bodies as stored, from the seq after the last one) written at `at_ms`,
@@ -67,6 +95,7 @@ impl Head {
         self.events.extend(events.into_iter().map(Arc::from));
         self.bounds = bounds;
         self.record.updated_at = at_ms / 1000;
+        self.view = OnceLock::new();
         // Drop what left the retained log, then what exceeds the head.
         let retained = bounds.last_seq - bounds.pruned_through;
         let kept = usize::try_from(retained).unwrap_or(0).min(HEAD_EVENTS);
@@ -247,5 +276,67 @@ impl Heads {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, foldhash::HashMap<String, Arc<Slot>>> {
         self.slots.lock().expect("the heads lock is not poisoned")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(title: &str) -> SessionRecord {
+        SessionRecord {
+            id: "ses_0123456789abcdef0123456789abcdef".to_owned(),
+            account: "acct".to_owned(),
+            title: title.to_owned(),
+            archived: false,
+            updated_at: 1,
+        }
+    }
+
+    /// The head's view, and whether it was made now rather than kept.
+    fn view(head: &Head) -> (Session, bool) {
+        let mut made = false;
+        let view = head
+            .view(|record| {
+                made = true;
+                let session: Session = Session::builder()
+                    .archived(record.archived)
+                    .id(record.id.parse::<intent_models::SessionId>().unwrap())
+                    .title(record.title.clone())
+                    .updated_at(record.updated_at)
+                    .try_into()
+                    .unwrap();
+                Encoded::new(&session)
+            })
+            .unwrap();
+        (serde_json::from_slice(&view.into_json()).unwrap(), made)
+    }
+
+    #[test]
+    fn the_view_is_made_once_per_change_of_the_record() {
+        let bounds = Bounds {
+            last_seq: 0,
+            pruned_through: 0,
+        };
+        let since = Since { all: 0, session: 0 };
+        let mut head = Head::new(record("first"), bounds, Vec::new(), since);
+        let (first, made) = view(&head);
+        assert!(made);
+        assert_eq!(first.title, "first");
+        assert!(!view(&head).1, "an unchanged record's view is kept");
+
+        head.set_record(record("second"));
+        let (second, made) = view(&head);
+        assert!(made && second.title == "second");
+        assert!(!view(&head).1);
+
+        let advanced = Bounds {
+            last_seq: 1,
+            pruned_through: 0,
+        };
+        assert!(head.advance(vec!["{}".to_owned()], advanced, 7_000));
+        let (third, made) = view(&head);
+        assert!(made);
+        assert_eq!(third.updated_at, 7);
     }
 }

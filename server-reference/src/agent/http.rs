@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{FromRef, State};
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::IntoResponse;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::routing::{get, post};
 use futures_util::{Stream, StreamExt};
@@ -18,8 +18,9 @@ use intent_models::{
 use serde::Deserialize;
 
 use super::{EventLog, Followed, PageRequest, Sessions, Turns};
-use crate::answer::Json;
+use crate::answer::{self, Json};
 use crate::auth::principal::Principal;
+use crate::encoded::Encoded;
 use crate::error::ApiError;
 use crate::http::{ApiJson, ApiPath, ApiQuery, IdempotencyKey, SessionPath};
 use crate::ids::ActionId;
@@ -95,9 +96,9 @@ async fn page(
     principal: Principal,
     SessionPath(session): SessionPath,
     ApiQuery(request): ApiQuery<PageRequest>,
-) -> Result<impl IntoResponse, ApiError> {
+) -> Result<Response, ApiError> {
     let page = log.page(&principal.account, &session, &request).await?;
-    Ok(([(header::CONTENT_TYPE, "application/json")], page.to_json()))
+    Ok(answer::json(page.to_json()))
 }
 
 #[derive(Deserialize)]
@@ -158,8 +159,8 @@ async fn get_session(
     State(sessions): State<Sessions>,
     principal: Principal,
     SessionPath(id): SessionPath,
-) -> Result<Json<Session>, ApiError> {
-    Ok(Json(sessions.get(&principal.account, &id).await?))
+) -> Result<Encoded<Session>, ApiError> {
+    Ok(sessions.get(&principal.account, &id).await?)
 }
 
 async fn update_session(

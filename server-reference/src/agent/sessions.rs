@@ -6,6 +6,7 @@ use super::log::EventLog;
 use super::turn_service::Turns;
 use super::{Error, Result};
 use crate::clock::now;
+use crate::encoded::Encoded;
 use crate::ids::{AccountId, SessionId};
 use crate::store::agent::SessionRecord;
 
@@ -24,9 +25,16 @@ impl Sessions {
     }
 
     /// `account`'s session `id`.
-    pub async fn get(&self, account: &AccountId, id: &SessionId) -> Result<Session> {
-        let record = self.log.session(account, id).await?;
-        view(id, record.ok_or_else(|| Error::NoSession(id.to_string()))?)
+    pub async fn get(&self, account: &AccountId, id: &SessionId) -> Result<Encoded<Session>> {
+        let make = |record: &SessionRecord| {
+            let view = view(id, record.clone())?;
+            Encoded::new(&view).map_err(|error| {
+                tracing::error!(%error, "a session's view does not serialize");
+                Error::Internal
+            })
+        };
+        let view = self.log.session_view(account, id, make).await?;
+        view.ok_or_else(|| Error::NoSession(id.to_string()))
     }
 
     /// Sets the title and/or the archived flag of `account`'s session `id`.

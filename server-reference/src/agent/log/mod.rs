@@ -5,7 +5,7 @@ use std::num::NonZeroU64;
 use std::sync::Arc;
 use std::time::Duration;
 
-use intent_models::{AgentEvent, MessageSnapshot, TurnState};
+use intent_models::{AgentEvent, MessageSnapshot, Session, TurnState};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use tokio::time::Instant;
@@ -21,6 +21,7 @@ use super::page::Page;
 use super::transitions::can_become;
 use super::{Error, Result};
 use crate::clock::{now, now_ms};
+use crate::encoded::Encoded;
 use crate::ids::{AccountId, SessionId};
 use crate::store::agent::{
     Append, Appended, Bounds, LogRead, NewAction, Resolution, Resolved, SessionRecord, TurnStarted,
@@ -346,13 +347,35 @@ impl EventLog {
         account: &str,
         id: &str,
     ) -> Result<Option<SessionRecord>, store::Error> {
-        let head = match self.0.heads.read(id, 0, |head| head.record.clone()) {
+        let head = match self.0.heads.read(id, 0, |head| head.record().clone()) {
             Some(record) => Some(record),
             None => Box::pin(self.load(account, id, 0))
                 .await?
-                .map(|head| head.record),
+                .map(|head| head.record().clone()),
         };
         Ok(head.filter(|record| record.account == account))
+    }
+
+    /// `account`'s session `id` in the view `make` makes of its record; from its head when it is
+    /// kept, where the view is made once per change of the record. Reading it keeps its head.
+    pub async fn session_view<E: From<store::Error>>(
+        &self,
+        account: &str,
+        id: &str,
+        make: impl Fn(&SessionRecord) -> Result<Encoded<Session>, E>,
+    ) -> Result<Option<Encoded<Session>>, E> {
+        let owned = |head: &Head| {
+            (head.record().account == account)
+                .then(|| head.view(&make))
+                .transpose()
+        };
+        match self.0.heads.read(id, 0, owned) {
+            Some(view) => view,
+            None => match Box::pin(self.load(account, id, 0)).await? {
+                Some(head) => owned(&head),
+                None => Ok(None),
+            },
+        }
     }
 
     /// Sets the title and/or the archived flag of `account`'s session `id`.
@@ -372,7 +395,7 @@ impl EventLog {
             .await?;
         if let Some(record) = &record {
             writing.update(|head| {
-                head.record = record.clone();
+                head.set_record(record.clone());
                 true
             });
         }
@@ -403,14 +426,14 @@ impl EventLog {
         seen: i64,
     ) -> Result<Option<LogRead>, store::Error> {
         let kept = self.0.heads.read(session, seen, |head| {
-            (head.record.account == account).then(|| head.read(after, limit))
+            (head.record().account == account).then(|| head.read(after, limit))
         });
         let read = match kept {
             Some(None) => return Ok(None),
             Some(Some(read)) => read,
             // The store's futures are boxed: a waiting reader would otherwise hold their size.
             None => match Box::pin(self.load(account, session, seen)).await? {
-                Some(head) if head.record.account == account => head.read(after, limit),
+                Some(head) if head.record().account == account => head.read(after, limit),
                 _ => return Ok(None),
             },
         };

@@ -3,13 +3,15 @@
 //! request (its path, query and bearer token) and answers the same page bytes, all driven by the
 //! same in-process load generator (hyper HTTP/1.1 clients over `CONNECTIONS` keep-alive
 //! connections). The bare handler runs in a child process like the server, so both share the
-//! machine with the generator alike. Prints req/s, p50 and p99, and each ratio to the bare
-//! handler.
+//! machine with the generator alike. Prints req/s, p50 and p99, each ratio to the bare handler,
+//! and the CPU time the serving process spent per request (from `/proc`, on Linux).
 //!
 //! With `INTENT_BENCH_BASELINE` set to another build of the server binary (an earlier commit's,
 //! built in a worktree), its page and session GETs are driven in the same run, beside ours.
 //!
 //! Run: `cargo bench -p intent-server --bench http`
+
+use std::time::Duration;
 
 use hyper::body::Bytes;
 use serde_json::{Value, json};
@@ -79,9 +81,48 @@ async fn seeded(server: &support::Server, data_dir: &std::path::Path) -> (String
     (token, session.unwrap())
 }
 
-fn report(name: &str, load: &Load, bare_per_second: f64) {
+/// What one target answered, and the CPU time its serving process spent per request.
+struct Measured {
+    load: Load,
+    cpu: Option<Duration>,
+}
+
+/// [`drive`], with the CPU time process `pid` (the one serving `bases`) spent per request while
+/// measured.
+async fn measured(pid: u32, bases: &[&str], path: &str, token: Option<&str>) -> Measured {
+    let sampler = tokio::spawn(async move {
+        tokio::time::sleep(WARM_UP).await;
+        let from = cpu_time(pid);
+        tokio::time::sleep(DURATION).await;
+        Some(cpu_time(pid)?.saturating_sub(from?))
+    });
+    let load = drive(bases, path, token).await;
+    let spent = sampler.await.unwrap();
+    let requests = u32::try_from(load.requests.max(1)).unwrap_or(u32::MAX);
+    Measured {
+        cpu: spent.map(|spent| spent / requests),
+        load,
+    }
+}
+
+/// The CPU time (user and system) process `pid` has used, from `/proc/<pid>/stat`; `None`
+/// where there is none (not Linux).
+fn cpu_time(pid: u32) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command's closing parenthesis come fields 3 on: utime is 14, stime 15.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    // In USER_HZ, which Linux fixes at 100 for /proc.
+    Some(Duration::from_millis(ticks * 10))
+}
+
+fn report(name: &str, measured: &Measured, bare_per_second: f64) {
+    let load = &measured.load;
+    let cpu = measured.cpu.map_or_else(String::new, |cpu| {
+        format!("  server CPU {:>5.1} µs/req", cpu.as_secs_f64() * 1e6)
+    });
     println!(
-        "{name:<34} {:>9.0} req/s  p50 {:>6.2} ms  p99 {:>6.2} ms  {:.2}x bare",
+        "{name:<42} {:>9.0} req/s  p50 {:>6.2} ms  p99 {:>6.2} ms  {:.2}x bare{cpu}",
         load.per_second(),
         load.percentile(0.50).as_secs_f64() * 1e3,
         load.percentile(0.99).as_secs_f64() * 1e3,
@@ -118,21 +159,18 @@ async fn bench() {
         page.len()
     );
     // The bare handler runs first and last; ratios are to the mean of both runs.
-    let bare_first = drive(&[&bare.base], &page_path, Some(&token)).await;
-    let healthz = drive(&[&server.base], "/healthz", None).await;
-    let session_get = drive(
-        &[&server.base],
-        &format!("/v1/agent/sessions/{session}"),
-        Some(&token),
-    )
-    .await;
-    let page_get = drive(&[&server.base], &page_path, Some(&token)).await;
+    let (bare_pid, server_pid) = (bare.child.id(), server.child.id());
+    let bare_first = measured(bare_pid, &[&bare.base], &page_path, Some(&token)).await;
+    let healthz = measured(server_pid, &[&server.base], "/healthz", None).await;
+    let session_path = format!("/v1/agent/sessions/{session}");
+    let session_get = measured(server_pid, &[&server.base], &session_path, Some(&token)).await;
+    let page_get = measured(server_pid, &[&server.base], &page_path, Some(&token)).await;
     let baseline = match std::env::var_os("INTENT_BENCH_BASELINE") {
         Some(binary) => Some(baseline(binary.as_ref()).await),
         None => None,
     };
-    let bare_last = drive(&[&bare.base], &page_path, Some(&token)).await;
-    let bare_per_second = (bare_first.per_second() + bare_last.per_second()) / 2.0;
+    let bare_last = measured(bare_pid, &[&bare.base], &page_path, Some(&token)).await;
+    let bare_per_second = (bare_first.load.per_second() + bare_last.load.per_second()) / 2.0;
     report(
         "bare axum handler (same bytes)",
         &bare_first,
@@ -161,14 +199,15 @@ async fn bench() {
 }
 
 /// The session and page GETs of the server build `binary`, seeded as ours is.
-async fn baseline(binary: &std::path::Path) -> (Load, Load) {
+async fn baseline(binary: &std::path::Path) -> (Measured, Measured) {
     let data_dir = tempfile::tempdir().unwrap();
     let server = support::Server::start_binary(binary, data_dir.path(), "127.0.0.1:0", &[]);
     let (token, session) = seeded(&server, data_dir.path()).await;
+    let pid = server.child.id();
     let session_path = format!("/v1/agent/sessions/{session}");
-    let session_get = drive(&[&server.base], &session_path, Some(&token)).await;
+    let session_get = measured(pid, &[&server.base], &session_path, Some(&token)).await;
     let page_path = format!("/v1/agent/chat/{session}?limit=20");
-    let page_get = drive(&[&server.base], &page_path, Some(&token)).await;
+    let page_get = measured(pid, &[&server.base], &page_path, Some(&token)).await;
     (session_get, page_get)
 }
 

@@ -30,8 +30,15 @@ impl Page {
             let quoted = serde_json::to_string(value).expect("a string serializes");
             json.push_str(&quoted);
         };
-        json.push_str(r#"{"cursor":"#);
-        text(&mut json, &self.cursor);
+        // A cursor is base64url, which JSON takes as it is.
+        debug_assert!(
+            self.cursor
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        );
+        json.push_str(r#"{"cursor":""#);
+        json.push_str(&self.cursor);
+        json.push('"');
         json.push_str(r#","events":["#);
         for (index, event) in self.events.iter().enumerate() {
             if index > 0 {

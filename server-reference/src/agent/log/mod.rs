@@ -323,10 +323,10 @@ impl EventLog {
             let Some((subscription, draining)) =
                 waiting.as_mut().filter(|_| read.events.is_empty())
             else {
-                return Ok(self.make_page(account, session, after, &read, limit));
+                return Ok(self.make_page(account, session, after, read, limit));
             };
             if Instant::now() >= deadline || *draining.borrow() {
-                return Ok(self.make_page(account, session, after, &read, limit));
+                return Ok(self.make_page(account, session, after, read, limit));
             }
             tokio::select! {
                 woken = tokio::time::timeout_at(deadline, subscription.appended.changed()) => {
@@ -520,29 +520,29 @@ impl EventLog {
             .ok_or_else(|| Error::NoSession(session.to_owned()))
     }
 
-    /// A page of `read`, for `account`, after `after`, at most `limit` events.
+    /// A page of `read`, for `account`, after `after`, at most `limit` events. The page takes
+    /// `read`'s events rather than cloning them: each clone and drop of an event's `Arc` is an
+    /// atomic write to a count the other worker threads reading the session write too.
     fn make_page(
         &self,
         account: &str,
         session: &str,
         after: i64,
-        read: &LogRead,
+        read: LogRead,
         limit: i64,
     ) -> Page {
-        let count = read
-            .events
-            .len()
-            .min(usize::try_from(limit).unwrap_or(usize::MAX));
-        let events = read.events[..count].to_vec();
-        let last = match count {
+        let mut events = read.events;
+        let read_count = events.len();
+        events.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+        let last = match events.len() {
             0 => after,
             count => read.first_seq + count as i64 - 1,
         };
         Page {
             cursor: self.cursor(account, session, Position::new(last, read.last_seq)),
+            has_more: read_count > events.len() || last < read.last_seq,
             events,
             after: last,
-            has_more: read.events.len() > count || last < read.last_seq,
             session_id: session.to_owned(),
         }
     }

@@ -112,7 +112,7 @@ fn cpu_time(pid: u32) -> Option<Duration> {
     // After the command's closing parenthesis come fields 3 on: utime is 14, stime 15.
     let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
     let ticks = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-    // In USER_HZ, which Linux fixes at 100 for /proc.
+    // In USER_HZ, which is 100 on x86 and ARM Linux.
     Some(Duration::from_millis(ticks * 10))
 }
 

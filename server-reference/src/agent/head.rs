@@ -73,7 +73,8 @@ impl Head {
         self.view = OnceLock::new();
     }
 
-    /// The record's view as `make` makes it, made once per change of the record.
+    /// The record's view as `make` makes it, made once per change of the record: every caller
+    /// passes the one way of making it (`Sessions::get`'s), as the kept view is any caller's.
     pub fn view<E>(
         &self,
         make: impl FnOnce(&SessionRecord) -> Result<Encoded<Session>, E>,
@@ -327,7 +328,8 @@ mod tests {
 
         head.set_record(record("second"));
         let (second, made) = view(&head);
-        assert!(made && second.title == "second");
+        assert!(made);
+        assert_eq!(second.title, "second");
         assert!(!view(&head).1);
 
         let advanced = Bounds {

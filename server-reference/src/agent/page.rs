@@ -10,7 +10,7 @@ use intent_models::EventPage;
 pub struct Page {
     /// The session.
     pub session_id: String,
-    /// Where the next page starts.
+    /// Where the next page starts: base64url, as `CursorKey::issue` writes it.
     pub cursor: String,
     /// The events, as stored.
     pub events: Vec<Arc<str>>,

@@ -9,15 +9,15 @@ pub(crate) mod serve;
 
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request, State};
+use axum::http::StatusCode;
 use axum::http::request::Parts;
-use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use intent_models::ErrorCode;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::answer::Json;
+use crate::answer::{self, Json};
 use crate::error::ApiError;
 use crate::http::openapi::BodySchema;
 use crate::ids::{self, SessionId};
@@ -126,11 +126,8 @@ fn invalid_parameter(message: impl Into<String>) -> ApiError {
 }
 
 /// `GET /healthz`.
-pub async fn healthz() -> impl IntoResponse {
-    (
-        [(header::CONTENT_TYPE, "application/json")],
-        r#"{"status":"ok"}"#,
-    )
+pub async fn healthz() -> Response {
+    answer::json(r#"{"status":"ok"}"#)
 }
 
 /// `GET /readyz`: 200 `ready`, or 503 with why the server takes no requests now.
@@ -154,11 +151,8 @@ pub trait Ready {
 }
 
 /// `GET /openapi.json`: the document this server implements.
-pub async fn openapi() -> impl IntoResponse {
-    (
-        [(header::CONTENT_TYPE, "application/json")],
-        crate::http::openapi::TEXT,
-    )
+pub async fn openapi() -> Response {
+    answer::json(crate::http::openapi::TEXT)
 }
 
 /// Any path that no route serves.

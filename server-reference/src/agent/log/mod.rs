@@ -369,12 +369,17 @@ impl EventLog {
                 .then(|| head.view(&make))
                 .transpose()
         };
-        match self.0.heads.read(id, 0, owned) {
-            Some(view) => view,
-            None => match Box::pin(self.load(account, id, 0)).await? {
-                Some(head) => owned(&head),
-                None => Ok(None),
-            },
+        if let Some(view) = self.0.heads.read(id, 0, owned) {
+            return view;
+        }
+        match Box::pin(self.load(account, id, 0)).await? {
+            // The view is made on the head kept, when it is, so that the next read finds it.
+            Some(head) => self
+                .0
+                .heads
+                .read(id, 0, owned)
+                .unwrap_or_else(|| owned(&head)),
+            None => Ok(None),
         }
     }
 

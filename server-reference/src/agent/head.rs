@@ -30,8 +30,9 @@ const SESSIONS: usize = 4_096;
 pub struct Head {
     /// The session, with its owner.
     record: SessionRecord,
-    /// The record's view, made by its first reader since the record last changed.
-    view: OnceLock<Encoded<Session>>,
+    /// The record's view, made by its first reader since the record last changed; shared with
+    /// the head's clones (the one kept and the one its loader reads) until either changes it.
+    view: Arc<OnceLock<Encoded<Session>>>,
     /// Where the log stands.
     pub bounds: Bounds,
     /// The newest events as stored: consecutive, the last at `bounds.last_seq`.
@@ -55,7 +56,7 @@ impl Head {
         let events = events.into();
         Self {
             record,
-            view: OnceLock::new(),
+            view: Arc::default(),
             bounds,
             events,
             since,
@@ -70,7 +71,7 @@ impl Head {
     /// Replaces the session's record.
     pub fn set_record(&mut self, record: SessionRecord) {
         self.record = record;
-        self.view = OnceLock::new();
+        self.view = Arc::default();
     }
 
     /// The record's view as `make` makes it, made once per change of the record: every caller
@@ -96,7 +97,7 @@ impl Head {
         self.events.extend(events.into_iter().map(Arc::from));
         self.bounds = bounds;
         self.record.updated_at = at_ms / 1000;
-        self.view = OnceLock::new();
+        self.view = Arc::default();
         // Drop what left the retained log, then what exceeds the head.
         let retained = bounds.last_seq - bounds.pruned_through;
         let kept = usize::try_from(retained).unwrap_or(0).min(HEAD_EVENTS);
@@ -321,7 +322,9 @@ mod tests {
         };
         let since = Since { all: 0, session: 0 };
         let mut head = Head::new(record("first"), bounds, Vec::new(), since);
-        let (first, made) = view(&head);
+        // A clone, as a loader reads, makes the view for the head it was cloned from.
+        let copy = head.clone();
+        let (first, made) = view(&copy);
         assert!(made);
         assert_eq!(first.title, "first");
         assert!(!view(&head).1, "an unchanged record's view is kept");
@@ -331,6 +334,11 @@ mod tests {
         assert!(made);
         assert_eq!(second.title, "second");
         assert!(!view(&head).1);
+        assert_eq!(
+            view(&copy),
+            (first, false),
+            "the clone keeps its own record's view"
+        );
 
         let advanced = Bounds {
             last_seq: 1,

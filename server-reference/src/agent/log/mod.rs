@@ -347,13 +347,8 @@ impl EventLog {
         account: &str,
         id: &str,
     ) -> Result<Option<SessionRecord>, store::Error> {
-        let head = match self.0.heads.read(id, 0, |head| head.record().clone()) {
-            Some(record) => Some(record),
-            None => Box::pin(self.load(account, id, 0))
-                .await?
-                .map(|head| head.record().clone()),
-        };
-        Ok(head.filter(|record| record.account == account))
+        let record = self.with_head(account, id, 0, |head| head.record().clone());
+        Ok(record.await?.filter(|record| record.account == account))
     }
 
     /// `account`'s session `id` in the view `make` makes of its record; from its head when it is
@@ -369,18 +364,8 @@ impl EventLog {
                 .then(|| head.view(&make))
                 .transpose()
         };
-        if let Some(view) = self.0.heads.read(id, 0, owned) {
-            return view;
-        }
-        match Box::pin(self.load(account, id, 0)).await? {
-            // The view is made on the head kept, when it is, so that the next read finds it.
-            Some(head) => self
-                .0
-                .heads
-                .read(id, 0, owned)
-                .unwrap_or_else(|| owned(&head)),
-            None => Ok(None),
-        }
+        let view = self.with_head(account, id, 0, owned).await?;
+        Ok(view.transpose()?.flatten())
     }
 
     /// Sets the title and/or the archived flag of `account`'s session `id`.
@@ -430,22 +415,34 @@ impl EventLog {
         limit: i64,
         seen: i64,
     ) -> Result<Option<LogRead>, store::Error> {
-        let kept = self.0.heads.read(session, seen, |head| {
-            (head.record().account == account).then(|| head.read(after, limit))
-        });
-        let read = match kept {
-            Some(None) => return Ok(None),
-            Some(Some(read)) => read,
-            // The store's futures are boxed: a waiting reader would otherwise hold their size.
-            None => match Box::pin(self.load(account, session, seen)).await? {
-                Some(head) if head.record().account == account => head.read(after, limit),
-                _ => return Ok(None),
-            },
-        };
-        match read {
-            Some(read) => Ok(Some(read)),
-            None => Box::pin(self.0.store.read_log(account, session, after, limit)).await,
+        let owned =
+            |head: &Head| (head.record().account == account).then(|| head.read(after, limit));
+        match self
+            .with_head(account, session, seen, owned)
+            .await?
+            .flatten()
+        {
+            None => Ok(None),
+            Some(Some(read)) => Ok(Some(read)),
+            Some(None) => Box::pin(self.0.store.read_log(account, session, after, limit)).await,
         }
+    }
+
+    /// `read` of `session`'s head: the kept one when it is current and has reached `seen`, else
+    /// one read from the store and kept; `None` when the store holds no such session.
+    async fn with_head<T>(
+        &self,
+        account: &str,
+        session: &str,
+        seen: i64,
+        read: impl Fn(&Head) -> T,
+    ) -> Result<Option<T>, store::Error> {
+        if let Some(kept) = self.0.heads.read(session, seen, &read) {
+            return Ok(Some(kept));
+        }
+        // The store's futures are boxed: a waiting reader would otherwise hold their size.
+        let loaded = Box::pin(self.load(account, session, seen)).await?;
+        Ok(loaded.map(|head| read(&head)))
     }
 
     /// Reads `account`'s `session` into a kept head, under its write lock, unless a current one

@@ -4,7 +4,7 @@ use std::marker::PhantomData;
 
 use bytes::Bytes;
 
-/// `T` serialized as JSON once, shared by every reader that answers it.
+/// `T` serialized as JSON once, shared by every reader that answers it. Its bytes are UTF-8.
 pub struct Encoded<T> {
     json: Bytes,
     of: PhantomData<fn() -> T>,
@@ -21,9 +21,22 @@ impl<T: serde::Serialize> Encoded<T> {
 }
 
 impl<T> Encoded<T> {
+    /// `json`, which its writer writes as a `T` by hand (and its tests read back as one).
+    pub fn written(json: String) -> Self {
+        Self {
+            json: json.into(),
+            of: PhantomData,
+        }
+    }
+
     /// The JSON text.
     pub fn into_json(self) -> Bytes {
         self.json
+    }
+
+    /// The JSON text, borrowed.
+    pub fn text(&self) -> &str {
+        std::str::from_utf8(&self.json).expect("JSON text is UTF-8")
     }
 }
 

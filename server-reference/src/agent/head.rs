@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use intent_models::Session;
 use tokio::sync::OwnedMutexGuard;
 
+use crate::agent::page::{Page, PageKey, PageMemo};
 use crate::encoded::Encoded;
 use crate::store::agent::{Bounds, LogRead, SessionRecord};
 
@@ -37,6 +38,9 @@ pub struct Head {
     pub bounds: Bounds,
     /// The newest events as stored: consecutive, the last at `bounds.last_seq`.
     events: VecDeque<Arc<str>>,
+    /// The last page made from these events; shared with the head's clones until the log
+    /// moves on.
+    pages: Arc<PageMemo>,
     /// The notifications it was read after ([`Since`]).
     since: Since,
 }
@@ -59,6 +63,7 @@ impl Head {
             view: Arc::default(),
             bounds,
             events,
+            pages: Arc::default(),
             since,
         }
     }
@@ -98,6 +103,7 @@ impl Head {
         self.bounds = bounds;
         self.record.updated_at = at_ms / 1000;
         self.view = Arc::default();
+        self.pages = Arc::default();
         // Drop what left the retained log, then what exceeds the head.
         let retained = bounds.last_seq - bounds.pruned_through;
         let kept = usize::try_from(retained).unwrap_or(0).min(HEAD_EVENTS);
@@ -124,6 +130,29 @@ impl Head {
             pruned_through: self.bounds.pruned_through,
         })
     }
+
+    /// For the page `key` asks of, after `key.after` (or 0): the one made from this head
+    /// for the same key, else up to `limit` events as [`Head::read`] reads them, with the memo
+    /// to keep the page made of them in.
+    pub fn for_page(&self, key: &PageKey, limit: i64) -> ForPage {
+        if let Some(page) = self.pages.get(key) {
+            return ForPage::Made(page);
+        }
+        match self.read(key.after.unwrap_or(0), limit) {
+            Some(read) => ForPage::Read(read, self.pages.clone()),
+            None => ForPage::NotHeld,
+        }
+    }
+}
+
+/// What a head has for a page ([`Head::for_page`]).
+pub enum ForPage {
+    /// The page, made before for the same key.
+    Made(Arc<Page>),
+    /// Its events, and where to keep the page made of them.
+    Read(LogRead, Arc<PageMemo>),
+    /// Some of its events are no longer in the head.
+    NotHeld,
 }
 
 /// The heads of active sessions, and their write locks.
@@ -348,5 +377,49 @@ mod tests {
         let (third, made) = view(&head);
         assert!(made);
         assert_eq!(third.updated_at, 7);
+    }
+
+    #[test]
+    fn a_page_is_kept_for_its_key_until_the_log_moves_on() {
+        let bounds = Bounds {
+            last_seq: 2,
+            pruned_through: 0,
+        };
+        let since = Since { all: 0, session: 0 };
+        let events = vec![Arc::from("{}"), Arc::from("{}")];
+        let mut head = Head::new(record("t"), bounds, events, since);
+        let key = PageKey {
+            after: Some(1),
+            limit: 20,
+            expires: 100,
+        };
+        let ForPage::Read(read, memo) = head.clone().for_page(&key, 21) else {
+            panic!("nothing is kept yet, and the head holds the events");
+        };
+        assert_eq!((read.first_seq, read.events.len()), (2, 1));
+        // Kept through a clone, as a loader's copy keeps it, for the head it was cloned from.
+        memo.keep(
+            key,
+            Arc::new(Page::new("s", "c".to_owned(), &read.events, 2, false)),
+        );
+        assert!(matches!(head.for_page(&key, 21), ForPage::Made(page) if page.after() == 2));
+        let later = PageKey {
+            expires: 101,
+            ..key
+        };
+        assert!(matches!(head.for_page(&later, 21), ForPage::Read(..)));
+
+        let advanced = Bounds {
+            last_seq: 3,
+            pruned_through: 0,
+        };
+        assert!(head.advance(vec!["{}".to_owned()], advanced, 7_000));
+        let ForPage::Read(read, _) = head.for_page(&key, 21) else {
+            panic!("a page made before the append is not kept");
+        };
+        assert_eq!(read.events.len(), 2);
+        // A head that holds only the last event does not hold the page.
+        let short = Head::new(record("t"), advanced, vec![Arc::from("{}")], since);
+        assert!(matches!(short.for_page(&key, 21), ForPage::NotHeld));
     }
 }

@@ -7,18 +7,17 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::{FromRef, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::Response;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::routing::{get, post};
 use futures_util::{Stream, StreamExt};
 use intent_models::{
-    ActionResolution, ActionResolutionRequest, ChatStartRequest, ChatStartResponse, Resync,
-    Session, SessionUpdate, TurnStatus,
+    ActionResolution, ActionResolutionRequest, ChatStartRequest, ChatStartResponse, EventPage,
+    Resync, Session, SessionUpdate, TurnStatus,
 };
 use serde::Deserialize;
 
 use super::{EventLog, Followed, PageRequest, Sessions, Turns};
-use crate::answer::{self, Json};
+use crate::answer::Json;
 use crate::auth::principal::Principal;
 use crate::encoded::Encoded;
 use crate::error::ApiError;
@@ -96,9 +95,9 @@ async fn page(
     principal: Principal,
     SessionPath(session): SessionPath,
     ApiQuery(request): ApiQuery<PageRequest>,
-) -> Result<Response, ApiError> {
+) -> Result<Encoded<EventPage>, ApiError> {
     let page = log.page(&principal.account, &session, &request).await?;
-    Ok(answer::json(page.to_json()))
+    Ok(page.json().clone())
 }
 
 #[derive(Deserialize)]
@@ -140,8 +139,8 @@ fn frame(item: Followed) -> Option<Event> {
         Followed::Page(page) => Some(
             Event::default()
                 .event("page")
-                .id(page.cursor.clone())
-                .data(page.to_json()),
+                .id(page.cursor())
+                .data(page.json().text()),
         ),
         Followed::Snapshot(snapshot) => Event::default().event("message").json_data(&snapshot).ok(),
         Followed::Closing => Some(

@@ -148,10 +148,16 @@ impl Projection {
             }
             if !read.events.is_empty() || self.send_page {
                 self.send_page = false;
-                let page =
-                    self.log
-                        .make_page(&self.account, &self.session, self.after, read, STREAM_PAGE);
-                self.after = page.after;
+                let expires = self.log.expiry();
+                let page = self.log.make_page(
+                    &self.account,
+                    &self.session,
+                    self.after,
+                    read,
+                    STREAM_PAGE,
+                    expires,
+                );
+                self.after = page.after();
                 return Some(Followed::Page(page));
             }
             tokio::select! {

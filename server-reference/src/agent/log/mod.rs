@@ -15,9 +15,9 @@ mod follow;
 pub use follow::Followed;
 
 use super::cursor::{CursorError, CursorKey, Position};
-use super::head::{HEAD_EVENTS, Head, Heads, Writing};
+use super::head::{ForPage, HEAD_EVENTS, Head, Heads, Writing};
 use super::notify::Notifier;
-use super::page::Page;
+use super::page::{Page, PageKey};
 use super::transitions::can_become;
 use super::{Error, Result};
 use crate::clock::{now, now_ms};
@@ -260,10 +260,15 @@ impl EventLog {
 
     /// A fresh cursor at `position` of `session` for `account`.
     pub fn cursor(&self, account: &str, session: &str, position: Position) -> String {
-        let ttl = i64::try_from(self.0.cursor_ttl.as_secs()).unwrap_or(i64::MAX);
         self.0
             .cursors
-            .issue(account, session, position, now().saturating_add(ttl))
+            .issue(account, session, position, self.expiry())
+    }
+
+    /// When a cursor issued now expires, in seconds.
+    fn expiry(&self) -> i64 {
+        let ttl = i64::try_from(self.0.cursor_ttl.as_secs()).unwrap_or(i64::MAX);
+        now().saturating_add(ttl)
     }
 
     /// A page of `account`'s `session`: the events after the cursor, waiting up to `wait` for
@@ -273,7 +278,7 @@ impl EventLog {
         account: &AccountId,
         session: &SessionId,
         request: &PageRequest,
-    ) -> Result<Page> {
+    ) -> Result<Arc<Page>> {
         let (account, session) = (account.as_str(), session.as_str());
         let wait = request.wait.unwrap_or(0);
         if !(0..=MAX_WAIT_MS).contains(&wait) {
@@ -308,25 +313,14 @@ impl EventLog {
             )
         });
         let deadline = Instant::now() + Duration::from_millis(wait.unsigned_abs());
-        let (after, seen) = opened.map_or((0, 0), |at| (at.after, at.seen));
         loop {
-            let read = self
-                .read(account, session, after, limit + 1, seen)
-                .await?
-                .ok_or_else(|| Error::NoSession(session.to_owned()))?;
-            // Without a cursor the page starts where the retained log does: pruned events are
-            // gone, so reading from 0 reads from there.
-            let after = match opened {
-                Some(_) => position(&read, after).map_err(cursor_error)?,
-                None => read.pruned_through,
-            };
-            let Some((subscription, draining)) =
-                waiting.as_mut().filter(|_| read.events.is_empty())
+            let page = self.page_at(account, session, opened, limit).await?;
+            let Some((subscription, draining)) = waiting.as_mut().filter(|_| page.is_empty())
             else {
-                return Ok(self.make_page(account, session, after, read, limit));
+                return Ok(page);
             };
             if Instant::now() >= deadline || *draining.borrow() {
-                return Ok(self.make_page(account, session, after, read, limit));
+                return Ok(page);
             }
             tokio::select! {
                 woken = tokio::time::timeout_at(deadline, subscription.appended.changed()) => {
@@ -428,6 +422,48 @@ impl EventLog {
         }
     }
 
+    /// The page of `account`'s `session` after `opened` (or from the start of the retained
+    /// log), of at most `limit` events: the one its head made for a reader that asked the same
+    /// this second, else one made now (and kept on the head, when made from it).
+    async fn page_at(
+        &self,
+        account: &str,
+        session: &str,
+        opened: Option<Position>,
+        limit: i64,
+    ) -> Result<Arc<Page>> {
+        let (after, seen) = opened.map_or((0, 0), |at| (at.after, at.seen));
+        let key = PageKey {
+            after: opened.map(|at| at.after),
+            limit,
+            expires: self.expiry(),
+        };
+        let owned = |head: &Head| {
+            (head.record().account == account).then(|| head.for_page(&key, limit + 1))
+        };
+        let no_session = || Error::NoSession(session.to_owned());
+        let (read, memo) = match self.with_head(account, session, seen, owned).await? {
+            None | Some(None) => return Err(no_session()),
+            Some(Some(ForPage::Made(page))) => return Ok(page),
+            Some(Some(ForPage::Read(read, memo))) => (read, Some(memo)),
+            Some(Some(ForPage::NotHeld)) => {
+                let read = Box::pin(self.0.store.read_log(account, session, after, limit + 1));
+                (read.await?.ok_or_else(no_session)?, None)
+            }
+        };
+        // Without a cursor the page starts where the retained log does: pruned events are gone,
+        // so reading from 0 reads from there.
+        let after = match opened {
+            Some(_) => position(&read, after).map_err(cursor_error)?,
+            None => read.pruned_through,
+        };
+        let page = Arc::new(self.make_page(account, session, after, read, limit, key.expires));
+        if let Some(memo) = memo {
+            memo.keep(key, page.clone());
+        }
+        Ok(page)
+    }
+
     /// `read` of `session`'s head: the kept one when it is current and has reached `seen`, else
     /// one read from the store and kept; `None` when the store holds no such session.
     async fn with_head<T>(
@@ -522,9 +558,8 @@ impl EventLog {
             .ok_or_else(|| Error::NoSession(session.to_owned()))
     }
 
-    /// A page of `read`, for `account`, after `after`, at most `limit` events. The page takes
-    /// `read`'s events rather than cloning them: each clone and drop of an event's `Arc` is an
-    /// atomic write to a count the other worker threads reading the session write too.
+    /// A page of `read`, for `account`, after `after`, at most `limit` events, whose cursor
+    /// expires at `expires` (seconds).
     fn make_page(
         &self,
         account: &str,
@@ -532,21 +567,20 @@ impl EventLog {
         after: i64,
         read: LogRead,
         limit: i64,
+        expires: i64,
     ) -> Page {
-        let mut events = read.events;
-        let read_count = events.len();
-        events.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+        let held = usize::try_from(limit)
+            .unwrap_or(usize::MAX)
+            .min(read.events.len());
+        let events = &read.events[..held];
         let last = match events.len() {
             0 => after,
             count => read.first_seq + count as i64 - 1,
         };
-        Page {
-            cursor: self.cursor(account, session, Position::new(last, read.last_seq)),
-            has_more: read_count > events.len() || last < read.last_seq,
-            events,
-            after: last,
-            session_id: session.to_owned(),
-        }
+        let position = Position::new(last, read.last_seq);
+        let cursor = self.0.cursors.issue(account, session, position, expires);
+        let has_more = read.events.len() > held || last < read.last_seq;
+        Page::new(session, cursor, events, last, has_more)
     }
 
     fn draft(
@@ -604,7 +638,6 @@ mod tests {
 
     use super::*;
     use crate::agent::Hub;
-    use crate::agent::page::seq_of;
     use crate::store::agent::SessionRecord;
 
     const ACCOUNT: &str = "alice";
@@ -719,13 +752,13 @@ mod tests {
         let b = open(&store, dir.path(), Duration::from_secs(3600));
         let first = PageRequest::default();
         let on_b = b.page(&account(), &session_id(), &first).await.unwrap();
-        let seen = on_b.events.len();
+        let seen = on_b.to_model().events.len();
 
         // A appends: B's head does not hold it, but a cursor from A says how far A saw.
         append(&a, 2).await;
         let stale = b.page(&account(), &session_id(), &first).await.unwrap();
         assert_eq!(
-            stale.events.len(),
+            stale.to_model().events.len(),
             seen,
             "B's head, with nothing to retire it"
         );
@@ -734,17 +767,21 @@ mod tests {
             ..PageRequest::default()
         };
         let on_a = a
-            .page(&account(), &session_id(), &after(&on_b.cursor))
+            .page(&account(), &session_id(), &after(on_b.cursor()))
             .await
             .unwrap();
-        assert_eq!(on_a.events.len(), 2);
+        assert_eq!(on_a.to_model().events.len(), 2);
         let read = b
-            .page(&account(), &session_id(), &after(&on_a.cursor))
+            .page(&account(), &session_id(), &after(on_a.cursor()))
             .await
             .unwrap();
-        assert!(read.events.is_empty(), "nothing after A's page, and no 400");
+        assert!(read.is_empty(), "nothing after A's page, and no 400");
         let fresh = b.page(&account(), &session_id(), &first).await.unwrap();
-        assert_eq!(fresh.events.len(), seen + 2, "A's cursor retired B's head");
+        assert_eq!(
+            fresh.to_model().events.len(),
+            seen + 2,
+            "A's cursor retired B's head"
+        );
 
         // A notification retires the head for every reader.
         append(&a, 1).await;
@@ -760,8 +797,8 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(
-            before.events.len(),
-            fresh.events.len(),
+            before.to_model().events.len(),
+            fresh.to_model().events.len(),
             "a notification it holds"
         );
         b.write_heard(SESSION, Some(last));
@@ -769,7 +806,10 @@ mod tests {
             .page(&account(), &session_id(), &PageRequest::default())
             .await
             .unwrap();
-        assert_eq!(after.events.len(), fresh.events.len() + 1);
+        assert_eq!(
+            after.to_model().events.len(),
+            fresh.to_model().events.len() + 1
+        );
 
         // A change of the session, and lost notifications, retire it too.
         a.update_session(ACCOUNT, SESSION, Some("renamed"), None, 5)
@@ -890,10 +930,15 @@ mod tests {
                             limit: Some(7),
                         };
                         let page = log.page(&account(), &session_id(), &request).await.unwrap();
-                        seqs.extend(page.events.iter().map(|body| seq_of(body)));
+                        seqs.extend(
+                            page.to_model()
+                                .events
+                                .iter()
+                                .map(|event| event.seq() as i64),
+                        );
                         let seen = seqs.last().copied().unwrap_or(0);
-                        assert_eq!(page.after, seen, "a page stands at its last event");
-                        cursor = Some(page.cursor);
+                        assert_eq!(page.after(), seen, "a page stands at its last event");
+                        cursor = Some(page.cursor().to_owned());
                     }
                     seqs
                 })

@@ -46,12 +46,14 @@ impl Principal {
     }
 }
 
-/// The principal the gateway put on the request; a handler reached without it is a bug.
+/// The principal the gateway put on the request, taken from it (a handler takes it once, and a
+/// clone would write its counts, which every worker thread writes); a handler reached without
+/// it is a bug.
 impl<S: Send + Sync> FromRequestParts<S> for Principal {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        parts.extensions.get::<Principal>().cloned().ok_or_else(|| {
+        parts.extensions.remove::<Principal>().ok_or_else(|| {
             tracing::error!(path = %parts.uri.path(), "handler reached without the gateway");
             ApiError::internal()
         })

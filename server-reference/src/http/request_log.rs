@@ -19,7 +19,7 @@ use tracing::instrument::Instrumented;
 /// The header that names a request in the logs and in its answer.
 pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
-/// The layer: the service it wraps sees every request with an `x-request-id`, in its span.
+/// The layer: the service it wraps sees every request in a span that names its `x-request-id`.
 #[derive(Clone, Copy)]
 pub struct RequestLog;
 
@@ -48,15 +48,14 @@ where
         self.0.poll_ready(cx)
     }
 
-    fn call(&mut self, mut request: Request<B>) -> Answer<S::Future> {
-        let id = match request.headers().get(REQUEST_ID) {
-            Some(id) => id.clone(),
-            None => {
-                let id = new_id();
-                request.headers_mut().insert(REQUEST_ID, id.clone());
-                id
-            }
-        };
+    fn call(&mut self, request: Request<B>) -> Answer<S::Future> {
+        // A new id goes to the span and the answer only: nothing after this layer reads the
+        // request's header, and writing it there cost a header insertion and a copy of the id.
+        let id = request
+            .headers()
+            .get(REQUEST_ID)
+            .cloned()
+            .unwrap_or_else(new_id);
         let span = tracing::debug_span!(
             "request",
             method = %request.method(),

@@ -109,13 +109,31 @@ where
     }
 }
 
+/// Request ids a thread takes from the process's count at a time.
+const IDS_PER_THREAD: u64 = 1 << 16;
+
 /// A request id for a request that came without one: `req_` and 32 hex digits, 16 random to the
 /// process and 16 counting its requests, so that ids are unique without asking the operating
-/// system for randomness on every request.
+/// system for randomness on every request. Each thread counts within a block of ids it takes
+/// from the process's count, so that threads do not write one count on every request.
 fn new_id() -> HeaderValue {
+    use std::cell::Cell;
+    use std::sync::atomic::{AtomicU64, Ordering};
     static PROCESS: std::sync::LazyLock<[u8; 8]> = std::sync::LazyLock::new(crate::random::bytes);
-    static COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let count = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    static BLOCKS: AtomicU64 = AtomicU64::new(0);
+    thread_local! {
+        /// The thread's next id and the end of its block.
+        static NEXT: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+    }
+    let count = NEXT.with(|next| {
+        let (mut count, mut end) = next.get();
+        if count == end {
+            count = BLOCKS.fetch_add(IDS_PER_THREAD, Ordering::Relaxed);
+            end = count + IDS_PER_THREAD;
+        }
+        next.set((count + 1, end));
+        count
+    });
     let mut id = String::with_capacity(36);
     id.push_str("req_");
     crate::random::push_hex(&mut id, &*PROCESS);
@@ -182,6 +200,16 @@ mod tests {
         assert!(log.contains("answered with a server error"), "{log}");
         assert!(log.contains("request_id=\"req_given\""), "{log}");
         assert!(log.contains("status=503"), "{log}");
+    }
+
+    #[test]
+    fn threads_count_request_ids_apart() {
+        let ids = || (0..3).map(|_| new_id()).collect::<Vec<_>>();
+        let mut all = ids();
+        all.extend(std::thread::spawn(ids).join().unwrap());
+        all.extend(ids());
+        let distinct: std::collections::HashSet<_> = all.iter().collect();
+        assert_eq!(distinct.len(), all.len(), "{all:?}");
     }
 
     #[tokio::test]

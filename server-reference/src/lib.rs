@@ -54,13 +54,19 @@ pub async fn serve(listener: tokio::net::TcpListener, state: AppState) -> std::i
 
 /// Serves [`app`] on `listener` over HTTP/1.1 until `shutdown` resolves, then lets the open
 /// connections finish and returns once they have. Each connection's buffers are bounded and an
-/// idle one is closed after 30 seconds.
+/// idle one is closed after 30 seconds (to 36).
 pub async fn serve_until(
     listener: tokio::net::TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
-    http::serve::serve(listener, service(&state), shutdown).await
+    http::serve::serve(
+        listener,
+        service(&state),
+        shutdown,
+        http::serve::IDLE_TIMEOUT,
+    )
+    .await
 }
 
 /// The whole service. The gateway runs on every request and guards the operations of
@@ -77,8 +83,12 @@ pub fn app(state: AppState) -> Router {
 /// What [`app`] routes to, which [`serve`] serves without a router around it.
 fn service(
     state: &AppState,
-) -> impl Service<Request, Response = Response<impl AnswerBody>, Error = Infallible, Future: Send>
-+ Clone
+) -> impl Service<
+    Request,
+    Response = Response<impl AnswerBody>,
+    Error = Infallible,
+    Future: Send + Unpin,
+> + Clone
 + Send
 + Sync
 + 'static {
@@ -111,8 +121,12 @@ fn service(
 fn guarded(
     state: &AppState,
     router: Router,
-) -> impl Service<Request, Response = Response<impl AnswerBody>, Error = Infallible, Future: Send>
-+ Clone
+) -> impl Service<
+    Request,
+    Response = Response<impl AnswerBody>,
+    Error = Infallible,
+    Future: Send + Unpin,
+> + Clone
 + Send
 + Sync
 + 'static {

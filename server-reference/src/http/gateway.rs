@@ -178,10 +178,11 @@ fn bearer(headers: &HeaderMap) -> Result<&str, &'static str> {
     let (scheme, token) = value
         .split_once(' ')
         .ok_or("the Authorization header is not a bearer token")?;
-    if !scheme.eq_ignore_ascii_case("bearer") || token.trim().is_empty() {
+    let token = token.trim();
+    if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() {
         return Err("the Authorization header is not a bearer token");
     }
-    Ok(token.trim())
+    Ok(token)
 }
 
 /// 401 with a `WWW-Authenticate` challenge naming the resource metadata (RFC 9728). A request

@@ -119,7 +119,12 @@ const IDS_PER_THREAD: u64 = 1 << 16;
 fn new_id() -> HeaderValue {
     use std::cell::Cell;
     use std::sync::atomic::{AtomicU64, Ordering};
-    static PROCESS: std::sync::LazyLock<[u8; 8]> = std::sync::LazyLock::new(crate::random::bytes);
+    /// `req_` and the process's 16 random hex digits.
+    static PROCESS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        let mut prefix = "req_".to_owned();
+        crate::random::push_hex(&mut prefix, &crate::random::bytes::<8>());
+        prefix
+    });
     static BLOCKS: AtomicU64 = AtomicU64::new(0);
     thread_local! {
         /// The thread's next id and the end of its block.
@@ -135,8 +140,7 @@ fn new_id() -> HeaderValue {
         count
     });
     let mut id = String::with_capacity(36);
-    id.push_str("req_");
-    crate::random::push_hex(&mut id, &*PROCESS);
+    id.push_str(&PROCESS);
     crate::random::push_hex(&mut id, &count.to_be_bytes());
     HeaderValue::try_from(id).expect("hex digits are a header value")
 }

@@ -2,7 +2,8 @@
 # Instructions per request of the release server, counted by callgrind (within 2% between two
 # server processes, where time on a shared machine varies by 10%): `/healthz`, a session GET
 # and a page GET of a session of three turns, each N times over one keep-alive connection, after
-# N warm-up requests.
+# N warm-up requests. A page GET asked again is answered from its head's page memo; page GETs
+# alternating between two limits are each made anew.
 # Run: cargo build --release -p intent-server && server-reference/benches/instructions.sh
 # Needs valgrind and curl.
 set -euo pipefail
@@ -26,17 +27,20 @@ for _ in 1 2 3; do
         "$base/v1/agent/chat" | python3 -c 'import json, sys; print(json.load(sys.stdin)["sessionId"])')
     sleep 3 # the turn completes
 done
-count() { # name url
-    local urls=()
-    for _ in $(seq "$n"); do urls+=("$2"); done
+count() { # name url... (taken in turn)
+    local name=$1 urls=()
+    shift
+    while [ "${#urls[@]}" -lt "$n" ]; do urls+=("$@"); done
     curl -sf -H "$auth" "${urls[@]}" >/dev/null
     callgrind_control -z "$pid" >/dev/null 2>&1
     curl -sf -H "$auth" "${urls[@]}" >/dev/null
     callgrind_control -d "$pid" >/dev/null 2>&1
     local total
     total=$(grep -hE '^(summary|totals):' "$(ls -t "$dir"/out.* | head -1)" | head -1 | awk '{print $2}')
-    echo "$1: $((total / n)) instructions per request"
+    echo "$name: $((total / ${#urls[@]})) instructions per request"
 }
 count "GET /healthz" "$base/healthz"
 count "GET /v1/agent/sessions/{id}" "$base/v1/agent/sessions/$session"
 count "GET /v1/agent/chat/{id}?limit=20" "$base/v1/agent/chat/$session?limit=20"
+count "GET /v1/agent/chat/{id}?limit=19, then 20, in turn (made anew)" \
+    "$base/v1/agent/chat/$session?limit=19" "$base/v1/agent/chat/$session?limit=20"

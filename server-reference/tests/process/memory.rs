@@ -7,11 +7,11 @@ use serde_json::json;
 
 use super::support::{Server, page, post};
 
-/// The most a waiting long-poll may add to the server's resident set, in KiB (measured 10.4 and
-/// 10.9 in a debug build), close enough that a regression of 6 KiB fails.
+/// The most a waiting long-poll may add to the server's resident set, in KiB (measured 9.7 and
+/// 11.1 in a debug build), close enough that a regression of 6 KiB fails.
 const LONG_POLL_LIMIT_KIB: f64 = 16.0;
 
-/// The most an open SSE stream may add, in KiB (measured 14.2 and 14.9 in a debug build).
+/// The most an open SSE stream may add, in KiB (measured 13.7 and 15.0 in a debug build).
 const STREAM_LIMIT_KIB: f64 = 20.0;
 
 /// Long-polls and SSE streams the test holds open.

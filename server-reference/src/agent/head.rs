@@ -131,14 +131,14 @@ impl Head {
         })
     }
 
-    /// For the page `key` asks of, after `key.after` (or 0): the one made from this head
-    /// for the same key, else up to `limit` events as [`Head::read`] reads them, with the memo
-    /// to keep the page made of them in.
-    pub fn for_page(&self, key: &PageKey, limit: i64) -> ForPage {
+    /// For the page `key` asks of: the one made from this head for the same key, else the
+    /// events after `key.after` (or 0) as [`Head::read`] reads them, one more than the page
+    /// may hold (to tell whether more follow), with the memo to keep the page made of them in.
+    pub fn for_page(&self, key: &PageKey) -> ForPage {
         if let Some(page) = self.pages.get(key) {
             return ForPage::Made(page);
         }
-        match self.read(key.after.unwrap_or(0), limit) {
+        match self.read(key.after.unwrap_or(0), key.limit + 1) {
             Some(read) => ForPage::Read(read, self.pages.clone()),
             None => ForPage::NotHeld,
         }
@@ -393,7 +393,7 @@ mod tests {
             limit: 20,
             expires: 100,
         };
-        let ForPage::Read(read, memo) = head.clone().for_page(&key, 21) else {
+        let ForPage::Read(read, memo) = head.clone().for_page(&key) else {
             panic!("nothing is kept yet, and the head holds the events");
         };
         assert_eq!((read.first_seq, read.events.len()), (2, 1));
@@ -402,24 +402,24 @@ mod tests {
             key,
             Arc::new(Page::new("s", "c".to_owned(), &read.events, 2, false)),
         );
-        assert!(matches!(head.for_page(&key, 21), ForPage::Made(page) if page.after() == 2));
+        assert!(matches!(head.for_page(&key), ForPage::Made(page) if page.after() == 2));
         let later = PageKey {
             expires: 101,
             ..key
         };
-        assert!(matches!(head.for_page(&later, 21), ForPage::Read(..)));
+        assert!(matches!(head.for_page(&later), ForPage::Read(..)));
 
         let advanced = Bounds {
             last_seq: 3,
             pruned_through: 0,
         };
         assert!(head.advance(vec!["{}".to_owned()], advanced, 7_000));
-        let ForPage::Read(read, _) = head.for_page(&key, 21) else {
+        let ForPage::Read(read, _) = head.for_page(&key) else {
             panic!("a page made before the append is not kept");
         };
         assert_eq!(read.events.len(), 2);
         // A head that holds only the last event does not hold the page.
         let short = Head::new(record("t"), advanced, vec![Arc::from("{}")], since);
-        assert!(matches!(short.for_page(&key, 21), ForPage::NotHeld));
+        assert!(matches!(short.for_page(&key), ForPage::NotHeld));
     }
 }

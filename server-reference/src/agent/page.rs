@@ -22,8 +22,8 @@ pub struct Page {
 
 impl Page {
     /// The page of `session_id` holding `events` (as stored), whose `cursor` (base64url, as
-    /// `CursorKey::issue` writes it) stands `after` its last event, or where it was read after
-    /// when it has none.
+    /// `CursorKey::issue` writes it) stands at `after`: its last event's seq, or where it was
+    /// read after when it has none.
     pub fn new(
         session_id: &str,
         cursor: String,

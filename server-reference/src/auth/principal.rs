@@ -46,15 +46,15 @@ impl Principal {
     }
 }
 
-/// The principal the gateway put on the request, taken from it (a handler takes it once, and a
-/// clone would write its counts, which every worker thread writes); a handler reached without
-/// it is a bug.
+/// The principal the gateway put on the request, taken from it (a clone would write its counts,
+/// which every worker thread writes); a handler reached without it, or taking it twice, is a
+/// bug.
 impl<S: Send + Sync> FromRequestParts<S> for Principal {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
         parts.extensions.remove::<Principal>().ok_or_else(|| {
-            tracing::error!(path = %parts.uri.path(), "handler reached without the gateway");
+            tracing::error!(path = %parts.uri.path(), "handler reached without the gateway's principal, or taking it twice");
             ApiError::internal()
         })
     }

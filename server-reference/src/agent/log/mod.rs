@@ -438,9 +438,7 @@ impl EventLog {
             limit,
             expires: self.expiry(),
         };
-        let owned = |head: &Head| {
-            (head.record().account == account).then(|| head.for_page(&key, limit + 1))
-        };
+        let owned = |head: &Head| (head.record().account == account).then(|| head.for_page(&key));
         let no_session = || Error::NoSession(session.to_owned());
         let (read, memo) = match self.with_head(account, session, seen, owned).await? {
             None | Some(None) => return Err(no_session()),
@@ -741,6 +739,56 @@ mod tests {
         }
         assert_eq!(log.read("bob", SESSION, 0, 10, 0).await.unwrap(), None);
         last - pruned
+    }
+
+    /// A page asked again is the one its head kept, byte for byte the page a log with no head
+    /// makes; another account is refused before the memo is reached; an append makes the next
+    /// page anew.
+    #[tokio::test]
+    async fn a_kept_page_is_the_page_made_anew_and_only_its_owners() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, log) = session(dir.path(), Duration::from_secs(3600)).await;
+        append(&log, 3).await;
+        let request = PageRequest {
+            limit: Some(2),
+            ..PageRequest::default()
+        };
+        let (alice, id) = (account(), session_id());
+        let page = || log.page(&alice, &id, &request);
+        // Pages made in another second differ in their cursor's expiry: take three in one.
+        let (kept, again, fresh) = loop {
+            let second = now();
+            let kept = page().await.unwrap();
+            let again = page().await.unwrap();
+            let fresh = open(&store, dir.path(), Duration::from_secs(3600))
+                .page(&alice, &id, &request)
+                .await
+                .unwrap();
+            if now() == second {
+                break (kept, again, fresh);
+            }
+        };
+        assert!(
+            Arc::ptr_eq(&kept, &again),
+            "the page asked again is the kept one"
+        );
+        assert_eq!(kept.json().text(), fresh.json().text());
+
+        let bob = AccountId::verified("bob");
+        let refused = log.page(&bob, &session_id(), &request).await;
+        assert!(matches!(refused, Err(Error::NoSession(_))));
+
+        let all = PageRequest {
+            limit: Some(100),
+            ..PageRequest::default()
+        };
+        let before = log.page(&account(), &session_id(), &all).await.unwrap();
+        append(&log, 1).await;
+        let after = log.page(&account(), &session_id(), &all).await.unwrap();
+        assert_eq!(
+            after.to_model().events.len(),
+            before.to_model().events.len() + 1
+        );
     }
 
     /// Two logs over one store, as two processes over one database: what one writes reaches

@@ -9,8 +9,11 @@ use intent_server::config::Config;
 
 use crate::target::{Account, Mint, Settings, Target, TokenRequest, TokenSource, Tokens};
 
-/// Cursor lifetime of the embedded server: short, so that the expiry check can wait it out.
-pub const CURSOR_TTL: Duration = Duration::from_secs(2);
+/// Cursor lifetime of the embedded server: short, so that the expiry check can wait it out, as
+/// it waits out a Build's, and long enough for a client that follows a log to hold a page's
+/// cursor through a 429's one-second retry on a busy machine (at 2 s, a check running beside
+/// others under rate limiting met an expired cursor).
+pub const CURSOR_TTL: Duration = Duration::from_secs(4);
 
 /// Build lifetime of the embedded server: short, so that the expiry check can wait it out.
 pub const BUILD_TTL: Duration = Duration::from_secs(4);

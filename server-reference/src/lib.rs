@@ -27,14 +27,11 @@ mod random;
 mod state;
 pub mod store;
 
-use std::convert::Infallible;
-
 use axum::Router;
-use axum::extract::{FromRef, Request};
+use axum::extract::FromRef;
 use axum::response::Response;
 use axum::routing::get;
-use http::serve::AnswerBody;
-use tower::Service;
+use http::serve::{AnswerBody, AnswerService};
 
 pub use clock::now;
 
@@ -81,17 +78,7 @@ pub fn app(state: AppState) -> Router {
 }
 
 /// What [`app`] routes to, which [`serve`] serves without a router around it.
-fn service(
-    state: &AppState,
-) -> impl Service<
-    Request,
-    Response = Response<impl AnswerBody>,
-    Error = Infallible,
-    Future: Send + Unpin,
-> + Clone
-+ Send
-+ Sync
-+ 'static {
+fn service(state: &AppState) -> impl AnswerService<Response = Response<impl AnswerBody>> {
     let api = Router::new()
         .route("/healthz", get(http::healthz))
         .route("/readyz", get(http::readyz::<AppState>))
@@ -121,15 +108,7 @@ fn service(
 fn guarded(
     state: &AppState,
     router: Router,
-) -> impl Service<
-    Request,
-    Response = Response<impl AnswerBody>,
-    Error = Infallible,
-    Future: Send + Unpin,
-> + Clone
-+ Send
-+ Sync
-+ 'static {
+) -> impl AnswerService<Response = Response<impl AnswerBody>> {
     tower::ServiceBuilder::new()
         .layer(http::request_log::RequestLog)
         .layer(http::body_limit::BodyLimit {

@@ -41,6 +41,18 @@ pub trait AnswerBody: HttpBody<Data = Bytes, Error = axum::Error> + Send + Unpin
 
 impl<B: HttpBody<Data = Bytes, Error = axum::Error> + Send + Unpin + 'static> AnswerBody for B {}
 
+/// What [`serve`] serves, shared by every connection: the router behind its layers, whose
+/// answers a connection polls in place.
+pub trait AnswerService:
+    Service<Request, Error = Infallible, Future: Send + Unpin> + Clone + Send + Sync + 'static
+{
+}
+
+impl<S> AnswerService for S where
+    S: Service<Request, Error = Infallible, Future: Send + Unpin> + Clone + Send + Sync + 'static
+{
+}
+
 /// Serves `service` on `listener` until `shutdown` resolves, then accepts no connection, lets
 /// each open one finish its request and close, and returns once all have. A connection with no
 /// request in flight for `idle` (to `idle` and a fifth) is closed.
@@ -51,10 +63,7 @@ pub async fn serve<S, B>(
     idle: Duration,
 ) -> std::io::Result<()>
 where
-    S: Service<Request, Response = Response<B>, Error = Infallible, Future: Send + Unpin>
-        + Clone
-        + Send
-        + 'static,
+    S: AnswerService<Response = Response<B>>,
     B: AnswerBody,
 {
     // hyper's request body becomes axum's, as a `Router` would make it.

@@ -33,7 +33,7 @@ use axum::response::Response;
 use axum::routing::get;
 use http::serve::{AnswerBody, AnswerService};
 
-pub use clock::now;
+pub use clock::{now, set_offset as set_clock_offset};
 
 /// Retires the current signing and cursor keys of `data_dir` at `now` (Unix seconds) and makes
 /// new ones current; returns the `kid` of the new signing key. A server takes the new keys when

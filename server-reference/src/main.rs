@@ -21,6 +21,16 @@ use tracing_subscriber::EnvFilter;
     about = "Reference server of the Pipeline, Agent and Account interface"
 )]
 struct Cli {
+    /// Seconds to move this process's wall clock by (negative: into the past), for tests that
+    /// read data made on another day; timers keep real time.
+    #[arg(
+        long,
+        global = true,
+        env = "INTENT_CLOCK_OFFSET",
+        default_value_t = 0,
+        allow_hyphen_values = true
+    )]
+    clock_offset: i64,
     #[command(subcommand)]
     command: Command,
 }
@@ -132,7 +142,9 @@ async fn main() -> ExitCode {
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
         )
         .init();
-    let result = match Cli::parse().command {
+    let cli = Cli::parse();
+    intent_server::set_clock_offset(cli.clock_offset);
+    let result = match cli.command {
         Command::Serve {
             addr,
             data_dir,

@@ -2,13 +2,21 @@
 //! earlier commit left (`cargo xtask fixture REV`). Today's server opens it and must read it back
 //! unchanged: every session's events, the same and in the same order; the cursor issued then,
 //! still opening to the same events; the action then pending, still resolving; the app still
-//! installed with its credentials present. The SQLite part runs always, the PostgreSQL part with
-//! `INTENT_TEST_DATABASE_URL`. And the newest fixture must be of today's migrations and stored
-//! formats, so that changing either without a fixture fails.
+//! installed with its credentials present. And an old cursor past its lifetime is refused with
+//! 410, after which the session read without a cursor reconciles to the same events. The SQLite
+//! part runs always, the PostgreSQL part with `INTENT_TEST_DATABASE_URL`. And the newest fixture
+//! must be of today's migrations and stored formats, so that changing either without a fixture
+//! fails.
+//!
+//! A fixture's cursor lived a day from the day it was made, so no date is right for both: each
+//! server runs with its wall clock moved (`--clock-offset`) to a minute after the fixture's
+//! newest event, when the cursor still opens, or to 400 days after it, past any cursor lifetime
+//! a server has had. Both hold on any date.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -44,17 +52,54 @@ fn copy(dir: &Path, to: &Path) {
     }
 }
 
-/// A token of `server` for `resource` with `scopes`, minted with the key of `data_dir`.
-fn token(server: &Server, data_dir: &Path, resource: &str, scopes: &str) -> String {
+/// The two days a fixture is read on, as seconds after its newest event: within every cursor
+/// lifetime a server has had (a day), and past all of them.
+const WITHIN_LIFETIME: i64 = 60;
+const PAST_LIFETIME: i64 = 400 * 86_400;
+
+/// The offset that moves the wall clock to `after` seconds past the newest event of `expected`.
+fn clock_offset(expected: &Value, after: i64) -> i64 {
+    fn newest(value: &Value) -> i64 {
+        match value {
+            Value::Object(members) => members
+                .iter()
+                .map(|(name, member)| match (name.as_str(), member.as_i64()) {
+                    ("createdAt", Some(at)) => at,
+                    _ => newest(member),
+                })
+                .max()
+                .unwrap_or(0),
+            Value::Array(items) => items.iter().map(newest).max().unwrap_or(0),
+            _ => 0,
+        }
+    }
+    let made = newest(expected);
+    assert!(made > 0, "the fixture's events carry createdAt");
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    made + after - i64::try_from(now.as_secs()).unwrap()
+}
+
+/// A server on `data_dir` (with more `serve` options `args`) whose clock is moved by `offset`.
+fn start(data_dir: &Path, args: &[&str], offset: i64) -> Server {
+    let clock = format!("--clock-offset={offset}");
+    Server::start(data_dir, "127.0.0.1:0", &[args, &[clock.as_str()]].concat())
+}
+
+/// A token of `server` for `resource` with `scopes`, minted with the key of `data_dir` by a
+/// process whose clock is moved by `offset`.
+fn token(server: &Server, data_dir: &Path, offset: i64, resource: &str, scopes: &str) -> String {
     let resource_url = format!("{}/v1/{resource}", server.base);
-    support::token(
+    support::token_at(
         support::BINARY.as_ref(),
         data_dir,
         &resource_url,
         "fixture",
         scopes,
+        offset,
     )
 }
+
+const AGENT_SCOPES: &str = "agent:read agent:write agent:actions:resolve";
 
 /// Every event of `session` after `cursor`.
 async fn events(server: &Server, token: &str, session: &str, cursor: Option<&str>) -> Vec<Value> {
@@ -87,21 +132,28 @@ fn holds(actual: &Value, expected: &Value) -> bool {
     }
 }
 
-/// Reads back what `expected` says `server` (on `data_dir`) holds.
-async fn reads_back(server: &Server, data_dir: &Path, expected: &Value, fixture: &str) {
-    let agent = token(
-        server,
-        data_dir,
-        "agent",
-        "agent:read agent:write agent:actions:resolve",
-    );
+/// Whether every session of `expected`, read from its start, holds the events logged then.
+async fn sessions_read_back(server: &Server, agent: &str, expected: &Value, fixture: &str) {
     for (session, logged) in expected["sessions"].as_object().unwrap() {
-        let read = Value::from(events(server, &agent, session, None).await);
+        let read = Value::from(events(server, agent, session, None).await);
         assert!(
             holds(&read, logged),
             "{fixture}: the events of {session}: {read:#}"
         );
     }
+}
+
+/// Reads back what `expected` says `server` (on `data_dir`, with its clock moved by `offset` to
+/// within the fixture's cursor lifetime) holds.
+async fn reads_back(
+    server: &Server,
+    data_dir: &Path,
+    offset: i64,
+    expected: &Value,
+    fixture: &str,
+) {
+    let agent = token(server, data_dir, offset, "agent", AGENT_SCOPES);
+    sessions_read_back(server, &agent, expected, fixture).await;
     let issued = &expected["cursor"];
     let session = issued["session"].as_str().unwrap();
     let after = events(server, &agent, session, issued["cursor"].as_str()).await;
@@ -137,6 +189,7 @@ async fn reads_back(server: &Server, data_dir: &Path, expected: &Value, fixture:
     let account = token(
         server,
         data_dir,
+        offset,
         "account",
         "account:apps:read account:credentials:read",
     );
@@ -177,16 +230,81 @@ async fn reads_back(server: &Server, data_dir: &Path, expected: &Value, fixture:
     }
 }
 
+/// On `server` (on `data_dir`, with its clock moved by `offset` past the fixture's cursor
+/// lifetime): the cursor issued then is refused with 410, and the sessions read without a cursor
+/// reconcile to the events logged then.
+async fn refuses_the_expired_cursor(
+    server: &Server,
+    data_dir: &Path,
+    offset: i64,
+    expected: &Value,
+    fixture: &str,
+) {
+    let agent = token(server, data_dir, offset, "agent", AGENT_SCOPES);
+    let issued = &expected["cursor"];
+    let refused = page(
+        &reqwest::Client::new(),
+        &server.base,
+        &agent,
+        issued["session"].as_str().unwrap(),
+        issued["cursor"].as_str(),
+        0,
+    )
+    .await
+    .expect_err("an expired cursor is refused");
+    assert_eq!(
+        refused.status(),
+        Some(reqwest::StatusCode::GONE),
+        "{fixture}: the cursor issued then, past its lifetime: {refused}"
+    );
+    sessions_read_back(server, &agent, expected, fixture).await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn todays_server_reads_back_the_sqlite_data_of_each_earlier_version() {
     for fixture in fixtures() {
         let name = fixture.file_name().unwrap().to_string_lossy().into_owned();
+        let expected = read_json(&fixture.join("sqlite/expected.json"));
         let data = tempfile::tempdir().unwrap();
         copy(&fixture.join("sqlite/data"), data.path());
-        let server = Server::start(data.path(), "127.0.0.1:0", &[]);
-        let expected = read_json(&fixture.join("sqlite/expected.json"));
-        reads_back(&server, data.path(), &expected, &name).await;
+        let offset = clock_offset(&expected, WITHIN_LIFETIME);
+        let server = start(data.path(), &[], offset);
+        reads_back(&server, data.path(), offset, &expected, &name).await;
+        drop(server);
+
+        let data = tempfile::tempdir().unwrap();
+        copy(&fixture.join("sqlite/data"), data.path());
+        let offset = clock_offset(&expected, PAST_LIFETIME);
+        let server = start(data.path(), &[], offset);
+        refuses_the_expired_cursor(&server, data.path(), offset, &expected, &name).await;
     }
+}
+
+/// A new database `database` beside the one of `url`, restored from the dump of `fixture`; its
+/// URL.
+fn restore(url: &str, fixture: &Path, database: &str) -> String {
+    let psql = |args: &[&str]| {
+        let status = Command::new("/usr/lib/postgresql/15/bin/psql")
+            .args(args)
+            .output()
+            .expect("psql runs");
+        assert!(
+            status.status.success(),
+            "{}",
+            String::from_utf8_lossy(&status.stderr)
+        );
+    };
+    for command in [
+        format!("DROP DATABASE IF EXISTS {database}"),
+        format!("CREATE DATABASE {database}"),
+    ] {
+        psql(&[url, "--quiet", "--command", &command]);
+    }
+    let (server_url, _) = url.rsplit_once('/').unwrap();
+    let database_url = format!("{server_url}/{database}");
+    let dump = fixture.join("postgres/dump.sql");
+    psql(&[&database_url, "--quiet", "--file", dump.to_str().unwrap()]);
+    database_url
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -197,43 +315,20 @@ async fn todays_server_reads_back_the_postgres_data_of_each_earlier_version() {
     };
     for fixture in fixtures() {
         let name = fixture.file_name().unwrap().to_string_lossy().into_owned();
-        let database = format!("upgrade_{name}");
-        let psql = |args: &[&str]| {
-            let status = Command::new("/usr/lib/postgresql/15/bin/psql")
-                .args(args)
-                .output()
-                .expect("psql runs");
-            assert!(
-                status.status.success(),
-                "{}",
-                String::from_utf8_lossy(&status.stderr)
-            );
-        };
-        psql(&[
-            &url,
-            "--quiet",
-            "--command",
-            &format!("DROP DATABASE IF EXISTS {database}"),
-        ]);
-        psql(&[
-            &url,
-            "--quiet",
-            "--command",
-            &format!("CREATE DATABASE {database}"),
-        ]);
-        let (server_url, _) = url.rsplit_once('/').unwrap();
-        let database_url = format!("{server_url}/{database}");
-        let dump = fixture.join("postgres/dump.sql");
-        psql(&[&database_url, "--quiet", "--file", dump.to_str().unwrap()]);
+        let expected = read_json(&fixture.join("postgres/expected.json"));
         let keys = tempfile::tempdir().unwrap();
         copy(&fixture.join("postgres/keys"), keys.path());
-        let server = Server::start(
-            keys.path(),
-            "127.0.0.1:0",
-            &["--database-url", &database_url],
-        );
-        let expected = read_json(&fixture.join("postgres/expected.json"));
-        reads_back(&server, keys.path(), &expected, &name).await;
+
+        let database_url = restore(&url, &fixture, &format!("upgrade_{name}"));
+        let offset = clock_offset(&expected, WITHIN_LIFETIME);
+        let server = start(keys.path(), &["--database-url", &database_url], offset);
+        reads_back(&server, keys.path(), offset, &expected, &name).await;
+        drop(server);
+
+        let database_url = restore(&url, &fixture, &format!("upgrade_{name}_expired"));
+        let offset = clock_offset(&expected, PAST_LIFETIME);
+        let server = start(keys.path(), &["--database-url", &database_url], offset);
+        refuses_the_expired_cursor(&server, keys.path(), offset, &expected, &name).await;
     }
 }
 

@@ -76,7 +76,21 @@ pub fn token(
     account: &str,
     scopes: &str,
 ) -> String {
+    token_at(binary, data_dir, resource_url, account, scopes, 0)
+}
+
+/// [`token`] minted by a process whose wall clock is `clock_offset` seconds from the system's
+/// (`intent-server --clock-offset`).
+pub fn token_at(
+    binary: &Path,
+    data_dir: &Path,
+    resource_url: &str,
+    account: &str,
+    scopes: &str,
+    clock_offset: i64,
+) -> String {
     let output = Command::new(binary)
+        .arg(format!("--clock-offset={clock_offset}"))
         .args(["token", "--sub", account, "--scope", scopes])
         .args(["--resource", resource_url])
         .arg("--data-dir")

@@ -2,11 +2,12 @@
 //! generated from another openapi.json: the proof of what `xtask breaking` calls compatible for
 //! the Rust API.
 //!
-//! The crates are copied into a workspace of their own under `target/downstream/<name>`, with
-//! the repository's `Cargo.lock` (the same dependency versions). The app is checked (`cargo
-//! check`: what compiles is the question, not the binary) in `target/downstream/target`, which
-//! every such workspace shares and which is kept between runs, so that only the changed crates
-//! are checked again.
+//! The crates are copied into a workspace of their own under `target/downstream/<name>` (in
+//! `CARGO_TARGET_DIR` where that is set, as CI sets it to a cache kept between runs), with the
+//! repository's `Cargo.lock` (the same dependency versions). The app is checked (`cargo check`:
+//! what compiles is the question, not the binary) in `target/downstream/target`, which every such
+//! workspace shares and which is kept between runs, so that only the changed crates are checked
+//! again.
 
 use std::fs;
 use std::path::Path;
@@ -22,7 +23,9 @@ const CRATES: [&str; 2] = ["sdk/models", "sdk/client"];
 /// Checks that the downstream app compiles against the crates generated from `document`, in the
 /// workspace `target/downstream/<name>`; the compiler's errors when it does not.
 pub fn check(root: &Path, name: &str, document: Value) -> Result<(), String> {
-    let downstream = root.join("target/downstream");
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or(root.join("target"), |dir| root.join(dir));
+    let downstream = target.join("downstream");
     let workspace = downstream.join(name);
     for krate in CRATES {
         let copy = workspace.join(krate);

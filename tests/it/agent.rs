@@ -317,6 +317,8 @@ async fn a_failing_simulation_fails_the_turn_with_an_error_event() {
     assert_eq!(kinds[kinds.len() - 2..], ["error", "turn_state:failed"]);
 }
 
+/// Spends 0.3 s: a 300 ms long-poll after the interrupt checks that nothing follows the
+/// terminal state.
 #[tokio::test]
 async fn interrupt_ends_a_processing_turn_for_good() {
     let agent = Agent::start().await;
@@ -380,6 +382,8 @@ async fn a_second_start_while_processing_is_a_conflict() {
     assert_eq!(code(&error), (409, "turn_in_progress".into()));
 }
 
+/// Needs about 0.7 s: a 400 ms long-poll must run out empty, and a 300 ms pause lets the second
+/// long-poll start waiting before the append that wakes it.
 #[tokio::test]
 async fn a_waiting_long_poll_returns_as_soon_as_an_event_is_appended() {
     let agent = Agent::start().await;
@@ -456,6 +460,8 @@ async fn pages_follow_cursors_without_gaps_or_duplicates() {
     assert_eq!(seen, whole.events);
 }
 
+/// Needs 2.1 s: cursors live 1 s here, counted in whole seconds, so the first one is surely
+/// expired 2 s after it was issued, when the check is that it gets 410.
 #[tokio::test]
 async fn bad_cursors_are_400_expired_ones_410_and_reconcile_works() {
     let agent = Agent::with(
@@ -485,6 +491,8 @@ async fn bad_cursors_are_400_expired_ones_410_and_reconcile_works() {
     assert_eq!(reconciled.events.len(), 4);
 }
 
+/// Needs 1.2 s: the log keeps events 1 s here, so the second turn's append prunes the first
+/// turn's events, and the check is that a cursor among them is then 410.
 #[tokio::test]
 async fn a_cursor_older_than_the_retained_log_is_410() {
     let agent = Agent::with(

@@ -204,6 +204,8 @@ async fn a_stream_resumes_after_a_cursor_or_a_last_event_id() {
     assert_eq!(frame.event, "page");
 }
 
+/// Needs 2.1 s: cursors live 1 s here, counted in whole seconds, so the turn's cursor is surely
+/// expired 2 s on, when the check is that it gets `resync` or 410.
 #[tokio::test]
 async fn a_stream_that_cannot_resume_safely_sends_resync_and_a_bad_cursor_gets_its_status() {
     let fixture = Fixture::new(
@@ -248,6 +250,8 @@ async fn a_stream_that_cannot_resume_safely_sends_resync_and_a_bad_cursor_gets_i
     assert_eq!(body["error"]["code"], "cursor_expired");
 }
 
+/// Waits about 0.1 s: keep-alives are set to every 100 ms, and the check is that an idle stream
+/// gets one.
 #[tokio::test]
 async fn an_idle_stream_gets_keep_alive_comments() {
     let fixture = Fixture::new(

@@ -156,6 +156,8 @@ async fn what_the_previous_keys_made_keeps_working_across_a_rotation_and_a_resta
     assert_eq!(status, 200, "{body}");
 }
 
+/// Needs 2.1 s: the restarted server honours the retired keys for 1 s after the rotation,
+/// counted in whole seconds, so they are surely refused 2 s on.
 #[tokio::test]
 async fn the_previous_keys_are_refused_once_what_they_made_can_have_expired() {
     let server = TestServer::start().await;

@@ -521,10 +521,19 @@ async fn a_sessions_log_is_a_resource_whose_subscribers_hear_of_appends() {
         json!({ "body": { "message": "hello" } }),
     )
     .await;
-    let session = started.structured_content.unwrap()["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let started = started.structured_content.unwrap();
+    let session = started["sessionId"].as_str().unwrap().to_owned();
+    // The first turn ends before the second starts, which would otherwise be 409.
+    server
+        .intent("alice")
+        .agent()
+        .wait_turn(
+            &session,
+            started["turnId"].as_str().unwrap(),
+            started["cursor"].as_str().unwrap(),
+        )
+        .await
+        .unwrap();
     let resource = format!("intent://sessions/{session}/events");
     let read = client
         .read_resource(rmcp::model::ReadResourceRequestParams::new(

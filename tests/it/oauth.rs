@@ -463,6 +463,8 @@ async fn a_page_form_without_its_csrf_cookie_is_refused() {
     assert_eq!(decide(server.base_url(), &user_code, "approve").await, 200);
 }
 
+/// Takes about 2 s: the approval comes 1.5 s in, so the client polls at its 1 s interval and is
+/// answered `authorization_pending` before it gets the token.
 #[tokio::test]
 async fn the_device_flow_polls_until_the_user_approves() {
     let server = TestServer::start().await;
@@ -536,6 +538,8 @@ async fn poll(server: &TestServer, device_code: &str) -> (u16, Value) {
     token_request(server, &form).await
 }
 
+/// Takes about 7 s: after `slow_down` the poll interval is 6 s (1 s plus 5), which the next
+/// poll honours, and then a second server's 1 s device code must expire.
 #[tokio::test]
 async fn device_polls_answer_pending_slow_down_denied_and_expired() {
     let server = TestServer::start().await;

@@ -100,6 +100,8 @@ async fn a_native_transfer_builds_simulates_and_commits_once() {
     );
 }
 
+/// Needs 2.1 s: Builds live 1 s here, counted in whole seconds, so the Build is surely expired
+/// 2 s on, when the check is that its commit gets `build_expired`.
 #[tokio::test]
 async fn commit_refuses_tampered_foreign_forged_and_expired_builds() {
     let server = TestServer::start_with(|config| config.build_ttl(Duration::from_secs(1))).await;

@@ -270,6 +270,8 @@ async fn the_svm_lifecycle_examples_of_openapi_json_are_accepted() {
     }
 }
 
+/// Needs 2.1 s: Builds live 1 s here, counted in whole seconds, so the Build is surely expired
+/// 2 s on, when the check is that staging it gets `build_expired`.
 #[tokio::test]
 async fn builds_stay_on_their_chain_and_are_refused_tampered_or_expired() {
     let server = TestServer::start_with(|config| config.build_ttl(Duration::from_secs(1))).await;

@@ -68,6 +68,8 @@ fn seqs(items: &[LogItem]) -> Vec<Option<u64>> {
         .collect()
 }
 
+/// Needs 2.1 s: cursors live 1 s here, counted in whole seconds, so the first turn's cursor is
+/// surely expired 2 s on, when the check is that a follower from it restarts.
 #[tokio::test]
 async fn the_log_stream_delivers_each_event_once_and_restarts_on_cursor_errors() {
     let server = TestServer::start_with(|config| config.cursor_ttl(Duration::from_secs(1))).await;
@@ -106,6 +108,8 @@ async fn the_log_stream_delivers_each_event_once_and_restarts_on_cursor_errors()
     assert_eq!(seqs(&items), [None, Some(1)]);
 }
 
+/// Needs 2.1 s: cursors live 1 s here, counted in whole seconds, so the first turn's cursor is
+/// surely expired 2 s on, when the check is that a follower from it restarts.
 #[tokio::test]
 async fn the_sse_follower_delivers_events_in_order_and_restarts() {
     let server = TestServer::start_with(|config| config.cursor_ttl(Duration::from_secs(1))).await;

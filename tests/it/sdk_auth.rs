@@ -57,6 +57,8 @@ async fn the_device_login_asks_one_code_per_resource_and_each_token_reaches_its_
     intent.account().statement(None).await.unwrap();
 }
 
+/// Needs 2.2 s: access tokens live 1 s here, and each 1.1 s wait lets one lapse, so that the
+/// next call refreshes and the refresh token rotates.
 #[tokio::test]
 async fn authorization_code_with_pkce_then_refresh_with_rotation() {
     let server =

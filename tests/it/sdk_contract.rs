@@ -136,6 +136,8 @@ async fn sse_resync_restarts_and_a_dropped_connection_resumes_from_the_last_page
     assert_eq!(got, ["1", "restart", "1", "2", "3"]);
 }
 
+/// Takes about 6 s: the SDK polls after the 1 s interval, gets `slow_down`, and must wait 5 s
+/// more before its next poll.
 #[tokio::test]
 async fn the_device_flow_honours_slow_down() {
     let server = MockServer::start().await;
@@ -270,6 +272,8 @@ async fn a_resolution_retried_after_in_flight_reuses_its_idempotency_key() {
     assert_eq!(keys[0], keys[1], "the retry reuses the key");
 }
 
+/// Takes about 1 s: the SDK waits out the 429's `Retry-After: 1` before it retries, and the
+/// check is that it did.
 #[tokio::test]
 async fn a_rate_limited_resolution_waits_its_retry_after_and_reuses_its_key() {
     let (revision, keys, elapsed) = resolve_after(

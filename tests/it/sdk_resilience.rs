@@ -40,6 +40,8 @@ async fn behind_unavailable(
     .await
 }
 
+/// Takes a few seconds: each refused GET carries `Retry-After: 1`, which the retry policy waits
+/// out before it tries again.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_turn_and_both_streams_go_through_a_front_that_fails_every_third_get() {
     let gets = Arc::new(AtomicUsize::new(0));

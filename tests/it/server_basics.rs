@@ -147,6 +147,8 @@ fn every_error_code_has_the_status_openapi_json_names() {
     }
 }
 
+/// Needs 1 to 2 s: the bucket refills one request a second, and the check is that a request
+/// after the 429's `Retry-After` is admitted.
 #[tokio::test]
 async fn a_burst_over_the_rate_limit_gets_429_with_a_retry_after_that_honoured_succeeds() {
     use intent_server::auth::resource::Resource;
@@ -174,6 +176,9 @@ async fn a_burst_over_the_rate_limit_gets_429_with_a_retry_after_that_honoured_s
     assert_eq!(server.get("/v1/account/apps", &token).await.status(), 200);
 }
 
+/// Needs about 0.2 s: the clean-up runs every 200 ms here, and the test waits for the first run
+/// after the rows are saved (up to 10 s on a busy machine), seen as the old device grant gone:
+/// one clean-up removes everything in one transaction.
 #[tokio::test]
 async fn the_periodic_clean_up_removes_what_expired_and_keeps_the_rest() {
     use intent_server::store::{Authorization, AuthorizationCode, DeviceGrant, DeviceStatus};
@@ -237,7 +242,19 @@ async fn the_periodic_clean_up_removes_what_expired_and_keeps_the_rest() {
         .await
         .unwrap();
 
-    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    while store
+        .device_grant_by_user_code("OLD-CODE")
+        .await
+        .unwrap()
+        .is_some()
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no clean-up ran within 10 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     assert!(store.take_code("old-code").await.unwrap().is_none());
     assert!(store.take_code("new-code").await.unwrap().is_some());
     assert!(

@@ -6,6 +6,8 @@
 //! other users can write.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -51,8 +53,13 @@ async fn churn(
     }
 }
 
-/// Follows `session` from its start, recording what the server acknowledged, until it dies.
-async fn follow(http: reqwest::Client, base: String, token: String, session: String) -> Seen {
+/// Follows `session` from its start, recording what the server acknowledged and counting it in
+/// `counted`, until it dies.
+async fn follow(
+    (http, base, token): (reqwest::Client, String, String),
+    session: String,
+    counted: Arc<AtomicUsize>,
+) -> Seen {
     let mut seen = Seen::default();
     let mut cursor: Option<String> = None;
     while let Ok(page) = page(&http, &base, &token, &session, cursor.as_deref(), 1_000).await {
@@ -60,6 +67,7 @@ async fn follow(http: reqwest::Client, base: String, token: String, session: Str
             seen.events
                 .insert(event["seq"].as_u64().unwrap(), event.clone());
         }
+        counted.fetch_add(page["events"].as_array().unwrap().len(), Ordering::Relaxed);
         let after = seen.events.keys().next_back().copied().unwrap_or(0);
         let next = page["cursor"].as_str().unwrap().to_owned();
         seen.cursors.push((next.clone(), after));
@@ -68,6 +76,8 @@ async fn follow(http: reqwest::Client, base: String, token: String, session: Str
     seen
 }
 
+/// The turns run until the readers have seen over 30 acknowledged events to check (up to 30 s
+/// on a busy machine), then the server is killed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_events_survive_sigkill_with_no_gap_and_valid_cursors() {
     let data_dir = tempfile::tempdir().unwrap();
@@ -90,6 +100,7 @@ async fn acknowledged_events_survive_sigkill_with_no_gap_and_valid_cursors() {
     }
     let mut writers = Vec::new();
     let mut readers = Vec::new();
+    let counted = Arc::new(AtomicUsize::new(0));
     for session in &sessions {
         let args = (http.clone(), server.base.clone(), token.clone());
         writers.push(tokio::spawn(churn(
@@ -98,14 +109,12 @@ async fn acknowledged_events_survive_sigkill_with_no_gap_and_valid_cursors() {
             args.2.clone(),
             Some(session.clone()),
         )));
-        readers.push(tokio::spawn(follow(
-            args.0,
-            args.1,
-            args.2,
-            session.clone(),
-        )));
+        readers.push(tokio::spawn(follow(args, session.clone(), counted.clone())));
     }
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while counted.load(Ordering::Relaxed) <= 30 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     server.child.kill().expect("SIGKILL"); // `Child::kill` sends SIGKILL on Unix.
     server.child.wait().unwrap();
     for writer in writers {

@@ -28,6 +28,8 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap()
 }
 
+/// Takes about 4 s: 2 s each for the long-polls and the streams to settle before the resident
+/// set is read.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_waiting_long_poll_or_stream_costs_the_server_at_most_its_limit() {
     let data_dir = tempfile::tempdir().unwrap();
@@ -51,11 +53,10 @@ async fn a_waiting_long_poll_or_stream_costs_the_server_at_most_its_limit() {
         let id = started["sessionId"].as_str().unwrap().to_owned();
         sessions.push(id);
     }
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // The first turns end before the long-polls start, so that no event wakes one.
     let mut cursors = Vec::new();
     for id in &sessions {
-        let page = page(&http, base, &token, id, None, 0).await.unwrap();
-        cursors.push(page["cursor"].as_str().unwrap().to_owned());
+        cursors.push(settled(&http, base, &token, id).await);
     }
     let pid = server.child.id();
     let idle = rss_kib(pid);
@@ -108,4 +109,24 @@ async fn a_waiting_long_poll_or_stream_costs_the_server_at_most_its_limit() {
         per_stream <= STREAM_LIMIT_KIB,
         "an SSE stream costs {per_stream:.1} KiB"
     );
+}
+
+/// The cursor at the end of `session`'s log once its turn has settled.
+async fn settled(http: &reqwest::Client, base: &str, token: &str, session: &str) -> String {
+    let (mut cursor, mut settled) = (None::<String>, false);
+    loop {
+        let wait = if settled { 0 } else { 5_000 };
+        let page = page(http, base, token, session, cursor.as_deref(), wait)
+            .await
+            .unwrap();
+        cursor = page["cursor"].as_str().map(str::to_owned);
+        settled |= page["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|event| event["type"] == "turn_state" && event["state"] != "processing");
+        if settled && page["has_more"] != true {
+            return cursor.expect("a page's cursor");
+        }
+    }
 }

@@ -55,6 +55,8 @@ fn last_state(log: &[Value]) -> String {
         .unwrap_or_default()
 }
 
+/// Takes over 2.5 s: 1.5 s of turns through A before the kill, then A's 1 s turn lease must run
+/// out before B fails the turns A left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_of_one_instance_loses_nothing_and_the_other_takes_over_its_orphans() {
     let Some(database) = new_database().await else {
@@ -105,11 +107,18 @@ async fn sigkill_of_one_instance_loses_nothing_and_the_other_takes_over_its_orph
         })
     };
     let writers: Vec<_> = sessions.iter().cloned().map(churn).collect();
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
-    let mut seen = Vec::new();
-    for session in &sessions {
-        seen.push(whole_log(&http, &b.base, &token, session).await);
-    }
+    // The turns run until B serves over 30 events to check (up to 30 s on a busy machine).
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let seen = loop {
+        let mut seen = Vec::new();
+        for session in &sessions {
+            seen.push(whole_log(&http, &b.base, &token, session).await);
+        }
+        if seen.iter().map(Vec::len).sum::<usize>() > 30 || std::time::Instant::now() > deadline {
+            break seen;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     a.child.kill().expect("SIGKILL");
     a.child.wait().unwrap();
     for writer in writers {

@@ -95,6 +95,8 @@ async fn append(appender: &Intent, session: &str) -> u64 {
     last
 }
 
+/// Takes about 7 s: turns append for [`APPENDING`], three lifetimes of the 2 s token and more,
+/// so that both streams renew their token at least three times.
 #[tokio::test]
 async fn follow_and_follow_sse_outlive_three_token_expiries() {
     let data_dir = tempfile::tempdir().unwrap();
@@ -126,6 +128,8 @@ async fn follow_and_follow_sse_outlive_three_token_expiries() {
     assert_eq!(streamed, expected, "SSE");
 }
 
+/// Takes about 7 s: turns append for [`APPENDING`], so that the 2 s static token expires while
+/// both streams read.
 #[tokio::test]
 async fn a_static_token_that_expires_ends_each_stream_with_a_typed_401() {
     let data_dir = tempfile::tempdir().unwrap();

@@ -319,13 +319,15 @@ async fn todays_server_reads_back_the_postgres_data_of_each_earlier_version() {
         let keys = tempfile::tempdir().unwrap();
         copy(&fixture.join("postgres/keys"), keys.path());
 
-        let database_url = restore(&url, &fixture, &format!("upgrade_{name}"));
+        // Named for this process, so that test runs sharing the server do not drop each other's.
+        let database = format!("upgrade_{name}_{}", std::process::id());
+        let database_url = restore(&url, &fixture, &database);
         let offset = clock_offset(&expected, WITHIN_LIFETIME);
         let server = start(keys.path(), &["--database-url", &database_url], offset);
         reads_back(&server, keys.path(), offset, &expected, &name).await;
         drop(server);
 
-        let database_url = restore(&url, &fixture, &format!("upgrade_{name}_expired"));
+        let database_url = restore(&url, &fixture, &format!("{database}_expired"));
         let offset = clock_offset(&expected, PAST_LIFETIME);
         let server = start(keys.path(), &["--database-url", &database_url], offset);
         refuses_the_expired_cursor(&server, keys.path(), offset, &expected, &name).await;

@@ -79,24 +79,39 @@ fn clock_offset(expected: &Value, after: i64) -> i64 {
     made + after - i64::try_from(now.as_secs()).unwrap()
 }
 
-/// A server on `data_dir` (with more `serve` options `args`) whose clock is moved by `offset`.
-fn start(data_dir: &Path, args: &[&str], offset: i64) -> Server {
-    let clock = format!("--clock-offset={offset}");
-    Server::start(data_dir, "127.0.0.1:0", &[args, &[clock.as_str()]].concat())
+/// A server whose wall clock is moved by `offset` seconds, on the keys of `data_dir`.
+struct Moved<'a> {
+    server: Server,
+    data_dir: &'a Path,
+    offset: i64,
 }
 
-/// A token of `server` for `resource` with `scopes`, minted with the key of `data_dir` by a
-/// process whose clock is moved by `offset`.
-fn token(server: &Server, data_dir: &Path, offset: i64, resource: &str, scopes: &str) -> String {
-    let resource_url = format!("{}/v1/{resource}", server.base);
-    support::token_at(
-        support::BINARY.as_ref(),
-        data_dir,
-        &resource_url,
-        "fixture",
-        scopes,
-        offset,
-    )
+impl<'a> Moved<'a> {
+    /// Starts the server on `data_dir`, with more `serve` options `args`.
+    fn start(data_dir: &'a Path, args: &[&str], offset: i64) -> Self {
+        let clock = format!("--clock-offset={offset}");
+        let args = [args, &[clock.as_str()]].concat();
+        let server = Server::start(data_dir, "127.0.0.1:0", &args);
+        Self {
+            server,
+            data_dir,
+            offset,
+        }
+    }
+
+    /// A token for `resource` with `scopes`, minted with the key of the data dir by a process
+    /// whose clock is moved as the server's.
+    fn token(&self, resource: &str, scopes: &str) -> String {
+        let resource_url = format!("{}/v1/{resource}", self.server.base);
+        support::token_at(
+            support::BINARY.as_ref(),
+            self.data_dir,
+            &resource_url,
+            "fixture",
+            scopes,
+            self.offset,
+        )
+    }
 }
 
 const AGENT_SCOPES: &str = "agent:read agent:write agent:actions:resolve";
@@ -143,16 +158,11 @@ async fn sessions_read_back(server: &Server, agent: &str, expected: &Value, fixt
     }
 }
 
-/// Reads back what `expected` says `server` (on `data_dir`, with its clock moved by `offset` to
-/// within the fixture's cursor lifetime) holds.
-async fn reads_back(
-    server: &Server,
-    data_dir: &Path,
-    offset: i64,
-    expected: &Value,
-    fixture: &str,
-) {
-    let agent = token(server, data_dir, offset, "agent", AGENT_SCOPES);
+/// Reads back what `expected` says `moved` (its clock moved to within the fixture's cursor
+/// lifetime) holds.
+async fn reads_back(moved: &Moved<'_>, expected: &Value, fixture: &str) {
+    let server = &moved.server;
+    let agent = moved.token("agent", AGENT_SCOPES);
     sessions_read_back(server, &agent, expected, fixture).await;
     let issued = &expected["cursor"];
     let session = issued["session"].as_str().unwrap();
@@ -186,13 +196,7 @@ async fn reads_back(
         200,
         "{fixture}: the pending action resolves"
     );
-    let account = token(
-        server,
-        data_dir,
-        offset,
-        "account",
-        "account:apps:read account:credentials:read",
-    );
+    let account = moved.token("account", "account:apps:read account:credentials:read");
     let id = &expected["app"]["id"];
     let get = |path: String| {
         let account = account.clone();
@@ -230,17 +234,11 @@ async fn reads_back(
     }
 }
 
-/// On `server` (on `data_dir`, with its clock moved by `offset` past the fixture's cursor
-/// lifetime): the cursor issued then is refused with 410, and the sessions read without a cursor
-/// reconcile to the events logged then.
-async fn refuses_the_expired_cursor(
-    server: &Server,
-    data_dir: &Path,
-    offset: i64,
-    expected: &Value,
-    fixture: &str,
-) {
-    let agent = token(server, data_dir, offset, "agent", AGENT_SCOPES);
+/// On `moved` (its clock moved past the fixture's cursor lifetime): the cursor issued then is
+/// refused with 410, and the sessions read without a cursor reconcile to the events logged then.
+async fn refuses_the_expired_cursor(moved: &Moved<'_>, expected: &Value, fixture: &str) {
+    let server = &moved.server;
+    let agent = moved.token("agent", AGENT_SCOPES);
     let issued = &expected["cursor"];
     let refused = page(
         &reqwest::Client::new(),
@@ -268,15 +266,15 @@ async fn todays_server_reads_back_the_sqlite_data_of_each_earlier_version() {
         let data = tempfile::tempdir().unwrap();
         copy(&fixture.join("sqlite/data"), data.path());
         let offset = clock_offset(&expected, WITHIN_LIFETIME);
-        let server = start(data.path(), &[], offset);
-        reads_back(&server, data.path(), offset, &expected, &name).await;
-        drop(server);
+        let moved = Moved::start(data.path(), &[], offset);
+        reads_back(&moved, &expected, &name).await;
+        drop(moved);
 
         let data = tempfile::tempdir().unwrap();
         copy(&fixture.join("sqlite/data"), data.path());
         let offset = clock_offset(&expected, PAST_LIFETIME);
-        let server = start(data.path(), &[], offset);
-        refuses_the_expired_cursor(&server, data.path(), offset, &expected, &name).await;
+        let moved = Moved::start(data.path(), &[], offset);
+        refuses_the_expired_cursor(&moved, &expected, &name).await;
     }
 }
 
@@ -323,14 +321,14 @@ async fn todays_server_reads_back_the_postgres_data_of_each_earlier_version() {
         let database = format!("upgrade_{name}_{}", std::process::id());
         let database_url = restore(&url, &fixture, &database);
         let offset = clock_offset(&expected, WITHIN_LIFETIME);
-        let server = start(keys.path(), &["--database-url", &database_url], offset);
-        reads_back(&server, keys.path(), offset, &expected, &name).await;
-        drop(server);
+        let moved = Moved::start(keys.path(), &["--database-url", &database_url], offset);
+        reads_back(&moved, &expected, &name).await;
+        drop(moved);
 
         let database_url = restore(&url, &fixture, &format!("{database}_expired"));
         let offset = clock_offset(&expected, PAST_LIFETIME);
-        let server = start(keys.path(), &["--database-url", &database_url], offset);
-        refuses_the_expired_cursor(&server, keys.path(), offset, &expected, &name).await;
+        let moved = Moved::start(keys.path(), &["--database-url", &database_url], offset);
+        refuses_the_expired_cursor(&moved, &expected, &name).await;
     }
 }
 

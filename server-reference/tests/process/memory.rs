@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
-use super::support::{Server, page, post};
+use super::support::{Server, post, read_until};
 
 /// The most a waiting long-poll may add to the server's resident set, in KiB (measured 9.7 and
 /// 11.1 in a debug build), close enough that a regression of 6 KiB fails.
@@ -51,13 +51,17 @@ async fn a_waiting_long_poll_or_stream_costs_the_server_at_most_its_limit() {
         )
         .await;
         let id = started["sessionId"].as_str().unwrap().to_owned();
-        sessions.push(id);
+        let cursor = started["cursor"].as_str().unwrap().to_owned();
+        sessions.push((id, cursor));
     }
     // The first turns end before the long-polls start, so that no event wakes one.
     let mut cursors = Vec::new();
-    for id in &sessions {
-        cursors.push(settled(&http, base, &token, id).await);
+    for (id, cursor) in &sessions {
+        let settled =
+            |event: &Value| event["type"] == "turn_state" && event["state"] != "processing";
+        cursors.push(read_until(&http, base, &token, id, cursor, settled).await);
     }
+    let sessions: Vec<String> = sessions.into_iter().map(|(id, _)| id).collect();
     let pid = server.child.id();
     let idle = rss_kib(pid);
     let mut polls = Vec::new();
@@ -109,24 +113,4 @@ async fn a_waiting_long_poll_or_stream_costs_the_server_at_most_its_limit() {
         per_stream <= STREAM_LIMIT_KIB,
         "an SSE stream costs {per_stream:.1} KiB"
     );
-}
-
-/// The cursor at the end of `session`'s log once its turn has settled.
-async fn settled(http: &reqwest::Client, base: &str, token: &str, session: &str) -> String {
-    let (mut cursor, mut settled) = (None::<String>, false);
-    loop {
-        let wait = if settled { 0 } else { 5_000 };
-        let page = page(http, base, token, session, cursor.as_deref(), wait)
-            .await
-            .unwrap();
-        cursor = page["cursor"].as_str().map(str::to_owned);
-        settled |= page["events"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|event| event["type"] == "turn_state" && event["state"] != "processing");
-        if settled && page["has_more"] != true {
-            return cursor.expect("a page's cursor");
-        }
-    }
 }

@@ -55,8 +55,8 @@ fn last_state(log: &[Value]) -> String {
         .unwrap_or_default()
 }
 
-/// Takes over 2.5 s: 1.5 s of turns through A before the kill, then A's 1 s turn lease must run
-/// out before B fails the turns A left.
+/// Takes over 1 s: after the kill, A's 1 s turn lease must run out before B fails the turns A
+/// left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_of_one_instance_loses_nothing_and_the_other_takes_over_its_orphans() {
     let Some(database) = new_database().await else {

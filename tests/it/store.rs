@@ -109,27 +109,60 @@ async fn credentials_are_replaced_by_name_and_outlive_the_process() {
     }
 }
 
+/// The units the raw ledger's rule counted: per meter, those recorded with `from <= at < to`.
+fn counted(
+    recorded: &[(&str, Meter, i64)],
+    account: &str,
+    from: i64,
+    to: i64,
+) -> Vec<(Meter, i64)> {
+    let mut counts = std::collections::BTreeMap::new();
+    for &(_, meter, at) in recorded.iter().filter(|(a, ..)| *a == account) {
+        if (from..to).contains(&at) {
+            *counts.entry(meter).or_insert(0) += 1;
+        }
+    }
+    counts.into_iter().collect()
+}
+
 #[tokio::test]
-async fn usage_counts_per_meter_inside_the_period_only() {
+async fn usage_counts_per_meter_inside_the_period_only_as_the_raw_ledger_did() {
+    const DAY: i64 = 86_400;
+    // Two 30-day periods back to back, as statements' months are: whole days, so whole hours.
+    let start = 20_400 * DAY;
+    let (middle, end) = (start + 30 * DAY, start + 60 * DAY);
+    let mut recorded = Vec::new();
+    for at in [start - 1, start, middle - 1, middle, end - 1, end] {
+        recorded.push(("alice", Meter::Turn, at));
+    }
+    // Units spread over the periods and a day either side, from a fixed sequence.
+    let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+    for _ in 0..400 {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1);
+        let at = start - DAY + (state >> 33) as i64 % (62 * DAY);
+        let meter = Meter::ALL[(state >> 20) as usize % Meter::ALL.len()];
+        let account = if state >> 63 == 0 { "alice" } else { "bob" };
+        recorded.push((account, meter, at));
+    }
     for engine in Engine::each().await {
         let store = engine.open("a").await;
-        for (meter, at) in [
-            (Meter::Turn, 10),
-            (Meter::Turn, 19),
-            (Meter::Commit, 15),
-            (Meter::Turn, 20),
-        ] {
-            store.record_usage("alice", meter, at).await.unwrap();
+        for &(account, meter, at) in &recorded {
+            store.record_usage(account, meter, at).await.unwrap();
         }
-        store.record_usage("bob", Meter::Turn, 12).await.unwrap();
-        let mut usage = store.usage("alice", 10, 20).await.unwrap();
-        usage.sort();
-        assert_eq!(
-            usage,
-            vec![(Meter::Turn, 2), (Meter::Commit, 1)],
-            "{}",
-            engine.name()
-        );
+        for account in ["alice", "bob"] {
+            for (from, to) in [(start, middle), (middle, end), (start, end)] {
+                let mut usage = store.usage(account, from, to).await.unwrap();
+                usage.sort();
+                assert_eq!(
+                    usage,
+                    counted(&recorded, account, from, to),
+                    "{}: {account} in {from}..{to}",
+                    engine.name()
+                );
+            }
+        }
     }
 }
 

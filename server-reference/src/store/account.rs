@@ -36,12 +36,19 @@ impl Meter {
     }
 }
 
-/// Records one unit of a meter; the same statement inside a turn's or a commit's transaction.
+/// Seconds in the period a usage counter covers.
+const COUNTER_PERIOD: i64 = 3600;
+
+/// Records one unit of a meter at `at` (Unix seconds): adds it to the account's counter of that
+/// meter and hour. The same statement inside a turn's or a commit's transaction.
 pub(super) fn record_usage(account: &str, meter: Meter, at: i64) -> Sql {
-    sql("INSERT INTO usage (account, meter, at) VALUES ($1, $2, $3)")
-        .bind(account)
-        .bind(meter.as_str())
-        .bind(at)
+    sql(
+        "INSERT INTO usage_counters (account, hour, meter, units) VALUES ($1, $2, $3, 1)
+         ON CONFLICT (account, hour, meter) DO UPDATE SET units = usage_counters.units + 1",
+    )
+    .bind(account)
+    .bind(at - at.rem_euclid(COUNTER_PERIOD))
+    .bind(meter.as_str())
 }
 
 row! {
@@ -174,13 +181,16 @@ impl Store {
         Ok(())
     }
 
-    /// Units recorded per meter for `account` with `from <= at < to`.
+    /// Units recorded per meter for `account` in the hours that start in `from..to` (Unix
+    /// seconds; a statement's month starts and ends on an hour). Reads at most one counter per
+    /// meter and hour, whatever the number of units.
     pub async fn usage(&self, account: &str, from: i64, to: i64) -> Result<Vec<(Meter, i64)>> {
         let rows: Vec<Count> = self
             .db
             .fetch_all(
-                sql("SELECT meter AS name, COUNT(*) AS count FROM usage
-                     WHERE account = $1 AND at >= $2 AND at < $3 GROUP BY meter")
+                sql("SELECT meter AS name, CAST(SUM(units) AS BIGINT) AS count
+                     FROM usage_counters
+                     WHERE account = $1 AND hour >= $2 AND hour < $3 GROUP BY meter")
                 .bind(account)
                 .bind(from)
                 .bind(to),

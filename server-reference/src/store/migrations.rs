@@ -43,13 +43,25 @@ const SQLITE: &[MigrationFile] = &[
         "shared devnet and leases",
         include_str!("../../migrations/sqlite/0006_shared_devnet_and_leases.sql"),
     ),
+    (
+        7,
+        "usage counters",
+        include_str!("../../migrations/sqlite/0007_usage_counters.sql"),
+    ),
 ];
 
-const POSTGRES: &[MigrationFile] = &[(
-    1,
-    "schema",
-    include_str!("../../migrations/postgres/0001_schema.sql"),
-)];
+const POSTGRES: &[MigrationFile] = &[
+    (
+        1,
+        "schema",
+        include_str!("../../migrations/postgres/0001_schema.sql"),
+    ),
+    (
+        2,
+        "usage counters",
+        include_str!("../../migrations/postgres/0002_usage_counters.sql"),
+    ),
+];
 
 /// The migrations of the embedded SQLite store.
 pub async fn sqlite() -> Result<Migrator, sqlx::migrate::MigrateError> {

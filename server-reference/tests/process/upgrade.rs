@@ -2,7 +2,8 @@
 //! earlier commit left (`cargo xtask fixture REV`). Today's server opens it and must read it back
 //! unchanged: every session's events, the same and in the same order; the cursor issued then,
 //! still opening to the same events; the action then pending, still resolving; the app still
-//! installed with its credentials present. And an old cursor past its lifetime is refused with
+//! installed with its credentials present; each month's statement counting the units the store
+//! held then, whether as a raw ledger or as counters. And an old cursor past its lifetime is refused with
 //! 410, after which the session read without a cursor reconciles to the same events. The SQLite
 //! part runs always, the PostgreSQL part with `INTENT_TEST_DATABASE_URL`. And the newest fixture
 //! must be of today's migrations and stored formats, so that changing either without a fixture
@@ -99,15 +100,20 @@ impl<'a> Moved<'a> {
         }
     }
 
-    /// A token for `resource` with `scopes`, minted with the key of the data dir by a process
-    /// whose clock is moved as the server's.
+    /// A token of the fixture's account for `resource` with `scopes`.
     fn token(&self, resource: &str, scopes: &str) -> String {
+        self.token_of("fixture", resource, scopes)
+    }
+
+    /// A token of `account` for `resource` with `scopes`, minted with the key of the data dir by
+    /// a process whose clock is moved as the server's.
+    fn token_of(&self, account: &str, resource: &str, scopes: &str) -> String {
         let resource_url = format!("{}/v1/{resource}", self.server.base);
         support::token_at(
             support::BINARY.as_ref(),
             self.data_dir,
             &resource_url,
-            "fixture",
+            account,
             scopes,
             self.offset,
         )
@@ -234,6 +240,99 @@ async fn reads_back(moved: &Moved<'_>, expected: &Value, fixture: &str) {
     }
 }
 
+/// The units a fixture's store holds, per account and month (`YYYY-MM`), per meter.
+type Ledger = BTreeMap<(String, String), BTreeMap<String, i64>>;
+
+/// The ledger of a store queried with `rows` (account, month, meter, units), as either engine's
+/// rows arrive.
+fn ledger(rows: Vec<(String, String, String, i64)>) -> Ledger {
+    let mut ledger = Ledger::new();
+    for (account, month, meter, units) in rows {
+        *ledger
+            .entry((account, month))
+            .or_default()
+            .entry(meter)
+            .or_default() += units;
+    }
+    ledger
+}
+
+/// The ledger of a fixture's SQLite file, before today's server opens it: from the raw ledger
+/// (a row per unit) of the versions that kept one, else from its counters.
+async fn sqlite_ledger(db: &Path) -> Ledger {
+    use sqlx::Connection;
+    let options = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(db)
+        .read_only(true);
+    let mut db = sqlx::SqliteConnection::connect_with(&options)
+        .await
+        .unwrap();
+    let (raw,): (bool,) =
+        sqlx::query_as("SELECT COUNT(*) > 0 FROM sqlite_master WHERE name = 'usage'")
+            .fetch_one(&mut db)
+            .await
+            .unwrap();
+    let query = if raw {
+        "SELECT account, strftime('%Y-%m', at, 'unixepoch'), meter, COUNT(*)
+         FROM usage GROUP BY 1, 2, 3"
+    } else {
+        "SELECT account, strftime('%Y-%m', hour, 'unixepoch'), meter, SUM(units)
+         FROM usage_counters GROUP BY 1, 2, 3"
+    };
+    ledger(sqlx::query_as(query).fetch_all(&mut db).await.unwrap())
+}
+
+/// The ledger of a fixture's PostgreSQL database, before today's server opens it.
+async fn postgres_ledger(url: &str) -> Ledger {
+    use sqlx::Connection;
+    let mut db = sqlx::PgConnection::connect(url).await.unwrap();
+    let (raw,): (bool,) = sqlx::query_as("SELECT to_regclass('usage') IS NOT NULL")
+        .fetch_one(&mut db)
+        .await
+        .unwrap();
+    let query = if raw {
+        "SELECT account, to_char(to_timestamp(at) AT TIME ZONE 'UTC', 'YYYY-MM'), meter,
+                COUNT(*) FROM usage GROUP BY 1, 2, 3"
+    } else {
+        "SELECT account, to_char(to_timestamp(hour) AT TIME ZONE 'UTC', 'YYYY-MM'), meter,
+                SUM(units)::BIGINT FROM usage_counters GROUP BY 1, 2, 3"
+    };
+    ledger(sqlx::query_as(query).fetch_all(&mut db).await.unwrap())
+}
+
+/// Each month's statement of each account in `ledger` counts the units the fixture's store held.
+async fn statements_read_back(moved: &Moved<'_>, ledger: &Ledger, fixture: &str) {
+    assert!(!ledger.is_empty(), "{fixture}: the fixture metered usage");
+    for ((account, month), units) in ledger {
+        let token = moved.token_of(account, "account", "account:usage:read");
+        let statement: Value = reqwest::Client::new()
+            .get(format!(
+                "{}/v1/account/statement?period={month}",
+                moved.server.base
+            ))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let lines = statement["lines"].as_array().unwrap();
+        let read: BTreeMap<String, i64> = lines
+            .iter()
+            .filter(|line| line["quantity"] != 0)
+            .map(|line| {
+                let meter = line["meter"].as_str().unwrap().to_owned();
+                (meter, line["quantity"].as_i64().unwrap())
+            })
+            .collect();
+        assert_eq!(
+            &read, units,
+            "{fixture}: {account}'s statement of {month}: {statement:#}"
+        );
+    }
+}
+
 /// On `moved` (its clock moved past the fixture's cursor lifetime): the cursor issued then is
 /// refused with 410, and the sessions read without a cursor reconcile to the events logged then.
 async fn refuses_the_expired_cursor(moved: &Moved<'_>, expected: &Value, fixture: &str) {
@@ -265,9 +364,11 @@ async fn todays_server_reads_back_the_sqlite_data_of_each_earlier_version() {
         let expected = read_json(&fixture.join("sqlite/expected.json"));
         let data = tempfile::tempdir().unwrap();
         copy(&fixture.join("sqlite/data"), data.path());
+        let ledger = sqlite_ledger(&data.path().join("intent.db")).await;
         let offset = clock_offset(&expected, WITHIN_LIFETIME);
         let moved = Moved::start(data.path(), &[], offset);
         reads_back(&moved, &expected, &name).await;
+        statements_read_back(&moved, &ledger, &name).await;
         drop(moved);
 
         let data = tempfile::tempdir().unwrap();
@@ -320,9 +421,11 @@ async fn todays_server_reads_back_the_postgres_data_of_each_earlier_version() {
         // Named for this process, so that test runs sharing the server do not drop each other's.
         let database = format!("upgrade_{name}_{}", std::process::id());
         let database_url = restore(&url, &fixture, &database);
+        let ledger = postgres_ledger(&database_url).await;
         let offset = clock_offset(&expected, WITHIN_LIFETIME);
         let moved = Moved::start(keys.path(), &["--database-url", &database_url], offset);
         reads_back(&moved, &expected, &name).await;
+        statements_read_back(&moved, &ledger, &name).await;
         drop(moved);
 
         let database_url = restore(&url, &fixture, &format!("{database}_expired"));

@@ -1,0 +1,16 @@
+-- Usage rolled up where it is written: one counter per account, meter and hour, so that a
+-- statement reads at most a month of counters whatever the account's history. The raw ledger
+-- (one row per unit) is folded into them and dropped.
+CREATE TABLE usage_counters (
+    account TEXT   NOT NULL,
+    -- Unix seconds of the hour's start (UTC).
+    hour    BIGINT NOT NULL,
+    meter   TEXT   NOT NULL CHECK (meter IN ('turn', 'build', 'simulation', 'commit')),
+    units   BIGINT NOT NULL CHECK (units > 0),
+    PRIMARY KEY (account, hour, meter)
+);
+
+INSERT INTO usage_counters (account, hour, meter, units)
+    SELECT account, at - at % 3600, meter, COUNT(*) FROM usage GROUP BY 1, 2, 3;
+
+DROP TABLE usage;

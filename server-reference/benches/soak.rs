@@ -4,7 +4,7 @@
 //! device authorization they never finish. Every `SAMPLE` it reads the rows of every table (from
 //! the SQLite file, read-only) and the server's RSS. It fails when a table or the RSS at the end
 //! is well above what it was after the first third of the run, once the clean-up had caught up.
-//! Usage is counted per hour (`usage_counters`), so it is held flat as every other table is.
+//! Usage is counted per day (`usage_counters`), so it is held flat as every other table is.
 //!
 //! Run: `cargo bench -p intent-server --bench soak` (`INTENT_SOAK_SECS`, default 180).
 

@@ -128,7 +128,7 @@ fn counted(
 #[tokio::test]
 async fn usage_counts_per_meter_inside_the_period_only_as_the_raw_ledger_did() {
     const DAY: i64 = 86_400;
-    // Two 30-day periods back to back, as statements' months are: whole days, so whole hours.
+    // Two 30-day periods back to back, of whole days as statements' months are.
     let start = 20_400 * DAY;
     let (middle, end) = (start + 30 * DAY, start + 60 * DAY);
     let mut recorded = Vec::new();

@@ -36,19 +36,24 @@ impl Meter {
     }
 }
 
-/// Seconds in the period a usage counter covers.
-const COUNTER_PERIOD: i64 = 3600;
+/// The statement that records one unit: adds it to the counter of its account (`$1`), day
+/// ([`counter_day`], `$2`) and meter (`$3`).
+pub const RECORD_USAGE: &str = "INSERT INTO usage_counters (account, day, meter, units)
+     VALUES ($1, $2, $3, 1)
+     ON CONFLICT (account, day, meter) DO UPDATE SET units = usage_counters.units + 1";
 
-/// Records one unit of a meter at `at` (Unix seconds): adds it to the account's counter of that
-/// meter and hour. The same statement inside a turn's or a commit's transaction.
+/// The start (Unix seconds, UTC) of the day whose counter holds a unit recorded at `at`.
+pub fn counter_day(at: i64) -> i64 {
+    at - at.rem_euclid(86_400)
+}
+
+/// Records one unit of a meter at `at` (Unix seconds); the same statement inside a turn's or a
+/// commit's transaction.
 pub(super) fn record_usage(account: &str, meter: Meter, at: i64) -> Sql {
-    sql(
-        "INSERT INTO usage_counters (account, hour, meter, units) VALUES ($1, $2, $3, 1)
-         ON CONFLICT (account, hour, meter) DO UPDATE SET units = usage_counters.units + 1",
-    )
-    .bind(account)
-    .bind(at - at.rem_euclid(COUNTER_PERIOD))
-    .bind(meter.as_str())
+    sql(RECORD_USAGE)
+        .bind(account)
+        .bind(counter_day(at))
+        .bind(meter.as_str())
 }
 
 row! {
@@ -181,16 +186,16 @@ impl Store {
         Ok(())
     }
 
-    /// Units recorded per meter for `account` in the hours that start in `from..to` (Unix
-    /// seconds; a statement's month starts and ends on an hour). Reads at most one counter per
-    /// meter and hour, whatever the number of units.
+    /// Units recorded per meter for `account` in the days that start in `from..to` (Unix
+    /// seconds; a statement's month starts and ends on a day). Reads at most one counter per
+    /// meter and day, whatever the number of units.
     pub async fn usage(&self, account: &str, from: i64, to: i64) -> Result<Vec<(Meter, i64)>> {
         let rows: Vec<Count> = self
             .db
             .fetch_all(
                 sql("SELECT meter AS name, CAST(SUM(units) AS BIGINT) AS count
                      FROM usage_counters
-                     WHERE account = $1 AND hour >= $2 AND hour < $3 GROUP BY meter")
+                     WHERE account = $1 AND day >= $2 AND day < $3 GROUP BY meter")
                 .bind(account)
                 .bind(from)
                 .bind(to),

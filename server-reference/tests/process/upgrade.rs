@@ -276,7 +276,7 @@ async fn sqlite_ledger(db: &Path) -> Ledger {
         "SELECT account, strftime('%Y-%m', at, 'unixepoch'), meter, COUNT(*)
          FROM usage GROUP BY 1, 2, 3"
     } else {
-        "SELECT account, strftime('%Y-%m', hour, 'unixepoch'), meter, SUM(units)
+        "SELECT account, strftime('%Y-%m', day, 'unixepoch'), meter, SUM(units)
          FROM usage_counters GROUP BY 1, 2, 3"
     };
     ledger(sqlx::query_as(query).fetch_all(&mut db).await.unwrap())
@@ -294,7 +294,7 @@ async fn postgres_ledger(url: &str) -> Ledger {
         "SELECT account, to_char(to_timestamp(at) AT TIME ZONE 'UTC', 'YYYY-MM'), meter,
                 COUNT(*) FROM usage GROUP BY 1, 2, 3"
     } else {
-        "SELECT account, to_char(to_timestamp(hour) AT TIME ZONE 'UTC', 'YYYY-MM'), meter,
+        "SELECT account, to_char(to_timestamp(day) AT TIME ZONE 'UTC', 'YYYY-MM'), meter,
                 SUM(units)::BIGINT FROM usage_counters GROUP BY 1, 2, 3"
     };
     ledger(sqlx::query_as(query).fetch_all(&mut db).await.unwrap())

@@ -44,14 +44,22 @@ pub fn run(root: &Path, rev: &str) -> Result<(), String> {
         )?;
     }
     eprintln!("building intent-server at {commit}");
-    let built = Command::new("cargo")
-        .args(["build", "-p", "intent-server", "--bin", "intent-server"])
-        .env("CARGO_TARGET_DIR", root.join("target/fixtures"))
-        .current_dir(&source)
-        .status()
-        .map_err(|e| format!("cargo build: {e}"))?;
-    if !built.success() {
-        return Err(format!("building {commit} failed"));
+    // Cargo keys the workspace's crates by their path inside the workspace, so another commit's
+    // worktree would find them fresh from the last build: they are built anew, the registry's
+    // crates kept.
+    for step in [
+        &["clean", "-p", "intent-server", "-p", "intent-models"][..],
+        &["build", "-p", "intent-server", "--bin", "intent-server"],
+    ] {
+        let done = Command::new("cargo")
+            .args(step)
+            .env("CARGO_TARGET_DIR", root.join("target/fixtures"))
+            .current_dir(&source)
+            .status()
+            .map_err(|e| format!("cargo {}: {e}", step[0]))?;
+        if !done.success() {
+            return Err(format!("cargo {} at {commit} failed", step[0]));
+        }
     }
     let server = root.join("target/fixtures/debug/intent-server");
     let out = root

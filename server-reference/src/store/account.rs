@@ -201,7 +201,7 @@ impl Store {
                 .bind(to),
             )
             .await?;
-        // The CHECK constraint keeps unknown meter names out of the table.
+        // Only the meters this server knows are written; a name it does not know is skipped.
         Ok(rows
             .into_iter()
             .filter_map(|row| Some((Meter::parse(&row.name)?, row.count)))

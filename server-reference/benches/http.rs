@@ -1,7 +1,8 @@
 //! HTTP load benchmark of the hot path, against the release server binary on loopback: page
-//! GET, session GET and `/healthz`, next to a bare axum handler that is sent the page GET's
-//! request (its path, query and bearer token) and answers the same page bytes, all driven by the
-//! same in-process load generator (hyper HTTP/1.1 clients over `CONNECTIONS` keep-alive
+//! GET (the same page for every reader, kept), page GETs at `CURSORS` distinct cursors in turn
+//! (each page made anew), session GET and `/healthz`, next to a bare axum handler that is sent the
+//! page GET's request (its path, query and bearer token) and answers the same page bytes, all
+//! driven by the same in-process load generator (hyper HTTP/1.1 clients over `CONNECTIONS` keep-alive
 //! connections). The bare handler runs in a child process like the server, so both share the
 //! machine with the generator alike. Prints req/s, p50 and p99, each ratio to the bare handler,
 //! and the CPU time the serving process spent per request (from `/proc`, on Linux).
@@ -21,8 +22,12 @@ mod load;
 mod support;
 
 use load::{CONNECTIONS, DURATION, Load, WARM_UP, drive};
-/// Turns written to the measured session before the run.
+/// Turns written to the measured session before the run: 4 events each.
 const TURNS: usize = 3;
+/// Distinct cursors read in turn, each opening a page of `TURNS * 4` events (as many as the kept
+/// page holds), in a session of `CURSOR_TURNS` turns.
+const CURSORS: usize = 24;
+const CURSOR_TURNS: usize = 10;
 
 /// The child-process mode: serve `body` (a file) at every path of `addr`.
 const BARE_ARG: &str = "bare-server";
@@ -62,23 +67,60 @@ async fn bare_server(body_file: &str) {
 /// session.
 async fn seeded(server: &support::Server, data_dir: &std::path::Path) -> (String, String) {
     let token = server.agent_token(data_dir, "bench", "agent:read agent:write");
+    let session = session_of(server, &token, TURNS).await;
+    (token, session)
+}
+
+/// A session of `turns` finished turns on `server`.
+async fn session_of(server: &support::Server, token: &str, turns: usize) -> String {
     let http = reqwest::Client::new();
     let mut session: Option<String> = None;
-    for _ in 0..TURNS {
+    for _ in 0..turns {
         let mut body = json!({ "message": "hello" });
         if let Some(id) = &session {
             body["sessionId"] = id.clone().into();
         }
-        let started = support::post(&http, &server.base, &token, "/v1/agent/chat", &body).await;
+        let started = support::post(&http, &server.base, token, "/v1/agent/chat", &body).await;
         let id = started["sessionId"].as_str().unwrap().to_owned();
         let cursor = started["cursor"].as_str().unwrap();
-        support::read_until(&http, &server.base, &token, &id, cursor, |e| {
+        support::read_until(&http, &server.base, token, &id, cursor, |e| {
             e["type"] == "turn_state" && e["state"] == "complete"
         })
         .await;
         session = Some(id);
     }
-    (token, session.unwrap())
+    session.unwrap()
+}
+
+/// The page GETs of a session of `CURSOR_TURNS` turns at `CURSORS` distinct cursors (after its
+/// first event, its second, and so on), each for a page of `TURNS * 4` events.
+async fn at_cursors(server: &support::Server, token: &str) -> Vec<String> {
+    let session = session_of(server, token, CURSOR_TURNS).await;
+    let http = reqwest::Client::new();
+    let mut cursor: Option<String> = None;
+    let mut paths = Vec::new();
+    for _ in 0..CURSORS {
+        let after = cursor.map_or_else(String::new, |cursor| format!("&cursor={cursor}"));
+        let one: Value = http
+            .get(format!(
+                "{}/v1/agent/chat/{session}?limit=1{after}",
+                server.base
+            ))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let next = one["cursor"].as_str().unwrap().to_owned();
+        paths.push(format!(
+            "/v1/agent/chat/{session}?limit={}&cursor={next}",
+            TURNS * 4
+        ));
+        cursor = Some(next);
+    }
+    paths
 }
 
 /// What one target answered, and the CPU time its serving process spent per request.
@@ -89,14 +131,14 @@ struct Measured {
 
 /// [`drive`], with the CPU time process `pid` (the one serving `bases`) spent per request while
 /// measured.
-async fn measured(pid: u32, bases: &[&str], path: &str, token: Option<&str>) -> Measured {
+async fn measured(pid: u32, bases: &[&str], paths: &[&str], token: Option<&str>) -> Measured {
     let sampler = tokio::spawn(async move {
         tokio::time::sleep(WARM_UP).await;
         let from = cpu_time(pid);
         tokio::time::sleep(DURATION).await;
         Some(cpu_time(pid)?.saturating_sub(from?))
     });
-    let load = drive(bases, path, token).await;
+    let load = drive(bases, paths, token).await;
     let spent = sampler.await.unwrap();
     let requests = u32::try_from(load.requests.max(1)).unwrap_or(u32::MAX);
     Measured {
@@ -160,16 +202,19 @@ async fn bench() {
     );
     // The bare handler runs first and last; ratios are to the mean of both runs.
     let (bare_pid, server_pid) = (bare.child.id(), server.child.id());
-    let bare_first = measured(bare_pid, &[&bare.base], &page_path, Some(&token)).await;
-    let healthz = measured(server_pid, &[&server.base], "/healthz", None).await;
+    let bare_first = measured(bare_pid, &[&bare.base], &[&page_path], Some(&token)).await;
+    let healthz = measured(server_pid, &[&server.base], &["/healthz"], None).await;
     let session_path = format!("/v1/agent/sessions/{session}");
-    let session_get = measured(server_pid, &[&server.base], &session_path, Some(&token)).await;
-    let page_get = measured(server_pid, &[&server.base], &page_path, Some(&token)).await;
+    let session_get = measured(server_pid, &[&server.base], &[&session_path], Some(&token)).await;
+    let page_get = measured(server_pid, &[&server.base], &[&page_path], Some(&token)).await;
+    let cursor_paths = at_cursors(&server, &token).await;
+    let cursor_paths: Vec<&str> = cursor_paths.iter().map(String::as_str).collect();
+    let made_anew = measured(server_pid, &[&server.base], &cursor_paths, Some(&token)).await;
     let baseline = match std::env::var_os("INTENT_BENCH_BASELINE") {
         Some(binary) => Some(baseline(binary.as_ref()).await),
         None => None,
     };
-    let bare_last = measured(bare_pid, &[&bare.base], &page_path, Some(&token)).await;
+    let bare_last = measured(bare_pid, &[&bare.base], &[&page_path], Some(&token)).await;
     let bare_per_second = (bare_first.load.per_second() + bare_last.load.per_second()) / 2.0;
     report(
         "bare axum handler (same bytes)",
@@ -184,31 +229,38 @@ async fn bench() {
         &page_get,
         bare_per_second,
     );
-    if let Some((session_get, page_get)) = baseline {
-        report(
-            "baseline: GET /v1/agent/sessions/{id}",
-            &session_get,
-            bare_per_second,
-        );
-        report(
-            "baseline: GET /v1/agent/chat/{id}?limit=20",
-            &page_get,
-            bare_per_second,
-        );
+    report(
+        &format!("the same at {CURSORS} cursors in turn (made anew)"),
+        &made_anew,
+        bare_per_second,
+    );
+    if let Some(measures) = baseline {
+        let names = [
+            "GET /v1/agent/sessions/{id}".to_owned(),
+            "GET /v1/agent/chat/{id}?limit=20".to_owned(),
+            format!("the same at {CURSORS} cursors in turn (made anew)"),
+        ];
+        for (name, measured) in names.iter().zip(&measures) {
+            report(&format!("baseline: {name}"), measured, bare_per_second);
+        }
     }
 }
 
-/// The session and page GETs of the server build `binary`, seeded as ours is.
-async fn baseline(binary: &std::path::Path) -> (Measured, Measured) {
+/// The session GET, page GET and page GETs at distinct cursors of the server build `binary`,
+/// seeded as ours is.
+async fn baseline(binary: &std::path::Path) -> [Measured; 3] {
     let data_dir = tempfile::tempdir().unwrap();
     let server = support::Server::start_binary(binary, data_dir.path(), "127.0.0.1:0", &[]);
     let (token, session) = seeded(&server, data_dir.path()).await;
     let pid = server.child.id();
     let session_path = format!("/v1/agent/sessions/{session}");
-    let session_get = measured(pid, &[&server.base], &session_path, Some(&token)).await;
+    let session_get = measured(pid, &[&server.base], &[&session_path], Some(&token)).await;
     let page_path = format!("/v1/agent/chat/{session}?limit=20");
-    let page_get = measured(pid, &[&server.base], &page_path, Some(&token)).await;
-    (session_get, page_get)
+    let page_get = measured(pid, &[&server.base], &[&page_path], Some(&token)).await;
+    let cursor_paths = at_cursors(&server, &token).await;
+    let cursor_paths: Vec<&str> = cursor_paths.iter().map(String::as_str).collect();
+    let made_anew = measured(pid, &[&server.base], &cursor_paths, Some(&token)).await;
+    [session_get, page_get, made_anew]
 }
 
 /// This binary in its bare-server mode, serving `body_file`.

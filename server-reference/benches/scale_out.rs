@@ -166,10 +166,10 @@ async fn bench() {
         DURATION.as_secs(),
         WARM_UP.as_secs()
     );
-    let sqlite_first = drive(&[&sqlite.base], &sqlite_page, Some(&sqlite_token)).await;
-    let one = drive(&[&a.base], &pg_page, Some(&token)).await;
-    let two = drive(&[&a.base, &b.base], &pg_page, Some(&token)).await;
-    let sqlite_last = drive(&[&sqlite.base], &sqlite_page, Some(&sqlite_token)).await;
+    let sqlite_first = drive(&[&sqlite.base], &[&sqlite_page], Some(&sqlite_token)).await;
+    let one = drive(&[&a.base], &[&pg_page], Some(&token)).await;
+    let two = drive(&[&a.base, &b.base], &[&pg_page], Some(&token)).await;
+    let sqlite_last = drive(&[&sqlite.base], &[&sqlite_page], Some(&sqlite_token)).await;
     let baseline = (sqlite_first.per_second() + sqlite_last.per_second()) / 2.0;
     report_load("page GET, SQLite, one instance", &sqlite_first, baseline);
     report_load("page GET, PostgreSQL, one instance", &one, baseline);

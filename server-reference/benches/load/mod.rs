@@ -38,9 +38,9 @@ impl Load {
 }
 
 /// Drives `GET base+path` with `token` over `CONNECTIONS` connections for `DURATION`, the
-/// connections spread evenly over `bases` (instances of one deployment); every answer must be
-/// 200.
-pub async fn drive(bases: &[&str], path: &str, token: Option<&str>) -> Load {
+/// connections spread evenly over `bases` (instances of one deployment), each asking `paths` in
+/// turn from the one after the last connection's first; every answer must be 200.
+pub async fn drive(bases: &[&str], paths: &[&str], token: Option<&str>) -> Load {
     let started = Instant::now();
     let measure_from = started + WARM_UP;
     let until = measure_from + DURATION;
@@ -48,7 +48,9 @@ pub async fn drive(bases: &[&str], path: &str, token: Option<&str>) -> Load {
     for connection in 0..CONNECTIONS {
         let base = bases[connection % bases.len()];
         let address = base.trim_start_matches("http://").to_owned();
-        let path = path.to_owned();
+        let mut paths: Vec<String> = paths.iter().map(|path| (*path).to_owned()).collect();
+        let first = connection % paths.len();
+        paths.rotate_left(first);
         let authorization = token.map(|t| format!("Bearer {t}"));
         workers.push(tokio::spawn(async move {
             let stream = tokio::net::TcpStream::connect(&address).await.unwrap();
@@ -60,8 +62,10 @@ pub async fn drive(bases: &[&str], path: &str, token: Option<&str>) -> Load {
                     .unwrap();
             tokio::spawn(connection);
             let mut latencies = Vec::new();
+            let mut in_turn = paths.iter().cycle();
             loop {
-                let mut request = hyper::Request::get(&path).header("host", &address);
+                let path = in_turn.next().expect("at least one path");
+                let mut request = hyper::Request::get(path).header("host", &address);
                 if let Some(value) = &authorization {
                     request = request.header("authorization", value);
                 }

@@ -116,14 +116,14 @@ impl CursorKey {
         position: Position,
         expires_at: i64,
     ) -> String {
-        let mut bytes = Vec::with_capacity(PAYLOAD_LEN + MAC_LEN);
-        bytes.push(VERSION);
-        bytes.extend_from_slice(&position.after.to_be_bytes());
-        bytes.extend_from_slice(&position.seen.to_be_bytes());
-        bytes.extend_from_slice(&expires_at.to_be_bytes());
-        let input = blake3_input(account, session, &bytes);
+        let mut bytes = [0; PAYLOAD_LEN + MAC_LEN];
+        bytes[0] = VERSION;
+        for (at, number) in [(1, position.after), (9, position.seen), (17, expires_at)] {
+            bytes[at..at + 8].copy_from_slice(&number.to_be_bytes());
+        }
+        let input = blake3_input(account, session, &bytes[..PAYLOAD_LEN]);
         let tag = blake3::keyed_hash(&self.keys[0].blake3, &input);
-        bytes.extend_from_slice(tag.as_bytes());
+        bytes[PAYLOAD_LEN..].copy_from_slice(tag.as_bytes());
         URL_SAFE_NO_PAD.encode(bytes)
     }
 
@@ -136,9 +136,12 @@ impl CursorKey {
         cursor: &str,
         now: i64,
     ) -> Result<Position, CursorError> {
-        let bytes = URL_SAFE_NO_PAD
-            .decode(cursor)
+        // Room for the longest format, and for base64's estimate of it; a longer cursor is none.
+        let mut decoded = [0; PAYLOAD_LEN + MAC_LEN + 3];
+        let len = URL_SAFE_NO_PAD
+            .decode_slice(cursor, &mut decoded)
             .map_err(|_| CursorError::Invalid)?;
+        let bytes = &decoded[..len];
         let version = bytes.first().copied();
         let payload_len = match version {
             Some(VERSION | VERSION_2) => PAYLOAD_LEN,

@@ -5,7 +5,8 @@ use std::convert::Infallible;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::{FromRef, State};
+use axum::extract::{FromRef, FromRequestParts, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::routing::{get, post};
@@ -94,10 +95,27 @@ async fn page(
     State(log): State<EventLog>,
     principal: Principal,
     SessionPath(session): SessionPath,
-    ApiQuery(request): ApiQuery<PageRequest>,
+    PageQuery(request): PageQuery,
 ) -> Result<Encoded<EventPage>, ApiError> {
     let page = log.page(&principal.account, &session, &request).await?;
     Ok(page.json().clone())
+}
+
+/// A page GET's query: read by [`PageRequest::from_plain_query`] when it can, else by
+/// [`ApiQuery`], which reads the same or says what is wrong.
+struct PageQuery(PageRequest);
+
+impl<S: Send + Sync> FromRequestParts<S> for PageQuery {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let query = parts.uri.query().unwrap_or_default();
+        if let Some(request) = PageRequest::from_plain_query(query) {
+            return Ok(Self(request));
+        }
+        let ApiQuery(request) = ApiQuery::from_request_parts(parts, state).await?;
+        Ok(Self(request))
+    }
 }
 
 #[derive(Deserialize)]

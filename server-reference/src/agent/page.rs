@@ -89,7 +89,17 @@ fn to_json(session_id: &str, cursor: &str, events: &[Arc<str>], has_more: bool) 
     json.push_str(r#"],"has_more":"#);
     json.push_str(if has_more { "true" } else { "false" });
     json.push_str(r#","session_id":"#);
-    json.push_str(&serde_json::to_string(session_id).expect("a string serializes"));
+    // A session id of the reference server's needs no escaping; any other is written by serde.
+    if session_id
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        json.push('"');
+        json.push_str(session_id);
+        json.push('"');
+    } else {
+        json.push_str(&serde_json::to_string(session_id).expect("a string serializes"));
+    }
     json.push('}');
     json
 }

@@ -88,7 +88,7 @@ pub enum Writer {
 
 /// What a page read asks for: `cursor` (none reads from the start of the retained log), `wait`
 /// (0 to 30000 ms) and `limit` (1 to 500 events).
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, PartialEq, Eq, Deserialize)]
 pub struct PageRequest {
     /// Where the previous page ended.
     pub cursor: Option<String>,
@@ -96,6 +96,31 @@ pub struct PageRequest {
     pub wait: Option<i64>,
     /// The most events the page may hold.
     pub limit: Option<i64>,
+}
+
+impl PageRequest {
+    /// The request of a query with nothing to decode (no `%` or `+`) that names each of its
+    /// parameters at most once and whose numbers parse: what serde_urlencoded reads from it, at a
+    /// tenth of its cost (it decodes a cursor byte by byte, four times over). `None` for any
+    /// other query, for serde_urlencoded to read or refuse.
+    pub fn from_plain_query(query: &str) -> Option<Self> {
+        // Byte searches, which the standard library makes word by word.
+        if query.as_bytes().contains(&b'%') || query.as_bytes().contains(&b'+') {
+            return None;
+        }
+        let mut request = Self::default();
+        for pair in query.split('&').filter(|pair| !pair.is_empty()) {
+            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+            match name {
+                "cursor" if request.cursor.is_none() => request.cursor = Some(value.to_owned()),
+                "wait" if request.wait.is_none() => request.wait = Some(value.parse().ok()?),
+                "limit" if request.limit.is_none() => request.limit = Some(value.parse().ok()?),
+                "cursor" | "wait" | "limit" => return None,
+                _ => {}
+            }
+        }
+        Some(request)
+    }
 }
 
 impl EventLog {
@@ -640,6 +665,35 @@ mod tests {
 
     const ACCOUNT: &str = "alice";
     const SESSION: &str = "ses_1";
+
+    #[test]
+    fn a_plain_query_reads_as_serde_urlencoded_reads_it_and_any_other_is_left_to_it() {
+        let plain = [
+            "",
+            "limit=20",
+            "cursor=AbC-_9&limit=12&wait=30000",
+            "&&wait=-1&cursor=&limit=05&",
+            "cursor",
+            "other=1&other=2&=x&limit=3",
+        ];
+        for query in plain {
+            let read: PageRequest = serde_urlencoded::from_str(query).unwrap();
+            assert_eq!(PageRequest::from_plain_query(query), Some(read), "{query}");
+        }
+        // Percent-encoded or plus signs, a parameter twice, a number that does not parse.
+        let other = [
+            "cursor=a%2Db",
+            "limit=%32",
+            "wait=+5",
+            "limit=1&limit=2",
+            "cursor=a&cursor=b",
+            "limit=",
+            "wait=soon",
+        ];
+        for query in other {
+            assert_eq!(PageRequest::from_plain_query(query), None, "{query}");
+        }
+    }
 
     fn account() -> AccountId {
         AccountId::verified(ACCOUNT)

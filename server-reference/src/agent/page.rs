@@ -1,6 +1,7 @@
 //! A page of a session's log as it is sent: its events are the JSON text the log stores, so a
 //! page is written without decoding them, and reads the same from the head or the store. A head
-//! keeps the last page made from it ([`PageMemo`]), for the readers that ask the same.
+//! keeps the last page made from it that reaches the log's end ([`PageMemo`]), for the readers
+//! that ask the same.
 
 use std::sync::{Arc, Mutex};
 
@@ -17,6 +18,8 @@ pub struct Page {
     after: i64,
     /// Whether it holds no event.
     empty: bool,
+    /// Whether more events follow it.
+    has_more: bool,
     json: Encoded<EventPage>,
 }
 
@@ -36,6 +39,7 @@ impl Page {
             cursor,
             after,
             empty: events.is_empty(),
+            has_more,
             json,
         }
     }
@@ -54,6 +58,11 @@ impl Page {
     /// Whether it holds no event.
     pub fn is_empty(&self) -> bool {
         self.empty
+    }
+
+    /// Whether it reaches the end of its log (`has_more` is false).
+    pub fn reaches_end(&self) -> bool {
+        !self.has_more
     }
 
     /// The page as JSON.
@@ -116,8 +125,8 @@ pub struct PageKey {
     pub expires: i64,
 }
 
-/// The last page made from a head, kept for readers that ask the same while the head stands:
-/// many long-polls of a session, woken by one append, read one page. It holds at most what its
+/// The last page made from a head that reaches the log's end, kept for readers that ask the same
+/// while the head stands: many long-polls of a session, woken by one append, read one page. It holds at most what its
 /// head holds, once more, as JSON.
 #[derive(Debug, Default)]
 pub struct PageMemo(Mutex<Option<(PageKey, Arc<Page>)>>);

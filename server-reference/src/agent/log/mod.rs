@@ -481,7 +481,10 @@ impl EventLog {
             None => read.pruned_through,
         };
         let page = Arc::new(self.make_page(account, session, after, read, limit, key.expires));
-        if let Some(memo) = memo {
+        // Only a page that reaches the log's end is kept: that is where a session's many readers
+        // wait, woken together by an append. A page behind it is one reader's own, and keeping it
+        // would cost that reader and take the end's page from the many.
+        if let Some(memo) = memo.filter(|_| page.reaches_end()) {
             memo.keep(key, page.clone());
         }
         Ok(page)
@@ -795,19 +798,39 @@ mod tests {
         last - pruned
     }
 
-    /// A page asked again is the one its head kept, byte for byte the page a log with no head
-    /// makes; another account is refused before the memo is reached; an append makes the next
-    /// page anew.
+    /// A page that reaches the log's end, asked again, is the one its head kept, byte for byte
+    /// the page a log with no head makes; a page behind the end is not kept; another account is
+    /// refused before the memo is reached; an append makes the next page anew.
     #[tokio::test]
     async fn a_kept_page_is_the_page_made_anew_and_only_its_owners() {
         let dir = tempfile::tempdir().unwrap();
         let (store, log) = session(dir.path(), Duration::from_secs(3600)).await;
         append(&log, 3).await;
         let request = PageRequest {
-            limit: Some(2),
+            limit: Some(100),
             ..PageRequest::default()
         };
         let (alice, id) = (account(), session_id());
+        let behind = PageRequest {
+            limit: Some(1),
+            ..PageRequest::default()
+        };
+        let (first, second) = loop {
+            let second = now();
+            let pages = (
+                log.page(&alice, &id, &behind).await.unwrap(),
+                log.page(&alice, &id, &behind).await.unwrap(),
+            );
+            if now() == second {
+                break pages;
+            }
+        };
+        assert!(!first.reaches_end());
+        assert_eq!(first.json().text(), second.json().text());
+        assert!(
+            !Arc::ptr_eq(&first, &second),
+            "a page behind the end is made anew"
+        );
         let page = || log.page(&alice, &id, &request);
         // Pages made in another second differ in their cursor's expiry: take three in one.
         let (kept, again, fresh) = loop {

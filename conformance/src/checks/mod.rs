@@ -254,15 +254,28 @@ pub(crate) async fn poll(
     cursor: Option<&str>,
     query: &str,
 ) -> Result<Reply, Finding> {
-    let mut path = format!("/v1/agent/chat/{session}?{query}");
-    if let Some(cursor) = cursor {
-        path.push_str(&format!("&{}", cursor_query(target, cursor)));
-    }
+    let cursor = cursor.map(|cursor| cursor_query(target, cursor));
+    let path = page_path(session, query, cursor.as_deref());
     target
         .request(Method::GET, &path)
         .bearer(token)
         .send()
         .await
+}
+
+/// The path of a page GET of `session` with `query` (perhaps empty) and the `cursor` parameter
+/// (perhaps none): no `?` without a parameter, no empty one between two.
+fn page_path(session: &str, query: &str, cursor: Option<&str>) -> String {
+    let parameters: Vec<&str> = [Some(query), cursor]
+        .into_iter()
+        .flatten()
+        .filter(|parameter| !parameter.is_empty())
+        .collect();
+    if parameters.is_empty() {
+        format!("/v1/agent/chat/{session}")
+    } else {
+        format!("/v1/agent/chat/{session}?{}", parameters.join("&"))
+    }
 }
 
 /// The session's log page by page, each poll with `query` (such as `limit=2`), following
@@ -429,6 +442,18 @@ mod tests {
 
     use super::*;
     use crate::spec::spec;
+
+    #[test]
+    fn a_page_path_has_a_question_mark_only_before_parameters_and_no_empty_one() {
+        let at = |query, cursor| page_path("ses_1", query, cursor);
+        assert_eq!(at("", None), "/v1/agent/chat/ses_1");
+        assert_eq!(at("", Some("cursor=c")), "/v1/agent/chat/ses_1?cursor=c");
+        assert_eq!(at("wait=0", None), "/v1/agent/chat/ses_1?wait=0");
+        assert_eq!(
+            at("wait=0", Some("cursor=c")),
+            "/v1/agent/chat/ses_1?wait=0&cursor=c"
+        );
+    }
 
     #[test]
     fn every_check_is_well_formed() {

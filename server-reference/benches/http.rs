@@ -2,13 +2,14 @@
 //! GET (the same page for every reader, kept), page GETs at `CURSORS` distinct cursors in turn
 //! (each page made anew), session GET and `/healthz`, next to a bare axum handler that is sent the
 //! page GET's request (its path, query and bearer token) and answers the same page bytes, all
-//! driven by the same in-process load generator (hyper HTTP/1.1 clients over `CONNECTIONS` keep-alive
-//! connections). The bare handler runs in a child process like the server, so both share the
-//! machine with the generator alike. Prints req/s, p50 and p99, each ratio to the bare handler,
-//! and the CPU time the serving process spent per request (from `/proc`, on Linux).
+//! driven by the same in-process load generator (hyper HTTP/1.1 clients over `CONNECTIONS`
+//! keep-alive connections). The bare handler runs in a child process like the server, so both
+//! share the machine with the generator alike. Prints req/s, p50 and p99, each ratio to the bare
+//! handler, and the CPU time the serving process spent per request (from `/proc`, on Linux).
 //!
 //! With `INTENT_BENCH_BASELINE` set to another build of the server binary (an earlier commit's,
-//! built in a worktree), its page and session GETs are driven in the same run, beside ours.
+//! built in a worktree), its session GET, page GET and page GETs at distinct cursors are driven
+//! in the same run, beside ours.
 //!
 //! Run: `cargo bench -p intent-server --bench http`
 
@@ -204,12 +205,7 @@ async fn bench() {
     let (bare_pid, server_pid) = (bare.child.id(), server.child.id());
     let bare_first = measured(bare_pid, &[&bare.base], &[&page_path], Some(&token)).await;
     let healthz = measured(server_pid, &[&server.base], &["/healthz"], None).await;
-    let session_path = format!("/v1/agent/sessions/{session}");
-    let session_get = measured(server_pid, &[&server.base], &[&session_path], Some(&token)).await;
-    let page_get = measured(server_pid, &[&server.base], &[&page_path], Some(&token)).await;
-    let cursor_paths = at_cursors(&server, &token).await;
-    let cursor_paths: Vec<&str> = cursor_paths.iter().map(String::as_str).collect();
-    let made_anew = measured(server_pid, &[&server.base], &cursor_paths, Some(&token)).await;
+    let ours = measured_server(&server, &token, &session).await;
     let baseline = match std::env::var_os("INTENT_BENCH_BASELINE") {
         Some(binary) => Some(baseline(binary.as_ref()).await),
         None => None,
@@ -223,44 +219,39 @@ async fn bench() {
     );
     report("bare axum handler, again", &bare_last, bare_per_second);
     report("GET /healthz", &healthz, bare_per_second);
-    report("GET /v1/agent/sessions/{id}", &session_get, bare_per_second);
-    report(
-        "GET /v1/agent/chat/{id}?limit=20",
-        &page_get,
-        bare_per_second,
-    );
-    report(
-        &format!("the same at {CURSORS} cursors in turn (made anew)"),
-        &made_anew,
-        bare_per_second,
-    );
-    if let Some(measures) = baseline {
-        let names = [
-            "GET /v1/agent/sessions/{id}".to_owned(),
-            "GET /v1/agent/chat/{id}?limit=20".to_owned(),
-            format!("the same at {CURSORS} cursors in turn (made anew)"),
-        ];
-        for (name, measured) in names.iter().zip(&measures) {
-            report(&format!("baseline: {name}"), measured, bare_per_second);
-        }
+    let names = [
+        "GET /v1/agent/sessions/{id}".to_owned(),
+        "GET /v1/agent/chat/{id}?limit=20".to_owned(),
+        format!("the same at {CURSORS} cursors in turn (made anew)"),
+    ];
+    for (name, measured) in names.iter().zip(&ours) {
+        report(name, measured, bare_per_second);
+    }
+    for (name, measured) in names.iter().zip(baseline.iter().flatten()) {
+        report(&format!("baseline: {name}"), measured, bare_per_second);
     }
 }
 
-/// The session GET, page GET and page GETs at distinct cursors of the server build `binary`,
-/// seeded as ours is.
+/// The session GET, page GET and page GETs at distinct cursors of `server`, whose `session` is
+/// seeded, read with `token`.
+async fn measured_server(server: &support::Server, token: &str, session: &str) -> [Measured; 3] {
+    let (pid, bases) = (server.child.id(), [server.base.as_str()]);
+    let session_path = format!("/v1/agent/sessions/{session}");
+    let session_get = measured(pid, &bases, &[&session_path], Some(token)).await;
+    let page_path = format!("/v1/agent/chat/{session}?limit=20");
+    let page_get = measured(pid, &bases, &[&page_path], Some(token)).await;
+    let cursor_paths = at_cursors(server, token).await;
+    let cursor_paths: Vec<&str> = cursor_paths.iter().map(String::as_str).collect();
+    let made_anew = measured(pid, &bases, &cursor_paths, Some(token)).await;
+    [session_get, page_get, made_anew]
+}
+
+/// [`measured_server`] of the server build `binary`, seeded as ours is.
 async fn baseline(binary: &std::path::Path) -> [Measured; 3] {
     let data_dir = tempfile::tempdir().unwrap();
     let server = support::Server::start_binary(binary, data_dir.path(), "127.0.0.1:0", &[]);
     let (token, session) = seeded(&server, data_dir.path()).await;
-    let pid = server.child.id();
-    let session_path = format!("/v1/agent/sessions/{session}");
-    let session_get = measured(pid, &[&server.base], &[&session_path], Some(&token)).await;
-    let page_path = format!("/v1/agent/chat/{session}?limit=20");
-    let page_get = measured(pid, &[&server.base], &[&page_path], Some(&token)).await;
-    let cursor_paths = at_cursors(&server, &token).await;
-    let cursor_paths: Vec<&str> = cursor_paths.iter().map(String::as_str).collect();
-    let made_anew = measured(pid, &[&server.base], &cursor_paths, Some(&token)).await;
-    [session_get, page_get, made_anew]
+    measured_server(&server, &token, &session).await
 }
 
 /// This binary in its bare-server mode, serving `body_file`.

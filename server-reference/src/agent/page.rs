@@ -126,8 +126,8 @@ pub struct PageKey {
 }
 
 /// The last page made from a head that reaches the log's end, kept for readers that ask the same
-/// while the head stands: many long-polls of a session, woken by one append, read one page. It holds at most what its
-/// head holds, once more, as JSON.
+/// while the head stands: many long-polls of a session, woken by one append, read one page. It
+/// holds at most what its head holds, once more, as JSON.
 #[derive(Debug, Default)]
 pub struct PageMemo(Mutex<Option<(PageKey, Arc<Page>)>>);
 

@@ -3,11 +3,11 @@
 //! unchanged: every session's events, the same and in the same order; the cursor issued then,
 //! still opening to the same events; the action then pending, still resolving; the app still
 //! installed with its credentials present; each month's statement counting the units the store
-//! held then, whether as a raw ledger or as counters. And an old cursor past its lifetime is refused with
-//! 410, after which the session read without a cursor reconciles to the same events. The SQLite
-//! part runs always, the PostgreSQL part with `INTENT_TEST_DATABASE_URL`. And the newest fixture
-//! must be of today's migrations and stored formats, so that changing either without a fixture
-//! fails.
+//! held then, whether as a raw ledger or as counters. And an old cursor past its lifetime is
+//! refused with 410, after which the session read without a cursor reconciles to the same
+//! events. The SQLite part runs always, the PostgreSQL part with `INTENT_TEST_DATABASE_URL`. And
+//! the newest fixture must be of today's migrations and stored formats, so that changing either
+//! without a fixture fails.
 //!
 //! A fixture's cursor lived a day from the day it was made, so no date is right for both: each
 //! server runs with its wall clock moved (`--clock-offset`) to a minute after the fixture's

@@ -1,21 +1,89 @@
 //! A baseline of known failures, so that a team's CI fails on new findings only (as
-//! schemathesis's baseline and oasdiff's ignore file do): a finding already in the baseline is
-//! *known*, a known one that now passes is *fixed*, and only the others fail the run.
+//! schemathesis's baseline and oasdiff's ignore file do).
 //!
-//! A finding is matched by its check's id (which names the operation, for the checks made once
-//! per operation) and the level it failed at, never by its message, whose values change from run
-//! to run. The file is JSON: `{"version": 1, "known": [{"check": "...", "level": "normative"}]}`;
-//! a JSON report of a run (`--json`) serves as well.
+//! Each way a check failed is a [`Break`] with a **fingerprint**: a hash of the check, the level
+//! it failed at, the operation it concerns, and how the answer broke the fact ([`Broke`]: the
+//! status expected and seen, the JSON pointer and schema keyword, or the assertion's message
+//! without its values), never of ids, times, cursors or ports. A break whose fingerprint the
+//! baseline holds is *known*; any other is *new*, even inside a check that already failed, and
+//! fails the run; a known one whose check now passes is *fixed*.
+//!
+//! The file is JSON, `{"version": 2, "known": [{"check", "level", "fingerprint", "broke"}]}`;
+//! a JSON report of a run (`--json`) serves as well. A file of version 1 (entries without a
+//! fingerprint) is still read: each entry then knows every way its check fails at its level.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::check::Status;
+use crate::finding::Broke;
 use crate::run::{Outcome, Report};
 use crate::spec::Level;
 
 /// The format of a baseline file.
-pub const BASELINE_VERSION: u32 = 1;
+pub const BASELINE_VERSION: u32 = 2;
+
+/// The format before fingerprints, still read.
+const UNFINGERPRINTED: u32 = 1;
+
+/// How a failure stands against a baseline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum State {
+    /// The baseline does not hold it: it fails the run.
+    New,
+    /// The baseline holds it: it fails nothing.
+    Known,
+    /// The baseline holds a failure of this check, and the check passed.
+    Fixed,
+}
+
+impl State {
+    /// `new`, `known` or `fixed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::New => "new",
+            Self::Known => "known",
+            Self::Fixed => "fixed",
+        }
+    }
+}
+
+/// One way a check failed, with its fingerprint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Break {
+    /// Sixteen hex digits, the same in every run that breaks the fact the same way.
+    pub fingerprint: String,
+    /// How it broke, in words.
+    pub broke: String,
+    /// Against the run's baseline, when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<State>,
+}
+
+impl Break {
+    /// `broke`, as `check` (concerning `operation`) failed at `level`.
+    pub fn new(check: &str, level: Level, operation: Option<&str>, broke: &Broke) -> Self {
+        let broke = broke.to_string();
+        let parts = [check, level.as_str(), operation.unwrap_or_default(), &broke];
+        Self {
+            fingerprint: format!("{:016x}", fnv1a(&parts)),
+            broke,
+            baseline: None,
+        }
+    }
+}
+
+/// FNV-1a (64 bits) of `parts`, each ended by a zero byte: stable across builds and platforms,
+/// unlike the standard library's hasher.
+fn fnv1a(parts: &[&str]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in parts.iter().flat_map(|part| part.bytes().chain([0])) {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
+}
 
 /// One known failure.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -25,12 +93,34 @@ pub struct Known {
     pub check: String,
     /// The level it failed at.
     pub level: Level,
+    /// The break's fingerprint; absent in a file of version 1, where the entry knows every way
+    /// the check fails at its level.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<String>,
+    /// How it broke, for the reader of the file (not matched).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub broke: Option<String>,
 }
 
 impl Known {
-    /// Whether `outcome` is this failure: its check failed or broke at this level.
-    pub fn holds(&self, outcome: &Outcome) -> bool {
-        is_finding(outcome) && outcome.id == self.check && outcome.level == self.level
+    /// Whether this entry knows `broken`, a break of `outcome`.
+    fn knows(&self, outcome: &Outcome, broken: &Break) -> bool {
+        self.check == outcome.id
+            && self.level == outcome.level
+            && self
+                .fingerprint
+                .as_ref()
+                .is_none_or(|fingerprint| *fingerprint == broken.fingerprint)
+    }
+
+    /// The entry of `broken`, a break of `outcome`.
+    fn of(outcome: &Outcome, broken: &Break) -> Self {
+        Self {
+            check: outcome.id.clone(),
+            level: outcome.level,
+            fingerprint: Some(broken.fingerprint.clone()),
+            broke: Some(broken.broke.clone()),
+        }
     }
 }
 
@@ -38,7 +128,7 @@ impl Known {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Baseline {
-    /// [`BASELINE_VERSION`].
+    /// [`BASELINE_VERSION`], or 1 for a file written before fingerprints.
     pub version: u32,
     /// The failures, sorted.
     pub known: Vec<Known>,
@@ -50,16 +140,13 @@ fn is_finding(outcome: &Outcome) -> bool {
 }
 
 impl Baseline {
-    /// The failures of `report`.
+    /// The failures of `report`, a break each.
     pub fn of(report: &Report) -> Self {
         let mut known: Vec<Known> = report
             .outcomes
             .iter()
             .filter(|outcome| is_finding(outcome))
-            .map(|outcome| Known {
-                check: outcome.id.to_owned(),
-                level: outcome.level,
-            })
+            .flat_map(|outcome| outcome.broke.iter().map(|b| Known::of(outcome, b)))
             .collect();
         known.sort();
         known.dedup();
@@ -69,30 +156,55 @@ impl Baseline {
         }
     }
 
+    /// Whether an entry lacks a fingerprint (a file of version 1, or a report written before
+    /// fingerprints): it then knows every way its check fails.
+    pub fn unfingerprinted(&self) -> bool {
+        self.known.iter().any(|known| known.fingerprint.is_none())
+    }
+
+    /// The checks it holds failures of, each once.
+    pub fn checks(&self) -> Vec<String> {
+        let mut checks: Vec<String> = self.known.iter().map(|k| k.check.clone()).collect();
+        checks.dedup();
+        checks
+    }
+
     /// A baseline file's text, or a JSON report's (its failed and broken outcomes).
     pub fn parse(text: &str) -> Result<Self, String> {
         let value: Value = serde_json::from_str(text).map_err(|e| format!("the baseline: {e}"))?;
         let Some(outcomes) = value.get("outcomes").and_then(Value::as_array) else {
             let baseline: Self =
                 serde_json::from_value(value).map_err(|e| format!("the baseline: {e}"))?;
-            if baseline.version != BASELINE_VERSION {
+            if ![UNFINGERPRINTED, BASELINE_VERSION].contains(&baseline.version) {
                 return Err(format!(
-                    "the baseline is of version {}; this suite reads {BASELINE_VERSION}",
+                    "the baseline is of version {}; this suite reads {UNFINGERPRINTED} and \
+                     {BASELINE_VERSION}",
                     baseline.version
                 ));
             }
             return Ok(baseline);
         };
-        let mut known: Vec<Known> = outcomes
-            .iter()
-            .filter(|outcome| ["fail", "error"].contains(&outcome["status"].as_str().unwrap_or("")))
-            .map(|outcome| {
+        let mut known = Vec::new();
+        for outcome in outcomes {
+            if !["fail", "error"].contains(&outcome["status"].as_str().unwrap_or_default()) {
+                continue;
+            }
+            let entry = |fingerprint: &Value, broke: &Value| {
                 let known = serde_json::from_value(serde_json::json!({
-                    "check": outcome["id"], "level": outcome["level"]
+                    "check": outcome["id"], "level": outcome["level"],
+                    "fingerprint": fingerprint, "broke": broke,
                 }));
                 known.map_err(|e| format!("the baseline report's outcome: {e}"))
-            })
-            .collect::<Result<_, _>>()?;
+            };
+            match outcome.get("broke").and_then(Value::as_array) {
+                Some(broke) => {
+                    for broken in broke {
+                        known.push(entry(&broken["fingerprint"], &broken["broke"])?);
+                    }
+                }
+                None => known.push(entry(&Value::Null, &Value::Null)?),
+            }
+        }
         known.sort();
         known.dedup();
         Ok(Self {
@@ -102,39 +214,51 @@ impl Baseline {
     }
 }
 
-/// A run's findings against a baseline.
+/// A run's findings against a baseline, a break each.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Comparison {
-    /// Failures the baseline does not hold (or, with `strict_normative`, normative ones it
+    /// Breaks the baseline does not hold (or, with `strict_normative`, normative ones it
     /// holds): they fail the run.
     pub new: Vec<Known>,
-    /// Failures the baseline holds.
+    /// Breaks the baseline holds.
     pub known: Vec<Known>,
     /// Known failures whose check ran and passed.
     pub fixed: Vec<Known>,
 }
 
-/// `report`'s findings against `baseline`; with `strict_normative`, a normative failure is new
-/// even when the baseline holds it.
-pub fn compare(report: &Report, baseline: &Baseline, strict_normative: bool) -> Comparison {
+/// Marks each break of `report` and each outcome with how it stands against `baseline`, and
+/// returns the comparison. An outcome is known when every one of its breaks is; with
+/// `strict_normative`, a normative break is new even when the baseline holds it.
+pub fn compare(report: &mut Report, baseline: &Baseline, strict_normative: bool) -> Comparison {
     let mut comparison = Comparison::default();
-    for finding in Baseline::of(report).known {
-        let accepted = baseline.known.contains(&finding)
-            && !(strict_normative && finding.level == Level::Normative);
-        if accepted {
-            comparison.known.push(finding);
-        } else {
-            comparison.new.push(finding);
+    for outcome in &mut report.outcomes {
+        if !is_finding(outcome) {
+            let fixed: Vec<&Known> = baseline
+                .known
+                .iter()
+                .filter(|known| known.check == outcome.id && outcome.status == Status::Pass)
+                .collect();
+            if !fixed.is_empty() {
+                outcome.baseline = Some(State::Fixed);
+            }
+            comparison.fixed.extend(fixed.into_iter().cloned());
+            continue;
         }
-    }
-    for known in &baseline.known {
-        let passed = report
-            .outcomes
-            .iter()
-            .any(|outcome| outcome.id == known.check && outcome.status == Status::Pass);
-        if passed {
-            comparison.fixed.push(known.clone());
+        let strict = strict_normative && outcome.level == Level::Normative;
+        let mut broke = std::mem::take(&mut outcome.broke);
+        for broken in &mut broke {
+            let known = !strict && baseline.known.iter().any(|k| k.knows(outcome, broken));
+            let (state, into) = if known {
+                (State::Known, &mut comparison.known)
+            } else {
+                (State::New, &mut comparison.new)
+            };
+            broken.baseline = Some(state);
+            into.push(Known::of(outcome, broken));
         }
+        let new = broke.iter().any(|b| b.baseline == Some(State::New));
+        outcome.baseline = Some(if new { State::New } else { State::Known });
+        outcome.broke = broke;
     }
     comparison
 }
@@ -144,46 +268,107 @@ mod tests {
     use super::*;
 
     #[test]
-    fn known_failures_pass_new_ones_fail_and_fixed_ones_are_named() {
+    fn known_breaks_pass_new_ones_fail_and_fixed_ones_are_named() {
         let report = crate::run::fixture();
-        // The fixture's one failure: pipeline.commit at the normative level.
+        // The fixture's one failure: pipeline.commit at the normative level, one break.
         let baseline = Baseline::of(&report);
-        let commit = Known {
-            check: "pipeline.commit".into(),
-            level: Level::Normative,
+        let [commit] = &baseline.known[..] else {
+            panic!("one break: {baseline:?}")
         };
-        assert_eq!(baseline.known, std::slice::from_ref(&commit));
-        let same = compare(&report, &baseline, false);
+        assert_eq!(commit.check, "pipeline.commit");
+        let mut same = report.clone();
+        let compared = compare(&mut same, &baseline, false);
         assert_eq!(
-            (same.new.len(), same.known, same.fixed.len()),
-            (0, vec![commit.clone()], 0)
+            (
+                compared.new.len(),
+                &compared.known[..],
+                compared.fixed.len()
+            ),
+            (0, std::slice::from_ref(commit), 0)
         );
+        assert_eq!(same.outcomes[1].baseline, Some(State::Known));
+        assert!(!same.failed(), "a known failure fails nothing");
         // Strict: a normative failure cannot be baselined.
-        assert_eq!(
-            compare(&report, &baseline, true).new,
-            std::slice::from_ref(&commit)
-        );
-        // A baseline that knows another failure: this one is new, and the other fixed once its
-        // check passes.
+        let mut strict = report.clone();
+        assert_eq!(compare(&mut strict, &baseline, true).new.len(), 1);
+        assert!(strict.failed());
+        // Another way of failing in the same check is new.
+        let mut other = report.clone();
+        let broke = Broke::assertion("another fact broke");
+        other.outcomes[1].broke.push(Break::new(
+            "pipeline.commit",
+            Level::Normative,
+            None,
+            &broke,
+        ));
+        let compared = compare(&mut other, &baseline, false);
+        assert_eq!((compared.new.len(), compared.known.len()), (1, 1));
+        assert_eq!(other.outcomes[1].baseline, Some(State::New));
+        assert!(other.failed());
+        // A baseline that knows a failure of a check that passes: fixed.
         let build = Known {
             check: "pipeline.build".into(),
             level: Level::Normative,
+            fingerprint: Some("0123456789abcdef".into()),
+            broke: None,
         };
-        let other = Baseline {
+        let elsewhere = Baseline {
             version: BASELINE_VERSION,
             known: vec![build.clone()],
         };
-        let compared = compare(&report, &other, false);
-        assert_eq!((compared.new, compared.fixed), (vec![commit], vec![build]));
+        let mut fixed = report.clone();
+        let compared = compare(&mut fixed, &elsewhere, false);
+        assert_eq!((compared.new.len(), compared.fixed), (1, vec![build]));
+        assert_eq!(fixed.outcomes[0].baseline, Some(State::Fixed));
     }
 
     #[test]
-    fn a_report_or_a_baseline_file_reads_as_the_same_baseline() {
+    fn a_report_or_a_baseline_file_reads_as_the_same_baseline_and_version_1_still_reads() {
         let report = crate::run::fixture();
         let from_report = Baseline::parse(&serde_json::to_string(&report).unwrap()).unwrap();
         let file = serde_json::to_string(&Baseline::of(&report)).unwrap();
         assert_eq!(Baseline::parse(&file).unwrap(), from_report);
-        assert!(Baseline::parse(r#"{"version": 2, "known": []}"#).is_err());
-        assert!(Baseline::parse(r#"{"version": 1, "known": [], "extra": 1}"#).is_err());
+        assert!(!from_report.unfingerprinted());
+        assert!(Baseline::parse(r#"{"version": 3, "known": []}"#).is_err());
+        assert!(Baseline::parse(r#"{"version": 2, "known": [], "extra": 1}"#).is_err());
+        // Version 1: by check and level, every way of failing.
+        let old =
+            r#"{"version": 1, "known": [{"check": "pipeline.commit", "level": "normative"}]}"#;
+        let old = Baseline::parse(old).unwrap();
+        assert!(old.unfingerprinted());
+        let mut again = report.clone();
+        again.outcomes[1].broke.push(Break::new(
+            "pipeline.commit",
+            Level::Normative,
+            None,
+            &Broke::assertion("another"),
+        ));
+        let compared = compare(&mut again, &old, false);
+        assert_eq!((compared.new.len(), compared.known.len()), (0, 2));
+    }
+
+    #[test]
+    fn a_fingerprint_is_of_how_it_broke_not_of_the_values_that_change_between_runs() {
+        let broke =
+            |message: &str| Break::new("c", Level::Normative, None, &Broke::assertion(message));
+        let one = broke("session ses_01HZ3 answered at 2026-11-28T11:32:07Z on 127.0.0.1:41234");
+        let two = broke("session ses_77QQ9 answered at 2027-01-02T00:00:00Z on 127.0.0.1:5000");
+        assert_eq!(one.fingerprint, two.fingerprint);
+        assert_eq!(one.broke, "session # answered at #:#:# on #:#");
+        assert_ne!(one.fingerprint, broke("session # refused").fingerprint);
+        let status = |seen| Broke::Status {
+            what: "GET /v#/agent/sessions/#".into(),
+            expected: 401,
+            seen,
+        };
+        let (a, b) = (
+            Break::new("c", Level::Normative, Some("getSession"), &status(500)),
+            Break::new("c", Level::Normative, Some("getSession"), &status(404)),
+        );
+        assert_ne!(
+            a.fingerprint, b.fingerprint,
+            "the status seen is part of it"
+        );
+        assert_eq!(a.fingerprint.len(), 16);
     }
 }

@@ -1,6 +1,8 @@
 //! What a check finds when it does not pass, the helpers that say so, and the ledger that counts
-//! what a check asserted, so that a pass that asserted nothing shows.
+//! what a check asserted, so that a pass that asserted nothing shows, and keeps how each
+//! assertion broke, so that a failure is known again in another run.
 
+use std::fmt;
 use std::future::Future;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -22,6 +24,108 @@ pub enum Finding {
 /// What a check's run concludes: `Ok` is a pass.
 pub type Verdict = Result<(), Finding>;
 
+/// How an assertion broke, told by what stays the same from run to run (never an id, a time, a
+/// cursor or a port): what a failure's fingerprint is made of.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Broke {
+    /// `what` was answered with the status `seen` where `expected` is stated.
+    Status {
+        /// The request, as [`Broke::assertion`] reads a message.
+        what: String,
+        /// The status stated.
+        expected: u16,
+        /// The status answered.
+        seen: u16,
+    },
+    /// A body broke its schema.
+    Schema {
+        /// The operation whose answer broke it, for a check that judges the answers of several.
+        at: Option<String>,
+        /// The JSON pointer of the member, array indices read as `*`.
+        pointer: String,
+        /// The JSON Schema keyword it breaks.
+        keyword: String,
+    },
+    /// Any other assertion: its message, with every word that holds a digit read as `#`.
+    Assertion(String),
+}
+
+impl Broke {
+    /// The assertion whose failure `message` tells, without the values that change between runs:
+    /// each word (letters, digits, `_`, `-` and `.`) holding a digit reads as `#`, and the text is
+    /// cut to 300 characters.
+    pub fn assertion(message: &str) -> Self {
+        Self::Assertion(shape(message))
+    }
+
+    /// A schema violation of the answer to `at` (the operation's id, when the check judges
+    /// several).
+    pub fn schema(at: Option<&str>, violation: &intent_models::schema::Violation) -> Self {
+        let pointer: Vec<&str> = violation
+            .pointer
+            .split('/')
+            .map(|segment| {
+                let index = !segment.is_empty() && segment.bytes().all(|b| b.is_ascii_digit());
+                if index { "*" } else { segment }
+            })
+            .collect();
+        Self::Schema {
+            at: at.map(str::to_owned),
+            pointer: pointer.join("/"),
+            keyword: violation.keyword.clone(),
+        }
+    }
+}
+
+impl fmt::Display for Broke {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Status {
+                what,
+                expected,
+                seen,
+            } => write!(f, "{what}: status {seen} where {expected} is stated"),
+            Self::Schema {
+                at,
+                pointer,
+                keyword,
+            } => {
+                write!(f, "`{pointer}` breaks `{keyword}`")?;
+                match at {
+                    Some(at) => write!(f, " in the answer to {at}"),
+                    None => Ok(()),
+                }
+            }
+            Self::Assertion(text) => f.write_str(text),
+        }
+    }
+}
+
+/// `text` with each word that holds a digit read as `#`, cut to 300 characters.
+pub(crate) fn shape(text: &str) -> String {
+    let is_word = |c: char| c.is_alphanumeric() || "_-.".contains(c);
+    let mut out = String::with_capacity(text.len());
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        if word.bytes().any(|b| b.is_ascii_digit()) {
+            out.push('#');
+        } else {
+            out.push_str(word);
+        }
+        word.clear();
+    };
+    for c in text.chars() {
+        if is_word(c) {
+            word.push(c);
+        } else {
+            flush(&mut word, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut word, &mut out);
+    out.chars().take(300).collect()
+}
+
 tokio::task_local! {
     static LEDGER: Ledger;
 }
@@ -33,6 +137,9 @@ struct Ledger {
     profile: Mutex<Vec<String>>,
     warnings: Mutex<Vec<String>>,
     exchanges: Mutex<Vec<Exchange>>,
+    /// How the next assertion breaks, when it does not hold, as its helper told.
+    breaking: Mutex<Vec<Broke>>,
+    broke: Mutex<Vec<Broke>>,
     teller: Option<(usize, Teller)>,
 }
 
@@ -81,6 +188,8 @@ pub struct Tally {
     pub warnings: Vec<String>,
     /// The HTTP exchanges it made, in the order they were sent.
     pub exchanges: Vec<Exchange>,
+    /// How its assertions at the check's level broke, sorted, each once.
+    pub broke: Vec<Broke>,
 }
 
 /// Runs `body` with a fresh ledger and returns what it asserted.
@@ -104,6 +213,12 @@ pub async fn told<F: Future>(body: F, teller: Option<(usize, Teller)>) -> (F::Ou
                 profile_findings: ledger.profile.lock().expect("ledger").clone(),
                 warnings: ledger.warnings.lock().expect("ledger").clone(),
                 exchanges: std::mem::take(&mut *ledger.exchanges.lock().expect("ledger")),
+                broke: {
+                    let mut broke = std::mem::take(&mut *ledger.broke.lock().expect("ledger"));
+                    broke.sort();
+                    broke.dedup();
+                    broke
+                },
             });
             (output, tally)
         })
@@ -112,10 +227,21 @@ pub async fn told<F: Future>(body: F, teller: Option<(usize, Teller)>) -> (F::Ou
 }
 
 /// Counts one assertion of the running check, held or not with `message` (outside a check,
-/// nothing).
+/// nothing); one at the check's level that did not hold keeps how it broke.
 fn asserted(profile: bool, message: Option<&str>) {
     let _ = LEDGER.try_with(|ledger| {
         ledger.assertions.fetch_add(1, Ordering::Relaxed);
+        if !profile {
+            let breaking = std::mem::take(&mut *ledger.breaking.lock().expect("ledger"));
+            if let Some(message) = message {
+                let mut broke = ledger.broke.lock().expect("ledger");
+                if breaking.is_empty() {
+                    broke.push(Broke::assertion(message));
+                } else {
+                    broke.extend(breaking);
+                }
+            }
+        }
         ledger.tell(Told::Asserted {
             held: message.is_none(),
             profile,
@@ -132,6 +258,12 @@ pub fn ensure(condition: bool, message: impl FnOnce() -> String) -> Verdict {
     } else {
         fail(message())
     }
+}
+
+/// Tells how the running check's next assertion breaks if it does not hold, in more detail
+/// than its message: the status it got, or the members of a body its schema refuses.
+pub(crate) fn breaking(broke: impl IntoIterator<Item = Broke>) {
+    let _ = LEDGER.try_with(|ledger| ledger.breaking.lock().expect("ledger").extend(broke));
 }
 
 /// A profile assertion inside a check: it rests on a choice of our reference profile, so when

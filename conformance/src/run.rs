@@ -8,10 +8,11 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
+use crate::baseline::{Break, State};
 use crate::check::{Category, Check, Status};
 use crate::checks;
 use crate::exchange::Exchange;
-use crate::finding::{Finding, Tally, Teller, Told, told};
+use crate::finding::{Broke, Finding, Tally, Teller, Told, told};
 use crate::spec::Level;
 use crate::spec::spec;
 use crate::target::{Coverage, Target, checking};
@@ -103,6 +104,13 @@ pub struct Outcome {
     /// Why, when it did not pass.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// For a check that failed or broke, each way it did, with its fingerprint.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub broke: Vec<Break>,
+    /// How it stands against the run's baseline: a failure `new` or `known`, a pass `fixed`
+    /// when the baseline knew a failure of it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<State>,
     /// How many assertions it made.
     pub assertions: usize,
     /// Where the deployment differs from our reference profile inside a check of either level:
@@ -122,6 +130,22 @@ pub struct Outcome {
     /// responses other checks got, the first few it found wrong.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub exchanges: Vec<Exchange>,
+}
+
+impl Outcome {
+    /// Whether it failed or broke only in ways the run's baseline knows.
+    pub fn is_known(&self) -> bool {
+        self.baseline == Some(State::Known)
+    }
+
+    /// How the reports name its end: its status, or `known` for a failure the baseline knows.
+    pub fn verdict(&self) -> &'static str {
+        if self.is_known() {
+            "known"
+        } else {
+            self.status.as_str()
+        }
+    }
 }
 
 /// The version of the JSON report's format (`conformance/report.schema.json`): it changes when a
@@ -151,15 +175,28 @@ pub struct Report {
 }
 
 impl Report {
-    /// How many outcomes have `status`.
+    /// How many outcomes have `status`, failures the baseline knows apart.
     pub fn count(&self, status: Status) -> usize {
-        self.outcomes.iter().filter(|o| o.status == status).count()
+        self.outcomes
+            .iter()
+            .filter(|o| o.status == status && !o.is_known())
+            .count()
     }
 
-    /// One line: how many checks ran against what, how long it took and how they ended.
+    /// How many checks failed or broke in ways the baseline knows, all of them.
+    pub fn known(&self) -> usize {
+        self.outcomes.iter().filter(|o| o.is_known()).count()
+    }
+
+    /// One line: how many checks ran against what, how long it took and how they ended (the
+    /// failures a baseline knows counted apart, when there are any).
     pub fn summary(&self) -> String {
+        let known = match self.known() {
+            0 => String::new(),
+            known => format!(", {known} known"),
+        };
         format!(
-            "{} checks against {} in {:.1} s: {} passed, {} failed, {} errors, {} skipped, {} disabled",
+            "{} checks against {} in {:.1} s: {} passed, {} failed{known}, {} errors, {} skipped, {} disabled",
             self.outcomes.len(),
             self.target,
             self.millis as f64 / 1000.0,
@@ -200,7 +237,20 @@ impl Report {
         100.0 * succeeded as f64 / self.coverage.len() as f64
     }
 
-    /// Whether any check failed or broke.
+    /// [`Self::coverage_percent`] over the operations the run sent a request to (100 without
+    /// any): a re-run of what failed reaches only some.
+    pub fn reached_coverage_percent(&self) -> f64 {
+        let reached = self.coverage.iter().filter(|o| !o.statuses.is_empty());
+        let (succeeded, all) = reached.fold((0, 0), |(succeeded, all), operation| {
+            (succeeded + usize::from(operation.succeeded()), all + 1)
+        });
+        if all == 0 {
+            return 100.0;
+        }
+        100.0 * succeeded as f64 / all as f64
+    }
+
+    /// Whether any check failed or broke in a way the baseline does not know.
     pub fn failed(&self) -> bool {
         self.count(Status::Fail) + self.count(Status::Error) > 0
     }
@@ -470,9 +520,14 @@ fn outcome(
     took: Duration,
     tally: Tally,
 ) -> Outcome {
-    let reproduce = matches!(status, Status::Fail | Status::Error)
+    let failed = matches!(status, Status::Fail | Status::Error);
+    let reproduce = failed
         .then(|| tally.exchanges.last().map(Exchange::curl))
         .flatten();
+    let broke = match (&message, failed) {
+        (Some(message), true) => broke(check, level, message, &tally),
+        _ => Vec::new(),
+    };
     Outcome {
         id: check.id.to_string(),
         category: check.category,
@@ -482,6 +537,8 @@ fn outcome(
         rests_on: check.rests_on.clone(),
         status,
         message,
+        broke,
+        baseline: None,
         assertions: tally.assertions,
         profile_findings: tally.profile_findings,
         warnings: tally.warnings,
@@ -489,6 +546,24 @@ fn outcome(
         reproduce,
         exchanges: tally.exchanges,
     }
+}
+
+/// How `check`, failed at `level` with `message`, broke: as its assertions told, or else (a
+/// pass whose profile findings fail it, a timeout, a panic) as its message says.
+fn broke(check: &Check, level: Level, message: &str, tally: &Tally) -> Vec<Break> {
+    let told = if tally.broke.is_empty() {
+        vec![Broke::assertion(message)]
+    } else {
+        tally.broke.clone()
+    };
+    let operation = check.operation.map(|operation| operation.id.as_str());
+    let mut broke: Vec<Break> = told
+        .iter()
+        .map(|told| Break::new(&check.id, level, operation, told))
+        .collect();
+    broke.sort_by(|a, b| a.fingerprint.cmp(&b.fingerprint));
+    broke.dedup_by(|a, b| a.fingerprint == b.fingerprint);
+    broke
 }
 
 /// A run that passes while testing almost nothing says so loudly.
@@ -522,6 +597,8 @@ pub(crate) fn fixture() -> Report {
         rests_on: vec!["POST /v1/pipeline/evm/build"],
         status,
         message: message.map(str::to_owned),
+        broke: Vec::new(),
+        baseline: None,
         assertions: 3,
         profile_findings: Vec::new(),
         warnings: Vec::new(),
@@ -552,6 +629,17 @@ pub(crate) fn fixture() -> Report {
         frames_omitted: 0,
         error: None,
     };
+    let broke = Broke::Status {
+        what: crate::finding::shape("POST /v1/pipeline/evm/build"),
+        expected: 200,
+        seen: 500,
+    };
+    failed.broke = vec![Break::new(
+        "pipeline.commit",
+        Level::Normative,
+        None,
+        &broke,
+    )];
     failed.reproduce = Some(exchange.curl());
     failed.exchanges = vec![exchange];
     Report {

@@ -7,7 +7,20 @@ use std::sync::{Arc, LazyLock, Mutex};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::finding::Broke;
 use intent_models::schema::{SchemaValidator, Schemas};
+
+/// An answer [`Spec::judge`] finds wrong: the level it breaks, what is wrong, and how, for
+/// fingerprints.
+#[derive(Debug, Clone)]
+pub struct Judged {
+    /// Normative, or profile.
+    pub level: Level,
+    /// What is wrong, one line each, values quoted.
+    pub errors: Vec<String>,
+    /// How it broke, without values.
+    pub broke: Vec<Broke>,
+}
 
 /// Whether every deployment must pass a check, or only one that follows our reference profile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -312,34 +325,41 @@ impl Spec {
         operation: &Operation,
         request: Option<&Value>,
         (status, body, text): (u16, &Value, &str),
-    ) -> Option<(Level, Vec<String>)> {
-        let not_json = || {
-            vec![format!(
-                "not a JSON body: {}",
-                crate::finding::excerpt(text)
-            )]
-        };
-        let errors = |validator: &SchemaValidator| -> Vec<String> {
+    ) -> Option<Judged> {
+        let at = Some(operation.id.as_str());
+        let refused = |validator: &SchemaValidator| -> (Vec<String>, Vec<Broke>) {
             if body.is_null() {
-                not_json()
-            } else {
-                let errors = validator.errors(body);
-                errors.iter().map(|e| crate::finding::excerpt(e)).collect()
+                let not_json = "not a JSON body";
+                let error = format!("{not_json}: {}", crate::finding::excerpt(text));
+                return (vec![error], vec![Broke::assertion(not_json)]);
             }
+            let errors = validator.errors(body);
+            let errors = errors.iter().map(|e| crate::finding::excerpt(e)).collect();
+            let violations = validator.violations(body);
+            let broke = violations.iter().map(|v| Broke::schema(at, v)).collect();
+            (errors, broke)
         };
-        let normative = match self.normative_answer(operation, request, status) {
-            Some(validator) if !validator.is_valid(body) => errors(&validator),
-            _ => Vec::new(),
+        let judged = |level, (errors, broke): (Vec<String>, Vec<Broke>)| Judged {
+            level,
+            errors,
+            broke,
         };
-        if !normative.is_empty() {
-            return Some((Level::Normative, normative));
+        match self.normative_answer(operation, request, status) {
+            Some(validator) if !validator.is_valid(body) => {
+                return Some(judged(Level::Normative, refused(&validator)));
+            }
+            _ => {}
         }
-        let profile = match self.response(operation, status) {
-            Err(undeclared) => vec![undeclared],
-            Ok(Some(validator)) if !validator.is_valid(body) => errors(&validator),
-            Ok(_) => Vec::new(),
-        };
-        (!profile.is_empty()).then_some((Level::Profile, profile))
+        match self.response(operation, status) {
+            Err(undeclared) => {
+                let broke = Broke::assertion(&undeclared);
+                Some(judged(Level::Profile, (vec![undeclared], vec![broke])))
+            }
+            Ok(Some(validator)) if !validator.is_valid(body) => {
+                Some(judged(Level::Profile, refused(&validator)))
+            }
+            Ok(_) => None,
+        }
     }
 
     /// The schema every deployment's answer `status` to `operation`'s `request` must hold

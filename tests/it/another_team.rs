@@ -91,10 +91,10 @@ impl Fault {
     }
 }
 
-/// The front's state: the fault it carries, and the sessions, Builds and cursors it has seen.
+/// The front's state: the faults it carries, and the sessions, Builds and cursors it has seen.
 #[derive(Default)]
 pub(crate) struct AnotherTeam {
-    fault: Option<Fault>,
+    faults: Vec<Fault>,
     sessions: Mutex<HashSet<String>>,
     issued: Mutex<HashSet<String>>,
     /// Each cursor a page of a session gave, with when.
@@ -102,11 +102,15 @@ pub(crate) struct AnotherTeam {
 }
 
 impl AnotherTeam {
-    pub(crate) fn new(fault: Option<Fault>) -> Arc<Self> {
+    pub(crate) fn new(faults: &[Fault]) -> Arc<Self> {
         Arc::new(Self {
-            fault,
+            faults: faults.to_vec(),
             ..Self::default()
         })
+    }
+
+    fn has(&self, fault: Fault) -> bool {
+        self.faults.contains(&fault)
     }
 }
 
@@ -194,11 +198,9 @@ pub(crate) async fn front(
                 .unwrap()
                 .get(&(session, cursor))
                 .copied();
-            let ignored = match team.fault {
-                Some(Fault::IgnoresBadCursor) => issued.is_none(),
-                Some(Fault::IgnoresExpiry) => issued.is_some_and(|at| at.elapsed() > CURSOR_TTL),
-                _ => false,
-            };
+            let ignored = (team.has(Fault::IgnoresBadCursor) && issued.is_none())
+                || (team.has(Fault::IgnoresExpiry)
+                    && issued.is_some_and(|at| at.elapsed() > CURSOR_TTL));
             if ignored {
                 query = translated_query(&query.replace("cursor=", "ignored="));
             }
@@ -232,7 +234,7 @@ pub(crate) async fn front(
                 .is_some_and(|at| at < now());
             let digest = request_body["digest"].as_str().unwrap_or_default();
             let issued = team.issued.lock().unwrap().contains(digest);
-            if team.fault == Some(Fault::CommitsExpired) && expired && issued {
+            if team.has(Fault::CommitsExpired) && expired && issued {
                 let receipt = json!({ "outcome": "accepted", "receipt": digest });
                 return json_response(StatusCode::OK, &receipt);
             }
@@ -258,7 +260,7 @@ pub(crate) async fn front(
     let status = response.status();
     let (mut parts, body) = response.into_parts();
     if is_event_stream(&parts.headers) {
-        if team.fault != Some(Fault::RenamedPageEvents) {
+        if !team.has(Fault::RenamedPageEvents) {
             return Response::from_parts(parts, body);
         }
         let stream = body.into_data_stream().map(|chunk| {
@@ -289,14 +291,13 @@ pub(crate) async fn front(
             if let Some(digest) = answer["digest"].as_str() {
                 team.issued.lock().unwrap().insert(digest.to_owned());
             }
-            match team.fault {
-                Some(Fault::SimulationWithoutGas) => drop_gas(&mut answer),
-                Some(Fault::BuildWithoutAttestation) => {
-                    if let Some(members) = answer.as_object_mut() {
-                        members.remove("attestation");
-                    }
-                }
-                _ => {}
+            if team.has(Fault::SimulationWithoutGas) {
+                drop_gas(&mut answer);
+            }
+            if team.has(Fault::BuildWithoutAttestation)
+                && let Some(members) = answer.as_object_mut()
+            {
+                members.remove("attestation");
             }
         }
     }
@@ -318,18 +319,16 @@ pub(crate) async fn front(
             .or_insert_with(Instant::now);
     }
     let mut invalid_cursor = code(&answer) == Some("invalid_cursor");
-    match team.fault {
-        Some(Fault::ExpiredIs400) if is_events && status == StatusCode::GONE => {
-            status = StatusCode::BAD_REQUEST;
-            answer = json!({ "error": "invalid_cursor" });
-            invalid_cursor = true;
-        }
-        Some(Fault::StageForbiddenIs401)
-            if path.ends_with("/svm/stage") && status == StatusCode::FORBIDDEN =>
-        {
-            status = StatusCode::UNAUTHORIZED;
-        }
-        _ => {}
+    if team.has(Fault::ExpiredIs400) && is_events && status == StatusCode::GONE {
+        status = StatusCode::BAD_REQUEST;
+        answer = json!({ "error": "invalid_cursor" });
+        invalid_cursor = true;
+    }
+    if team.has(Fault::StageForbiddenIs401)
+        && path.ends_with("/svm/stage")
+        && status == StatusCode::FORBIDDEN
+    {
+        status = StatusCode::UNAUTHORIZED;
     }
     if status == StatusCode::BAD_REQUEST && !invalid_cursor {
         status = StatusCode::UNPROCESSABLE_ENTITY;

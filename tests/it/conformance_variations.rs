@@ -17,7 +17,7 @@ use axum::http::header;
 use axum::middleware::{Next, from_fn_with_state};
 use axum::response::Response;
 use futures_util::StreamExt;
-use intent_conformance::baseline::{Baseline, Known, compare};
+use intent_conformance::baseline::{Baseline, compare};
 use intent_conformance::check::Status;
 use intent_conformance::embedded::Embedded;
 use intent_conformance::inputs::Inputs;
@@ -431,8 +431,8 @@ async fn the_sdk_keeps_entries_of_kinds_it_does_not_know_on_a_turn_and_on_both_s
 /// The suite against another team's deployment ([`crate::another_team`]): every variation above
 /// at once behind its front, broken by `fault` when given, with `means` as the config file's
 /// `profile` (none: a token source alone). Takes `only` (all when empty), at the normative level.
-async fn another_team(fault: Option<AnotherFault>, means: Option<Value>, only: &[&str]) -> Report {
-    let team = AnotherTeam::new(fault);
+async fn another_team(faults: &[AnotherFault], means: Option<Value>, only: &[&str]) -> Report {
+    let team = AnotherTeam::new(faults);
     let layered = |variation: Variation| from_fn_with_state(Arc::new(variation), vary);
     let server = Embedded::start_with(move |app| {
         app.layer(layered(Variation::EventKinds))
@@ -471,9 +471,9 @@ async fn another_teams_deployment_passes_the_normative_level_and_refused_means_a
     let mut chat_only = its_profile();
     chat_only["cursorParameter"] = json!("cursor");
     let (configured, alone, chat_only) = tokio::join!(
-        another_team(None, Some(its_profile()), &[]),
-        another_team(None, None, &[]),
-        another_team(None, Some(chat_only), &["agent.events", "agent.sse"]),
+        another_team(&[], Some(its_profile()), &[]),
+        another_team(&[], None, &[]),
+        another_team(&[], Some(chat_only), &["agent.events", "agent.sse"]),
     );
     // With its profile in the config file, the cursor rules of part 7 are judged, and hold.
     let failed = |report: &Report| -> Vec<String> {
@@ -537,11 +537,13 @@ async fn another_teams_deployment_passes_the_normative_level_and_refused_means_a
 
 #[tokio::test(flavor = "multi_thread")]
 async fn each_fault_on_a_stated_fact_fails_another_teams_deployment_at_the_normative_level() {
-    let reports = futures_util::future::join_all(
-        AnotherFault::ALL
-            .iter()
-            .map(|fault| another_team(Some(*fault), Some(its_profile()), fault.breaks().0)),
-    )
+    let reports = futures_util::future::join_all(AnotherFault::ALL.iter().map(|fault| {
+        another_team(
+            std::slice::from_ref(fault),
+            Some(its_profile()),
+            fault.breaks().0,
+        )
+    }))
     .await;
     let mut wrong = Vec::new();
     for (fault, report) in AnotherFault::ALL.iter().zip(&reports) {
@@ -564,43 +566,130 @@ async fn each_fault_on_a_stated_fact_fails_another_teams_deployment_at_the_norma
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_baseline_passes_a_known_failure_fails_a_new_one_and_names_the_fixed_one() {
+async fn a_baseline_knows_each_way_a_check_fails_so_a_second_break_inside_a_known_failure_is_new() {
+    use AnotherFault::{BuildWithoutAttestation, IgnoresBadCursor, SimulationWithoutGas};
     let only = ["agent.events.invalid-cursor", "pipeline.build"];
     let profile = || Some(its_profile());
-    let (first, again, other, mended) = tokio::join!(
-        another_team(Some(AnotherFault::IgnoresBadCursor), profile(), &only),
-        another_team(Some(AnotherFault::IgnoresBadCursor), profile(), &only),
+    // Four deployments of their own (other ports, ids, times and cursors): the first two break
+    // the same facts the same way, the third breaks part 2.2 once more inside `pipeline.build`.
+    let (first, again, both, mended) = tokio::join!(
         another_team(
-            Some(AnotherFault::BuildWithoutAttestation),
+            &[IgnoresBadCursor, BuildWithoutAttestation],
             profile(),
             &only
         ),
-        another_team(None, profile(), &only),
+        another_team(
+            &[IgnoresBadCursor, BuildWithoutAttestation],
+            profile(),
+            &only
+        ),
+        another_team(
+            &[
+                IgnoresBadCursor,
+                BuildWithoutAttestation,
+                SimulationWithoutGas
+            ],
+            profile(),
+            &only
+        ),
+        another_team(&[], profile(), &only),
     );
     let baseline = Baseline::of(&first);
-    let cursor = Known {
-        check: "agent.events.invalid-cursor".into(),
-        level: intent_conformance::spec::Level::Normative,
-    };
-    assert_eq!(baseline.known, std::slice::from_ref(&cursor));
-    // The same failure in another run: known, nothing new.
-    let known = compare(&again, &baseline, false);
-    assert_eq!((known.new.len(), known.known.len()), (0, 1), "{known:?}");
-    // Unless normative findings may not be baselined.
-    assert_eq!(
-        compare(&again, &baseline, true).new,
-        std::slice::from_ref(&cursor)
-    );
-    // Another failure is new, and the known one, passing there, is fixed.
-    let new = compare(&other, &baseline, false);
+    let checks: Vec<&str> = baseline.known.iter().map(|k| k.check.as_str()).collect();
+    assert_eq!(checks, only, "{baseline:#?}");
     assert!(
-        new.new
-            .iter()
-            .any(|finding| finding.check == "pipeline.build"),
-        "{new:?}"
+        baseline.known[1]
+            .broke
+            .as_deref()
+            .is_some_and(|broke| broke.contains("/attestation")),
+        "{baseline:#?}"
     );
-    assert_eq!(new.fixed, std::slice::from_ref(&cursor));
-    // A deployment that mended it: nothing new, the known one fixed.
-    let fixed = compare(&mended, &baseline, false);
-    assert_eq!((fixed.new.len(), fixed.fixed), (0, vec![cursor]));
+
+    // The same failures with other ids and times: known, and no report calls the run failed.
+    let mut again = again;
+    let known = compare(&mut again, &baseline, false);
+    assert_eq!((known.new.len(), known.known.len()), (0, 2), "{known:#?}");
+    assert!(!again.failed());
+    let junit = intent_conformance::report::junit(&again);
+    let parsed = quick_junit::Report::deserialize_from_str(&junit).expect("JUnit XML");
+    let failures: usize = parsed
+        .test_suites
+        .iter()
+        .map(|s| s.failures + s.errors)
+        .sum();
+    let skipped_known = parsed
+        .test_suites
+        .iter()
+        .flat_map(|suite| &suite.test_cases)
+        .filter(|case| {
+            matches!(&case.status, quick_junit::TestCaseStatus::Skipped { ty: Some(ty), .. } if ty.as_str() == "known")
+        })
+        .count();
+    assert_eq!((failures, skipped_known), (0, 2), "{junit}");
+    let summary = intent_conformance::report::summary(&again);
+    assert!(summary.contains("| 0 | 0 | 2 |"), "{summary}");
+    assert!(summary.contains("### Known failures") && !summary.contains("### New failures"));
+    assert!(!intent_conformance::report::github(&again).contains("::error"));
+    // Unless normative findings may not be baselined.
+    assert_eq!(compare(&mut first.clone(), &baseline, true).new.len(), 2);
+
+    // A second, independent break inside the failing `pipeline.build`: new, though the check
+    // already failed, and it alone is new.
+    let mut both = both;
+    let compared = compare(&mut both, &baseline, false);
+    let new: Vec<(&str, &str)> = compared
+        .new
+        .iter()
+        .map(|k| (k.check.as_str(), k.broke.as_deref().unwrap_or_default()))
+        .collect();
+    assert_eq!(new.len(), 1, "{compared:#?}");
+    assert_eq!(new[0].0, "pipeline.build");
+    assert!(new[0].1.contains("/simulation/gas"), "{new:?}");
+    assert_eq!(compared.known.len(), 2, "{compared:#?}");
+    assert!(both.failed());
+    let github = intent_conformance::report::github(&both);
+    assert!(
+        github.contains("::error title=pipeline.build fail"),
+        "{github}"
+    );
+    assert!(
+        github.contains("::warning title=agent.events.invalid-cursor known"),
+        "{github}"
+    );
+    let sarif: Value = serde_json::from_str(&intent_conformance::report::sarif(&both)).unwrap();
+    let states: Vec<(&str, &str)> = sarif["runs"][0]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["ruleId"].as_str().unwrap(),
+                r["baselineState"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        states
+            .iter()
+            .filter(|(_, state)| *state == "new")
+            .collect::<Vec<_>>(),
+        [&("pipeline.build", "new")],
+        "{states:?}"
+    );
+    assert_eq!(states.len(), 3, "{states:?}");
+    // The baseline's verdicts are members of the JSON report, which holds against its schema.
+    let path = intent_tests::workspace_root().join("conformance/report.schema.json");
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let json = serde_json::to_value(&both).unwrap();
+    let errors: Vec<String> = jsonschema::draft202012::new(&schema)
+        .expect("the report schema compiles")
+        .iter_errors(&json)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect();
+    assert!(errors.is_empty(), "{errors:?}");
+
+    // A deployment that mended both: nothing new, both fixed.
+    let mut mended = mended;
+    let fixed = compare(&mut mended, &baseline, false);
+    assert_eq!((fixed.new.len(), fixed.fixed.len()), (0, 2), "{fixed:#?}");
 }

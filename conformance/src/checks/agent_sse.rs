@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::{cursor_query, cursor_taken, run, settle, start_turn, text};
 use crate::check::{Category, Check};
-use crate::finding::{Finding, Verdict, ensure, fail, skip};
+use crate::finding::{Broke, Finding, Verdict, ensure, fail, skip};
 use crate::spec::spec;
 use crate::sse::Frame;
 use crate::target::Reader;
@@ -139,6 +139,10 @@ async fn event_names(target: &Target) -> Verdict {
                 let data: Value = serde_json::from_str(&frame.data)
                     .map_err(|e| Finding::Fail(format!("a page whose data is not JSON: {e}")))?;
                 let errors = page.errors(&data);
+                if !errors.is_empty() {
+                    let violations = page.violations(&data);
+                    crate::finding::breaking(violations.iter().map(|v| Broke::schema(None, v)));
+                }
                 ensure(errors.is_empty(), || {
                     format!("a page that is not an EventPage: {}", errors.join("; "))
                 })?;

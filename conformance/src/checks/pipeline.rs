@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::inputs::{build_request, lists, reference_build_request};
 use super::{alter_signature, nanos, read, run, text};
 use crate::check::{Category, Check};
-use crate::finding::{Finding, Verdict, ensure, fail, profile, skip};
+use crate::finding::{Broke, Finding, Verdict, ensure, fail, profile, skip};
 use crate::means::inconclusive;
 use crate::spec::spec;
 use crate::target::{Account, Reply, Role, Target, TokenRequest};
@@ -281,6 +281,10 @@ async fn build_once(
         return Err(Finding::Error("no PipelineBuild schema".into()));
     };
     let errors = schema.errors(&reply.body);
+    if !errors.is_empty() {
+        let violations = schema.violations(&reply.body);
+        crate::finding::breaking(violations.iter().map(|v| Broke::schema(None, v)));
+    }
     ensure(errors.is_empty(), || {
         format!(
             "POST {path} answered a build request with no Build: {}",

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::{run, simulations};
 use crate::check::{Category, Check};
-use crate::finding::{Finding, Verdict, cite, ensure, skip};
+use crate::finding::{Broke, Finding, Verdict, cite, ensure, skip};
 use crate::spec::Level;
 use crate::spec::spec;
 use crate::target::{Target, Violation};
@@ -158,6 +158,7 @@ async fn simulation(target: &Target) -> Verdict {
     let mut count = 0;
     let mut wrong = Vec::new();
     let mut cited = Vec::new();
+    let mut broke = Vec::new();
     let seen = target.seen();
     // Simulations of Builds, as the lifecycle endpoints answer them.
     let lifecycle = |request: &str| {
@@ -173,6 +174,9 @@ async fn simulation(target: &Target) -> Verdict {
             });
             let errors = validator.errors(simulation);
             if !errors.is_empty() {
+                let at = operation_of(&seen.request);
+                let violations = validator.violations(simulation);
+                broke.extend(violations.iter().map(|v| Broke::schema(Some(&at), v)));
                 wrong.push(format!(
                     "{} ({}): {}",
                     seen.request,
@@ -187,6 +191,7 @@ async fn simulation(target: &Target) -> Verdict {
     if count == 0 {
         return skip("no simulation was seen in this run (run the pipeline checks too)");
     }
+    crate::finding::breaking(broke);
     ensure(wrong.is_empty(), || {
         format!(
             "{} of {count} simulations break the schema: {}",
@@ -268,6 +273,7 @@ async fn responses(target: &Target) -> Verdict {
             listed(&profile)
         )
     });
+    crate::finding::breaking(normative.iter().flat_map(|v| v.broke.iter().cloned()));
     ensure(normative.is_empty(), || {
         format!(
             "{} of {seen} responses break openapi.json: {}",
@@ -282,14 +288,7 @@ async fn responses(target: &Target) -> Verdict {
 fn listed(violations: &[Violation]) -> String {
     let mut causes: BTreeMap<String, (usize, BTreeSet<String>)> = BTreeMap::new();
     for violation in violations {
-        let (method, path) = violation
-            .request
-            .split_once(' ')
-            .unwrap_or(("", &violation.request));
-        let route = path.split('?').next().unwrap_or(path);
-        let operation = spec()
-            .operation(method, route)
-            .map_or_else(|| format!("{method} {route}"), |o| o.id.clone());
+        let operation = operation_of(&violation.request);
         for error in &violation.errors {
             let cause = causes.entry(any_index(error)).or_default();
             cause.0 += 1;
@@ -307,6 +306,16 @@ fn listed(violations: &[Violation]) -> String {
         })
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+/// The id of the operation a request (`METHOD /path?query`) went to, or the request's method
+/// and route when openapi.json has none.
+fn operation_of(request: &str) -> String {
+    let (method, path) = request.split_once(' ').unwrap_or(("", request));
+    let route = path.split('?').next().unwrap_or(path);
+    spec()
+        .operation(method, route)
+        .map_or_else(|| format!("{method} {route}"), |o| o.id.clone())
 }
 
 /// `error` (`pointer: message`) with the array indices of its pointer as `*`, so that the same
@@ -338,6 +347,7 @@ mod tests {
             status: 200,
             level: Level::Normative,
             errors: errors.iter().map(|e| e.to_string()).collect(),
+            broke: Vec::new(),
             exchange: crate::exchange::Exchange::sent(
                 &reqwest::Client::new().get("http://x/").build().unwrap(),
                 |_| false,

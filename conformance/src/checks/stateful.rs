@@ -345,12 +345,13 @@ fn judge(step: &Step, promise: Option<&Value>, broken: &mut Vec<(Level, String)>
     if reply.status >= 500 {
         broken.push((at(Level::Normative), format!("{what}, a server error")));
     }
-    if let Some((level, errors)) = spec().judge(
+    if let Some(judged) = spec().judge(
         step.operation,
         step.body.as_ref(),
         (reply.status, &reply.body, &reply.text),
     ) {
-        broken.push((at(level), format!("{what}: {}", errors.join(", "))));
+        let errors = judged.errors.join(", ");
+        broken.push((at(judged.level), format!("{what}: {errors}")));
     }
     if let Some(link) = promise
         && reply.status == 404

@@ -46,7 +46,7 @@ pub async fn proxy_command(args: ProxyArgs) -> Result<ExitCode, String> {
         loop {
             every.tick().await;
             let report = proxy.ledger().report(proxy.upstream(), normative_only);
-            write_reports(&report, &args.reports, &[])?;
+            write_reports(&report, &args.reports)?;
         }
     };
     tokio::select! {
@@ -56,7 +56,7 @@ pub async fn proxy_command(args: ProxyArgs) -> Result<ExitCode, String> {
     }
     let report = proxy.ledger().report(proxy.upstream(), normative_only);
     console(&report, &args.reports);
-    write_reports(&report, &args.reports, &[])?;
+    write_reports(&report, &args.reports)?;
     // What broke normatively fails the exit code, whatever `--level` shows.
     let broke = || proxy.ledger().report(proxy.upstream(), true).failed();
     Ok(if args.fail_on_violation && broke() {

@@ -4,7 +4,6 @@
 use std::path::{Path, PathBuf};
 
 use clap::ValueEnum;
-use intent_conformance::baseline::Known;
 use intent_conformance::{report, run};
 
 /// Where to write the reports, besides the console.
@@ -20,16 +19,18 @@ pub struct ReportFiles {
     /// Write the report as an HTML page.
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
-    /// Write the failures as SARIF 2.1.0, located at the openapi.json operation each concerns, for
-    /// code scanning (those a baseline knows as warnings).
+    /// Write the failures as SARIF 2.1.0, one result per way a check broke with its fingerprint,
+    /// located at the openapi.json operation each concerns, for code scanning (those a baseline
+    /// knows as warnings, `unchanged`).
     #[arg(long, value_name = "FILE")]
     sarif: Option<PathBuf>,
     /// Write a Markdown summary (counts, failures with their curl lines, coverage), such as to
     /// `$GITHUB_STEP_SUMMARY` or for a pull request comment.
     #[arg(long, value_name = "FILE")]
     summary: Option<PathBuf>,
-    /// Print GitHub Actions workflow commands: `::error` for each check that failed or broke,
-    /// `::warning` for each inconclusive one (on by itself in GitHub Actions).
+    /// Print GitHub Actions workflow commands: `::error` for each check that failed or broke in
+    /// a way the baseline does not know, `::warning` for each known failure and each inconclusive
+    /// check (on by itself in GitHub Actions).
     #[arg(long, env = "GITHUB_ACTIONS")]
     github: bool,
 }
@@ -57,12 +58,8 @@ pub fn console(report: &run::Report, files: &ReportFiles) {
 }
 
 /// Writes `report` to each file given, as JSON, JUnit XML, HTML, Markdown and SARIF, and prints its
-/// GitHub annotations when asked (the failures in `known` as warnings).
-pub fn write_reports(
-    report: &run::Report,
-    files: &ReportFiles,
-    known: &[Known],
-) -> Result<(), String> {
+/// GitHub annotations when asked (the failures its baseline knows as warnings).
+pub fn write_reports(report: &run::Report, files: &ReportFiles) -> Result<(), String> {
     let write = |path: &Option<PathBuf>, text: String| -> Result<(), String> {
         match path {
             Some(path) if path.as_os_str() == "-" => {
@@ -80,10 +77,10 @@ pub fn write_reports(
     write(&files.junit, report::junit(report))?;
     write(&files.html, report::html(report))?;
     write(&files.summary, report::summary(report))?;
-    write(&files.sarif, report::sarif(report, known))?;
+    write(&files.sarif, report::sarif(report))?;
     if files.github {
         // Beside the JSON report on standard output, the runner reads them on standard error.
-        let commands = report::github(report, known);
+        let commands = report::github(report);
         if files
             .json
             .as_ref()

@@ -76,16 +76,19 @@ pub struct RunArgs {
     #[arg(long)]
     list: bool,
     /// A baseline of known failures (a file `--write-baseline` made, or a JSON report): a
-    /// failure it holds is reported as known and fails nothing; only new failures fail the run.
+    /// failure whose every fingerprint it holds is reported as known and fails nothing; a new
+    /// way of failing, even in a check that already failed, fails the run.
     #[arg(long, value_name = "FILE")]
     baseline: Option<PathBuf>,
     /// With `--baseline`, a normative failure fails the run even when the baseline holds it.
     #[arg(long, requires = "baseline")]
     strict_normative: bool,
-    /// Run only the checks that failed or broke in this JSON report, and say which pass now.
+    /// Run only the checks that failed or broke in this JSON report, and say which pass now;
+    /// `--min-coverage` is then judged over the operations those checks reached.
     #[arg(long, value_name = "REPORT", conflicts_with = "only")]
     rerun: Option<PathBuf>,
-    /// Write this run's failures as a baseline file.
+    /// Write this run's failures as a baseline file (a fingerprint per way each check broke);
+    /// the run then passes whatever failed, since recording the failures is what it is for.
     #[arg(long, value_name = "FILE")]
     write_baseline: Option<PathBuf>,
     /// Fail the run when fewer than this percent of the operations were answered with a success
@@ -113,11 +116,7 @@ pub async fn run_command(args: RunArgs) -> Result<ExitCode, String> {
         return Ok(ExitCode::SUCCESS);
     }
     let only = match &rerun {
-        Some(failed) => failed
-            .known
-            .iter()
-            .map(|known| known.check.clone())
-            .collect(),
+        Some(failed) => failed.checks(),
         None => args.only.clone(),
     };
     let selection = Selection {
@@ -156,6 +155,13 @@ pub async fn run_command(args: RunArgs) -> Result<ExitCode, String> {
         return Ok(ExitCode::SUCCESS);
     }
     let baseline = read_baseline(args.baseline.as_deref())?;
+    if baseline.as_ref().is_some_and(Baseline::unfingerprinted) {
+        eprintln!(
+            "intent-conformance: warning: the baseline has entries without a fingerprint (a file \
+             of version 1): each knows every way its check fails; write it anew with \
+             --write-baseline"
+        );
+    }
     let resolved = resolve(&args)?;
     #[cfg(feature = "embedded")]
     let embedded;
@@ -214,13 +220,12 @@ pub async fn run_command(args: RunArgs) -> Result<ExitCode, String> {
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    let report = report::redacted(&report, &target.secrets());
+    let mut report = report::redacted(&report, &target.secrets());
     let comparison = baseline
         .as_ref()
-        .map(|baseline| baseline::compare(&report, baseline, args.strict_normative));
+        .map(|baseline| baseline::compare(&mut report, baseline, args.strict_normative));
     console(&report, &args.reports);
-    let known = comparison.as_ref().map_or(&[][..], |c| c.known.as_slice());
-    write_reports(&report, &args.reports, known)?;
+    write_reports(&report, &args.reports)?;
     if let Some(comparison) = &comparison {
         let groups = [
             ("known", &comparison.known),
@@ -230,7 +235,7 @@ pub async fn run_command(args: RunArgs) -> Result<ExitCode, String> {
         print_findings("baseline", &groups);
     }
     if let Some(failed) = &rerun {
-        let changed = baseline::compare(&report, failed, false);
+        let changed = baseline::compare(&mut report.clone(), failed, false);
         let groups = [
             ("passes now", &changed.fixed),
             ("fails again", &changed.known),
@@ -239,8 +244,14 @@ pub async fn run_command(args: RunArgs) -> Result<ExitCode, String> {
         print_findings("rerun", &groups);
     }
     if let Some(path) = &args.write_baseline {
-        let text = serde_json::to_string_pretty(&Baseline::of(&report)).expect("a baseline") + "\n";
+        let written = Baseline::of(&report);
+        let text = serde_json::to_string_pretty(&written).expect("a baseline") + "\n";
         std::fs::write(path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
+        println!(
+            "baseline: wrote {} known breaks to {}",
+            written.known.len(),
+            path.display()
+        );
     }
     if let Some(dir) = &args.transcript {
         write_transcripts(&report, dir)?;
@@ -248,21 +259,27 @@ pub async fn run_command(args: RunArgs) -> Result<ExitCode, String> {
     if let Some(unwritten) = unwritten {
         return Err(unwritten);
     }
-    let percent = report.coverage_percent();
+    // A re-run takes only what failed: its coverage is of the operations its checks reached.
+    let (percent, of) = if rerun.is_some() {
+        (
+            report.reached_coverage_percent(),
+            "the operations the re-run reached",
+        )
+    } else {
+        (report.coverage_percent(), "the operations")
+    };
     let short = args
         .min_coverage
         .is_some_and(|least| percent < f64::from(least));
     if short {
         eprintln!(
-            "intent-conformance: {percent:.0}% of the operations were answered with a success \
-             status, under --min-coverage {}",
+            "intent-conformance: {percent:.0}% of {of} were answered with a success status, \
+             under --min-coverage {}",
             args.min_coverage.unwrap_or_default()
         );
     }
-    let failed = match &comparison {
-        Some(comparison) => !comparison.new.is_empty(),
-        None => report.failed(),
-    };
+    // Writing a baseline records the failures: the run that writes it passes.
+    let failed = report.failed() && args.write_baseline.is_none();
     Ok(if failed || short {
         ExitCode::FAILURE
     } else {
@@ -280,12 +297,17 @@ fn read_baseline(path: Option<&Path>) -> Result<Option<Baseline>, String> {
     Baseline::parse(&text).map(Some)
 }
 
-/// Prints each finding of each `(what, findings)` group as `{prefix}: {check} [{level}] {what}`.
+/// Prints each finding of each `(what, findings)` group as
+/// `{prefix}: {check} [{level}] {what}: {broke}`.
 fn print_findings(prefix: &str, groups: &[(&str, &Vec<Known>)]) {
     for (what, findings) in groups {
         for finding in *findings {
+            let broke = finding
+                .broke
+                .as_deref()
+                .map_or_else(String::new, |broke| format!(": {broke}"));
             println!(
-                "{prefix}: {} [{}] {what}",
+                "{prefix}: {} [{}] {what}{broke}",
                 finding.check,
                 finding.level.as_str()
             );

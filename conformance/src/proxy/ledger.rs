@@ -6,7 +6,9 @@ use std::sync::Mutex;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use super::judge::Violation;
+use crate::baseline::Break;
 use crate::check::{Category, Status};
+use crate::finding::Broke;
 use crate::run::{Outcome, REPORT_VERSION, Report};
 use crate::spec::{Level, spec};
 use crate::target::Coverage;
@@ -160,6 +162,17 @@ fn outcome(
     } else {
         (Status::Pass, Level::Normative, None)
     };
+    let failed = match (status, level) {
+        (Status::Fail, Level::Normative) => &normative[..],
+        (Status::Fail, Level::Profile) => &profile[..],
+        _ => &[],
+    };
+    let broke = failed
+        .iter()
+        .map(|(violation, _)| {
+            Break::new(&id, level, None, &Broke::assertion(&violation.to_string()))
+        })
+        .collect();
     Outcome {
         id,
         category: Category::Traffic,
@@ -169,6 +182,8 @@ fn outcome(
         rests_on,
         status,
         message,
+        broke,
+        baseline: None,
         assertions: seen.exchanges,
         profile_findings: if status == Status::Pass {
             told(&profile)

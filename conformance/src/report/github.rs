@@ -2,21 +2,20 @@
 //! `::warning` for each such failure a baseline knows and for each inconclusive check (a means
 //! the deployment refuses, with the key to set), which the runner shows as annotations.
 
-use crate::baseline::Known;
 use crate::check::Status;
 use crate::run::Report;
 
 /// The longest message an annotation carries; the JSON report has the whole.
 const MESSAGE: usize = 2000;
 
-/// The workflow commands of `report`, one per line; the failures in `known` are warnings.
-pub fn github(report: &Report, known: &[Known]) -> String {
+/// The workflow commands of `report`, one per line; the failures its baseline knows are
+/// warnings.
+pub fn github(report: &Report) -> String {
     let mut out = String::new();
     for outcome in &report.outcomes {
         let message = outcome.message.as_deref().unwrap_or_default();
-        let is_known = known.iter().any(|known| known.holds(outcome));
         let command = match outcome.status {
-            Status::Fail | Status::Error if is_known => "warning",
+            Status::Fail | Status::Error if outcome.is_known() => "warning",
             Status::Fail | Status::Error => "error",
             Status::Skip if message.starts_with("inconclusive") => "warning",
             _ => continue,
@@ -24,7 +23,7 @@ pub fn github(report: &Report, known: &[Known]) -> String {
         let title = format!(
             "{} {} [{}] (part {})",
             outcome.id,
-            outcome.status.as_str(),
+            outcome.verdict(),
             outcome.level.as_str(),
             outcome.section
         );

@@ -11,18 +11,21 @@ const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#2
 table{border-collapse:collapse;width:100%}\
 td,th{border-bottom:1px solid #ddd;padding:.3em .5em;text-align:left;vertical-align:top}\
 .pass{color:#1a7f37}.fail,.error{color:#cf222e;font-weight:bold}.skip,.disabled{color:#888}\
+.known{color:#9a6700}\
 .warning{background:#fff3cd;padding:.5em 1em;border:1px solid #e0c36c}";
 
 /// The report as an HTML page.
 pub fn html(report: &Report) -> String {
-    // Failures first, then errors, skips, passes and what the run left out; run order within.
+    // New failures first, then errors, known failures, skips, passes and what the run left
+    // out; run order within.
     let mut outcomes: Vec<_> = report.outcomes.iter().collect();
     outcomes.sort_by_key(|outcome| match outcome.status {
+        _ if outcome.is_known() => 2,
         Status::Fail => 0,
         Status::Error => 1,
-        Status::Skip => 2,
-        Status::Pass => 3,
-        Status::Disabled => 4,
+        Status::Skip => 3,
+        Status::Pass => 4,
+        Status::Disabled => 5,
     });
     page! {
         (DOCTYPE)
@@ -45,7 +48,7 @@ pub fn html(report: &Report) -> String {
                     }
                     @for outcome in outcomes {
                         tr {
-                            td class=(outcome.status.as_str()) { (outcome.status.as_str()) }
+                            td class=(outcome.verdict()) { (outcome.verdict()) }
                             td { code { (outcome.id) } }
                             td { (outcome.level.as_str()) }
                             td { (outcome.section) }

@@ -148,7 +148,7 @@ pub fn console(report: &Report) -> String {
         }
         let head = format!(
             "{:<5} {} [{}]",
-            outcome.status.as_str().to_uppercase(),
+            outcome.verdict().to_uppercase(),
             outcome.id,
             outcome.level.as_str(),
         );
@@ -256,7 +256,7 @@ mod tests {
         insta::assert_snapshot!("json", json);
         insta::assert_snapshot!("junit", junit(&report));
         insta::assert_snapshot!("html", html(&report));
-        insta::assert_snapshot!("github", github(&report, &[]));
+        insta::assert_snapshot!("github", github(&report));
         insta::assert_snapshot!("summary", summary(&report));
         let transcripts = transcripts(&report);
         let names: Vec<&str> = transcripts.iter().map(|(name, _)| name.as_str()).collect();
@@ -310,6 +310,8 @@ mod tests {
     fn coverage_counts_the_operations_answered_with_a_success_and_lists_unseen_statuses() {
         let report = fixture();
         assert_eq!(report.coverage_percent(), 50.0);
+        // Of the one operation the run reached, one succeeded.
+        assert_eq!(report.reached_coverage_percent(), 100.0);
         let json = serde_json::to_value(&report).unwrap();
         assert_eq!(
             json["coverage"][1]["unseen"],
@@ -323,15 +325,17 @@ mod tests {
         report.outcomes[2].message = Some(
             "inconclusive: the chat was refused: 422; set `profile.chat` in the config file".into(),
         );
-        let commands = github(&report, &[]);
+        let commands = github(&report);
         let lines: Vec<&str> = commands.lines().collect();
         assert_eq!(lines.len(), 2, "{commands}");
         assert!(lines[0].starts_with("::error title=pipeline.commit fail [normative]"));
         assert!(lines[1].starts_with("::warning title=pipeline.svm skip"));
         assert!(lines[1].ends_with("set `profile.chat` in the config file"));
         assert!(summary(&report).contains("- `pipeline.svm`: inconclusive"));
-        let known = crate::baseline::Baseline::of(&report).known;
-        assert!(github(&report, &known).starts_with("::warning title=pipeline.commit fail"));
+        let baseline = crate::baseline::Baseline::of(&report);
+        crate::baseline::compare(&mut report, &baseline, false);
+        assert!(github(&report).starts_with("::warning title=pipeline.commit known"));
+        assert!(summary(&report).contains("### Known failures\n\n- **`pipeline.commit`** fail"));
     }
 
     #[test]

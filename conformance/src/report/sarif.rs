@@ -1,11 +1,12 @@
 //! SARIF 2.1.0, the format code-scanning tools read (GitHub's among them): one rule per check
-//! that ran, one result per check that failed or broke, located at the `openapi.json` operation
-//! it concerns. A failure a baseline knows is a warning whose `baselineState` is `unchanged`; the
-//! others are errors, `new`.
+//! that ran, one result per way a check failed or broke (its [`Break`]), located at the
+//! `openapi.json` operation it concerns, with the break's fingerprint in `partialFingerprints`.
+//! A break the run's baseline knows is a warning whose `baselineState` is `unchanged`; the others
+//! are errors, `new`.
 
 use serde_json::{Value, json};
 
-use crate::baseline::Known;
+use crate::baseline::{Break, State};
 use crate::check::Status;
 use crate::run::{Outcome, Report};
 use crate::spec::OPENAPI;
@@ -13,8 +14,8 @@ use crate::spec::OPENAPI;
 /// Where the results point: the document, as this repository names it.
 const DOCUMENT: &str = "openapi.json";
 
-/// `report` as a SARIF log; the failures in `known` are warnings.
-pub fn sarif(report: &Report, known: &[Known]) -> String {
+/// `report` as a SARIF log.
+pub fn sarif(report: &Report) -> String {
     let ran = || {
         report
             .outcomes
@@ -25,9 +26,11 @@ pub fn sarif(report: &Report, known: &[Known]) -> String {
     let results: Vec<Value> = ran()
         .enumerate()
         .filter(|(_, outcome)| matches!(outcome.status, Status::Fail | Status::Error))
-        .map(|(index, outcome)| {
-            let is_known = known.iter().any(|known| known.holds(outcome));
-            result(index, outcome, is_known)
+        .flat_map(|(index, outcome)| {
+            outcome
+                .broke
+                .iter()
+                .map(move |broken| result(index, outcome, broken))
         })
         .collect();
     let log = json!({
@@ -60,20 +63,20 @@ fn rule(outcome: &Outcome) -> Value {
     })
 }
 
-/// The result of a check that failed or broke.
-fn result(index: usize, outcome: &Outcome, is_known: bool) -> Value {
-    let (level, state) = if is_known {
-        ("warning", "unchanged")
-    } else {
-        ("error", "new")
+/// The result of one way a check failed or broke.
+fn result(index: usize, outcome: &Outcome, broken: &Break) -> Value {
+    let (level, state) = match broken.baseline {
+        Some(State::Known) => ("warning", "unchanged"),
+        _ => ("error", "new"),
     };
     let mut text = format!(
-        "{} {} [{}] (part {}): {}",
+        "{} {} [{}] (part {}): {}\nbroke: {}",
         outcome.id,
         outcome.status.as_str(),
         outcome.level.as_str(),
         outcome.section,
-        outcome.message.as_deref().unwrap_or_default()
+        outcome.message.as_deref().unwrap_or_default(),
+        broken.broke,
     );
     if let Some(curl) = &outcome.reproduce {
         text.push_str(&format!("\nreproduce: {curl}"));
@@ -93,8 +96,8 @@ fn result(index: usize, outcome: &Outcome, is_known: bool) -> Value {
         "baselineState": state,
         "message": { "text": text },
         "locations": [location],
-        // A finding is the same from run to run by its check and level, as in a baseline.
-        "partialFingerprints": { "check/v1": format!("{}:{}", outcome.id, outcome.level.as_str()) },
+        // The same from run to run while the fact breaks the same way, as in a baseline.
+        "partialFingerprints": { "break/v1": broken.fingerprint },
     })
 }
 
@@ -125,9 +128,11 @@ mod tests {
             serde_json::from_str(include_str!("../../schemas/sarif-schema-2.1.0.json")).unwrap();
         let validator = jsonschema::validator_for(&schema).unwrap();
         let report = crate::run::fixture();
-        let known = crate::baseline::Baseline::of(&report).known;
-        for known in [&[][..], &known[..]] {
-            let log: Value = serde_json::from_str(&sarif(&report, known)).unwrap();
+        let mut baselined = report.clone();
+        let baseline = crate::baseline::Baseline::of(&report);
+        crate::baseline::compare(&mut baselined, &baseline, false);
+        for (report, known) in [(&report, false), (&baselined, true)] {
+            let log: Value = serde_json::from_str(&sarif(report)).unwrap();
             let errors: Vec<String> = validator
                 .iter_errors(&log)
                 .map(|e| format!("{} at {}", e, e.instance_path()))
@@ -142,10 +147,14 @@ mod tests {
             assert_eq!(lines[line - 1].trim(), "\"post\": {");
             let path = lines.iter().rev().find(|line| line.starts_with("    \"/"));
             assert_eq!(path.unwrap().trim(), "\"/v1/pipeline/evm/build\": {");
-            let expected = if known.is_empty() { "error" } else { "warning" };
+            let expected = if known { "warning" } else { "error" };
             assert_eq!(results[0]["level"], expected);
+            assert_eq!(
+                results[0]["partialFingerprints"]["break/v1"],
+                report.outcomes[1].broke[0].fingerprint
+            );
         }
-        let mut broken: Value = serde_json::from_str(&sarif(&report, &[])).unwrap();
+        let mut broken: Value = serde_json::from_str(&sarif(&report)).unwrap();
         broken["runs"][0]["results"][0]["level"] = json!("fatal");
         assert!(!validator.is_valid(&broken), "the schema is applied");
     }

@@ -1,11 +1,12 @@
 //! A Markdown summary of a run, for `$GITHUB_STEP_SUMMARY` or a pull request comment: the counts,
-//! each check that failed or broke with the `curl` line that sends its last request again, the
-//! inconclusive ones with the key to set, and the operations' coverage.
+//! each check that failed or broke with the `curl` line that sends its last request again (those
+//! the baseline knows apart, under "Known failures"), the inconclusive ones with the key to set,
+//! and the operations' coverage.
 
 use std::fmt::Write as _;
 
 use crate::check::Status;
-use crate::run::Report;
+use crate::run::{Outcome, Report};
 
 /// The longest message a line of the summary gives; the JSON report has the whole.
 const MESSAGE: usize = 500;
@@ -13,36 +14,42 @@ const MESSAGE: usize = 500;
 /// The summary of `report` as Markdown.
 pub fn summary(report: &Report) -> String {
     let mut out = format!("## intent-conformance against {}\n\n", report.target);
-    out.push_str("| passed | failed | errors | skipped | disabled |\n|---|---|---|---|---|\n");
+    out.push_str(
+        "| passed | failed | errors | known | skipped | disabled |\n|---|---|---|---|---|---|\n",
+    );
     let _ = writeln!(
         out,
-        "| {} | {} | {} | {} | {} |",
+        "| {} | {} | {} | {} | {} | {} |",
         report.count(Status::Pass),
         report.count(Status::Fail),
         report.count(Status::Error),
+        report.known(),
         report.count(Status::Skip),
         report.count(Status::Disabled)
     );
-    let failed: Vec<_> = report
-        .outcomes
-        .iter()
-        .filter(|outcome| matches!(outcome.status, Status::Fail | Status::Error))
-        .collect();
-    if !failed.is_empty() {
-        out.push_str("\n### Failures\n\n");
-    }
-    for outcome in failed {
-        let _ = writeln!(
-            out,
-            "- **`{}`** {} [{}], part {}: {}",
-            outcome.id,
-            outcome.status.as_str(),
-            outcome.level.as_str(),
-            outcome.section,
-            cut(outcome.message.as_deref().unwrap_or_default())
-        );
-        if let Some(curl) = &outcome.reproduce {
-            let _ = writeln!(out, "  ```sh\n  {curl}\n  ```");
+    let failed = |known: bool| -> Vec<&Outcome> {
+        let failed = report
+            .outcomes
+            .iter()
+            .filter(|outcome| matches!(outcome.status, Status::Fail | Status::Error));
+        failed
+            .filter(|outcome| outcome.is_known() == known)
+            .collect()
+    };
+    // Against a baseline, the failures it does not know are the new ones.
+    let baselined = report.outcomes.iter().any(|o| o.baseline.is_some());
+    let new = if baselined {
+        "New failures"
+    } else {
+        "Failures"
+    };
+    for (title, outcomes) in [(new, failed(false)), ("Known failures", failed(true))] {
+        if outcomes.is_empty() {
+            continue;
+        }
+        let _ = writeln!(out, "\n### {title}\n");
+        for outcome in outcomes {
+            finding(&mut out, outcome);
         }
     }
     let inconclusive: Vec<_> = report
@@ -65,6 +72,23 @@ pub fn summary(report: &Report) -> String {
     }
     let _ = writeln!(out, "\n### Coverage\n\n{}", report.coverage_summary());
     out
+}
+
+/// One failure: its check, status, level, part and message, and the `curl` line that sends its
+/// last request again.
+fn finding(out: &mut String, outcome: &Outcome) {
+    let _ = writeln!(
+        out,
+        "- **`{}`** {} [{}], part {}: {}",
+        outcome.id,
+        outcome.status.as_str(),
+        outcome.level.as_str(),
+        outcome.section,
+        cut(outcome.message.as_deref().unwrap_or_default())
+    );
+    if let Some(curl) = &outcome.reproduce {
+        let _ = writeln!(out, "  ```sh\n  {curl}\n  ```");
+    }
 }
 
 /// `text` on one line and at most [`MESSAGE`] characters, with Markdown's table and code marks

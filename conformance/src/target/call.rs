@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::Target;
 use crate::exchange::{Exchange, Recorded};
-use crate::finding::{Finding, excerpt};
+use crate::finding::{Broke, Finding, excerpt};
 
 /// A response, read whole.
 #[derive(Debug, Clone)]
@@ -35,6 +35,13 @@ impl Reply {
 
     /// Fails unless the status is `expected`.
     pub fn ensure_status(&self, expected: u16, what: &str) -> Result<&Self, Finding> {
+        if self.status != expected {
+            crate::finding::breaking([Broke::Status {
+                what: crate::finding::shape(what),
+                expected,
+                seen: self.status,
+            }]);
+        }
         crate::finding::ensure(self.status == expected, || {
             format!(
                 "{what}: expected {expected}, got {} {}",
@@ -48,27 +55,25 @@ impl Reply {
     /// Fails unless the status is `expected` and the body is an error envelope.
     pub fn ensure_envelope(&self, expected: u16, what: &str) -> Result<&Self, Finding> {
         self.ensure_status(expected, what)?;
-        if self.body.get("error").is_some() {
-            Ok(self)
-        } else {
-            Err(Finding::Fail(format!(
+        crate::finding::ensure(self.body.get("error").is_some(), || {
+            format!(
                 "{what}: the {expected} has no error envelope: {}",
                 excerpt(&self.text)
-            )))
-        }
+            )
+        })?;
+        Ok(self)
     }
 
     /// Fails unless the status is `expected` and the body is an error envelope with `code`.
     pub fn ensure_error(&self, expected: u16, code: &str, what: &str) -> Result<&Self, Finding> {
         self.ensure_status(expected, what)?;
-        if self.error_code() == Some(code) {
-            Ok(self)
-        } else {
-            Err(Finding::Fail(format!(
+        crate::finding::ensure(self.error_code() == Some(code), || {
+            format!(
                 "{what}: expected error `{code}`, got {}",
                 excerpt(&self.text)
-            )))
-        }
+            )
+        })?;
+        Ok(self)
     }
 }
 

@@ -10,6 +10,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::exchange::Exchange;
+use crate::finding::Broke;
 use crate::spec::{Level, Operation, spec};
 
 /// A response body that broke its schema in openapi.json.
@@ -26,6 +27,8 @@ pub struct Violation {
     pub level: Level,
     /// What is wrong.
     pub errors: Vec<String>,
+    /// How it broke, for fingerprints.
+    pub broke: Vec<Broke>,
     /// The exchange that got it.
     pub exchange: Exchange,
 }
@@ -228,13 +231,14 @@ impl Record {
         let request = format!("{method} {path}");
         let judged =
             operation.and_then(|operation| spec().judge(operation, sent, (status, body, text)));
-        if let Some((level, errors)) = judged {
+        if let Some(judged) = judged {
             self.violations.lock().expect("violations").push(Violation {
                 check,
                 request: request.clone(),
                 status,
-                level,
-                errors,
+                level: judged.level,
+                errors: judged.errors,
+                broke: judged.broke,
                 exchange: exchange.clone(),
             });
         }

@@ -121,7 +121,29 @@ fn models(spec: &OpenAPI) -> Result<String, String> {
     let mut file = parse(generator.get_type_space().to_stream())?;
     let document = serde_json::to_value(spec).map_err(|e| format!("openapi.json: {e}"))?;
     tolerant_reading(&mut file, &request_only(&document))?;
+    file.items.push(scopes(&document)?);
     format_file(&file)
+}
+
+/// `pub const SCOPES`: the OAuth scopes of openapi.json's security scheme, sorted, for code that
+/// asks for tokens (the SDK's token command gets a resource's own).
+fn scopes(document: &Value) -> Result<syn::Item, String> {
+    let flows = document
+        .pointer("/components/securitySchemes/oauth2/flows")
+        .and_then(Value::as_object)
+        .ok_or("openapi.json has no oauth2 flows")?;
+    let scopes: BTreeSet<&str> = flows
+        .values()
+        .filter_map(|flow| flow.get("scopes").and_then(Value::as_object))
+        .flat_map(|scopes| scopes.keys().map(String::as_str))
+        .collect();
+    let listed: Vec<String> = scopes.iter().map(|scope| format!("{scope:?}")).collect();
+    let code = format!(
+        "/// The OAuth scopes of openapi.json's security scheme, sorted.\n\
+         pub const SCOPES: &[&str] = &[{}];",
+        listed.join(", ")
+    );
+    syn::parse_str(&code).map_err(|e| format!("the scopes: {e}"))
 }
 
 /// Open enums: the interface does not fix their values, so each gets a variant that keeps an

@@ -174,7 +174,8 @@ pub enum TokenSource {
     Given,
     /// A shell command (`sh -c`), run with `INTENT_RESOURCE` (the resource's URL),
     /// `INTENT_SCOPE` (space-separated) and `INTENT_ACCOUNT` (`primary` or `secondary`) in its
-    /// environment; the last line of its standard output is the token.
+    /// environment; it prints JSON with `access_token`, or the token on its last line. The SDK's
+    /// `INTENT_TOKEN_COMMAND` keeps the same contract (docs/token-command.md).
     Command(String),
     /// A function in this process (the embedded server's key).
     Mint(Mint),
@@ -203,8 +204,15 @@ pub(super) fn run_token_command(
         ));
     }
     let stdout = String::from_utf8_lossy(&output.stdout);
-    match stdout.lines().map(str::trim).rfind(|line| !line.is_empty()) {
-        Some(token) => Ok(token.to_owned()),
-        None => Err("the token command printed no token".into()),
-    }
+    let stdout = stdout.trim();
+    // The SDK's `CommandToken` reads the same: JSON with `access_token`, or the last line.
+    let token = if stdout.starts_with('{') {
+        let printed: serde_json::Value = serde_json::from_str(stdout)
+            .map_err(|e| format!("the token command printed JSON that does not read: {e}"))?;
+        printed["access_token"].as_str().map(str::to_owned)
+    } else {
+        let last = stdout.lines().map(str::trim).rfind(|line| !line.is_empty());
+        last.map(str::to_owned)
+    };
+    token.ok_or_else(|| "the token command printed no token".to_owned())
 }

@@ -129,13 +129,18 @@ const BASE_URL_ENV: &str = "INTENT_BASE_URL";
 const TOKEN_ENV: &str = "INTENT_TOKEN";
 /// A command that prints a token for `INTENT_RESOURCE` (see [`Intent::from_env`]).
 const TOKEN_COMMAND_ENV: &str = "INTENT_TOKEN_COMMAND";
+/// The account the token command is asked for, `primary` unless set.
+const PRIMARY: &str = "primary";
 
 impl Intent {
     /// A client set up from the environment: the deployment at `INTENT_BASE_URL`, with a token
-    /// for each resource from `INTENT_TOKEN_COMMAND` (run through `sh -c` with
-    /// `INTENT_RESOURCE` set to the resource's identifier, as the conformance suite's
-    /// `--token-command`; the last line it prints is the token), or else `INTENT_TOKEN` (one
-    /// token, sent to every resource). Without either, every call is [`Error::NoToken`].
+    /// for each resource from `INTENT_TOKEN_COMMAND` ([`CommandToken::shell`]: run through
+    /// `sh -c` with `INTENT_RESOURCE`, `INTENT_SCOPE` and `INTENT_ACCOUNT`, as the conformance
+    /// suite's `--token-command`; the account is `INTENT_ACCOUNT`'s value, `primary` when
+    /// unset; the last line it prints is the token), or else `INTENT_TOKEN` (one token, sent to
+    /// every resource). Without either, every call is [`Error::NoToken`].
+    ///
+    /// [`CommandToken::shell`]: crate::auth::CommandToken::shell
     pub fn from_env() -> Result<Intent, Error> {
         Self::from_vars(|name| std::env::var(name).ok())
     }
@@ -145,10 +150,10 @@ impl Intent {
         let base = var(BASE_URL_ENV)
             .ok_or_else(|| Error::InvalidInput(format!("{BASE_URL_ENV} is not set")))?;
         let mut builder = Intent::builder(base.clone());
+        let account = var(crate::auth::ACCOUNT_ENV).unwrap_or_else(|| PRIMARY.to_owned());
         for resource in Resource::ALL {
             if let Some(command) = var(TOKEN_COMMAND_ENV) {
-                let source = crate::auth::CommandToken::new("sh", ["-c", command.as_str()])
-                    .env("INTENT_RESOURCE", resource.identifier(&base));
+                let source = crate::auth::CommandToken::shell(&command, &base, resource, &account);
                 builder = builder.token(resource, source);
             } else if let Some(token) = var(TOKEN_ENV) {
                 builder = builder.token(resource, crate::auth::StaticToken::new(token));
@@ -265,7 +270,10 @@ mod tests {
     async fn from_env_runs_the_token_command_with_the_resource_in_its_environment() {
         let vars = |name: &str| match name {
             BASE_URL_ENV => Some("http://127.0.0.1:9/api".to_owned()),
-            TOKEN_COMMAND_ENV => Some("echo \"tok-$INTENT_RESOURCE\" | tr '/:' '__'".to_owned()),
+            TOKEN_COMMAND_ENV => Some(
+                "echo \"tok-$INTENT_ACCOUNT-$INTENT_RESOURCE-$INTENT_SCOPE\" | tr '/: ' '___'"
+                    .to_owned(),
+            ),
             TOKEN_ENV => Some("ignored".to_owned()),
             _ => None,
         };
@@ -280,7 +288,7 @@ mod tests {
             .expect("a source for the pipeline");
         assert_eq!(
             source.token().await.unwrap(),
-            "tok-http___127.0.0.1_9_api_v1_pipeline"
+            "tok-primary-http___127.0.0.1_9_api_v1_pipeline-custody_delegate_pipeline_catalog_pipeline_execute"
         );
         assert!(matches!(
             Intent::from_vars(|_| None),

@@ -7702,3 +7702,22 @@ pub mod error {
         }
     }
 }
+/// The OAuth scopes of openapi.json's security scheme, sorted.
+pub const SCOPES: &[&str] = &[
+    "account:apps:read",
+    "account:apps:write",
+    "account:credentials:read",
+    "account:credentials:write",
+    "account:credits:read",
+    "account:credits:topup",
+    "account:usage:read",
+    "agent:actions:resolve",
+    "agent:read",
+    "agent:write",
+    "custody:delegate",
+    "mcp:agent",
+    "mcp:pipeline",
+    "payments:submit",
+    "pipeline:catalog",
+    "pipeline:execute",
+];

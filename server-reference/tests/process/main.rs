@@ -1,11 +1,12 @@
-//! The server binary as a child process: stopped by `kill -9` and by SIGTERM, and minting
-//! short-lived tokens for the SDK through `intent-server token`, and opening the data that
-//! servers of earlier commits left (upgrades in place).
+//! The server binary as a child process: stopped by `kill -9` and by SIGTERM, minting tokens for
+//! the SDK through `intent-server token` (short-lived ones, and through the docs' token command),
+//! and opening the data that servers of earlier commits left (upgrades in place).
 
 mod crash;
 mod memory;
 mod scale_out;
 #[path = "../support/mod.rs"]
 mod support;
+mod token_command;
 mod token_expiry;
 mod upgrade;

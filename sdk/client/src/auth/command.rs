@@ -8,11 +8,12 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::Deserialize;
 
-use super::{Held, Slot, TokenSource};
+use super::{Held, Resource, Slot, TokenSource};
 use crate::Error;
 
-/// Runs a program for each token and reads the token from its standard output: either the bare
-/// token, or JSON with `access_token` and optionally `expires_in` (seconds). The expiry is the
+/// Runs a program for each token and reads the token from its standard output: either JSON with
+/// `access_token` and optionally `expires_in` (seconds), or the bare token on the last line that
+/// is not empty (what the conformance suite's `--token-command` reads too). The expiry is the
 /// JWT's `exp` when the token is a JWT, else `expires_in`; the program runs again ahead of it,
 /// and after a 401. A program that fails is an [`Error::Token`] showing its standard error.
 ///
@@ -30,6 +31,14 @@ pub struct CommandToken {
     envs: Vec<(OsString, OsString)>,
     slot: Slot,
 }
+
+/// The variable a token command reads its resource's identifier from.
+const RESOURCE_ENV: &str = "INTENT_RESOURCE";
+/// The variable a token command reads the scopes to ask for from, space-separated.
+const SCOPE_ENV: &str = "INTENT_SCOPE";
+/// The variable a token command reads its account from: `primary`, or `secondary` for the
+/// conformance suite's isolation checks.
+pub(crate) const ACCOUNT_ENV: &str = "INTENT_ACCOUNT";
 
 /// A program that has printed nothing by then is killed and the renewal fails.
 const PROGRAM_TIMEOUT: Duration = Duration::from_secs(60);
@@ -53,6 +62,18 @@ impl CommandToken {
             envs: Vec::new(),
             slot: Slot::default(),
         }
+    }
+
+    /// The token command of a deployment at `base` for `resource`: `command` run through `sh -c`
+    /// with `INTENT_RESOURCE` (the resource's identifier), `INTENT_SCOPE` (the resource's scopes
+    /// in openapi.json, space-separated) and `INTENT_ACCOUNT` (`account`) in its environment,
+    /// the contract the conformance suite's `--token-command` keeps too, so that one script
+    /// serves both (docs/token-command.md).
+    pub fn shell(command: &str, base: &str, resource: Resource, account: &str) -> Self {
+        Self::new("sh", ["-c", command])
+            .env(RESOURCE_ENV, resource.identifier(base))
+            .env(SCOPE_ENV, resource.scopes().join(" "))
+            .env(ACCOUNT_ENV, account)
     }
 
     /// Runs the program with the environment variable `name` set to `value` too.
@@ -107,7 +128,8 @@ fn parse(stdout: &str, now: SystemTime) -> Result<Held, String> {
         let printed: Printed = serde_json::from_str(stdout).map_err(|e| e.to_string())?;
         (printed.access_token, printed.expires_in)
     } else {
-        (stdout.to_owned(), None)
+        let last = stdout.lines().map(str::trim).rfind(|line| !line.is_empty());
+        (last.unwrap_or_default().to_owned(), None)
     };
     if token.is_empty() || token.chars().any(char::is_whitespace) {
         return Err("the output is empty or has more than one word".to_owned());
@@ -174,9 +196,17 @@ mod tests {
 
     #[test]
     fn output_that_is_not_one_token_is_refused() {
-        for output in ["", "two words", r#"{"expires_in":5}"#] {
+        for output in [
+            "",
+            "two words",
+            "logged in\ntwo words",
+            r#"{"expires_in":5}"#,
+        ] {
             assert!(parse(output, at(0)).is_err(), "{output:?}");
         }
+        // What a script logs before its token is not the token.
+        let logged = parse("minting a token for the agent\n\nthe-token\n", at(0)).unwrap();
+        assert_eq!(logged.secret, "the-token");
     }
 
     #[tokio::test]

@@ -23,6 +23,7 @@ use tokio::time::Instant;
 
 use crate::Error;
 
+pub(crate) use command::ACCOUNT_ENV;
 pub use command::CommandToken;
 #[cfg(feature = "oauth")]
 pub use oauth::{AuthorizationStart, DeviceCode, OAuth, OAuthTokens, http};
@@ -77,6 +78,13 @@ impl Resource {
             path.strip_prefix(resource.path())
                 .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
         })
+    }
+
+    /// The scopes of openapi.json a token for this resource may carry ([`Self::owns_scope`]),
+    /// sorted.
+    pub fn scopes(self) -> Vec<&'static str> {
+        let scopes = intent_models::SCOPES.iter().copied();
+        scopes.filter(|scope| self.owns_scope(scope)).collect()
     }
 
     /// Whether a token for this resource may carry `scope`: `agent:*` for the Agent, `mcp:agent`

@@ -356,6 +356,17 @@ mod tests {
         assert_eq!(one.fingerprint, two.fingerprint);
         assert_eq!(one.broke, "session # answered at #:#:# on #:#");
         assert_ne!(one.fingerprint, broke("session # refused").fingerprint);
+        // A body it quotes, cut wherever its values end, is left out.
+        let quoting = |id: &str| {
+            broke(&format!(
+                r#"answered the session's data: {{"id":"{id}","t…"#
+            ))
+        };
+        assert_eq!(
+            quoting("ses_1").fingerprint,
+            quoting("ses_12345").fingerprint
+        );
+        assert_eq!(quoting("s").broke, "answered the session's data:");
         let status = |seen| Broke::Status {
             what: "GET /v#/agent/sessions/#".into(),
             expected: 401,

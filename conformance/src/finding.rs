@@ -52,8 +52,8 @@ pub enum Broke {
 
 impl Broke {
     /// The assertion whose failure `message` tells, without the values that change between runs:
-    /// each word (letters, digits, `_`, `-` and `.`) holding a digit reads as `#`, and the text is
-    /// cut to 300 characters.
+    /// the JSON it quotes is left out, each word (letters, digits, `_`, `-` and `.`) holding a
+    /// digit reads as `#`, and the text is cut to 300 characters.
     pub fn assertion(message: &str) -> Self {
         Self::Assertion(shape(message))
     }
@@ -101,8 +101,14 @@ impl fmt::Display for Broke {
     }
 }
 
-/// `text` with each word that holds a digit read as `#`, cut to 300 characters.
+/// `text` up to the JSON it quotes (a body's excerpt, whose length and cut vary with its values),
+/// with each word that holds a digit read as `#`, cut to 300 characters.
 pub(crate) fn shape(text: &str) -> String {
+    let quoted = ["{\"", "[\"", "…"]
+        .iter()
+        .filter_map(|mark| text.find(mark))
+        .min();
+    let text = text[..quoted.unwrap_or(text.len())].trim_end();
     let is_word = |c: char| c.is_alphanumeric() || "_-.".contains(c);
     let mut out = String::with_capacity(text.len());
     let mut word = String::new();

@@ -1307,6 +1307,36 @@ async fn the_reference_server_passes_every_check_at_any_number_of_jobs() {
     );
 }
 
+/// A fault's failures fingerprint the same in two runs, against two servers with their own
+/// ports, sessions, times and cursors: a baseline of the first knows every break of the second.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_same_faults_fingerprint_the_same_in_two_runs_on_other_ids_times_and_ports() {
+    use intent_conformance::baseline::{Baseline, compare};
+    let faults = [
+        Fault::LeaksSessions,
+        Fault::SkipsSequence,
+        Fault::ExtraSimulationField,
+        Fault::DeleteKeepsSession,
+    ];
+    let runs = futures_util::future::join_all(
+        faults
+            .iter()
+            .flat_map(|fault| [suite(Some(*fault), 1), suite(Some(*fault), 1)]),
+    )
+    .await;
+    for (fault, pair) in faults.iter().zip(runs.chunks(2)) {
+        let [(first, _), (second, _)] = pair else {
+            unreachable!("runs come in pairs")
+        };
+        let baseline = Baseline::of(first);
+        assert!(!baseline.known.is_empty(), "{fault:?} fails something");
+        let mut second = second.clone();
+        let compared = compare(&mut second, &baseline, false);
+        assert!(compared.new.is_empty(), "{fault:?}: {:#?}", compared.new);
+        assert!(!second.failed(), "{fault:?}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn each_fault_fails_exactly_its_checks_and_every_normative_check_has_a_fault() {
     // The faults run at once, so each suite takes its checks one at a time.

@@ -79,19 +79,32 @@ fn or_null(property: &Value) -> Option<&Value> {
 /// Field rows of a table in part 2: name, type, required, nullable.
 type Row = (&'static str, &'static str, bool, bool);
 
-/// Asserts that `schema` has exactly these properties, each with the type, required-ness and
-/// nullability the interface gives.
+/// Asserts that schema `name` has each member the interface lists in `rows` as it lists it
+/// ([`differences`]), and beside them only members of our profile.
 fn assert_fields(name: &str, rows: &[Row]) {
-    let schema = schema(name);
-    let properties = schema["properties"]
-        .as_object()
-        .unwrap_or_else(|| panic!("{name} has no properties"));
+    let found = differences(schema(name), name, rows);
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+/// How `schema` (named `name`) differs from the members the interface lists in `rows`: each
+/// must be there, with its stated type (read without what our profile fills in, its
+/// `x-profile-fills`), required or not and nullable or not, and not marked as ours; every other
+/// member must be marked `x-profile: reference`, a member of our profile beside the document's
+/// (docs/profile.md). One line per difference, naming the member.
+fn differences(schema: &Value, name: &str, rows: &[Row]) -> Vec<String> {
+    let mut found = Vec::new();
+    let Some(properties) = schema["properties"].as_object() else {
+        return vec![format!("{name} has no properties")];
+    };
     let documented: BTreeSet<&str> = rows.iter().map(|row| row.0).collect();
-    let present: BTreeSet<&str> = properties.keys().map(String::as_str).collect();
-    assert_eq!(
-        present, documented,
-        "{name}: properties differ from the interface"
-    );
+    for (member, property) in properties {
+        if !documented.contains(member.as_str()) && !is_profile(property) {
+            found.push(format!(
+                "{name}.{member}: the interface does not list it, so it is marked x-profile: \
+                 reference"
+            ));
+        }
+    }
     let required: BTreeSet<&str> = schema["required"]
         .as_array()
         .into_iter()
@@ -99,19 +112,45 @@ fn assert_fields(name: &str, rows: &[Row]) {
         .filter_map(Value::as_str)
         .collect();
     for &(field, ty, is_required, is_nullable) in rows {
-        let property = &properties[field];
-        assert_eq!(kind(property), ty, "{name}.{field}: type");
-        assert_eq!(
-            required.contains(field),
-            is_required,
-            "{name}.{field}: required"
-        );
-        assert_eq!(
-            property.get("nullable") == Some(&json!(true)) || or_null(property).is_some(),
-            is_nullable,
-            "{name}.{field}: nullable"
-        );
+        let Some(property) = properties.get(field) else {
+            found.push(format!(
+                "{name}.{field}: the interface lists it, and openapi.json has no such member"
+            ));
+            continue;
+        };
+        if is_profile(property) {
+            found.push(format!(
+                "{name}.{field}: the interface lists it, so it is not x-profile: reference (list \
+                 what of its content is ours in its x-profile-fills)"
+            ));
+        }
+        let stated = kind(&stated(property));
+        if stated != ty {
+            found.push(format!(
+                "{name}.{field}: type {stated}, the interface's {ty}"
+            ));
+        }
+        if required.contains(field) != is_required {
+            found.push(format!("{name}.{field}: required is not {is_required}"));
+        }
+        let nullable =
+            property.get("nullable") == Some(&json!(true)) || or_null(property).is_some();
+        if nullable != is_nullable {
+            found.push(format!("{name}.{field}: nullable is not {is_nullable}"));
+        }
     }
+    found
+}
+
+/// `property` without the keywords its `x-profile-fills` lists: what the interface states of it.
+fn stated(property: &Value) -> Value {
+    let mut stated = property.clone();
+    if let Some(members) = stated.as_object_mut() {
+        for fill in fills(property) {
+            members.remove(fill);
+        }
+    }
+    stated
 }
 
 fn assert_strict(name: &str, strict: bool) {
@@ -418,7 +457,7 @@ fn pipeline_build_has_the_fields_of_2_1() {
             ("actions", "array<ref:PipelineAction>", true, false),
             ("origin", "ref:PipelineOrigin", true, false),
             ("simulation", "ref:PipelineSimulation", false, false),
-            ("summary", "ref:PipelineSummary", false, false),
+            ("summary", "any", false, false),
             ("expiresAt", "integer", true, false),
             ("digest", "string", true, false),
             ("attestation", "string", true, false),
@@ -434,8 +473,11 @@ fn pipeline_build_has_the_fields_of_2_1() {
         build["properties"]["digest"]["pattern"],
         "^sha256:[0-9a-f]{64}$"
     );
-    // `summary` is any JSON value in the interface; its shape here is ours.
-    assert!(is_profile(&build["properties"]["summary"]));
+    // `summary` is the interface's member, any JSON value; the shape here is ours.
+    assert_eq!(
+        fills(&build["properties"]["summary"]),
+        ["allOf", "x-profile-note"]
+    );
     assert!(
         is_profile(schema("PipelineAction")),
         "action item shape is a gap-fill"
@@ -641,15 +683,7 @@ fn step_has_minimum_1_on_balance_approval_and_log_entries() {
 
 #[test]
 fn session_operation_descriptor_event_page_and_error_envelope_of_2_9_to_2_12() {
-    assert_fields(
-        "Session",
-        &[
-            ("id", "string", true, false),
-            ("updatedAt", "integer", true, false),
-            ("archived", "boolean", true, false),
-            ("title", "string", true, false),
-        ],
-    );
+    assert_fields("Session", &SESSION);
     assert_fields(
         "OperationDescriptor",
         &[
@@ -681,6 +715,49 @@ fn session_operation_descriptor_event_page_and_error_envelope_of_2_9_to_2_12() {
         );
     }
     assert_fields("ErrorEnvelope", &[("error", "any", true, false)]);
+}
+
+/// The rows of `Session` in part 2.9.
+const SESSION: [Row; 4] = [
+    ("id", "string", true, false),
+    ("updatedAt", "integer", true, false),
+    ("archived", "boolean", true, false),
+    ("title", "string", true, false),
+];
+
+#[test]
+fn a_member_of_our_profile_may_join_a_model_and_a_member_of_the_document_may_not_go() {
+    let session = schema("Session");
+    // A maintainer's optional member, marked as ours: the model still holds the facts.
+    let mut added = session.clone();
+    added["properties"]["turnCount"] = json!({ "type": "integer", "x-profile": "reference" });
+    assert_eq!(
+        differences(&added, "Session", &SESSION),
+        Vec::<String>::new()
+    );
+    // Unmarked, it reads as a member the interface does not list.
+    added["properties"]["turnCount"] = json!({ "type": "integer" });
+    let found = differences(&added, "Session", &SESSION);
+    assert!(
+        found[0].starts_with("Session.turnCount: the interface does not list it"),
+        "{found:?}"
+    );
+    // A member of the document renamed: named as missing.
+    let mut renamed = session.clone();
+    let properties = renamed["properties"].as_object_mut().unwrap();
+    let title = properties.remove("title").unwrap();
+    properties.insert("name".into(), title);
+    let missing = "Session.title: the interface lists it, and openapi.json has no such member";
+    let found = differences(&renamed, "Session", &SESSION);
+    assert!(found.iter().any(|line| line == missing), "{found:?}");
+    // Or marked as ours.
+    let mut marked = session.clone();
+    marked["properties"]["title"]["x-profile"] = json!("reference");
+    let found = differences(&marked, "Session", &SESSION);
+    assert!(
+        found[0].starts_with("Session.title: the interface lists it, so it is not"),
+        "{found:?}"
+    );
 }
 
 #[test]

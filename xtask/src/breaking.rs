@@ -1,4 +1,4 @@
-//! `cargo xtask breaking BASE [HEAD]`: classifies every change between two versions of
+//! `cargo xtask breaking [BASE [HEAD]]`: classifies every change between two versions of
 //! openapi.json twice: for the clients of the interface, after oasdiff's catalogue of breaking
 //! changes, and for the apps compiled against the generated crates (intent-models and
 //! intent-sdk), after what the generator makes of it. Both documents are parsed with `openapiv3`
@@ -17,10 +17,10 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use crate::{codegen, downstream};
+use crate::{codegen, downstream, release};
 
 const USAGE: &str =
-    "usage: cargo xtask breaking BASE [HEAD] [--json | --markdown] [--interface] [--compile]";
+    "usage: cargo xtask breaking [BASE [HEAD]] [--json | --markdown] [--interface] [--compile]";
 
 /// How a change affects existing users.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -81,7 +81,9 @@ impl fmt::Display for Change {
 /// crates' apps; with `--interface`, only on one that breaks the clients (for a BASE that no
 /// release of the crates was generated from). With `--compile`, it checks a verdict of compatible
 /// for the Rust API by compiling the downstream app against crates generated from HEAD
-/// ([`downstream`]). `args` are `BASE [HEAD] [--json | --markdown] [--interface] [--compile]`.
+/// ([`downstream`]). `args` are `[BASE [HEAD]] [--json | --markdown] [--interface] [--compile]`;
+/// BASE is by default the last release of the crates (`spec/crates/`), or with `--interface`
+/// the interface's (`spec/released/`).
 pub fn run(root: &Path, args: &[&str]) -> Result<bool, String> {
     let json_output = args.contains(&"--json");
     let markdown_output = args.contains(&"--markdown");
@@ -92,11 +94,24 @@ pub fn run(root: &Path, args: &[&str]) -> Result<bool, String> {
         .copied()
         .filter(|a| !a.starts_with("--"))
         .collect();
+    let released = if interface_only {
+        release::INTERFACE
+    } else {
+        release::CRATES
+    };
+    let last = release::last(root, released)?.1;
+    let last = last
+        .strip_prefix(root)
+        .unwrap_or(&last)
+        .display()
+        .to_string();
     let (base, head) = match sources.as_slice() {
+        [] => (last.as_str(), "openapi.json"),
         [base] => (*base, "openapi.json"),
         [base, head] => (*base, *head),
         _ => return Err(USAGE.into()),
     };
+    eprintln!("comparing {head} with {base}");
     let base = load(root, base)?;
     let head = load(root, head)?;
     let changes = compare(&base, &head);
@@ -211,8 +226,9 @@ pub fn bump(version: &str, changes: &[Change]) -> Option<String> {
     })
 }
 
-/// The workspace version, which intent-models and intent-sdk share.
-fn crate_version(root: &Path) -> Result<String, String> {
+/// The workspace version, which intent-models and intent-sdk share: the last release recorded
+/// in `spec/crates/` (a test holds them equal).
+pub fn crate_version(root: &Path) -> Result<String, String> {
     let manifest = std::fs::read_to_string(root.join("Cargo.toml")).map_err(|e| e.to_string())?;
     manifest
         .lines()
@@ -233,7 +249,7 @@ fn implied(schema: &Value, alternatives: &[Value]) -> bool {
 }
 
 /// A document from a file, or from `openapi.json` at a git revision; checked with `openapiv3`.
-fn load(root: &Path, source: &str) -> Result<Value, String> {
+pub fn load(root: &Path, source: &str) -> Result<Value, String> {
     let path = root.join(source);
     let text = if path.is_file() {
         std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?
@@ -607,6 +623,29 @@ impl<'a> Diff<'a> {
                             depth + 1,
                         );
                     }
+                }
+                // A new kind of an open union (the log's entries): readers keep a kind they do
+                // not know, and its generated enum is `#[non_exhaustive]` with `Unknown`.
+                (Some(b), Some(h))
+                    if key == "oneOf"
+                        && way == Direction::Response
+                        && h.len() > b.len()
+                        && codegen::OPEN_ENUMS
+                            .iter()
+                            .any(|(name, _)| *name == owner.name) =>
+                {
+                    for (i, (b, h)) in b.iter().zip(h).enumerate() {
+                        let alternative = owner.within(&format!("/{key}[{i}]"), "");
+                        let place = format!("{at}/{key}[{i}]");
+                        self.schema(&place, b, h, way, &alternative, depth + 1);
+                    }
+                    self.compatible(
+                        at,
+                        format!(
+                            "{} new kinds of an open union, which readers keep as unknown",
+                            h.len() - b.len()
+                        ),
+                    );
                 }
                 (None, None) => {}
                 // The generators drop an implied `{"type": "number"}` (codegen::for_generators).
@@ -1118,7 +1157,7 @@ mod tests {
     /// A kind of change, and the change on a document.
     type Kind = (&'static str, fn(&mut Value));
 
-    const COMPATIBLE: [Kind; 6] = [
+    const COMPATIBLE: [Kind; 8] = [
         ("a new optional query parameter", |d| {
             let parameters = &mut d["paths"]["/v1/agent/chat/{sessionId}"]["get"]["parameters"];
             parameters.as_array_mut().unwrap().push(json!({
@@ -1146,6 +1185,24 @@ mod tests {
         ("a new response status", |d| {
             let responses = &mut d["paths"]["/v1/agent/sessions/{sessionId}"]["get"]["responses"];
             responses["409"] = responses["404"].clone();
+        }),
+        ("a new optional member of our profile", |d| {
+            d["components"]["schemas"]["Session"]["properties"]["turnCount"] =
+                json!({ "type": "integer", "minimum": 0, "x-profile": "reference" });
+        }),
+        ("a new kind of log entry", |d| {
+            let kinds = d["components"]["schemas"]["AgentEvent"]["oneOf"]
+                .as_array_mut()
+                .unwrap();
+            let mut reasoning = kinds[0].clone();
+            reasoning["description"] = json!("The runtime's reasoning, in words.");
+            reasoning["properties"]["type"]["enum"] = json!(["reasoning"]);
+            reasoning["properties"]
+                .as_object_mut()
+                .unwrap()
+                .remove("role");
+            reasoning["required"] = json!(["type", "seq", "turnId", "createdAt", "text"]);
+            kinds.push(reasoning);
         }),
     ];
 

@@ -148,7 +148,7 @@ fn scopes(document: &Value) -> Result<syn::Item, String> {
 
 /// Open enums: the interface does not fix their values, so each gets a variant that keeps an
 /// unknown one whole (a hand-written type of `intent-models`) and is `#[non_exhaustive]`.
-const OPEN_ENUMS: &[(&str, &str)] = &[("AgentEvent", "UnknownEvent")];
+pub const OPEN_ENUMS: &[(&str, &str)] = &[("AgentEvent", "UnknownEvent")];
 
 /// String enums whose values the interface does not show (error codes, roles, resync reasons,
 /// meters): each keeps a value it does not know as `Unknown(String)` and is `#[non_exhaustive]`.
@@ -178,6 +178,7 @@ fn tolerant_reading(file: &mut syn::File, strict: &BTreeSet<String>) -> Result<(
         open_values(item)?;
     }
     open_members(file)?;
+    let mut accessors = Vec::new();
     for item in &mut file.items {
         let (name, attrs) = match item {
             syn::Item::Struct(item) => (item.ident.to_string(), &mut item.attrs),
@@ -208,8 +209,83 @@ fn tolerant_reading(file: &mut syn::File, strict: &BTreeSet<String>) -> Result<(
         .map_err(|e| format!("the open-enum template: {e}"))?;
         item.attrs.extend(template.attrs);
         item.variants.extend(template.variants);
+        if name == LOG_ENTRIES {
+            accessors.push(entry_accessors(item, unknown)?);
+        }
     }
+    file.items.extend(accessors);
     Ok(())
+}
+
+/// The enum of the log's entries, whose accessors are generated ([`entry_accessors`]).
+const LOG_ENTRIES: &str = "AgentEvent";
+
+/// `seq()`, `turn_id()` and `kind()` of every entry of the log, generated with the enum so that
+/// a kind added to openapi.json needs no hand-written match: each kind's `seq` and `turnId`, its
+/// `type` as its serde name says, and those of an entry of a kind unknown to this version
+/// (`Unknown(crate::{unknown})`).
+fn entry_accessors(item: &syn::ItemEnum, unknown: &str) -> Result<syn::Item, String> {
+    let (mut seq, mut turn, mut kind) = (Vec::new(), Vec::new(), Vec::new());
+    for variant in &item.variants {
+        let name = &variant.ident;
+        match &variant.fields {
+            syn::Fields::Named(fields) => {
+                let has = |member: &str| {
+                    let names = fields.named.iter().filter_map(|field| field.ident.as_ref());
+                    names.into_iter().any(|ident| ident == member)
+                };
+                if !has("seq") || !has("turn_id") {
+                    return Err(format!(
+                        "{}::{name} lacks `seq` or `turnId`, which every entry of the log carries",
+                        item.ident
+                    ));
+                }
+                let tag = serde_rename(&variant.attrs).unwrap_or_else(|| name.to_string());
+                seq.push(format!("Self::{name} {{ seq, .. }}"));
+                turn.push(format!("Self::{name} {{ turn_id, .. }}"));
+                kind.push(format!("Self::{name} {{ .. }} => {tag:?},"));
+            }
+            _ => {
+                seq.push(format!("Self::{name}(crate::{unknown} {{ seq, .. }})"));
+                turn.push(format!("Self::{name}(crate::{unknown} {{ turn_id, .. }})"));
+                kind.push(format!(
+                    "Self::{name}(crate::{unknown} {{ kind, .. }}) => kind,"
+                ));
+            }
+        }
+    }
+    let code = format!(
+        "impl {ident} {{\n\
+         /// The entry's position in its session's log.\n\
+         pub fn seq(&self) -> u64 {{ match self {{ {seq} => seq.get() }} }}\n\
+         /// The turn the entry belongs to.\n\
+         pub fn turn_id(&self) -> &str {{ match self {{ {turn} => turn_id }} }}\n\
+         /// The entry's kind, as its `type` names it (`message`, `turn_state`, or a kind this \
+         version does not know).\n\
+         pub fn kind(&self) -> &str {{ match self {{ {kind} }} }}\n\
+         }}",
+        ident = item.ident,
+        seq = seq.join(" | "),
+        turn = turn.join(" | "),
+        kind = kind.join(" "),
+    );
+    syn::parse_str(&code).map_err(|e| format!("the accessors of {}: {e}", item.ident))
+}
+
+/// The name `#[serde(rename = "...")]` among `attrs` gives.
+fn serde_rename(attrs: &[syn::Attribute]) -> Option<String> {
+    attrs.iter().find_map(|attr| {
+        let syn::Meta::List(list) = &attr.meta else {
+            return None;
+        };
+        if !list.path.is_ident("serde") {
+            return None;
+        }
+        let tokens = list.tokens.to_string();
+        let rest = tokens.split("rename =").nth(1)?.trim_start();
+        let name = rest.strip_prefix('"')?.split('"').next()?;
+        Some(name.to_owned())
+    })
 }
 
 /// Opens the string enums of [`OPEN_VALUES`]: the enum loses `Copy`, gains `#[non_exhaustive]`

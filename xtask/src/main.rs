@@ -9,6 +9,7 @@ mod conformance_doc;
 mod downstream;
 mod fixture;
 mod lint;
+mod release;
 mod sync;
 
 use std::path::PathBuf;
@@ -16,7 +17,7 @@ use std::process::ExitCode;
 
 use sync::Mode;
 
-const USAGE: &str = "usage: cargo xtask codegen [--check] | conformance-doc [--check] | breaking BASE [HEAD] [--json | --markdown] [--interface] [--compile] | budget | lint | fixture REV";
+const USAGE: &str = "usage: cargo xtask codegen [--check] | conformance-doc [--check] | breaking [BASE [HEAD]] [--json | --markdown] [--interface] [--compile] | release [--dry-run] | budget | lint | fixture REV";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -39,6 +40,7 @@ fn main() -> ExitCode {
         ["budget"] => budget::run(&workspace_root()),
         ["lint"] => lint::run(&workspace_root()),
         ["fixture", rev] => fixture::run(&workspace_root(), rev),
+        ["release", rest @ ..] => release::run(&workspace_root(), rest),
         _ => {
             eprintln!("{USAGE}");
             return ExitCode::from(2);

@@ -5,7 +5,7 @@ use std::fmt;
 
 use crate::{
     ActionResult, AgentEvent, Money, PipelineBalanceChange, PipelineBalanceChangeDirection,
-    TurnState, UnknownEvent,
+    TurnState,
 };
 
 impl TurnState {
@@ -13,23 +13,6 @@ impl TurnState {
     /// `complete`, `failed` or `interrupted` (part 3, rule 3). Only `processing` is not.
     pub fn is_settled(&self) -> bool {
         !matches!(self, Self::Processing)
-    }
-}
-
-impl AgentEvent {
-    /// The event's kind, as its `type` names it (`message`, `turn_state`, or a kind this version
-    /// does not know).
-    pub fn kind(&self) -> &str {
-        match self {
-            Self::Message { .. } => "message",
-            Self::ToolCall { .. } => "tool_call",
-            Self::ToolResult { .. } => "tool_result",
-            Self::Action { .. } => "action",
-            Self::ActionResult { .. } => "action_result",
-            Self::Error { .. } => "error",
-            Self::TurnState { .. } => "turn_state",
-            Self::Unknown(UnknownEvent { kind, .. }) => kind,
-        }
     }
 }
 
@@ -57,7 +40,9 @@ impl fmt::Display for AgentEvent {
             },
             Self::Error { code, message, .. } => write!(f, ": {code}: {message}"),
             Self::TurnState { state, .. } => write!(f, ": {state}"),
-            Self::Unknown(_) => Ok(()),
+            // A kind without words of its own here (one this version does not know, or one
+            // added to openapi.json since): its position and kind say it.
+            _ => Ok(()),
         }
     }
 }

@@ -1919,7 +1919,7 @@ pub struct PipelineBuild {
     pub simulation: ::std::option::Option<PipelineSimulation>,
     ///`staged` before simulation, `simulated` once `simulation` is present.
     pub status: PipelineBuildStatus,
-    ///Any JSON value in the interface; this profile sends a PipelineSummary.
+    ///Any JSON value.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub summary: ::std::option::Option<crate::Open<PipelineSummary>>,
     ///Envelope version; always 2.
@@ -7699,6 +7699,47 @@ pub mod error {
     impl From<String> for ConversionError {
         fn from(value: String) -> Self {
             Self(value.into())
+        }
+    }
+}
+impl AgentEvent {
+    /// The entry's position in its session's log.
+    pub fn seq(&self) -> u64 {
+        match self {
+            Self::Message { seq, .. }
+            | Self::ToolCall { seq, .. }
+            | Self::ToolResult { seq, .. }
+            | Self::Action { seq, .. }
+            | Self::ActionResult { seq, .. }
+            | Self::Error { seq, .. }
+            | Self::TurnState { seq, .. }
+            | Self::Unknown(crate::UnknownEvent { seq, .. }) => seq.get(),
+        }
+    }
+    /// The turn the entry belongs to.
+    pub fn turn_id(&self) -> &str {
+        match self {
+            Self::Message { turn_id, .. }
+            | Self::ToolCall { turn_id, .. }
+            | Self::ToolResult { turn_id, .. }
+            | Self::Action { turn_id, .. }
+            | Self::ActionResult { turn_id, .. }
+            | Self::Error { turn_id, .. }
+            | Self::TurnState { turn_id, .. }
+            | Self::Unknown(crate::UnknownEvent { turn_id, .. }) => turn_id,
+        }
+    }
+    /// The entry's kind, as its `type` names it (`message`, `turn_state`, or a kind this version does not know).
+    pub fn kind(&self) -> &str {
+        match self {
+            Self::Message { .. } => "message",
+            Self::ToolCall { .. } => "tool_call",
+            Self::ToolResult { .. } => "tool_result",
+            Self::Action { .. } => "action",
+            Self::ActionResult { .. } => "action_result",
+            Self::Error { .. } => "error",
+            Self::TurnState { .. } => "turn_state",
+            Self::Unknown(crate::UnknownEvent { kind, .. }) => kind,
         }
     }
 }

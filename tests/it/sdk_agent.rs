@@ -263,6 +263,112 @@ async fn following_a_turn_ends_when_it_settles_and_reads_it_to_its_end_after_the
     );
 }
 
+/// An app that saves its position after each event, restarted at each point of a turn: before
+/// the action (mid-turn), after the action (unresolved), and after the turn ended. Each resumed
+/// follow reaches the turn's end, or hands out what the app must act on, without waiting on a
+/// turn that already settled.
+#[tokio::test]
+async fn an_app_restarted_at_each_point_of_a_turn_reaches_its_end_without_hanging() {
+    let server = TestServer::start().await;
+    let intent = server.intent("alice");
+    let agent = intent.agent();
+    let request: intent_models::ChatStartRequest = intent_models::ChatStartRequest::builder()
+        .message("send 0.1 ETH to 0x70997970C51812dc3A010C7d01b50e0d17dc79C8")
+        .try_into()
+        .unwrap();
+    let started = agent.start(&request).await.unwrap();
+    let (session, turn) = (&started.session_id, &started.turn_id);
+    let within = Duration::from_secs(10);
+    let read = |stream: intent_sdk::agent::LogStream| async move {
+        let items: Vec<Result<LogItem, intent_sdk::Error>> =
+            tokio::time::timeout(within, stream.collect())
+                .await
+                .expect("a resumed follow ends");
+        let events: Vec<(AgentEvent, intent_sdk::agent::Position)> = items
+            .into_iter()
+            .filter_map(|item| match item.unwrap() {
+                LogItem::Event { event, position } => Some((*event, position)),
+                _ => None,
+            })
+            .collect();
+        events
+    };
+    let first = read(agent.follow_turn(session, turn, Some(&started.cursor))).await;
+    let at_action = first
+        .iter()
+        .position(|(event, _)| matches!(event, AgentEvent::Action { .. }))
+        .expect("the turn raises an action");
+    let (action_event, after_action) = first[at_action].clone();
+    let AgentEvent::Action { action, .. } = &action_event else {
+        unreachable!()
+    };
+
+    // Restarted before the action (after the first event): read on, the action comes.
+    let (_, early) = first[0].clone();
+    let resumed = read(agent.follow_turn_from(session, turn, early)).await;
+    assert!(
+        resumed.iter().any(|(event, _)| *event == action_event),
+        "{resumed:#?}"
+    );
+
+    // Restarted after the action, before resolving it: the action again, and the end.
+    let again = read(agent.follow_turn_from(session, turn, after_action.clone())).await;
+    assert_eq!(
+        again.iter().map(|(e, _)| e).collect::<Vec<_>>(),
+        [&action_event]
+    );
+    let waited = agent
+        .wait_turn(session, turn, &started.cursor)
+        .await
+        .unwrap();
+    assert_eq!(
+        (waited.state, waited.action.as_ref()),
+        (TurnState::AwaitingAction, Some(action))
+    );
+
+    // Resolved, then restarted from the saved position: read to the turn's end.
+    agent
+        .resolve(session, action, Decision::Approve)
+        .await
+        .unwrap();
+    let rest = read(agent.follow_turn_from(session, turn, after_action)).await;
+    let (last, ended) = rest.last().cloned().expect("the rest of the turn");
+    assert!(
+        matches!(
+            last,
+            AgentEvent::TurnState {
+                state: TurnState::Complete,
+                ..
+            }
+        ),
+        "{rest:#?}"
+    );
+
+    // Restarted after the turn ended: the follow and the wait end without waiting on it (the
+    // client's turn deadline is 5 minutes).
+    assert!(
+        read(agent.follow_turn_from(session, turn, ended.clone()))
+            .await
+            .is_empty()
+    );
+    let ended = ended.to_string();
+    let cursor = ended.split_once(':').expect("seq:cursor").1;
+    let wait = agent.wait_turn(session, turn, cursor);
+    let done = tokio::time::timeout(within, wait)
+        .await
+        .expect("the wait ends")
+        .unwrap();
+    assert_eq!(done.state, TurnState::Complete);
+    assert_eq!(
+        agent.turn_state(session, turn).await.unwrap(),
+        Some(TurnState::Complete)
+    );
+    // The whole log, read once: each event once, in order.
+    let log = agent.read_log(session).await.unwrap();
+    let seqs: Vec<u64> = log.iter().map(AgentEvent::seq).collect();
+    assert_eq!(seqs, (1..=log.len() as u64).collect::<Vec<_>>());
+}
+
 #[tokio::test]
 async fn an_error_names_the_request_the_server_logged_and_a_bad_input_converts_with_a_question_mark()
  {

@@ -75,6 +75,11 @@ impl Position {
     pub fn seq(&self) -> u64 {
         self.seq
     }
+
+    /// Whether it is the retained log's start: no cursor, no event.
+    pub(crate) fn is_start(&self) -> bool {
+        self.cursor.is_none() && self.seq == 0
+    }
 }
 
 impl fmt::Display for Position {

@@ -113,14 +113,66 @@ impl<'a> Agent<'a> {
     /// `processing` and no more events are ready (part 3, rules 3 and 4), within the client's
     /// turn deadline. A cursor that expired or no longer reads is reconciled: the log is read
     /// again from its retained start, and the events already read are left out.
+    ///
+    /// A turn that settled before `cursor` (a cursor saved after its last event) is answered
+    /// from the log at once ([`Agent::read_log`]): its state and the action it awaits, with no
+    /// events read after `cursor`.
     pub async fn wait_turn(
         &self,
         session: &str,
         turn_id: &str,
         cursor: &str,
     ) -> Result<TurnOutcome, Error> {
-        self.within_deadline(self.settle(session, turn_id, cursor))
-            .await
+        self.within_deadline(async {
+            let log = self.read_log(session).await?;
+            let (state, action) = match Standing::of(&log, turn_id) {
+                Standing::Ended(state) => (state, None),
+                Standing::Awaiting(event) => match *event {
+                    AgentEvent::Action { action, .. } => (TurnState::AwaitingAction, Some(action)),
+                    _ => return self.settle(session, turn_id, cursor).await,
+                },
+                _ => return self.settle(session, turn_id, cursor).await,
+            };
+            Ok(TurnOutcome {
+                session_id: session.to_owned(),
+                turn_id: turn_id.to_owned(),
+                state,
+                events: Vec::new(),
+                action,
+                cursor: cursor.to_owned(),
+            })
+        })
+        .await
+    }
+
+    /// Every event of the session's retained log, read page by page once without waiting, as
+    /// it stands when read (the way openai-python's auto-pagination reads a list).
+    pub async fn read_log(&self, session: &str) -> Result<Vec<AgentEvent>, Error> {
+        let session = session_id(session)?;
+        let (mut events, mut cursor) = (Vec::new(), None);
+        loop {
+            let page = crate::agent::events(self.client, &session, cursor, Some(0))
+                .send()
+                .await?
+                .into_inner();
+            events.extend(page.events);
+            if !page.has_more {
+                return Ok(events);
+            }
+            cursor = Some(page.cursor.parse().map_err(invalid)?);
+        }
+    }
+
+    /// The latest state of turn `turn` in the session's log ([`Agent::read_log`]); `None` when
+    /// the log holds none (a turn of another session, or one whose events the log no longer
+    /// retains).
+    pub async fn turn_state(&self, session: &str, turn: &str) -> Result<Option<TurnState>, Error> {
+        let log = self.read_log(session).await?;
+        let states = log.iter().filter(|event| event.turn_id() == turn);
+        Ok(states.fold(None, |state, event| match event {
+            AgentEvent::TurnState { state, .. } => Some(*state),
+            _ => state,
+        }))
     }
 
     /// `turn` within the client's turn deadline, else [`Error::Deadline`].
@@ -263,25 +315,52 @@ impl<'a> Agent<'a> {
         )
     }
 
-    /// Follows turn `turn` like [`Agent::follow_turn`], from `position`.
+    /// Follows turn `turn` like [`Agent::follow_turn`], from `position`. Resumed from a saved
+    /// position, it reads the log first ([`Agent::read_log`]), so that an app restarted at any
+    /// point of a turn never waits on a turn that already settled: a turn that ended
+    /// (`complete`, `failed`, `interrupted`) ends the stream at once, and a turn awaiting an
+    /// action it has not had resolved hands out that action's event again (at `position`) and
+    /// ends.
     pub fn follow_turn_from(&self, session: &str, turn: &str, position: Position) -> LogStream {
         use futures_util::StreamExt;
+        let resumed = (!position.is_start()).then(|| position.clone());
         let (log, turn) = (self.follow_from(session, position), turn.to_owned());
-        LogStream::new(futures_util::stream::unfold(Some(log), move |log| {
-            let turn = turn.clone();
+        let (client, session) = (self.client.clone(), session.to_owned());
+        // The follower, whether the turn's standing is still to read, and the `seq` up to which
+        // a settled state is history.
+        let first = (log, resumed, 0);
+        LogStream::new(futures_util::stream::unfold(Some(first), move |state| {
+            let (turn, client, session) = (turn.clone(), client.clone(), session.clone());
             async move {
-                let mut log = log?;
+                let (mut log, resumed, mut history) = state?;
+                if let Some(position) = resumed {
+                    let agent = Agent { client: &client };
+                    let standing = match agent.read_log(&session).await {
+                        Ok(read) => Standing::of(&read, &turn),
+                        Err(error) => return Some((Err(error), None)),
+                    };
+                    match standing {
+                        Standing::Ended(_) => return None,
+                        Standing::Awaiting(event) => {
+                            return Some((Ok(LogItem::Event { event, position }), None));
+                        }
+                        Standing::Running(since) => history = since,
+                    }
+                }
                 loop {
                     let item = log.next().await?;
                     let settled = match &item {
                         Ok(LogItem::Event { event, .. }) if event.turn_id() != turn => continue,
-                        Ok(LogItem::Event { event, .. }) => matches!(
-                            &**event,
-                            AgentEvent::TurnState { state, .. } if state.is_settled()
-                        ),
+                        Ok(LogItem::Event { event, .. }) => {
+                            event.seq() > history
+                                && matches!(
+                                    &**event,
+                                    AgentEvent::TurnState { state, .. } if state.is_settled()
+                                )
+                        }
                         _ => false,
                     };
-                    return Some((item, (!settled).then_some(log)));
+                    return Some((item, (!settled).then_some((log, None, history))));
                 }
             }
         }))
@@ -444,6 +523,42 @@ pub(crate) fn events<'c>(
         request = request.wait(wait_ms);
     }
     request
+}
+
+/// Where a turn stands in its session's log, read before resuming a follow of it.
+enum Standing {
+    /// It ended (`complete`, `failed`, `interrupted`).
+    Ended(TurnState),
+    /// It awaits the action of this event, which the log shows no result of.
+    Awaiting(Box<AgentEvent>),
+    /// It runs (or resumes after a resolution) since its state event at this `seq` (0 before
+    /// any): a settled state before it is history.
+    Running(u64),
+}
+
+impl Standing {
+    /// Turn `turn` as `log` shows it.
+    fn of(log: &[AgentEvent], turn: &str) -> Self {
+        let (mut state, mut since, mut action) = (None, 0, None);
+        for event in log.iter().filter(|event| event.turn_id() == turn) {
+            match event {
+                AgentEvent::TurnState { state: now, .. } => {
+                    (state, since) = (Some(*now), event.seq());
+                }
+                AgentEvent::Action { .. } => action = Some(event.clone()),
+                AgentEvent::ActionResult { .. } => action = None,
+                _ => {}
+            }
+        }
+        match (state, action) {
+            (Some(TurnState::AwaitingAction), Some(action)) => Self::Awaiting(Box::new(action)),
+            (
+                Some(state @ (TurnState::Complete | TurnState::Failed | TurnState::Interrupted)),
+                _,
+            ) => Self::Ended(state),
+            _ => Self::Running(since),
+        }
+    }
 }
 
 fn session_id(session: &str) -> Result<SessionId, Error> {

@@ -1,24 +1,4 @@
-//! The real reference server in process, on a free loopback port with its own data dir, for an
-//! app's CI contract tests instead of mocks.
-//!
-//! An app's integration test, say `tests/turns.rs`, with `intent-testkit` as a dev-dependency:
-//!
-//! ```
-//! use intent_testkit::TestServer;
-//! use intent_sdk::models::TurnState;
-//!
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() {
-//! // #[tokio::test] async fn a_greeting_completes_its_turn() {
-//! let server = TestServer::start().await;
-//! let intent = server.intent("alice");
-//! let outcome = intent.agent().run_turn("hello", None).await.unwrap();
-//! assert_eq!(outcome.state, TurnState::Complete);
-//! let apps = intent.pipeline().apps().await.unwrap();
-//! assert!(!apps.apps.is_empty());
-//! # }
-//! ```
-
+#![doc = include_str!("../README.md")]
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 

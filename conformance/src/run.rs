@@ -315,7 +315,8 @@ pub enum CheckEvent {
         /// How it ended.
         outcome: Box<Outcome>,
     },
-    /// The run ended: its one-line summary.
+    /// The run ended: its one-line summary (the CLI writes it once a `--baseline` has judged
+    /// the run, so that a run whose only failures are known is not `failed`).
     RunFinished {
         /// As [`Report::summary`] words it.
         summary: String,

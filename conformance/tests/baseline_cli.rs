@@ -78,9 +78,17 @@ fn a_job_records_its_baseline_then_fails_only_on_what_is_new_and_reruns_under_mi
             "baseline.json",
             "--summary",
             "summary.md",
+            "--events",
+            "events.jsonl",
         ],
     );
     assert!(again.status.success(), "{}", stdout(&again));
+    let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    let last = events.lines().last().unwrap_or_default();
+    assert!(
+        last.contains(r#""event":"run_finished""#) && last.contains(r#""failed":false"#),
+        "{last}"
+    );
     assert!(
         stdout(&again).contains("0 failed, 1 known, 0 errors"),
         "{}",

@@ -196,21 +196,26 @@ pub async fn run_command(args: RunArgs) -> Result<ExitCode, String> {
         None => None,
     };
     let mut unwritten = None;
-    let mut report = run::run(&target, &selection, args.jobs as usize, |event| {
-        if let CheckEvent::Finished {
-            done,
-            total,
-            outcome,
-        } = event
-        {
-            progress(bar.as_ref(), *done, *total, outcome);
-        }
+    let mut write_event = |event: &CheckEvent| {
         if let Some(file) = events.as_mut() {
             let line = serde_json::to_string(event).expect("an event serializes");
             if let Err(e) = writeln!(file, "{}", report::redact(&line, &target.secrets())) {
                 unwritten.get_or_insert_with(|| format!("writing the events: {e}"));
             }
         }
+    };
+    let mut report = run::run(&target, &selection, args.jobs as usize, |event| {
+        match event {
+            CheckEvent::Finished {
+                done,
+                total,
+                outcome,
+            } => progress(bar.as_ref(), *done, *total, outcome),
+            // Written once the baseline has judged the run, below.
+            CheckEvent::RunFinished { .. } => return,
+            _ => {}
+        }
+        write_event(event);
     })
     .await;
 
@@ -224,6 +229,10 @@ pub async fn run_command(args: RunArgs) -> Result<ExitCode, String> {
     let comparison = baseline
         .as_ref()
         .map(|baseline| baseline::compare(&mut report, baseline, args.strict_normative));
+    write_event(&CheckEvent::RunFinished {
+        summary: report.summary(),
+        failed: report.failed(),
+    });
     console(&report, &args.reports);
     write_reports(&report, &args.reports)?;
     if let Some(comparison) = &comparison {

@@ -61,20 +61,25 @@ impl Broke {
     /// A schema violation of the answer to `at` (the operation's id, when the check judges
     /// several).
     pub fn schema(at: Option<&str>, violation: &intent_models::schema::Violation) -> Self {
-        let pointer: Vec<&str> = violation
-            .pointer
-            .split('/')
-            .map(|segment| {
-                let index = !segment.is_empty() && segment.bytes().all(|b| b.is_ascii_digit());
-                if index { "*" } else { segment }
-            })
-            .collect();
         Self::Schema {
             at: at.map(str::to_owned),
-            pointer: pointer.join("/"),
+            pointer: any_index(&violation.pointer),
             keyword: violation.keyword.clone(),
         }
     }
+}
+
+/// The JSON pointer `pointer` with its array indices read as `*`, so that the same member of
+/// different entries reads the same.
+pub(crate) fn any_index(pointer: &str) -> String {
+    let segments: Vec<&str> = pointer
+        .split('/')
+        .map(|segment| {
+            let index = !segment.is_empty() && segment.bytes().all(|b| b.is_ascii_digit());
+            if index { "*" } else { segment }
+        })
+        .collect();
+    segments.join("/")
 }
 
 impl fmt::Display for Broke {

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+#[allow(dead_code)]
 #[path = "../tests/support/mod.rs"]
 mod support;
 

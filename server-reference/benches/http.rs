@@ -102,18 +102,8 @@ async fn at_cursors(server: &support::Server, token: &str) -> Vec<String> {
     let mut paths = Vec::new();
     for _ in 0..CURSORS {
         let after = cursor.map_or_else(String::new, |cursor| format!("&cursor={cursor}"));
-        let one: Value = http
-            .get(format!(
-                "{}/v1/agent/chat/{session}?limit=1{after}",
-                server.base
-            ))
-            .bearer_auth(token)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let path = format!("/v1/agent/chat/{session}?limit=1{after}");
+        let one = support::get(&http, &server.base, token, &path).await;
         let next = one["cursor"].as_str().unwrap().to_owned();
         paths.push(format!(
             "/v1/agent/chat/{session}?limit={}&cursor={next}",

@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 
 mod load;
 mod postgres;
+#[allow(dead_code)]
 #[path = "../tests/support/mod.rs"]
 mod support;
 

@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{ConnectOptions, Connection};
 
+#[allow(dead_code)]
 #[path = "../tests/support/mod.rs"]
 mod support;
 

@@ -241,14 +241,8 @@ async fn seed(db: &mut Db, account: &str) {
 
 /// `MONTH`'s statement as `token`'s account.
 async fn statement(http: &reqwest::Client, base: &str, token: &str) -> Value {
-    let answer = http
-        .get(format!("{base}/v1/account/statement?period={MONTH}"))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(answer.status(), 200);
-    answer.json().await.unwrap()
+    let path = format!("/v1/account/statement?period={MONTH}");
+    support::get(http, base, token, &path).await
 }
 
 /// The units a statement counts, over its lines.

@@ -612,17 +612,7 @@ impl<'a> Diff<'a> {
         for key in ["allOf", "oneOf", "anyOf"] {
             match (base[key].as_array(), head[key].as_array()) {
                 (Some(b), Some(h)) if b.len() == h.len() => {
-                    for (i, (b, h)) in b.iter().zip(h).enumerate() {
-                        let alternative = owner.within(&format!("/{key}[{i}]"), "");
-                        self.schema(
-                            &format!("{at}/{key}[{i}]"),
-                            b,
-                            h,
-                            way,
-                            &alternative,
-                            depth + 1,
-                        );
-                    }
+                    self.alternatives(at, key, (b, h), way, &owner, depth);
                 }
                 // A new kind of an open union (the log's entries): readers keep a kind they do
                 // not know, and its generated enum is `#[non_exhaustive]` with `Unknown`.
@@ -634,11 +624,7 @@ impl<'a> Diff<'a> {
                             .iter()
                             .any(|(name, _)| *name == owner.name) =>
                 {
-                    for (i, (b, h)) in b.iter().zip(h).enumerate() {
-                        let alternative = owner.within(&format!("/{key}[{i}]"), "");
-                        let place = format!("{at}/{key}[{i}]");
-                        self.schema(&place, b, h, way, &alternative, depth + 1);
-                    }
+                    self.alternatives(at, key, (b, h), way, &owner, depth);
                     self.compatible(
                         at,
                         format!(
@@ -673,6 +659,30 @@ impl<'a> Diff<'a> {
                     ),
                 ),
             }
+        }
+    }
+
+    /// Compares the alternatives `key` (`allOf`, `oneOf`, `anyOf`) of two schemas that both
+    /// have, pairwise by position.
+    fn alternatives(
+        &mut self,
+        at: &str,
+        key: &str,
+        (base, head): (&'a [Value], &'a [Value]),
+        way: Direction,
+        owner: &Owner,
+        depth: usize,
+    ) {
+        for (i, (b, h)) in base.iter().zip(head).enumerate() {
+            let alternative = owner.within(&format!("/{key}[{i}]"), "");
+            self.schema(
+                &format!("{at}/{key}[{i}]"),
+                b,
+                h,
+                way,
+                &alternative,
+                depth + 1,
+            );
         }
     }
 

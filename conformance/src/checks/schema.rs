@@ -290,7 +290,7 @@ fn listed(violations: &[Violation]) -> String {
     for violation in violations {
         let operation = operation_of(&violation.request);
         for error in &violation.errors {
-            let cause = causes.entry(any_index(error)).or_default();
+            let cause = causes.entry(cause_of(error)).or_default();
             cause.0 += 1;
             cause.1.insert(operation.clone());
         }
@@ -320,19 +320,9 @@ fn operation_of(request: &str) -> String {
 
 /// `error` (`pointer: message`) with the array indices of its pointer as `*`, so that the same
 /// cause in different entries reads the same.
-fn any_index(error: &str) -> String {
+fn cause_of(error: &str) -> String {
     let (pointer, message) = error.split_once(": ").unwrap_or(("", error));
-    let pointer: Vec<&str> = pointer
-        .split('/')
-        .map(|segment| {
-            if !segment.is_empty() && segment.bytes().all(|b| b.is_ascii_digit()) {
-                "*"
-            } else {
-                segment
-            }
-        })
-        .collect();
-    format!("{}: {message}", pointer.join("/"))
+    format!("{}: {message}", crate::finding::any_index(pointer))
 }
 
 #[cfg(test)]

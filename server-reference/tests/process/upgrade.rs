@@ -305,18 +305,9 @@ async fn statements_read_back(moved: &Moved<'_>, ledger: &Ledger, fixture: &str)
     assert!(!ledger.is_empty(), "{fixture}: the fixture metered usage");
     for ((account, month), units) in ledger {
         let token = moved.token_of(account, "account", "account:usage:read");
-        let statement: Value = reqwest::Client::new()
-            .get(format!(
-                "{}/v1/account/statement?period={month}",
-                moved.server.base
-            ))
-            .bearer_auth(token)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let path = format!("/v1/account/statement?period={month}");
+        let statement =
+            support::get(&reqwest::Client::new(), &moved.server.base, &token, &path).await;
         let lines = statement["lines"].as_array().unwrap();
         let read: BTreeMap<String, i64> = lines
             .iter()

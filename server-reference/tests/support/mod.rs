@@ -130,6 +130,18 @@ pub async fn post(
         .expect("a JSON answer")
 }
 
+/// `GET base+path` as `token`; the JSON of its 200.
+pub async fn get(http: &reqwest::Client, base: &str, token: &str, path: &str) -> Value {
+    let answer = http
+        .get(format!("{base}{path}"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("the server answers");
+    assert_eq!(answer.status(), 200, "GET {path}");
+    answer.json().await.expect("a JSON answer")
+}
+
 /// A page of up to 500 events of `session` after `cursor` (from the start without one),
 /// waiting up to `wait` ms; an error when the server does not answer it.
 pub async fn page(

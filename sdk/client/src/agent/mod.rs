@@ -127,11 +127,8 @@ impl<'a> Agent<'a> {
             let log = self.read_log(session).await?;
             let (state, action) = match Standing::of(&log, turn_id) {
                 Standing::Ended(state) => (state, None),
-                Standing::Awaiting(event) => match *event {
-                    AgentEvent::Action { action, .. } => (TurnState::AwaitingAction, Some(action)),
-                    _ => return self.settle(session, turn_id, cursor).await,
-                },
-                _ => return self.settle(session, turn_id, cursor).await,
+                Standing::Awaiting { action, .. } => (TurnState::AwaitingAction, Some(*action)),
+                Standing::Running(_) => return self.settle(session, turn_id, cursor).await,
             };
             Ok(TurnOutcome {
                 session_id: session.to_owned(),
@@ -323,17 +320,18 @@ impl<'a> Agent<'a> {
     /// ends.
     pub fn follow_turn_from(&self, session: &str, turn: &str, position: Position) -> LogStream {
         use futures_util::StreamExt;
-        let resumed = (!position.is_start()).then(|| position.clone());
-        let (log, turn) = (self.follow_from(session, position), turn.to_owned());
-        let (client, session) = (self.client.clone(), session.to_owned());
-        // The follower, whether the turn's standing is still to read, and the `seq` up to which
-        // a settled state is history.
-        let first = (log, resumed, 0);
-        LogStream::new(futures_util::stream::unfold(Some(first), move |state| {
-            let (turn, client, session) = (turn.clone(), client.clone(), session.clone());
-            async move {
-                let (mut log, resumed, mut history) = state?;
-                if let Some(position) = resumed {
+        // Read once, before the first item: the turn's standing in the log.
+        let resumed = (!position.is_start())
+            .then(|| (position.clone(), self.client.clone(), session.to_owned()));
+        let log = self.follow_from(session, position);
+        // The follower, the turn, what to read before following, and the `seq` up to which a
+        // settled state is history.
+        let first = (log, turn.to_owned(), resumed, 0);
+        LogStream::new(futures_util::stream::unfold(
+            Some(first),
+            |state| async move {
+                let (mut log, turn, resumed, mut history) = state?;
+                if let Some((position, client, session)) = resumed {
                     let agent = Agent { client: &client };
                     let standing = match agent.read_log(&session).await {
                         Ok(read) => Standing::of(&read, &turn),
@@ -341,7 +339,7 @@ impl<'a> Agent<'a> {
                     };
                     match standing {
                         Standing::Ended(_) => return None,
-                        Standing::Awaiting(event) => {
+                        Standing::Awaiting { event, .. } => {
                             return Some((Ok(LogItem::Event { event, position }), None));
                         }
                         Standing::Running(since) => history = since,
@@ -360,10 +358,10 @@ impl<'a> Agent<'a> {
                         }
                         _ => false,
                     };
-                    return Some((item, (!settled).then_some((log, None, history))));
+                    return Some((item, (!settled).then_some((log, turn, None, history))));
                 }
-            }
-        }))
+            },
+        ))
     }
 
     /// Follows the session's log over SSE like [`Agent::follow_sse`], from `position`.
@@ -529,8 +527,13 @@ pub(crate) fn events<'c>(
 enum Standing {
     /// It ended (`complete`, `failed`, `interrupted`).
     Ended(TurnState),
-    /// It awaits the action of this event, which the log shows no result of.
-    Awaiting(Box<AgentEvent>),
+    /// It awaits `action`, raised by `event`, which the log shows no result of.
+    Awaiting {
+        /// The entry that raised it.
+        event: Box<AgentEvent>,
+        /// The action.
+        action: Box<ActionRequest>,
+    },
     /// It runs (or resumes after a resolution) since its state event at this `seq` (0 before
     /// any): a settled state before it is history.
     Running(u64),
@@ -539,19 +542,22 @@ enum Standing {
 impl Standing {
     /// Turn `turn` as `log` shows it.
     fn of(log: &[AgentEvent], turn: &str) -> Self {
-        let (mut state, mut since, mut action) = (None, 0, None);
+        let (mut state, mut since, mut awaited) = (None, 0, None);
         for event in log.iter().filter(|event| event.turn_id() == turn) {
             match event {
                 AgentEvent::TurnState { state: now, .. } => {
                     (state, since) = (Some(*now), event.seq());
                 }
-                AgentEvent::Action { .. } => action = Some(event.clone()),
-                AgentEvent::ActionResult { .. } => action = None,
+                AgentEvent::Action { action, .. } => awaited = Some((event, action)),
+                AgentEvent::ActionResult { .. } => awaited = None,
                 _ => {}
             }
         }
-        match (state, action) {
-            (Some(TurnState::AwaitingAction), Some(action)) => Self::Awaiting(Box::new(action)),
+        match (state, awaited) {
+            (Some(TurnState::AwaitingAction), Some((event, action))) => Self::Awaiting {
+                event: Box::new(event.clone()),
+                action: Box::new(action.clone()),
+            },
             (
                 Some(state @ (TurnState::Complete | TurnState::Failed | TurnState::Interrupted)),
                 _,

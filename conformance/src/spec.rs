@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::finding::Broke;
+use intent_models::openapi::Document;
 use intent_models::schema::{SchemaValidator, Schemas};
 
 /// An answer [`Spec::judge`] finds wrong: the level it breaks, what is wrong, and how, for
@@ -45,120 +46,19 @@ impl Level {
 /// The document this build of the suite checks against.
 pub const OPENAPI: &str = include_str!("../../openapi.json");
 
-/// One operation of the document.
-#[derive(Debug)]
-pub struct Operation {
-    /// Upper-case HTTP method.
-    pub method: String,
-    /// The path template, such as `/v1/agent/sessions/{sessionId}`.
-    pub template: String,
-    /// Its `operationId`.
-    pub id: String,
-    /// `METHOD /path`, as a check's `rests_on` names it.
-    pub reference: String,
-    segments: Vec<String>,
-}
+/// Its normative view (`spec/normative.json`, written by `cargo xtask codegen` by the rule of
+/// `docs/profile.md`): what every deployment must do.
+pub const NORMATIVE: &str = include_str!("../../spec/normative.json");
 
-impl Operation {
-    fn matches(&self, method: &str, path: &str) -> bool {
-        let segments: Vec<&str> = path.trim_end_matches('/').split('/').collect();
-        self.method == method
-            && segments.len() == self.segments.len()
-            && self
-                .segments
-                .iter()
-                .zip(&segments)
-                .all(|(template, actual)| template.starts_with('{') || template == actual)
-    }
-}
+pub use intent_models::openapi::Operation;
 
 /// The parsed document with its converted schemas, as written and in its normative view.
 pub struct Spec {
-    document: Value,
+    document: Document,
     schemas: Schemas,
-    normative_document: Value,
+    normative: Document,
     normative_schemas: Schemas,
-    operations: Vec<Operation>,
     validators: Mutex<HashMap<String, Option<Arc<SchemaValidator>>>>,
-}
-
-/// Schema keywords that a parent's `x-profile-fills` can name; the normative view drops them.
-const FILLABLE_KEYWORDS: [&str; 12] = [
-    "required",
-    "minLength",
-    "maxLength",
-    "minimum",
-    "maximum",
-    "minProperties",
-    "additionalProperties",
-    "oneOf",
-    "type",
-    "enum",
-    "pattern",
-    "format",
-];
-
-/// `document` as every deployment must follow it: an element marked `x-profile: reference`
-/// accepts anything (a schema becomes `{}`, an operation has no responses to hold to), and a
-/// schema keyword that its object lists in `x-profile-fills` is gone.
-fn normative_view(mut document: Value) -> Value {
-    fn open(value: &mut Value) {
-        match value {
-            Value::Object(members) => {
-                if members.get("x-profile").and_then(Value::as_str) == Some("reference") {
-                    members.clear();
-                    return;
-                }
-                let fills: Vec<String> = members
-                    .get("x-profile-fills")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|fill| fill.as_str().map(str::to_owned))
-                    .collect();
-                for fill in fills {
-                    if FILLABLE_KEYWORDS.contains(&fill.as_str()) {
-                        members.remove(&fill);
-                    }
-                }
-                members.values_mut().for_each(open);
-            }
-            Value::Array(items) => items.iter_mut().for_each(open),
-            _ => {}
-        }
-    }
-    open(&mut document);
-    let view = document.clone();
-    inclusive(&mut document, &view);
-    document
-}
-
-/// Each `oneOf` of `document` with a branch that accepts anything (in `view`) made an `anyOf`:
-/// a value that holds against another branch holds against that one too, so "one of" can only
-/// mean "or" (part 4.1: "a portable chain-specific Build or a commit result").
-fn inclusive(value: &mut Value, view: &Value) {
-    match value {
-        Value::Object(members) => {
-            let open = members
-                .get("oneOf")
-                .and_then(Value::as_array)
-                .is_some_and(|branches| {
-                    branches.iter().any(|branch| {
-                        resolve_in(view, branch)
-                            .as_object()
-                            .is_some_and(|b| b.is_empty())
-                    })
-                });
-            if open && let Some(branches) = members.remove("oneOf") {
-                members.insert("anyOf".into(), branches);
-            }
-            members
-                .values_mut()
-                .for_each(|member| inclusive(member, view));
-        }
-        Value::Array(items) => items.iter_mut().for_each(|item| inclusive(item, view)),
-        _ => {}
-    }
 }
 
 /// Whether a lifecycle request `body` presents a Build for commit: it is one, or holds one as a
@@ -171,104 +71,49 @@ fn presents_build(body: &Value) -> bool {
             .is_some_and(|members| members.values().any(is_build))
 }
 
-/// The response `document` declares for `operation` and `status`, with its `$ref` followed; for
-/// an error status it does not name, its `default` when `default` is given (part 7.2: any other
-/// status falls to the error envelope).
-fn declared<'a>(
-    document: &'a Value,
-    operation: &Operation,
-    status: u16,
-    default: bool,
-) -> Option<&'a Value> {
-    let responses = document
-        .get("paths")?
-        .get(&operation.template)?
-        .get(operation.method.to_lowercase())?
-        .get("responses")?;
-    let response = responses.get(status.to_string()).or_else(|| {
-        (default && status >= 400)
-            .then(|| responses.get("default"))
-            .flatten()
-    })?;
-    Some(resolve_in(document, response))
-}
-
-/// Follows a local `$ref` of `document` once.
-fn resolve_in<'a>(document: &'a Value, value: &'a Value) -> &'a Value {
-    value
-        .get("$ref")
-        .and_then(Value::as_str)
-        .and_then(|reference| document.pointer(reference.trim_start_matches('#')))
-        .unwrap_or(value)
-}
-
-/// The bundled document, parsed once.
+/// The bundled document and its normative view, parsed once.
 pub fn spec() -> &'static Spec {
     static SPEC: LazyLock<Spec> = LazyLock::new(|| {
-        let document: Value = serde_json::from_str(OPENAPI).expect("openapi.json is JSON");
-        Spec::new(document).expect("openapi.json has component schemas")
+        let document = Document::parse(OPENAPI).expect("openapi.json is JSON");
+        let normative = Document::parse(NORMATIVE).expect("spec/normative.json is JSON");
+        Spec::new(document, normative).expect("openapi.json has component schemas")
     });
     &SPEC
 }
 
 impl Spec {
-    /// Reads `document`'s operations and converts its schemas.
-    pub fn new(document: Value) -> Result<Self, intent_models::schema::Error> {
-        let schemas = Schemas::from_openapi(&document)?;
-        let mut operations = Vec::new();
-        for (template, item) in document["paths"].as_object().into_iter().flatten() {
-            for (method, object) in item.as_object().into_iter().flatten() {
-                if ["get", "put", "post", "delete", "patch"].contains(&method.as_str()) {
-                    operations.push(Operation {
-                        reference: format!("{} {template}", method.to_uppercase()),
-                        method: method.to_uppercase(),
-                        template: template.clone(),
-                        id: object["operationId"]
-                            .as_str()
-                            .unwrap_or_default()
-                            .to_owned(),
-                        segments: template.split('/').map(str::to_owned).collect(),
-                    });
-                }
-            }
-        }
-        let normative_document = normative_view(document.clone());
-        let normative_schemas = Schemas::from_openapi(&normative_document)?;
+    /// Converts the schemas of `document` and of its normative view `normative`.
+    pub fn new(
+        document: Document,
+        normative: Document,
+    ) -> Result<Self, intent_models::schema::Error> {
         Ok(Self {
+            schemas: Schemas::from_openapi(document.value())?,
+            normative_schemas: Schemas::from_openapi(normative.value())?,
             document,
-            schemas,
-            normative_document,
-            normative_schemas,
-            operations,
+            normative,
             validators: Mutex::default(),
         })
     }
 
     /// The whole document.
     pub fn document(&self) -> &Value {
-        &self.document
+        self.document.value()
     }
 
     /// Every operation, in document order.
     pub fn operations(&self) -> &[Operation] {
-        &self.operations
+        self.document.operations()
     }
 
     /// The operation a request for `method` and `path` (without query) is an instance of.
     pub fn operation(&self, method: &str, path: &str) -> Option<&Operation> {
-        // A literal segment beats a parameter: `/apps/{id}` must not swallow `/apps/x/secrets`.
-        self.operations
-            .iter()
-            .filter(|op| op.matches(method, path))
-            .max_by_key(|op| op.segments.iter().filter(|s| !s.starts_with('{')).count())
+        self.document.operation(method, path)
     }
 
     /// The operation object of `method` and `template`.
     pub fn operation_object(&self, method: &str, template: &str) -> Option<&Value> {
-        self.document
-            .get("paths")?
-            .get(template)?
-            .get(method.to_lowercase())
+        Some(&self.document.by_template(method, template)?.object)
     }
 
     /// A validator for a component schema.
@@ -285,7 +130,11 @@ impl Spec {
         operation: &Operation,
         status: u16,
     ) -> Result<Option<Arc<SchemaValidator>>, String> {
-        let Some(response) = declared(&self.document, operation, status, false) else {
+        let declared = operation
+            .responses
+            .iter()
+            .find(|(declared, _)| *declared == status.to_string());
+        let Some((_, response)) = declared else {
             return Err(format!(
                 "{} {} does not declare status {status}",
                 operation.method, operation.template
@@ -300,19 +149,23 @@ impl Spec {
 
     /// The schema every deployment's answer to `operation` with `status` must hold against:
     /// `None` when the interface leaves that answer open (an operation or schema of our profile,
-    /// or a status the document declares only as a profile fill).
+    /// or a status the normative view does not declare). A status stands by its own response,
+    /// its range's (`2XX`, where the document gives no success status) or, for an error,
+    /// `default`.
     pub fn normative_response(
         &self,
         operation: &Operation,
         status: u16,
     ) -> Option<Arc<SchemaValidator>> {
-        let response = declared(&self.normative_document, operation, status, true)?;
+        let normative = self
+            .normative
+            .by_template(&operation.method, &operation.template)?;
         let key = format!(
             "normative {} {} {status}",
             operation.method, operation.template
         );
         self.cached(key, || {
-            let schema = response.pointer("/content/application~1json/schema")?;
+            let schema = normative.response_schema(status)?;
             self.normative_schemas.inline(schema).ok()
         })
     }
@@ -363,24 +216,27 @@ impl Spec {
     }
 
     /// The schema every deployment's answer `status` to `operation`'s `request` must hold
-    /// against: [`Self::normative_response`], but a lifecycle endpoint's success (its 200 is
-    /// `PipelineLifecycleResponse`) answers a request that presents no Build with a Build (part
-    /// 4.1: "200 PipelineBuild").
+    /// against: [`Self::normative_response`], but where the success declares
+    /// `x-answer-to-build-request` (the lifecycle endpoints, part 4.1: "200 PipelineBuild"), a
+    /// success to a request that presents no Build holds against the schema it names.
     pub fn normative_answer(
         &self,
         operation: &Operation,
         request: Option<&Value>,
         status: u16,
     ) -> Option<Arc<SchemaValidator>> {
-        let lifecycle = declared(&self.document, operation, 200, false)
-            .and_then(|response| response.pointer("/content/application~1json/schema/$ref"))
-            == Some(&Value::from(
-                "#/components/schemas/PipelineLifecycleResponse",
-            ));
-        if lifecycle && (200..300).contains(&status) && !request.is_some_and(presents_build) {
-            return self.normative_component("PipelineBuild");
+        let build_answer = self
+            .normative
+            .by_template(&operation.method, &operation.template)
+            .and_then(|normative| normative.response(status))
+            .and_then(|response| response["x-answer-to-build-request"].as_str())
+            .and_then(|pointer| pointer.strip_prefix("#/components/schemas/"));
+        match build_answer {
+            Some(name) if (200..300).contains(&status) && !request.is_some_and(presents_build) => {
+                self.normative_component(name)
+            }
+            _ => self.normative_response(operation, status),
         }
-        self.normative_response(operation, status)
     }
 
     /// A validator for a component schema in the normative view: what every deployment's
@@ -393,33 +249,19 @@ impl Spec {
 
     /// A validator for the JSON request body of `operation`, when it takes one.
     pub fn request_body(&self, operation: &Operation) -> Option<Arc<SchemaValidator>> {
-        self.request_schema("", &self.document, &self.schemas, operation)
+        let key = format!("{} {} body", operation.method, operation.template);
+        self.cached(key, || self.schemas.inline(operation.body.as_ref()?).ok())
     }
 
     /// The request body schema of `operation` in the normative view: what every deployment must
     /// accept of a client.
     pub fn normative_request_body(&self, operation: &Operation) -> Option<Arc<SchemaValidator>> {
-        let (document, schemas) = (&self.normative_document, &self.normative_schemas);
-        self.request_schema("normative ", document, schemas, operation)
-    }
-
-    /// The request body schema of `operation` in one view of the document (`document` and its
-    /// converted `schemas`), cached under `view`.
-    fn request_schema(
-        &self,
-        view: &str,
-        document: &Value,
-        schemas: &Schemas,
-        operation: &Operation,
-    ) -> Option<Arc<SchemaValidator>> {
-        let key = format!("{view}{} {} body", operation.method, operation.template);
+        let key = format!("normative {} {} body", operation.method, operation.template);
         self.cached(key, || {
-            let object = document
-                .get("paths")?
-                .get(&operation.template)?
-                .get(operation.method.to_lowercase())?;
-            let schema = object.pointer("/requestBody/content/application~1json/schema")?;
-            schemas.inline(schema).ok()
+            let normative = self
+                .normative
+                .by_template(&operation.method, &operation.template)?;
+            self.normative_schemas.inline(normative.body.as_ref()?).ok()
         })
     }
 
@@ -430,13 +272,7 @@ impl Spec {
             operation.method, operation.template
         );
         self.cached(key, || {
-            let object = self.operation_object(&operation.method, &operation.template)?;
-            let parameter = object["parameters"]
-                .as_array()?
-                .iter()
-                .map(|parameter| self.resolve(parameter))
-                .find(|parameter| parameter["name"] == name)?;
-            self.schemas.inline(&parameter["schema"]).ok()
+            self.schemas.inline(&operation.parameter(name)?.schema).ok()
         })
     }
 
@@ -457,15 +293,15 @@ impl Spec {
             .clone()
     }
 
-    /// Follows a local `$ref` once.
+    /// Follows local `$ref`s.
     pub fn resolve<'a>(&'a self, value: &'a Value) -> &'a Value {
-        resolve_in(&self.document, value)
+        self.document.resolve(value)
     }
 
     /// The element a check rests on: `METHOD /path` or a `#/...` pointer.
     pub fn element(&self, reference: &str) -> Option<&Value> {
         match reference.strip_prefix('#') {
-            Some(pointer) => self.document.pointer(pointer),
+            Some(pointer) => self.document().pointer(pointer),
             None => {
                 let (method, template) = reference.split_once(' ')?;
                 self.operation_object(method, template)
@@ -485,7 +321,7 @@ impl Spec {
             .strip_prefix('#')
             .and_then(|pointer| pointer.rsplit_once('/'))
             .and_then(|(parent, key)| {
-                self.document
+                self.document()
                     .pointer(parent)?
                     .get("x-profile-fills")?
                     .as_array()

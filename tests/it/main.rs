@@ -14,6 +14,7 @@ mod full_disk;
 mod key_rotation;
 mod mcp;
 mod model_strictness;
+mod normative_view;
 mod numeric_limits;
 mod oauth;
 mod openapi_examples;

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 
+use intent_models::openapi::Document;
 use serde_json::Value;
 
 /// The workspace root.
@@ -15,42 +16,33 @@ pub fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// `openapi.json`, parsed once.
-pub fn openapi() -> &'static Value {
-    static DOCUMENT: LazyLock<Value> = LazyLock::new(|| {
+/// `openapi.json`, read once.
+pub fn document() -> &'static Document {
+    static DOCUMENT: LazyLock<Document> = LazyLock::new(|| {
         let path = workspace_root().join("openapi.json");
         let text = std::fs::read_to_string(&path)
             .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()))
+        Document::parse(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()))
     });
     &DOCUMENT
 }
 
+/// `openapi.json` as JSON.
+pub fn openapi() -> &'static Value {
+    document().value()
+}
+
 /// Every operation of the document as `(method, path, operation)`, methods in upper case.
 pub fn operations() -> Vec<(String, &'static str, &'static Value)> {
-    let paths = openapi()["paths"].as_object().expect("paths is an object");
-    paths
-        .iter()
-        .flat_map(|(path, item)| {
-            item.as_object()
-                .into_iter()
-                .flatten()
-                .filter(|(method, _)| {
-                    ["get", "put", "post", "delete", "patch"].contains(&method.as_str())
-                })
-                .map(move |(method, op)| (method.to_uppercase(), path.as_str(), op))
-        })
+    let operations = document().operations().iter();
+    operations
+        .map(|op| (op.method.clone(), op.template.as_str(), &op.object))
         .collect()
 }
 
-/// Follows a local `$ref` (`#/components/...`) once; other values are returned as they are.
+/// Follows local `$ref`s (`#/components/...`); other values are returned as they are.
 pub fn resolve(value: &'static Value) -> &'static Value {
-    match value.get("$ref").and_then(Value::as_str) {
-        Some(reference) => openapi()
-            .pointer(reference.trim_start_matches('#'))
-            .unwrap_or_else(|| panic!("dangling $ref {reference}")),
-        None => value,
-    }
+    document().resolve(value)
 }
 
 pub use intent_testkit::{TEST_CLIENT, TEST_REDIRECT_URI, TestServer};

@@ -15,6 +15,7 @@ use std::fmt;
 use std::path::Path;
 use std::process::Command;
 
+use intent_models::openapi::{self, resolve};
 use serde_json::{Value, json};
 
 use crate::{codegen, downstream, release};
@@ -305,17 +306,9 @@ pub fn compare(base: &Value, head: &Value) -> Vec<Change> {
 
 /// Operations by (path, upper-case method).
 fn operations(document: &Value) -> BTreeMap<(String, String), &Value> {
-    let mut found = BTreeMap::new();
-    for (path, item) in document["paths"].as_object().into_iter().flatten() {
-        for (method, op) in item.as_object().into_iter().flatten() {
-            if ["get", "put", "post", "delete", "patch", "head", "options"]
-                .contains(&method.as_str())
-            {
-                found.insert((path.clone(), method.to_uppercase()), op);
-            }
-        }
-    }
-    found
+    openapi::operation_objects(document)
+        .map(|(path, method, op)| ((path.to_owned(), method.to_uppercase()), op))
+        .collect()
 }
 
 /// What a schema belongs to: the name typify gives its generated type (a component's name, else
@@ -492,7 +485,7 @@ impl<'a> Diff<'a> {
     fn responses(&mut self, at: &str, base: &'a Value, head: &'a Value) {
         let base_responses = &base["responses"];
         let head_responses = &head["responses"];
-        for (status, b) in base_responses.as_object().into_iter().flatten() {
+        for (status, b) in openapi::statuses(base_responses) {
             let location = format!("{at} {status}");
             match head_responses.get(status) {
                 None if status.starts_with('2') => {
@@ -521,12 +514,7 @@ impl<'a> Diff<'a> {
                 }
             }
         }
-        for status in head_responses
-            .as_object()
-            .into_iter()
-            .flatten()
-            .map(|(s, _)| s)
-        {
+        for (status, _) in openapi::statuses(head_responses) {
             if base_responses.get(status).is_some() {
                 continue;
             }
@@ -880,10 +868,7 @@ impl<'a> Diff<'a> {
 /// An operation's success responses (`successes`) or declared error responses (not `default`),
 /// by status.
 fn statuses(responses: &Value, successes: bool) -> impl Iterator<Item = (&String, &Value)> {
-    responses
-        .as_object()
-        .into_iter()
-        .flatten()
+    openapi::statuses(responses)
         .filter(move |(status, _)| status.starts_with('2') == successes && *status != "default")
 }
 
@@ -920,20 +905,6 @@ fn admits_null(schema: &Value) -> bool {
 /// The JSON schema of a body or response, if it has one.
 fn json_schema(value: &Value) -> &Value {
     &value["content"]["application/json"]["schema"]
-}
-
-/// `value` with its `$ref`s followed within `document`.
-fn resolve<'a>(document: &'a Value, mut value: &'a Value) -> &'a Value {
-    for _ in 0..16 {
-        match value.get("$ref").and_then(Value::as_str) {
-            Some(reference) => match document.pointer(reference.trim_start_matches('#')) {
-                Some(target) => value = target,
-                None => return value,
-            },
-            None => return value,
-        }
-    }
-    value
 }
 
 fn compact(value: Option<&Value>) -> String {

@@ -1,4 +1,5 @@
-//! `cargo xtask codegen`: generates the models and client crates from `openapi.json`.
+//! `cargo xtask codegen`: generates the models and client crates from `openapi.json`, and the
+//! normative contract `spec/normative.json`.
 //!
 //! Writing and checking share one path: generate, format, then either write the files or
 //! compare them with the files on disk and fail with a diff.
@@ -9,6 +10,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use intent_models::openapi;
 use openapiv3::OpenAPI;
 use proc_macro2::{Punct, Spacing, TokenTree};
 use progenitor::{GenerationSettings, Generator, HooksMode, InterfaceStyle, TagStyle};
@@ -28,17 +30,23 @@ const INNER_TYPE: &str = "crate::hooks::ClientContext";
 /// Where each generated file goes, from the workspace root.
 pub const GENERATED: [&str; 2] = ["sdk/models/src/generated.rs", "sdk/client/src/generated.rs"];
 
-/// Generates both files and writes or checks them.
+/// The normative view of openapi.json (`intent_models::openapi::normative`), as a document.
+pub const NORMATIVE: &str = "spec/normative.json";
+
+/// Generates the crates' files and the normative view, and writes or checks them.
 pub fn run(root: &Path, mode: Mode) -> Result<(), String> {
     let spec_path = root.join("openapi.json");
     let text = fs::read_to_string(&spec_path)
         .map_err(|e| format!("reading {}: {e}", spec_path.display()))?;
     let document: Value =
         serde_json::from_str(&text).map_err(|e| format!("parsing {}: {e}", spec_path.display()))?;
+    let view = openapi::normative(&document);
+    let view = serde_json::to_string_pretty(&view).map_err(|e| e.to_string())? + "\n";
     let [models, client] = generate(document)?;
     let outputs = [
         (root.join(GENERATED[0]), models),
         (root.join(GENERATED[1]), client),
+        (root.join(NORMATIVE), view),
     ];
     crate::sync::sync(root, mode, &outputs, "cargo xtask codegen")
 }
@@ -60,14 +68,7 @@ pub fn generate(mut document: Value) -> Result<[String; 2], String> {
 ///   `number`, which our profile narrows to an integer): every integer is a number, but typify
 ///   cannot merge `integer` with `number` and would make the type uninhabited.
 fn for_generators(document: &mut Value) {
-    let operations = document
-        .get_mut("paths")
-        .and_then(Value::as_object_mut)
-        .into_iter()
-        .flat_map(|paths| paths.values_mut())
-        .filter_map(Value::as_object_mut)
-        .flat_map(|item| item.values_mut());
-    for operation in operations {
+    for operation in openapi::operation_objects_mut(document) {
         if let Some(responses) = operation
             .get_mut("responses")
             .and_then(Value::as_object_mut)
@@ -519,14 +520,8 @@ fn without_deny_unknown_fields(attr: &mut syn::Attribute) -> bool {
 /// Names of the models only request bodies use: component schemas that no response reaches,
 /// and the titled schemas inside them.
 fn request_only(document: &Value) -> BTreeSet<String> {
-    let operations = document["paths"]
-        .as_object()
-        .into_iter()
-        .flat_map(|paths| paths.values())
-        .filter_map(Value::as_object)
-        .flat_map(|item| item.values());
     let (mut read, mut written) = (Vec::new(), Vec::new());
-    for operation in operations {
+    for (_, _, operation) in openapi::operation_objects(document) {
         references(&operation["responses"], &mut read);
         references(&operation["requestBody"], &mut written);
     }

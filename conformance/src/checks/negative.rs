@@ -103,13 +103,9 @@ fn marked(pointer: &str, keyword: &str) -> bool {
     spec().is_profile(pointer) || fills(pointer) || fills(&format!("{pointer}/schema"))
 }
 
-/// The schema at `pointer` with a `$ref` followed, and the pointer it was found at.
+/// The schema at `pointer` with its `$ref`s followed, and the pointer it was found at.
 fn resolved(pointer: String) -> (String, Value) {
-    let element = spec().element(&pointer).cloned().unwrap_or(Value::Null);
-    match element.get("$ref").and_then(Value::as_str) {
-        Some(reference) => resolved(reference.to_owned()),
-        None => (pointer, element),
-    }
+    intent_models::openapi::resolve_at(spec().document(), &pointer)
 }
 
 /// A value of another JSON type than `schema`'s.
@@ -272,19 +268,11 @@ fn query_cases(operation: &'static Operation, session: &str) -> Vec<Case> {
     }
     let whole = operation_profile(operation);
     let mut cases = Vec::new();
-    for (index, parameter) in object["parameters"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .enumerate()
-    {
-        let (pointer, parameter) = match parameter.get("$ref").and_then(Value::as_str) {
-            Some(reference) => resolved(reference.to_owned()),
-            None => resolved(format!(
-                "{}/parameters/{index}",
-                operation_pointer(operation)
-            )),
-        };
+    for index in 0..object["parameters"].as_array().map_or(0, Vec::len) {
+        let (pointer, parameter) = resolved(format!(
+            "{}/parameters/{index}",
+            operation_pointer(operation)
+        ));
         if parameter["in"] != "query" {
             continue;
         }

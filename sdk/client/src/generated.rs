@@ -691,8 +691,6 @@ pub mod types {
 ///
 ///Intent enters a runtime and one ordered stream of events leaves it. Pipeline builds, simulates and commits portable Build envelopes for EVM and SVM chains; Agent owns sessions, turns and a durable event log; Account manages applications, credentials and a priced usage statement.
 ///
-///Reference profile. Where the interface document leaves a gap, this document fills it with the reference profile's choice. `x-profile: reference` on an operation, parameter, response, schema or property marks the whole thing as such a choice: other deployments may differ. `x-profile-fills` on a normative object lists the parts of it that are choices (for example `required`, `security`, `format`). `x-profile-note` beside a normative `description` holds the reference profile's own sentences about that element, and its object lists it in `x-profile-fills`. Everything unmarked is normative.
-///
 ///Version: 1.0.0
 pub struct Client {
     pub(crate) baseurl: String,

@@ -167,7 +167,7 @@ impl ActionResolution {
         Default::default()
     }
 }
-///Action resolution body `{ revision: number, result: ActionResult }` (part 4.2). The submitted result must be the one produced by the reviewed request; caller-authored transaction fields never replace the action payload.
+///Action resolution body `{ revision: number, result: ActionResult }` (part 4.2). The submitted result must be the one produced by the reviewed request; caller-authored transaction fields never replace the action payload. Resolution responds with the resulting action revision, requires the scope `agent:actions:resolve` (part 5.6) and needs an idempotency key; its path and method are not shown.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 #[serde(deny_unknown_fields)]
 #[non_exhaustive]

@@ -6,7 +6,8 @@
 //! [`AgentEvent::Unknown`]: the interface leaves kind names and entry shapes open. Models of
 //! request bodies only refuse unknown members. JSON `null` is accepted exactly where the
 //! document marks a field nullable. [`digest`] computes a Build's digest. With the `schema`
-//! feature, `schema` validates JSON bodies against the document's schemas.
+//! feature, `schema` validates JSON bodies against the document's schemas and `openapi` reads the
+//! document: its operations, and its normative view.
 //!
 //! ```
 //! use intent_models::AgentEvent;
@@ -43,6 +44,8 @@ pub mod digest;
 mod display;
 mod event;
 mod open;
+#[cfg(any(test, feature = "schema"))]
+pub mod openapi;
 #[cfg(any(test, feature = "schema"))]
 pub mod schema;
 

@@ -5,6 +5,7 @@
 use std::sync::{Arc, LazyLock};
 
 use axum::http::Method;
+use intent_models::openapi;
 use intent_models::schema::{SchemaValidator, Schemas};
 use serde_json::Value;
 
@@ -77,36 +78,34 @@ impl Operations {
     /// resource's scope.
     pub fn from_openapi(document: &Value, schemas: &Schemas) -> Self {
         let mut operations = Vec::new();
-        for (path, item) in document["paths"].as_object().into_iter().flatten() {
-            for (method, op) in item.as_object().into_iter().flatten() {
-                let Ok(method) = method.to_uppercase().parse::<Method>() else {
-                    continue;
-                };
-                let scope = op["security"][0]["oauth2"][0].as_str();
-                let resource = op["x-resource"].as_str().and_then(Resource::from_name);
-                let (Some(scope), Some(resource)) = (scope, resource) else {
-                    panic!("openapi.json: {method} {path} lacks a scope or x-resource");
-                };
-                let segments = path
-                    .split('/')
-                    .map(|s| (!(s.starts_with('{') && s.ends_with('}'))).then(|| s.to_owned()))
-                    .collect();
-                let body = op
-                    .pointer("/requestBody/content/application~1json/schema")
-                    .map(|schema| {
-                        let validator = schemas.inline(schema).unwrap_or_else(|error| {
-                            panic!("openapi.json: the body schema of {method} {path}: {error}")
-                        });
-                        BodySchema(Arc::new(validator))
+        for (path, method, op) in openapi::operation_objects(document) {
+            let Ok(method) = method.to_uppercase().parse::<Method>() else {
+                continue;
+            };
+            let scope = op["security"][0]["oauth2"][0].as_str();
+            let resource = op["x-resource"].as_str().and_then(Resource::from_name);
+            let (Some(scope), Some(resource)) = (scope, resource) else {
+                panic!("openapi.json: {method} {path} lacks a scope or x-resource");
+            };
+            let segments = path
+                .split('/')
+                .map(|s| (!(s.starts_with('{') && s.ends_with('}'))).then(|| s.to_owned()))
+                .collect();
+            let body = op
+                .pointer("/requestBody/content/application~1json/schema")
+                .map(|schema| {
+                    let validator = schemas.inline(schema).unwrap_or_else(|error| {
+                        panic!("openapi.json: the body schema of {method} {path}: {error}")
                     });
-                operations.push(Operation {
-                    method: Some(method.clone()),
-                    segments,
-                    scope: scope.to_owned(),
-                    resource,
-                    body,
+                    BodySchema(Arc::new(validator))
                 });
-            }
+            operations.push(Operation {
+                method: Some(method.clone()),
+                segments,
+                scope: scope.to_owned(),
+                resource,
+                body,
+            });
         }
         for resource in [Resource::AgentMcp, Resource::PipelineMcp] {
             operations.push(Operation {
@@ -186,16 +185,7 @@ mod tests {
     #[test]
     fn finds_operations_by_method_and_template() {
         let ops = operations();
-        let methods = [
-            "get", "put", "post", "delete", "patch", "head", "options", "trace",
-        ];
-        let documented = document()["paths"]
-            .as_object()
-            .unwrap()
-            .values()
-            .flat_map(|item| item.as_object().unwrap().keys())
-            .filter(|key| methods.contains(&key.as_str()))
-            .count();
+        let documented = openapi::operation_objects(document()).count();
         assert_eq!(
             ops.all.len(),
             documented + 2,

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{HeaderValue, Method, Request, header};
+use intent_models::openapi;
 use intent_models::schema::{SchemaValidator, Schemas};
 use rmcp::model::{JsonObject, Tool};
 use serde_json::{Map, Value, json};
@@ -39,19 +40,17 @@ impl Tools {
     /// `text/event-stream`.
     pub fn from_openapi(document: &Value, schemas: &Schemas, resource: &str) -> Self {
         let mut tools = Vec::new();
-        for (path, item) in document["paths"].as_object().into_iter().flatten() {
-            for (method, op) in item.as_object().into_iter().flatten() {
-                let Ok(method) = method.to_uppercase().parse::<Method>() else {
-                    continue;
-                };
-                let streams = op
-                    .pointer("/responses/200/content/text~1event-stream")
-                    .is_some();
-                if op["x-resource"] != resource || streams {
-                    continue;
-                }
-                tools.push(OperationTool::new(document, schemas, method, path, op));
+        for (path, method, op) in openapi::operation_objects(document) {
+            let Ok(method) = method.to_uppercase().parse::<Method>() else {
+                continue;
+            };
+            let streams = op
+                .pointer("/responses/200/content/text~1event-stream")
+                .is_some();
+            if op["x-resource"] != resource || streams {
+                continue;
             }
+            tools.push(OperationTool::new(document, schemas, method, path, op));
         }
         Self(tools)
     }
@@ -76,7 +75,7 @@ impl OperationTool {
         let mut required = Vec::new();
         let mut parameters = Vec::new();
         for parameter in op["parameters"].as_array().into_iter().flatten() {
-            let parameter = follow(document, parameter);
+            let parameter = openapi::resolve(document, parameter);
             let location = match parameter["in"].as_str() {
                 Some("path") => Location::Path,
                 Some("query") => Location::Query,
@@ -186,16 +185,6 @@ impl OperationTool {
             .uri(path)
             .body(body)
             .map_err(|e| format!("the request cannot be built: {e}"))
-    }
-}
-
-/// A parameter object, its `$ref` followed.
-fn follow<'a>(document: &'a Value, parameter: &'a Value) -> &'a Value {
-    match parameter["$ref"].as_str() {
-        Some(reference) => document
-            .pointer(reference.trim_start_matches('#'))
-            .unwrap_or(parameter),
-        None => parameter,
     }
 }
 

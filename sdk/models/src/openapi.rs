@@ -279,8 +279,13 @@ pub fn resolve<'a>(document: &'a Value, mut value: &'a Value) -> &'a Value {
 pub fn resolve_at(document: &Value, at: &str) -> (String, Value) {
     let mut at = at.to_owned();
     for _ in 0..64 {
-        let element = at.strip_prefix('#').and_then(|pointer| document.pointer(pointer));
-        match element.and_then(|element| element.get("$ref")).and_then(Value::as_str) {
+        let element = at
+            .strip_prefix('#')
+            .and_then(|pointer| document.pointer(pointer));
+        match element
+            .and_then(|element| element.get("$ref"))
+            .and_then(Value::as_str)
+        {
             Some(reference) => at = reference.to_owned(),
             None => return (at, element.cloned().unwrap_or(Value::Null)),
         }

@@ -5,9 +5,9 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::LazyLock;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-use crate::check::Check;
+use crate::check::{Check, Status};
 use crate::spec::{Level, spec};
 
 /// One statement of the document.
@@ -16,7 +16,7 @@ use crate::spec::{Level, spec};
 pub struct Fact {
     /// Stable id, `section.slug`.
     pub id: String,
-    /// The document's top-level part, `1` to `9`.
+    /// The document's top-level part: `0` for its opening paragraph, `1` to `9`.
     pub part: String,
     /// The statement, quoted or closely paraphrased.
     pub text: String,
@@ -27,6 +27,10 @@ pub struct Fact {
     pub untestable: Option<String>,
     /// What a normative check would have to assert, for a testable fact none asserts yet.
     pub missing: Option<String>,
+    /// The condition of the run or the deployment under which its checks reach it (a short
+    /// lifetime, the reference catalog): elsewhere they skip, and a run asserts it only where
+    /// the report says so.
+    pub conditional: Option<String>,
 }
 
 /// The list: the document it reads and its facts.
@@ -104,6 +108,57 @@ pub fn coverage(checks: &[Check]) -> Vec<(String, usize, usize, usize)> {
     parts.into_values().collect()
 }
 
+/// The testable facts a run reached: asserted by a normative check that ran and made
+/// assertions (it passed or failed), or not (its checks skipped, were inconclusive or were left
+/// out), so that a fact that only a short lifetime or the reference catalog lets a check reach
+/// counts only where it was.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Reached {
+    /// The ids of the facts this run asserted.
+    pub asserted: Vec<String>,
+    /// The ids of the testable facts it did not.
+    pub unasserted: Vec<String>,
+}
+
+/// The facts `outcomes` reached.
+pub fn reached(outcomes: &[crate::run::Outcome]) -> Reached {
+    let checks = crate::checks::all();
+    let mut reached = Reached::default();
+    for fact in all() {
+        let by = normative_checks(fact, checks);
+        if by.is_empty() {
+            continue;
+        }
+        let asserted = outcomes.iter().any(|outcome| {
+            by.contains(&outcome.id.as_str())
+                && matches!(outcome.status, Status::Pass | Status::Fail)
+                && outcome.assertions > 0
+        });
+        let list = if asserted {
+            &mut reached.asserted
+        } else {
+            &mut reached.unasserted
+        };
+        list.push(fact.id.clone());
+    }
+    reached
+}
+
+impl Reached {
+    /// One line: how many testable facts the run asserted, and which it did not.
+    pub fn summary(&self) -> String {
+        let all = self.asserted.len() + self.unasserted.len();
+        let mut line = format!(
+            "facts: {} of {all} testable facts of the document asserted by this run",
+            self.asserted.len()
+        );
+        if !self.unasserted.is_empty() {
+            line.push_str(&format!("; not: {}", self.unasserted.join(", ")));
+        }
+        line
+    }
+}
+
 /// What is wrong with the list against `checks`: an id twice, a check that does not exist, a
 /// fact both tested and called untestable, a testable fact no normative check asserts.
 pub fn problems(checks: &[Check]) -> Vec<String> {
@@ -120,6 +175,9 @@ pub fn problems(checks: &[Check]) -> Vec<String> {
         }
         if fact.untestable.is_some() && !fact.checks.is_empty() {
             problems.push(format!("{}: tested and called untestable", fact.id));
+        }
+        if fact.untestable.is_some() && fact.conditional.is_some() {
+            problems.push(format!("{}: conditional and called untestable", fact.id));
         }
         if standing(fact, checks) == Standing::Uncovered {
             problems.push(format!(
@@ -151,6 +209,7 @@ mod tests {
             checks: checks.iter().map(|id| id.to_string()).collect(),
             untestable: untestable.map(str::to_owned),
             missing: None,
+            conditional: None,
         };
         let profile_only = fact(&["agent.sessions.delete"], None);
         assert_eq!(standing(&profile_only, checks), Standing::Uncovered);

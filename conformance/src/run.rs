@@ -167,6 +167,8 @@ pub struct Report {
     pub outcomes: Vec<Outcome>,
     /// Every operation of openapi.json with the statuses it was answered with.
     pub coverage: Vec<Coverage>,
+    /// The testable facts of the document the run asserted, and those it did not.
+    pub facts: crate::facts::Reached,
     /// Warnings about the run as a whole.
     pub warnings: Vec<String>,
     /// What the run removed of what it created, and what it left (none with `--keep`).
@@ -450,9 +452,11 @@ pub async fn run(
         millis: started.elapsed().as_millis() as u64,
         outcomes: progress.outcomes.into_iter().flatten().collect(),
         coverage: target.coverage(),
+        facts: Default::default(),
         warnings: Vec::new(),
         cleanup: None,
     };
+    report.facts = crate::facts::reached(&report.outcomes);
     report.warnings = warnings(&report);
     (progress.tell)(&CheckEvent::RunFinished {
         summary: report.summary(),
@@ -667,6 +671,10 @@ pub(crate) fn fixture() -> Report {
                 unseen: vec!["200".into(), "404".into()],
             },
         ],
+        facts: crate::facts::Reached {
+            asserted: vec!["2.1.version".into()],
+            unasserted: vec!["7.4.expired-cursor".into()],
+        },
         warnings: vec!["only 1 of 3 checks passed".into()],
         cleanup: Some(crate::target::CleanUp {
             removed: vec!["/v1/agent/sessions/s-1".into()],

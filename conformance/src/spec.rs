@@ -63,7 +63,7 @@ pub struct Spec {
 
 /// Whether a lifecycle request `body` presents a Build for commit: it is one, or holds one as a
 /// member (`attestation` marks a Build, part 2.1).
-fn presents_build(body: &Value) -> bool {
+pub(crate) fn presents_build(body: &Value) -> bool {
     let is_build = |value: &Value| value.get("attestation").is_some();
     is_build(body)
         || body
@@ -168,6 +168,20 @@ impl Spec {
             let schema = normative.response_schema(status)?;
             self.normative_schemas.inline(schema).ok()
         })
+    }
+
+    /// Whether the normative view declares `status` itself for `operation` (not by its class or
+    /// `default`): 401 and 403 on the lifecycle endpoints (parts 5.5 and 7.2).
+    pub fn normative_declares(&self, operation: &Operation, status: u16) -> bool {
+        self.normative
+            .by_template(&operation.method, &operation.template)
+            .is_some_and(|normative| {
+                let status = status.to_string();
+                normative
+                    .responses
+                    .iter()
+                    .any(|(declared, _)| *declared == status)
+            })
     }
 
     /// What is wrong with `operation`'s answer `status` with `body` (`text` as received), at the

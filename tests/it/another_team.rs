@@ -13,6 +13,8 @@
 //! - another account's session is refused with 403, a missing one with 404 (part 1: ownership
 //!   comes from the caller; the status is not shown);
 //! - refusals other than `invalid_cursor` are 422 (part 7: other statuses fall to the envelope);
+//! - a `wait` above 30000 is held as 1000 ms, not refused (part 8 states the bound, not how a
+//!   larger one is met);
 //! - and, beneath, the variations of [`crate::conformance_variations`]: other event kinds, bare
 //!   error codes, reversed keys, extra members, another catalog and a rate limit.
 
@@ -51,10 +53,13 @@ pub(crate) enum Fault {
     StageForbiddenIs401,
     /// SSE `page` events are named `snapshot` (6).
     RenamedPageEvents,
+    /// Event pages tell the latest turn's state beside `events`, as a string and a boolean
+    /// (2.11: lifecycle changes are entries, never separate top-level fields).
+    StateBesideEvents,
 }
 
 impl Fault {
-    pub(crate) const ALL: [Fault; 8] = [
+    pub(crate) const ALL: [Fault; 9] = [
         Fault::IgnoresBadCursor,
         Fault::ExpiredIs400,
         Fault::IgnoresExpiry,
@@ -63,6 +68,7 @@ impl Fault {
         Fault::BuildWithoutAttestation,
         Fault::StageForbiddenIs401,
         Fault::RenamedPageEvents,
+        Fault::StateBesideEvents,
     ];
 
     /// The checks (or categories) a run against this fault takes, and the normative checks it
@@ -87,6 +93,10 @@ impl Fault {
             ),
             Fault::StageForbiddenIs401 => (&["auth.matrix.svmStage"], &["auth.matrix.svmStage"]),
             Fault::RenamedPageEvents => (&["agent.sse"], &["agent.sse.events"]),
+            Fault::StateBesideEvents => (
+                &["agent.events", "schema.event-page"],
+                &["schema.event-page"],
+            ),
         }
     }
 }
@@ -129,9 +139,12 @@ fn translated_query(query: &str) -> String {
     query
         .split('&')
         .filter(|pair| !pair.is_empty() && !pair.starts_with("cursor="))
-        .map(|pair| match pair.strip_prefix("after=") {
-            Some(value) => format!("cursor={value}"),
-            None => pair.to_owned(),
+        .map(|pair| match pair.split_once('=') {
+            Some(("after", value)) => format!("cursor={value}"),
+            Some(("wait", value)) if value.parse::<u64>().is_ok_and(|wait| wait > 30_000) => {
+                "wait=1000".to_owned()
+            }
+            _ => pair.to_owned(),
         })
         .collect::<Vec<_>>()
         .join("&")
@@ -317,6 +330,14 @@ pub(crate) async fn front(
             .unwrap()
             .entry(key)
             .or_insert_with(Instant::now);
+    }
+    if team.has(Fault::StateBesideEvents)
+        && is_events
+        && status.is_success()
+        && let Some(page) = answer.as_object_mut()
+    {
+        page.insert("turnState".into(), json!("complete"));
+        page.insert("done".into(), json!(true));
     }
     let mut invalid_cursor = code(&answer) == Some("invalid_cursor");
     if team.has(Fault::ExpiredIs400) && is_events && status == StatusCode::GONE {

@@ -63,6 +63,16 @@ enum Fault {
     PlainTextNotFound,
     /// Simulation steps of commit results start at 0.
     StepZero,
+    /// Simulation steps of Builds start at 0; a Build presented back is taken as issued.
+    BuildStepZero,
+    /// A stream opened with a cursor replays the log from its start.
+    StreamIgnoresCursor,
+    /// Every 401 is answered 500.
+    UnauthorizedIs500,
+    /// A poll held 20 s is answered 503.
+    HeldPollIs503,
+    /// Turns are `thinking`, not `processing`, while they run.
+    SixthTurnState,
     /// The statement is down.
     StatementDown,
     /// The operation descriptor's kind is not `operation`.
@@ -122,7 +132,7 @@ enum Fault {
 }
 
 impl Fault {
-    const ALL: [Fault; 46] = [
+    const ALL: [Fault; 51] = [
         Fault::ExtraSimulationField,
         Fault::BadCursorIs500,
         Fault::AcceptsExpiredBuild,
@@ -142,6 +152,11 @@ impl Fault {
         Fault::ReopensTurns,
         Fault::PlainTextNotFound,
         Fault::StepZero,
+        Fault::BuildStepZero,
+        Fault::StreamIgnoresCursor,
+        Fault::UnauthorizedIs500,
+        Fault::HeldPollIs503,
+        Fault::SixthTurnState,
         Fault::StatementDown,
         Fault::DescriptorKind,
         Fault::BuildVersion1,
@@ -175,15 +190,14 @@ impl Fault {
     /// every other check must pass.
     fn breaks(self) -> &'static [&'static str] {
         match self {
-            Fault::ExtraSimulationField => &[
-                "schema.simulation",
-                "schema.responses",
-                "stateful.evmBuild",
-                "stateful.svmStage",
-            ],
+            // A commit result's shape is not shown: only the profile's schemas judge it.
+            Fault::ExtraSimulationField => {
+                &["schema.responses", "stateful.evmBuild", "stateful.svmStage"]
+            }
             Fault::BadCursorIs500 => &[
                 "agent.events.invalid-cursor",
                 "agent.events.foreign-cursor",
+                "limits.wait",
                 "schema.negative.profile",
             ],
             Fault::AcceptsExpiredBuild => &["pipeline.commit-expired"],
@@ -206,7 +220,8 @@ impl Fault {
                 "auth.matrix.interruptTurn",
                 "auth.matrix.resolveAction",
             ],
-            Fault::RenamesPageEvents => &["agent.sse.events", "agent.sse.ids", "agent.sse.resume"],
+            // Without a `page` event there is no cursor to resume from: inconclusive.
+            Fault::RenamesPageEvents => &["agent.sse.events", "agent.sse.ids"],
             Fault::IgnoresWait => &[
                 "agent.events.wait",
                 "agent.events.wake",
@@ -238,12 +253,43 @@ impl Fault {
                 "schema.responses",
                 "stateful.startChat",
             ],
-            Fault::StepZero => &[
+            Fault::StepZero => &["schema.responses", "stateful.evmBuild", "stateful.svmStage"],
+            // Part 8's lower bound is normative: every check that asks for a Build fails.
+            Fault::BuildStepZero => &[
                 "limits.step",
+                "mcp.build",
+                "pipeline.attestation",
+                "pipeline.build",
+                "pipeline.commit",
+                "pipeline.commit-expired",
+                "pipeline.commit-resimulates",
+                "pipeline.commit-tampered",
+                "pipeline.digest",
+                "pipeline.svm",
                 "schema.simulation",
                 "schema.responses",
                 "stateful.evmBuild",
                 "stateful.svmStage",
+            ],
+            // The stream refuses no cursor either: the profile's refusals are missed.
+            Fault::UnauthorizedIs500 => &[
+                "auth.matrix.*",
+                "auth.oauth",
+                "mcp.unauthorized",
+                "mcp.audience",
+            ],
+            Fault::HeldPollIs503 => &["agent.events.wake"],
+            // Only the pages are renamed, not the stream: the two projections differ.
+            Fault::SixthTurnState => &[
+                "agent.sse.resume",
+                "agent.turns.terminal",
+                "schema.responses",
+                "stateful.startChat",
+            ],
+            Fault::StreamIgnoresCursor => &[
+                "agent.events.expired-cursor",
+                "agent.events.invalid-cursor",
+                "agent.sse.resume",
             ],
             Fault::StatementDown => &["account.statement", "schema.negative.profile"],
             Fault::DescriptorKind => &["pipeline.operation-descriptor", "schema.responses"],
@@ -270,6 +316,7 @@ impl Fault {
             Fault::DropsNulls => &["schema.negative.normative", "schema.negative.profile"],
             Fault::ArchivedAsString => &[
                 "agent.sessions.update",
+                "schema.negative.normative",
                 "schema.responses",
                 "stateful.startChat",
             ],
@@ -278,11 +325,8 @@ impl Fault {
             Fault::AppNameAsNumber => &["pipeline.apps", "schema.responses", "mcp.catalog-tool"],
             Fault::SkillAsNumber => &["schema.responses"],
             Fault::PresentAsString => &["account.install", "schema.responses"],
-            Fault::CommitsNothing => &[
-                "pipeline.commit",
-                "pipeline.commit-resimulates",
-                "pipeline.commit-tampered",
-            ],
+            // The spends re-simulate against an unfunded account: inconclusive.
+            Fault::CommitsNothing => &["pipeline.commit", "pipeline.commit-tampered"],
             Fault::McpNoResourceMetadata => &["mcp.unauthorized"],
             Fault::McpAcceptsOtherAudience => &["mcp.audience"],
             Fault::McpDown => &[
@@ -545,6 +589,11 @@ async fn inject(State(injector): State<Arc<Injector>>, request: Request, next: N
         Fault::ReopensTurns => reopens_turns(injector, seen, request, next).await,
         Fault::PlainTextNotFound => plain_text_not_found(request, next).await,
         Fault::StepZero => step_zero(seen, request, next).await,
+        Fault::BuildStepZero => build_step_zero(injector, seen, request, next).await,
+        Fault::StreamIgnoresCursor => stream_ignores_cursor(seen, request, next).await,
+        Fault::UnauthorizedIs500 => unauthorized_is_500(request, next).await,
+        Fault::HeldPollIs503 => held_poll_is_503(seen, request, next).await,
+        Fault::SixthTurnState => sixth_turn_state(seen, request, next).await,
         Fault::StatementDown => statement_down(seen, request, next).await,
         Fault::DescriptorKind => descriptor_kind(seen, request, next).await,
         Fault::BuildVersion1 => build_version_1(seen, request, next).await,
@@ -826,6 +875,76 @@ async fn step_zero(seen: &Seen, request: Request, next: Next) -> Response {
             change["step"] = json!(0);
         }
         true
+    })
+    .await
+}
+
+/// Sets the simulation steps of Builds to 0, and presents the Build it issued in place of one
+/// presented back to it.
+async fn build_step_zero(
+    injector: &Injector,
+    seen: &Seen,
+    request: Request,
+    next: Next,
+) -> Response {
+    if !seen.is_lifecycle {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let (bytes, build) = read_json(body).await;
+    let bytes = as_issued(injector, &build, bytes);
+    let response = next.run(with_body(parts, bytes)).await;
+    edit_ok_json(response, |value| {
+        if committed(value) {
+            return false;
+        }
+        record_build(injector, value);
+        let simulation = &mut value["simulation"];
+        for entry in ["logs", "balanceChanges"] {
+            for item in simulation[entry].as_array_mut().into_iter().flatten() {
+                item["step"] = json!(0);
+            }
+        }
+        true
+    })
+    .await
+}
+
+/// Opens a stream without the cursor it was asked to resume from.
+async fn stream_ignores_cursor(seen: &Seen, mut request: Request, next: Next) -> Response {
+    if seen.path.ends_with("/stream") && !seen.query.is_empty() {
+        *request.uri_mut() = seen.path.parse().expect("a path");
+    }
+    next.run(request).await
+}
+
+/// Answers 500 in place of every 401.
+async fn unauthorized_is_500(request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    if response.status() == StatusCode::UNAUTHORIZED {
+        return error_response(StatusCode::INTERNAL_SERVER_ERROR, "internal", "no token");
+    }
+    response
+}
+
+/// Answers 503 to a poll held 20 s.
+async fn held_poll_is_503(seen: &Seen, request: Request, next: Next) -> Response {
+    if seen.is_events && seen.query.split('&').any(|pair| pair == "wait=20000") {
+        return error_response(StatusCode::SERVICE_UNAVAILABLE, "busy", "try later");
+    }
+    next.run(request).await
+}
+
+/// Names the `processing` state of turns `thinking` in event pages.
+async fn sixth_turn_state(seen: &Seen, request: Request, next: Next) -> Response {
+    edit_answer(seen.is_events, request, next, |page| {
+        let entries = page["events"].as_array_mut().into_iter().flatten();
+        let mut renamed = false;
+        for entry in entries.filter(|entry| entry["state"] == "processing") {
+            entry["state"] = json!("thinking");
+            renamed = true;
+        }
+        renamed
     })
     .await
 }

@@ -13,10 +13,10 @@ fn schema(name: &str) -> &'static Value {
 }
 
 fn operation(method: &str, path: &str) -> &'static Value {
-    openapi()["paths"]
-        .get(path)
-        .and_then(|item| item.get(method.to_lowercase()))
+    let operation = intent_tests::document().by_template(method, path);
+    &operation
         .unwrap_or_else(|| panic!("no operation {method} {path}"))
+        .object
 }
 
 fn is_profile(value: &Value) -> bool {

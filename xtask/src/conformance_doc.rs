@@ -57,9 +57,12 @@ fn coverage_table(checks: &[Check]) -> String {
     out
 }
 
-/// Each fact with the normative checks that assert it, or why none can.
+/// Each fact with the normative checks that assert it (and the condition under which they reach
+/// it), or why none can. The first row of each part of the document (`5.4`, the id before its
+/// slug) carries the anchor `part-5.4`, which a reference to "part 5.4" resolves to.
 fn facts_table(checks: &[Check]) -> String {
-    let mut out = String::from("| Fact | Statement | Asserted by |\n|---|---|---|\n");
+    let mut out = String::from("| Part | Fact | Statement | Asserted by |\n|---|---|---|---|\n");
+    let mut anchored = std::collections::BTreeSet::new();
     for fact in facts::all() {
         let by = match facts::standing(fact, checks) {
             Standing::Untestable => format!(
@@ -67,15 +70,30 @@ fn facts_table(checks: &[Check]) -> String {
                 fact.untestable.as_deref().unwrap_or_default()
             ),
             Standing::Uncovered => "**no normative check**".to_owned(),
-            Standing::Covered => facts::normative_checks(fact, checks)
-                .iter()
-                .map(|id| format!("`{id}`"))
-                .collect::<Vec<_>>()
-                .join(", "),
+            Standing::Covered => {
+                let by = facts::normative_checks(fact, checks)
+                    .iter()
+                    .map(|id| format!("`{id}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                match &fact.conditional {
+                    Some(condition) => format!("{by}, only {condition}"),
+                    None => by,
+                }
+            }
+        };
+        let part = fact
+            .id
+            .rsplit_once('.')
+            .map_or(fact.part.as_str(), |(part, _)| part);
+        let part = if anchored.insert(part) {
+            format!("<a id=\"part-{part}\"></a>{part}")
+        } else {
+            part.to_owned()
         };
         let _ = writeln!(
             out,
-            "| `{}` | {} | {} |",
+            "| {part} | `{}` | {} | {} |",
             fact.id,
             fact.text.replace('|', "\\|"),
             by
@@ -176,7 +194,11 @@ fn document() -> String {
         "\n## The document, fact by fact\n\n\
          Every statement of `{}` is an entry of `conformance/facts.json`, with the normative checks \
          that assert it, or why no check from outside a deployment can. \
-         `cargo xtask conformance-doc --check` fails when a testable fact has no normative check.\n\n\
+         `cargo xtask conformance-doc --check` fails when a testable fact has no normative check. \
+         A reference to \"part 5.4\" in the code, the docs or a report is to the row anchored \
+         `part-5.4` below (part 0 is the document's opening paragraph). A fact asserted \
+         \"only\" under a condition is asserted by a run only where the run's report lists it \
+         among the facts it asserted.\n\n\
          {}\n{}",
         facts::list().document,
         coverage_table(checks),

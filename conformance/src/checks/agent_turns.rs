@@ -4,7 +4,7 @@ use reqwest::Method;
 
 use super::{TERMINAL, poll, run, settle, start_turn, start_turn_saying, turn_state, turn_states};
 use crate::check::{Category, Check};
-use crate::finding::{Verdict, ensure, skip};
+use crate::finding::{Verdict, ensure, profile, skip};
 use crate::target::{Role, Target};
 
 pub(super) fn checks() -> Vec<Check> {
@@ -12,7 +12,7 @@ pub(super) fn checks() -> Vec<Check> {
         Check {
             id: "agent.turns.terminal".into(),
             category: Category::AgentTurns,
-            requirement: "A turn MUST take only the five states of part 3, and reach one of complete, failed, interrupted or awaiting_action, once, and then stay in it.",
+            requirement: "A turn MUST take only the five states of part 3 and reach one of complete, failed, interrupted or awaiting_action (ending once and staying there is a profile assertion).",
             section: "3",
             rests_on: vec!["POST /v1/agent/chat", "GET /v1/agent/chat/{sessionId}"],
             operation: None,
@@ -49,19 +49,24 @@ async fn terminal(target: &Target) -> Verdict {
         .iter()
         .filter(|state| TERMINAL.contains(state))
         .count();
-    ensure(
-        ends == 1 && TERMINAL.contains(states.last().unwrap_or(&"")),
-        || format!("turn {turn} went through {states:?}"),
-    )?;
+    // Part 1: a turn is polled until it reaches a terminal state. How it gets there, and
+    // whether it leaves it, are transitions part 3 does not show: the profile's.
+    ensure(TERMINAL.contains(states.last().unwrap_or(&"")), || {
+        format!("turn {turn} went through {states:?} and reached no state that ends polling")
+    })?;
+    profile(ends == 1, || {
+        format!("turn {turn} went through {states:?}: the profile's turns end once")
+    });
     let later = poll(target, token, &session, Some(&cursor), "wait=1000").await?;
-    later.ensure_status(200, "a poll after the turn ended")?;
+    later.ensure_success("a poll after the turn ended")?;
     let after = later.body["events"].as_array().cloned().unwrap_or_default();
-    ensure(turn_state(target, &after, &turn).is_none(), || {
+    profile(turn_state(target, &after, &turn).is_none(), || {
         format!(
-            "turn {turn} changed state after it ended: {:?}",
+            "turn {turn} changed state after it ended: {:?}, where the profile's stay",
             turn_state(target, &after, &turn)
         )
-    })
+    });
+    Ok(())
 }
 
 async fn interrupt(target: &Target) -> Verdict {

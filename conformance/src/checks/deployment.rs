@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::inputs::build_request;
 use super::pipeline::EVM;
-use super::{nanos, run, seqs, settle, start_turn, text};
+use super::{nanos, run, seqs, settle, settled_session, start_turn, text};
 use crate::check::{Category, Check};
 use crate::finding::{Finding, Verdict, ensure, fail};
 use crate::target::Reader;
@@ -80,17 +80,6 @@ async fn peer_page(
         .await
 }
 
-/// A settled session with one turn, read through the first address: (session, log, cursor).
-async fn settled_session(
-    target: &Target,
-    token: &str,
-    label: &str,
-) -> Result<(String, Vec<Value>, String), Finding> {
-    let (session, turn) = start_turn(target, token, None, label).await?;
-    let (events, cursor) = settle(target, token, &session, &turn).await?;
-    Ok((session, events, cursor))
-}
-
 async fn cursor(target: &Target) -> Verdict {
     let token = &target.role(Role::Agent).await?;
     target.peer()?;
@@ -101,10 +90,10 @@ async fn cursor(target: &Target) -> Verdict {
         .bearer(token)
         .send()
         .await?;
-    first.ensure_status(200, "a page of one event")?;
+    first.ensure_success("a page of one event")?;
     let cursor = text(&first.body, "/cursor")?;
     let reply = peer_page(target, token, &session, cursor, 0).await?;
-    reply.ensure_status(200, "the first address's cursor on the peer")?;
+    reply.ensure_success("the first address's cursor on the peer")?;
     let got = seqs(
         reply.body["events"]
             .as_array()
@@ -130,7 +119,7 @@ async fn wake(target: &Target) -> Verdict {
     let (reply, sent) = tokio::join!(waiting, append);
     let (reply, sent) = (reply?, sent?);
     let woke = sent.elapsed();
-    reply.ensure_status(200, "the long-poll on the peer")?;
+    reply.ensure_success("the long-poll on the peer")?;
     let events = reply.body["events"].as_array().map_or(0, Vec::len);
     ensure(events > 0 && woke <= WAKE_WITHIN, || {
         format!(

@@ -16,8 +16,8 @@ use serde_json::{Value, json};
 
 use super::run;
 use crate::check::{Category, Check};
-use crate::finding::{Finding, Verdict, ensure, fail};
-use crate::target::{Role, Target};
+use crate::finding::{Finding, Verdict, ensure, fail, profile};
+use crate::target::{Reply, Role, Target};
 
 const AGENT_MCP: &str = "/v1/agent/mcp";
 const PIPELINE_MCP: &str = "/v1/pipeline/mcp";
@@ -29,7 +29,7 @@ pub(super) fn checks() -> Vec<Check> {
         Check {
             id: "mcp.unauthorized".into(),
             category: Category::Mcp,
-            requirement: "An MCP resource MUST answer a request without a token with 401 and a WWW-Authenticate challenge whose resource_metadata names that MCP resource's metadata (RFC 9728).",
+            requirement: "An MCP resource MUST refuse a request without a token with a 4xx (401 with a WWW-Authenticate challenge whose resource_metadata names that MCP resource's metadata, RFC 9728, is a profile assertion).",
             section: "5.4",
             rests_on: RESOURCES.to_vec(),
             operation: None,
@@ -38,7 +38,7 @@ pub(super) fn checks() -> Vec<Check> {
         Check {
             id: "mcp.audience".into(),
             category: Category::Mcp,
-            requirement: "An MCP resource MUST refuse with 401 a token bound to another resource, such as the Agent's.",
+            requirement: "An MCP resource MUST refuse with a 4xx a token bound to another resource, such as the Agent's (401 is a profile assertion).",
             section: "5.2",
             rests_on: RESOURCES.to_vec(),
             operation: None,
@@ -175,7 +175,13 @@ async fn post_initialize(
 async fn unauthorized(target: &Target) -> Verdict {
     for path in [AGENT_MCP, PIPELINE_MCP] {
         let reply = post_initialize(target, path, None).await?;
-        reply.ensure_status(401, &format!("POST {path} without a token"))?;
+        let what = format!("POST {path} without a token");
+        // Part 5.4 names the protected resource; how it is spoken to, and its 401 with an RFC
+        // 9728 challenge, are the profile's (`#/x-mcp`).
+        refused(&reply, &what)?;
+        profile(reply.status == 401, || {
+            format!("{what}: {}, where the profile answers 401", reply.status)
+        });
         let challenge = reply
             .headers
             .get("www-authenticate")
@@ -185,21 +191,36 @@ async fn unauthorized(target: &Target) -> Verdict {
             .split("resource_metadata=\"")
             .nth(1)
             .and_then(|rest| rest.split('"').next());
-        ensure(metadata.is_some_and(|url| url.ends_with(path)), || {
+        profile(metadata.is_some_and(|url| url.ends_with(path)), || {
             format!(
                 "POST {path}: the challenge {challenge:?} names no resource_metadata ending in {path}"
             )
-        })?;
+        });
     }
     Ok(())
 }
 
 async fn audience(target: &Target) -> Verdict {
     let agent = &target.role(Role::Agent).await?;
-    post_initialize(target, AGENT_MCP, Some(agent))
-        .await?
-        .ensure_status(401, "the Agent's token on Agent MCP")?;
+    let reply = post_initialize(target, AGENT_MCP, Some(agent)).await?;
+    let what = "the Agent's token on Agent MCP";
+    refused(&reply, what)?;
+    profile(reply.status == 401, || {
+        format!("{what}: {}, where the profile answers 401", reply.status)
+    });
     Ok(())
+}
+
+/// Fails unless an MCP resource refused the request: a 4xx (an MCP answer need not be the
+/// interface's envelope).
+fn refused(reply: &Reply, what: &str) -> Verdict {
+    ensure((400..500).contains(&reply.status), || {
+        format!(
+            "{what}: {} {}, not refused",
+            reply.status,
+            crate::finding::excerpt(&reply.text)
+        )
+    })
 }
 
 async fn initialize(target: &Target) -> Verdict {

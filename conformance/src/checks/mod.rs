@@ -13,6 +13,7 @@ pub mod inputs;
 mod limits;
 mod mcp;
 mod negative;
+mod page_members;
 mod pipeline;
 mod schema;
 mod stateful;
@@ -203,7 +204,7 @@ pub(crate) async fn read(target: &Target, token: &str, path: &str) -> Result<Val
         .bearer(token)
         .send()
         .await?;
-    reply.ensure_status(200, &format!("GET {path}"))?;
+    reply.ensure_success(&format!("GET {path}"))?;
     Ok(reply.body)
 }
 
@@ -244,6 +245,17 @@ pub(crate) async fn cursor_taken(
             crate::finding::excerpt(&reply.text)
         ),
     ))
+}
+
+/// A session with one settled turn: its id, its log and the cursor after it.
+pub(crate) async fn settled_session(
+    target: &Target,
+    token: &str,
+    message: &str,
+) -> Result<(String, Vec<Value>, String), Finding> {
+    let (session, turn) = start_turn(target, token, None, message).await?;
+    let (events, cursor) = settle(target, token, &session, &turn).await?;
+    Ok((session, events, cursor))
 }
 
 /// `GET /v1/agent/chat/{session}` with an optional cursor and wait.
@@ -292,7 +304,7 @@ pub(crate) async fn read_pages(
     let mut cursor: Option<String> = start.map(str::to_owned);
     for _ in 0..1000 {
         let reply = poll(target, token, session, cursor.as_deref(), query).await?;
-        reply.ensure_status(200, "reading the event log")?;
+        reply.ensure_success("reading the event log")?;
         let events = reply.body["events"]
             .as_array()
             .ok_or_else(|| Finding::Fail("an EventPage without `events`".into()))?;
@@ -414,26 +426,22 @@ pub(crate) fn encode(value: &str) -> String {
         .collect()
 }
 
-/// Every object under a `simulation` member of `body`, at any depth.
-pub(crate) fn simulations(body: &Value) -> Vec<&Value> {
-    let mut found = Vec::new();
-    let mut stack = vec![body];
-    while let Some(value) = stack.pop() {
-        match value {
-            Value::Object(members) => {
-                for (name, member) in members {
-                    if name == "simulation" && member.is_object() {
-                        found.push(member);
-                    } else {
-                        stack.push(member);
-                    }
-                }
-            }
-            Value::Array(items) => stack.extend(items),
-            _ => {}
-        }
-    }
-    found
+/// The simulation of a Build a lifecycle endpoint answered: the `simulation` member of a
+/// success to a request that presents no Build (part 4.1: "200 PipelineBuild"). Commit results,
+/// `summary` and `actions` have shapes the document does not show.
+pub(crate) fn build_simulation(seen: &crate::target::Seen) -> Option<&Value> {
+    let route = seen.request.split('?').next().unwrap_or(&seen.request);
+    let lifecycle =
+        route.ends_with("/v1/pipeline/evm/build") || route.ends_with("/v1/pipeline/svm/stage");
+    // A request body cut short (not JSON) counts as presenting a Build: left out, never misjudged.
+    let presents = seen.exchange.request_body.as_deref().is_some_and(|body| {
+        serde_json::from_str::<Value>(body).map_or(true, |body| crate::spec::presents_build(&body))
+    });
+    let answered = lifecycle && (200..300).contains(&seen.status) && !presents;
+    answered
+        .then(|| seen.body.get("simulation"))
+        .flatten()
+        .filter(|simulation| simulation.is_object())
 }
 
 #[cfg(test)]

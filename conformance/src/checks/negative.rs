@@ -1,7 +1,9 @@
 //! Negative checks derived from openapi.json, like a schema fuzzer's negative phase but
 //! deterministic: from each operation's request example and schema, and from its query
-//! parameters, requests that break exactly one rule. Each must be refused with a 4xx in the error
-//! envelope and change nothing. A case is normative when the rule it breaks is.
+//! parameters, requests that break exactly one rule. A case is normative when the rule it breaks
+//! is. Our profile refuses each with a 4xx in the error envelope and changes nothing; the document
+//! states the rules, not how a request that breaks one is met, so the normative level asks only
+//! that an error come in the envelope and that the session still hold its schema.
 
 use std::fmt::Write as _;
 
@@ -20,7 +22,7 @@ pub(super) fn checks() -> Vec<Check> {
         Check {
             id: "schema.negative.normative".into(),
             category: Category::Schema,
-            requirement: "A request that breaks a normative rule of openapi.json (a member's type, `null` where it is not nullable, a body that is not an object, a parameter's type or bound) MUST be refused with a 4xx in the error envelope, never 2xx or 5xx, and MUST change nothing.",
+            requirement: "A request that breaks a normative rule of openapi.json (a member's type, `null` where it is not nullable, a body that is not an object, a parameter's type or bound) MUST NOT be answered with an error outside the envelope, and MUST leave the session holding its schema (being refused with a 4xx and changing nothing is a profile assertion).",
             section: "4, 7",
             rests_on: vec![
                 "#/components/schemas/SessionUpdate",
@@ -328,8 +330,11 @@ async fn state(target: &Target, agent: &str, session: &str) -> Result<Value, Fin
     Ok(state)
 }
 
-/// Sends every case of the level (`profile` or normative); each must get a 4xx envelope, and
-/// the session and statement must read the same afterwards.
+/// Sends every case of the level (`profile` or normative). At the profile's level each must get
+/// a 4xx envelope and the session and statement must read the same afterwards. At the normative
+/// level the document states the rules, not that a request breaking one is refused rather than
+/// clamped or ignored: an error must come in the envelope (part 7.1), and the session must still
+/// hold its normative schema afterwards; refusing and changing nothing are profile assertions.
 async fn refused(target: &Target, profile: bool) -> Verdict {
     let agent = &target.role(Role::Agent).await?;
     let (session, _) = start_turn(target, agent, None, "hello").await?;
@@ -347,7 +352,7 @@ async fn refused(target: &Target, profile: bool) -> Verdict {
         return skip("openapi.json yields no case of this level");
     }
     let before = state(target, agent, &session).await?;
-    let mut wrong = Vec::new();
+    let (mut unrefused, mut outside) = (Vec::new(), Vec::new());
     let mut sent = 0;
     for case in &cases {
         let method = &case.operation.method;
@@ -366,30 +371,70 @@ async fn refused(target: &Target, profile: bool) -> Verdict {
         }
         let reply = request.send().await?;
         sent += 1;
-        if !((400..500).contains(&reply.status) && reply.body.get("error").is_some()) {
+        let enveloped = reply.body.get("error").is_some();
+        if !((400..500).contains(&reply.status) && enveloped) {
             let path = excerpt(&case.path);
             let mut line = format!("{method} {path} ({})", case.breaks);
             if let Some(body) = &case.body {
                 let _ = write!(line, " {}", excerpt(&body.to_string()));
             }
             let _ = write!(line, " -> {} {}", reply.status, excerpt(&reply.text));
-            wrong.push(line);
+            if reply.status >= 400 && !enveloped {
+                outside.push(line.clone());
+            }
+            unrefused.push(line);
         }
     }
-    ensure(wrong.is_empty(), || {
+    let listed = |lines: &[String]| {
+        lines
+            .iter()
+            .take(10)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    let after = state(target, agent, &session).await?;
+    if profile {
+        ensure(unrefused.is_empty(), || {
+            format!(
+                "{} of {sent} invalid requests were not refused with a 4xx envelope: {}",
+                unrefused.len(),
+                listed(&unrefused)
+            )
+        })?;
+        return ensure(before == after, || {
+            format!(
+                "the refused requests changed the session or statement: {before} became {after}"
+            )
+        });
+    }
+    crate::finding::profile(unrefused.is_empty(), || {
         format!(
-            "{} of {sent} invalid requests were not refused with a 4xx envelope: {}",
-            wrong.len(),
-            wrong
-                .iter()
-                .take(10)
-                .cloned()
-                .collect::<Vec<_>>()
-                .join("; ")
+            "{} of {sent} invalid requests were not refused with a 4xx envelope, as the profile \
+             refuses them: {}",
+            unrefused.len(),
+            listed(&unrefused)
+        )
+    });
+    crate::finding::profile(before == after, || {
+        format!("the invalid requests changed the session or statement: {before} became {after}")
+    });
+    ensure(outside.is_empty(), || {
+        format!(
+            "{} of {sent} invalid requests got an error outside the envelope: {}",
+            outside.len(),
+            listed(&outside)
         )
     })?;
-    let after = state(target, agent, &session).await?;
-    ensure(before == after, || {
-        format!("the refused requests changed the session or statement: {before} became {after}")
+    let read_back = read(target, agent, &format!("/v1/agent/sessions/{session}")).await?;
+    let Some(schema) = spec().normative_component("Session") else {
+        return Err(Finding::Error("openapi.json has no Session".into()));
+    };
+    let errors = schema.errors(&read_back);
+    ensure(errors.is_empty(), || {
+        format!(
+            "after the invalid requests, the session no longer holds its schema: {}",
+            errors.join("; ")
+        )
     })
 }

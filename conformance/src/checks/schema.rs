@@ -2,7 +2,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{run, simulations};
+use super::page_members::{PAGE_FIELDS, entry_kind};
+use super::{build_simulation, run};
 use crate::check::{Category, Check};
 use crate::finding::{Broke, Finding, Verdict, cite, ensure, skip};
 use crate::spec::Level;
@@ -23,7 +24,7 @@ pub(super) fn checks() -> Vec<Check> {
         Check {
             id: "schema.media-type".into(),
             category: Category::Schema,
-            requirement: "Every response body but a stream's MUST be `application/json`, success and error alike.",
+            requirement: "Every response body of an operation of the document but a stream's MUST be `application/json`, success and error alike.",
             section: "4",
             rests_on: vec!["#/components/schemas/ErrorEnvelope"],
             operation: None,
@@ -32,7 +33,7 @@ pub(super) fn checks() -> Vec<Check> {
         Check {
             id: "schema.simulation".into(),
             category: Category::Schema,
-            requirement: "Every simulation MUST hold exactly the fields of parts 2.2 to 2.8, with their types, and no other property.",
+            requirement: "The simulation of every Build a lifecycle endpoint answers MUST hold exactly the fields of parts 2.2 to 2.8, with their types, and no other property.",
             section: "2.2",
             rests_on: vec!["#/components/schemas/PipelineSimulation"],
             operation: None,
@@ -41,7 +42,7 @@ pub(super) fn checks() -> Vec<Check> {
         Check {
             id: "schema.event-page".into(),
             category: Category::Schema,
-            requirement: "Messages, tool activity, actions, errors and lifecycle changes MUST be entries of an EventPage's `events`, never separate top-level fields (a list or an object beside them).",
+            requirement: "Messages, tool activity, actions, errors and lifecycle changes MUST be entries of an EventPage's `events`: no member beside its four fields MAY carry one, in any JSON type (told by its name, a turn state, or such a name or state inside it); another extra member is a profile finding.",
             section: "2.11",
             rests_on: vec!["#/components/schemas/EventPage"],
             operation: None,
@@ -110,8 +111,7 @@ async fn media_type(target: &Target) -> Verdict {
                 .response_body
                 .as_deref()
                 .is_some_and(|body| !body.is_empty())
-                && seen.request.contains(" /v1/")
-                && !seen.request.ends_with("/mcp")
+                && of_the_document(&seen.request)
         })
         .collect();
     if bodies.is_empty() {
@@ -161,12 +161,8 @@ async fn simulation(target: &Target) -> Verdict {
     let mut broke = Vec::new();
     let seen = target.seen();
     // Simulations of Builds, as the lifecycle endpoints answer them.
-    let lifecycle = |request: &str| {
-        let route = request.split('?').next().unwrap_or(request);
-        route.ends_with("/evm/build") || route.ends_with("/svm/stage")
-    };
-    for seen in seen.iter().filter(|seen| lifecycle(&seen.request)) {
-        for simulation in simulations(&seen.body) {
+    for seen in &seen {
+        if let Some(simulation) = build_simulation(seen) {
             count += 1;
             let differs = profiled.errors(simulation);
             crate::finding::profile(differs.is_empty(), || {
@@ -202,32 +198,31 @@ async fn simulation(target: &Target) -> Verdict {
 }
 
 async fn event_page(target: &Target) -> Verdict {
-    let fields = spec()
-        .element("#/components/schemas/EventPage/properties")
-        .and_then(|properties| properties.as_object())
-        .ok_or_else(|| Finding::Error("openapi.json has no EventPage properties".into()))?;
     let pages: Vec<_> = target
         .seen()
         .into_iter()
-        .filter(|seen| seen.status == 200 && seen.request.starts_with("GET /v1/agent/chat/"))
+        .filter(|seen| {
+            (200..300).contains(&seen.status) && seen.request.starts_with("GET /v1/agent/chat/")
+        })
         .collect();
     if pages.is_empty() {
         return skip("no event page was seen in this run (run the agent checks too)");
     }
-    // Entries as separate top-level fields (a list or an object beside `events`) break part
-    // 2.11; another extra member is only off our profile.
+    // A member beside the four fields that carries an entry breaks part 2.11; another is only
+    // off our profile.
     let mut cited = Vec::new();
     let mut other = Vec::new();
     let mut entries = Vec::new();
     for seen in &pages {
         let members = seen.body.as_object().into_iter().flatten();
-        for (name, value) in members.filter(|(name, _)| !fields.contains_key(*name)) {
+        for (name, value) in members.filter(|(name, _)| !PAGE_FIELDS.contains(&name.as_str())) {
             let line = format!("`{name}` in {} (from {})", seen.request, seen.check);
-            if value.is_array() || value.is_object() {
-                cited.push(&seen.exchange);
-                entries.push(line);
-            } else {
-                other.push(line);
+            match entry_kind(name, value) {
+                Some(kind) => {
+                    cited.push(&seen.exchange);
+                    entries.push(format!("{line}, carrying {kind}"));
+                }
+                None => other.push(line),
             }
         }
     }
@@ -237,7 +232,7 @@ async fn event_page(target: &Target) -> Verdict {
     });
     ensure(entries.is_empty(), || {
         format!(
-            "{} members of {} pages hold entries beside `events`: {}",
+            "{} members of {} pages carry entries beside `events`: {}",
             entries.len(),
             pages.len(),
             entries

@@ -123,6 +123,7 @@ impl Ledger {
             target: upstream.to_owned(),
             started: self.started_unix,
             millis: self.started.elapsed().as_millis() as u64,
+            facts: crate::facts::reached(&outcomes),
             outcomes,
             coverage,
             warnings: Vec::new(),

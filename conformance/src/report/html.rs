@@ -67,6 +67,7 @@ pub fn html(report: &Report) -> String {
                 }
                 h2 { "Coverage" }
                 p { (report.coverage_summary()) "." }
+                p { (report.facts.summary()) "." }
                 table {
                     tr { th { "Operation" } th { "Statuses answered" } }
                     @for operation in &report.coverage {

@@ -71,6 +71,7 @@ pub fn summary(report: &Report) -> String {
         let _ = writeln!(out, "- `{}`: {}", outcome.id, cut(message));
     }
     let _ = writeln!(out, "\n### Coverage\n\n{}", report.coverage_summary());
+    let _ = writeln!(out, "\n{}", report.facts.summary());
     out
 }
 

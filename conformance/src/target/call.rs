@@ -52,6 +52,43 @@ impl Reply {
         Ok(self)
     }
 
+    /// Fails unless the status is a success (2xx): the document gives no success status in parts
+    /// 4.2 and 4.3. That it is 200, the profile's, is a profile assertion.
+    pub fn ensure_success(&self, what: &str) -> Result<&Self, Finding> {
+        let success = (200..300).contains(&self.status);
+        if !success {
+            crate::finding::breaking([Broke::Status {
+                what: crate::finding::shape(what),
+                expected: 200,
+                seen: self.status,
+            }]);
+        }
+        crate::finding::ensure(success, || {
+            format!(
+                "{what}: expected a success (2xx), got {} {}",
+                self.status,
+                excerpt(&self.text)
+            )
+        })?;
+        crate::finding::profile(self.status == 200, || {
+            format!("{what}: {}, where the profile answers 200", self.status)
+        });
+        Ok(self)
+    }
+
+    /// Fails unless the request was refused: a 4xx with an error envelope.
+    pub fn ensure_refused(&self, what: &str) -> Result<&Self, Finding> {
+        let refused = (400..500).contains(&self.status) && self.body.get("error").is_some();
+        crate::finding::ensure(refused, || {
+            format!(
+                "{what}: {} {}, not a refusal in the error envelope",
+                self.status,
+                excerpt(&self.text)
+            )
+        })?;
+        Ok(self)
+    }
+
     /// Fails unless the status is `expected` and the body is an error envelope.
     pub fn ensure_envelope(&self, expected: u16, what: &str) -> Result<&Self, Finding> {
         self.ensure_status(expected, what)?;
@@ -64,16 +101,38 @@ impl Reply {
         Ok(self)
     }
 
-    /// Fails unless the status is `expected` and the body is an error envelope with `code`.
+    /// Fails unless the status is `expected` and the error envelope names `code` anywhere in
+    /// its `error` (part 7: its content is not shown). That `code` stands where the profile puts
+    /// it (`error.code`, or `error` itself) is a profile assertion.
     pub fn ensure_error(&self, expected: u16, code: &str, what: &str) -> Result<&Self, Finding> {
         self.ensure_status(expected, what)?;
-        crate::finding::ensure(self.error_code() == Some(code), || {
+        let named = self
+            .body
+            .get("error")
+            .is_some_and(|error| names(error, code));
+        crate::finding::ensure(named, || {
             format!(
-                "{what}: expected error `{code}`, got {}",
+                "{what}: expected error `{code}` in the envelope, got {}",
                 excerpt(&self.text)
             )
         })?;
+        crate::finding::profile(self.error_code() == Some(code), || {
+            format!(
+                "{what}: `{code}` is not where the profile puts it (`error.code` or `error`): {}",
+                excerpt(&self.text)
+            )
+        });
         Ok(self)
+    }
+}
+
+/// Whether `value` holds the string `code` at any depth.
+fn names(value: &Value, code: &str) -> bool {
+    match value {
+        Value::String(text) => text == code,
+        Value::Array(items) => items.iter().any(|item| names(item, code)),
+        Value::Object(members) => members.values().any(|member| names(member, code)),
+        _ => false,
     }
 }
 

@@ -749,6 +749,21 @@ async fn accepts_tampered_build(
     request: Request,
     next: Next,
 ) -> Response {
+    presenting_as_issued(injector, seen, request, next, |value| {
+        record_build(injector, value)
+    })
+    .await
+}
+
+/// Passes a lifecycle request on with the Build issued under the digest of the one it presents
+/// ([`as_issued`]), and edits the answer as [`edit_ok_json`] does.
+async fn presenting_as_issued(
+    injector: &Injector,
+    seen: &Seen,
+    request: Request,
+    next: Next,
+    edit: impl FnOnce(&mut Value) -> bool,
+) -> Response {
     if !seen.is_lifecycle {
         return next.run(request).await;
     }
@@ -756,7 +771,7 @@ async fn accepts_tampered_build(
     let (bytes, build) = read_json(body).await;
     let bytes = as_issued(injector, &build, bytes);
     let response = next.run(with_body(parts, bytes)).await;
-    edit_ok_json(response, |value| record_build(injector, value)).await
+    edit_ok_json(response, edit).await
 }
 
 /// Answers a commit whose re-simulation fails as committed.
@@ -887,14 +902,7 @@ async fn build_step_zero(
     request: Request,
     next: Next,
 ) -> Response {
-    if !seen.is_lifecycle {
-        return next.run(request).await;
-    }
-    let (parts, body) = request.into_parts();
-    let (bytes, build) = read_json(body).await;
-    let bytes = as_issued(injector, &build, bytes);
-    let response = next.run(with_body(parts, bytes)).await;
-    edit_ok_json(response, |value| {
+    presenting_as_issued(injector, seen, request, next, |value| {
         if committed(value) {
             return false;
         }

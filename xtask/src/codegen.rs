@@ -555,7 +555,7 @@ fn reachable(document: &Value, mut pending: Vec<String>) -> BTreeSet<String> {
     let mut seen = BTreeSet::new();
     while let Some(reference) = pending.pop() {
         let Some(name) = reference.strip_prefix("#/components/schemas/") else {
-            if let Some(target) = document.pointer(reference.trim_start_matches('#')) {
+            if let Some(target) = openapi::target(document, &reference) {
                 references(target, &mut pending);
             }
             continue;

@@ -257,6 +257,11 @@ fn text(value: &Value) -> String {
     value.as_str().unwrap_or_default().to_owned()
 }
 
+/// The element of `document` that the local `$ref` `reference` (`#/...`) names.
+pub fn target<'a>(document: &'a Value, reference: &str) -> Option<&'a Value> {
+    document.pointer(reference.strip_prefix('#')?)
+}
+
 /// `value` with its local `$ref`s into `document` followed until it is none (a `$ref` that
 /// names nothing is left as it stands).
 pub fn resolve<'a>(document: &'a Value, mut value: &'a Value) -> &'a Value {
@@ -265,7 +270,7 @@ pub fn resolve<'a>(document: &'a Value, mut value: &'a Value) -> &'a Value {
         match value
             .get("$ref")
             .and_then(Value::as_str)
-            .and_then(|reference| document.pointer(reference.strip_prefix('#')?))
+            .and_then(|reference| target(document, reference))
         {
             Some(target) => value = target,
             None => break,
@@ -279,9 +284,7 @@ pub fn resolve<'a>(document: &'a Value, mut value: &'a Value) -> &'a Value {
 pub fn resolve_at(document: &Value, at: &str) -> (String, Value) {
     let mut at = at.to_owned();
     for _ in 0..64 {
-        let element = at
-            .strip_prefix('#')
-            .and_then(|pointer| document.pointer(pointer));
+        let element = target(document, &at);
         match element
             .and_then(|element| element.get("$ref"))
             .and_then(Value::as_str)

@@ -322,8 +322,8 @@ const REQUIRED_KEYWORDS: [&str; 3] = ["default", "authorizationUrl", "tokenUrl"]
 ///   property (with its `required` entry), any other member; a component schema, or a branch
 ///   of a `oneOf` or `anyOf`, accepts anything instead (`{}`);
 /// - a keyword its object lists in `x-profile-fills` is gone, but for one OAS requires
-///   ([`REQUIRED_KEYWORDS`]); a status that a Responses Object lists there stands as its range
-///   (`200` as `2XX`: any success of its class);
+///   ([`REQUIRED_KEYWORDS`]); a response that lists `status` there (its key) stands as its
+///   class (`200` as `2XX`: any success);
 /// - a `oneOf` with a branch that accepts anything is an `anyOf` (a value that holds against
 ///   another branch holds against that one too, so "one of" can only mean "or");
 /// - no `x-profile`, `x-profile-note` or `x-profile-fills` is left but the marks of kept fills.
@@ -367,7 +367,7 @@ fn removed_components(document: &Value) -> Vec<String> {
 /// Where a value stands, for what a mark in it removes.
 #[derive(Clone, Copy, PartialEq)]
 enum Place {
-    /// A Responses Object: a filled status stands as its range.
+    /// A Responses Object: a response that fills its `status` stands as its class.
     Responses,
     /// The branches of a `oneOf` or `anyOf`: a marked one accepts anything.
     Branches,
@@ -406,14 +406,22 @@ fn prune(value: &mut Value, removed: &[String], place: Place) {
                 .into_iter()
                 .map(str::to_owned)
                 .collect();
-            let mut kept = Vec::new();
-            for fill in filled {
-                if place == Place::Responses {
-                    if let Some(response) = members.remove(&fill) {
-                        let class = fill.chars().next().unwrap_or('2');
+            if place == Place::Responses {
+                // A response that fills `status`: the document gives no status of its class.
+                let filled_statuses: Vec<String> = statuses(&Value::Object(members.clone()))
+                    .filter(|(_, response)| fills(response).contains(&"status"))
+                    .map(|(status, _)| status.clone())
+                    .collect();
+                for status in filled_statuses {
+                    if let Some(response) = members.remove(&status) {
+                        let class = status.chars().next().unwrap_or('2');
                         members.insert(format!("{class}XX"), response);
                     }
-                } else if REQUIRED_KEYWORDS.contains(&fill.as_str()) {
+                }
+            }
+            let mut kept = Vec::new();
+            for fill in filled {
+                if REQUIRED_KEYWORDS.contains(&fill.as_str()) {
                     if members.contains_key(&fill) {
                         kept.push(Value::String(fill));
                     }
@@ -503,10 +511,10 @@ mod tests {
                         "x-profile-fills": ["x-resource"],
                         "responses": {
                             "200": { "description": "ok", "content": { "application/json": {
-                                "schema": { "$ref": "#/components/schemas/Answer" } } } },
+                                "schema": { "$ref": "#/components/schemas/Answer" } } },
+                                "x-profile-fills": ["status"] },
                             "404": { "$ref": "#/components/responses/NotFound" },
-                            "default": { "description": "error" },
-                            "x-profile-fills": ["200"]
+                            "default": { "description": "error" }
                         }
                     }
                 },

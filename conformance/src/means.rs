@@ -14,9 +14,13 @@
 //!   "resolution": { "method": "POST",
 //!                   "path": "/v1/agent/sessions/{sessionId}/actions/{actionId}/resolve",
 //!                   "idempotencyHeader": "Idempotency-Key" },
-//!   "commit": { "body": "{build}" }
+//!   "commit": { "body": "{build}" },
+//!   "streamCursor": { "header": "Last-Event-ID" }
 //! }
 //! ```
+//!
+//! `streamCursor` is `{ "query": NAME }` or `{ "header": NAME }`; left out, a stream takes its
+//! cursor as the poll does (`cursorParameter`).
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -37,6 +41,28 @@ pub struct Means {
     pub resolution: Resolution,
     /// How a Build is presented for commit (part 4.1 does not show the request body).
     pub commit: Commit,
+    /// How a stream is opened from a cursor (part 6 does not show it); `None`: as the poll
+    /// takes its cursor.
+    pub stream_cursor: Option<StreamCursor>,
+}
+
+/// Where a stream takes the cursor it resumes from (config key `profile.streamCursor`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub enum StreamCursor {
+    /// In the query parameter of this name.
+    Query(String),
+    /// In the header of this name, such as `Last-Event-ID`.
+    Header(String),
+}
+
+impl Means {
+    /// Where a stream takes its cursor: `profile.streamCursor`, else the poll's parameter.
+    pub fn stream_cursor(&self) -> StreamCursor {
+        self.stream_cursor
+            .clone()
+            .unwrap_or_else(|| StreamCursor::Query(self.cursor_parameter.clone()))
+    }
 }
 
 impl Default for Means {
@@ -47,6 +73,7 @@ impl Default for Means {
             turn_state: TurnState::default(),
             resolution: Resolution::default(),
             commit: Commit::default(),
+            stream_cursor: None,
         }
     }
 }

@@ -4,6 +4,7 @@
 //!
 //! Where it differs (each a gap of the document):
 //! - the cursor query parameter is `after`; `cursor` is not read (part 4.2: its name is not shown);
+//!   a stream resumes from the `Last-Event-ID` header alone (part 6 does not show how);
 //! - the chat request is `{ "input", "session" }` and its answer `{ "session": { "id" },
 //!   "turn": { "id" } }`; a body with `message` is refused (part 4.2: shapes not shown);
 //! - a Build is presented for commit as `{ "build": <Build> }`, and a commit answers
@@ -14,7 +15,8 @@
 //!   comes from the caller; the status is not shown);
 //! - refusals other than `invalid_cursor` are 422 (part 7: other statuses fall to the envelope);
 //! - a `wait` above 30000 is held as 1000 ms, not refused (part 8 states the bound, not how a
-//!   larger one is met);
+//!   larger one is met); a page holds at most three events (part 2.11: the page size is not
+//!   shown);
 //! - and, beneath, the variations of [`crate::conformance_variations`]: other event kinds, bare
 //!   error codes, reversed keys, extra members, another catalog and a rate limit.
 
@@ -130,7 +132,8 @@ pub(crate) fn its_profile() -> Value {
         "cursorParameter": "after",
         "chat": { "body": { "input": "{message}", "session": "{sessionId}" },
                   "sessionId": "/session/id", "turnId": "/turn/id" },
-        "commit": { "body": { "build": "{build}" } }
+        "commit": { "body": { "build": "{build}" } },
+        "streamCursor": { "header": "Last-Event-ID" }
     })
 }
 
@@ -199,6 +202,25 @@ pub(crate) async fn front(
     // The request, as the reference server takes it.
     if is_events {
         let mut query = translated_query(&query);
+        let join = |query: &str, pair: &str| {
+            [query, pair]
+                .into_iter()
+                .filter(|part| !part.is_empty())
+                .collect::<Vec<_>>()
+                .join("&")
+        };
+        if path.ends_with("/stream") {
+            // A stream resumes from `Last-Event-ID` alone.
+            let pairs = query.split('&').filter(|pair| !pair.starts_with("cursor="));
+            query = pairs.collect::<Vec<_>>().join("&");
+            let resumed = parts.headers.get("last-event-id");
+            if let Some(cursor) = resumed.and_then(|value| value.to_str().ok()) {
+                query = join(&query, &format!("cursor={cursor}"));
+            }
+        } else if !query.split('&').any(|pair| pair.starts_with("limit=")) {
+            // Pages of three events unless asked otherwise.
+            query = join(&query, "limit=3");
+        }
         let session = session_of(&path).unwrap_or_default().to_owned();
         let cursor = query
             .split('&')

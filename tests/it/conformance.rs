@@ -67,6 +67,8 @@ enum Fault {
     BuildStepZero,
     /// A stream opened with a cursor replays the log from its start.
     StreamIgnoresCursor,
+    /// A stream opened with a cursor leaves the user's messages out of its pages.
+    StreamDropsUserMessages,
     /// Every 401 is answered 500.
     UnauthorizedIs500,
     /// A poll held 20 s is answered 503.
@@ -132,7 +134,7 @@ enum Fault {
 }
 
 impl Fault {
-    const ALL: [Fault; 51] = [
+    const ALL: [Fault; 52] = [
         Fault::ExtraSimulationField,
         Fault::BadCursorIs500,
         Fault::AcceptsExpiredBuild,
@@ -154,6 +156,7 @@ impl Fault {
         Fault::StepZero,
         Fault::BuildStepZero,
         Fault::StreamIgnoresCursor,
+        Fault::StreamDropsUserMessages,
         Fault::UnauthorizedIs500,
         Fault::HeldPollIs503,
         Fault::SixthTurnState,
@@ -286,11 +289,12 @@ impl Fault {
                 "schema.responses",
                 "stateful.startChat",
             ],
-            Fault::StreamIgnoresCursor => &[
-                "agent.events.expired-cursor",
-                "agent.events.invalid-cursor",
-                "agent.sse.resume",
-            ],
+            // A stream that repeats what came before the cursor did not take it where the
+            // profile says: resuming is inconclusive, and the profile's refusals are missed.
+            Fault::StreamIgnoresCursor => {
+                &["agent.events.expired-cursor", "agent.events.invalid-cursor"]
+            }
+            Fault::StreamDropsUserMessages => &["agent.sse.resume"],
             Fault::StatementDown => &["account.statement", "schema.negative.profile"],
             Fault::DescriptorKind => &["pipeline.operation-descriptor", "schema.responses"],
             // The MCP checks compare with the HTTP API: a broken API breaks them too.
@@ -591,6 +595,7 @@ async fn inject(State(injector): State<Arc<Injector>>, request: Request, next: N
         Fault::StepZero => step_zero(seen, request, next).await,
         Fault::BuildStepZero => build_step_zero(injector, seen, request, next).await,
         Fault::StreamIgnoresCursor => stream_ignores_cursor(seen, request, next).await,
+        Fault::StreamDropsUserMessages => stream_drops_user_messages(seen, request, next).await,
         Fault::UnauthorizedIs500 => unauthorized_is_500(request, next).await,
         Fault::HeldPollIs503 => held_poll_is_503(seen, request, next).await,
         Fault::SixthTurnState => sixth_turn_state(seen, request, next).await,
@@ -916,6 +921,38 @@ async fn build_step_zero(
         true
     })
     .await
+}
+
+/// Leaves the user's messages out of the pages of a stream opened from a cursor.
+async fn stream_drops_user_messages(seen: &Seen, request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    let resumed = seen.path.ends_with("/stream") && !seen.query.is_empty();
+    if !resumed || response.status() != StatusCode::OK {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let edited = body.into_data_stream().map(|chunk| {
+        chunk.map(|bytes| {
+            let text = String::from_utf8_lossy(&bytes);
+            let lines: Vec<String> = text
+                .split('\n')
+                .map(|line| {
+                    let data = line.strip_prefix("data:").map(str::trim);
+                    match data.map(serde_json::from_str::<Value>) {
+                        Some(Ok(mut page)) if page["events"].is_array() => {
+                            if let Some(events) = page["events"].as_array_mut() {
+                                events.retain(|event| event["role"] != "user");
+                            }
+                            format!("data: {page}")
+                        }
+                        _ => line.to_owned(),
+                    }
+                })
+                .collect();
+            Bytes::from(lines.join("\n"))
+        })
+    });
+    Response::from_parts(parts, Body::from_stream(edited))
 }
 
 /// Opens a stream without the cursor it was asked to resume from.

@@ -2,13 +2,11 @@
 
 use std::time::{Duration, Instant};
 
-use reqwest::Method;
-
 use serde_json::Value;
 
 use super::{
-    TERMINAL, alter_signature, cursor_query, cursor_taken, poll, read_log, read_pages, run, seqs,
-    settle, settled_session, start_turn, text, turn_state,
+    TERMINAL, alter_signature, cursor_taken, poll, read_log, read_pages, run, seqs, settle,
+    settled_session, start_turn, stream_request, text, turn_state,
 };
 use crate::check::{Category, Check};
 use crate::finding::excerpt;
@@ -186,16 +184,9 @@ async fn stream_refuses(
     code: Option<&str>,
     what: &str,
 ) -> Verdict {
-    let path = format!(
-        "/v1/agent/chat/{session}/stream?{}",
-        cursor_query(target, cursor)
-    );
+    let (path, call) = stream_request(target, token, session, Some(cursor));
     // A stream that opens is left unread.
-    let reply = target
-        .request(Method::GET, &path)
-        .bearer(token)
-        .send()
-        .await?;
+    let reply = call.send().await?;
     if (200..300).contains(&reply.status) {
         profile(false, || {
             format!("the stream opened with {what}: it does not read the cursor means")

@@ -2,13 +2,13 @@
 
 use std::time::{Duration, Instant};
 
-use reqwest::Method;
 use serde_json::Value;
 
 use super::page_members::{PAGE_FIELDS, entry_kind};
-use super::{cursor_query, cursor_taken, run, settle, start_turn, text};
+use super::{run, settle, start_turn, stream_request, text};
 use crate::check::{Category, Check};
 use crate::finding::{Broke, Finding, Verdict, ensure, fail, skip};
+use crate::means::inconclusive;
 use crate::spec::spec;
 use crate::sse::Frame;
 use crate::target::Reader;
@@ -59,15 +59,8 @@ async fn open(
     session: &str,
     cursor: Option<&str>,
 ) -> Result<Reader, Finding> {
-    let mut path = format!("/v1/agent/chat/{session}/stream");
-    if let Some(cursor) = cursor {
-        path.push_str(&format!("?{}", cursor_query(target, cursor)));
-    }
-    let response = target
-        .request(Method::GET, &path)
-        .bearer(token)
-        .open()
-        .await?;
+    let (path, call) = stream_request(target, token, session, cursor);
+    let response = call.open().await?;
     let status = response.status().as_u16();
     if !(200..300).contains(&status) {
         return fail(format!("GET {path}: {status}"));
@@ -241,8 +234,6 @@ async fn resume(target: &Target) -> Verdict {
         }
     };
     drop(first_stream);
-    // The stream takes its cursor as the long-poll does: a means to prove first.
-    cursor_taken(target, token, &session, &cursor, &before).await?;
     let mut reader = open(target, token, &session, Some(&cursor)).await?;
     let (_, second) = start_turn(
         target,
@@ -269,7 +260,17 @@ async fn resume(target: &Target) -> Verdict {
         }
         if frame.event == "page" {
             let data: Value = serde_json::from_str(&frame.data).unwrap_or_default();
-            streamed.extend(data["events"].as_array().cloned().unwrap_or_default());
+            let events = data["events"].as_array().cloned().unwrap_or_default();
+            // A stream that repeats what came before the cursor did not take it where
+            // `profile.streamCursor` puts it: a means to prove before the fact rests on it.
+            if streamed.is_empty() && events.iter().any(|event| before.contains(event)) {
+                return Err(inconclusive(
+                    "streamCursor",
+                    "the stream reopened from its last page's cursor repeats the events before \
+                     it: it does not take the cursor there",
+                ));
+            }
+            streamed.extend(events);
         }
     }
     ensure(streamed == missed, || {

@@ -26,9 +26,9 @@ use serde_json::{Value, json};
 
 use crate::check::Check;
 use crate::finding::Finding;
-use crate::means::inconclusive;
+use crate::means::{StreamCursor, inconclusive};
 use crate::spec::{Operation, spec};
-use crate::target::{Reply, Role, Target};
+use crate::target::{Call, Reply, Role, Target};
 
 /// Wraps an `async fn(&Target) -> Verdict` as a [`crate::check::Run`].
 macro_rules! run {
@@ -218,6 +218,32 @@ pub(crate) fn cursor_query(target: &Target, cursor: &str) -> String {
     )
 }
 
+/// A request for `session`'s stream, from `cursor` when given, with the cursor where
+/// `profile.streamCursor` says; and its path, for the report.
+pub(crate) fn stream_request<'a>(
+    target: &'a Target,
+    token: &str,
+    session: &str,
+    cursor: Option<&str>,
+) -> (String, Call<'a>) {
+    let mut path = format!("/v1/agent/chat/{session}/stream");
+    let mut header = None;
+    if let Some(cursor) = cursor {
+        match target.settings.means.stream_cursor() {
+            StreamCursor::Query(name) => {
+                path.push_str(&format!("?{}={}", encode(&name), encode(cursor)));
+            }
+            StreamCursor::Header(name) => header = Some((name, cursor.to_owned())),
+        }
+    }
+    let mut call = target.request(Method::GET, &path).bearer(token);
+    if let Some((name, value)) = header {
+        path.push_str(&format!(" ({name}: {value})"));
+        call = call.header(&name, &value);
+    }
+    (path, call)
+}
+
 /// Whether the deployment takes `cursor`, which it issued after `seen`, through the cursor
 /// means: a poll with it answers 2xx with none of `seen`. Otherwise the check is inconclusive.
 /// Gives the cursor that poll's page carries (`cursor` when it carries none): issued later, it
@@ -308,6 +334,21 @@ pub(crate) async fn read_pages(
         let events = reply.body["events"]
             .as_array()
             .ok_or_else(|| Finding::Fail("an EventPage without `events`".into()))?;
+        // A page after a cursor that repeats the pages before it did not read the cursor: the
+        // means is not this deployment's, and following `has_more` would not end.
+        let repeats = events
+            .iter()
+            .any(|event| pages.iter().flatten().any(|before| before == event));
+        if cursor.is_some() && repeats {
+            return Err(inconclusive(
+                "cursorParameter",
+                format!(
+                    "the page after a cursor the deployment issued, sent as `{}`, repeats the \
+                     events before it",
+                    target.settings.means.cursor_parameter
+                ),
+            ));
+        }
         pages.push(events.clone());
         let next = text(&reply.body, "/cursor")?.to_owned();
         if reply.body["has_more"] != json!(true) {

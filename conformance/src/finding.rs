@@ -2,6 +2,7 @@
 //! what a check asserted, so that a pass that asserted nothing shows, and keeps how each
 //! assertion broke, so that a failure is known again in another run.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
 use std::sync::Mutex;
@@ -151,6 +152,8 @@ struct Ledger {
     /// How the next assertion breaks, when it does not hold, as its helper told.
     breaking: Mutex<Vec<Broke>>,
     broke: Mutex<Vec<Broke>>,
+    /// The `profile` keys it went through, and whether the deployment proved each.
+    means: Mutex<BTreeMap<&'static str, bool>>,
     teller: Option<(usize, Teller)>,
 }
 
@@ -201,6 +204,18 @@ pub struct Tally {
     pub exchanges: Vec<Exchange>,
     /// How its assertions at the check's level broke, sorted, each once.
     pub broke: Vec<Broke>,
+    /// The means it went through, by `profile` key.
+    pub means: Vec<MeansUse>,
+}
+
+/// A `profile` key a check went through, and whether the deployment proved that means (a
+/// cursor taken, a turn started, a state read) before a fact rested on it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct MeansUse {
+    /// The key, such as `cursorParameter`.
+    pub key: &'static str,
+    /// Whether the deployment proved it.
+    pub verified: bool,
 }
 
 /// Runs `body` with a fresh ledger and returns what it asserted.
@@ -230,6 +245,16 @@ pub async fn told<F: Future>(body: F, teller: Option<(usize, Teller)>) -> (F::Ou
                     broke.dedup();
                     broke
                 },
+                means: ledger
+                    .means
+                    .lock()
+                    .expect("ledger")
+                    .iter()
+                    .map(|(key, verified)| MeansUse {
+                        key,
+                        verified: *verified,
+                    })
+                    .collect(),
             });
             (output, tally)
         })
@@ -288,6 +313,14 @@ pub fn profile(condition: bool, message: impl FnOnce() -> String) {
         asserted(true, Some(&message));
         let _ = LEDGER.try_with(|ledger| ledger.profile.lock().expect("ledger").push(message));
     }
+}
+
+/// The running check goes through the means of `profile.{key}`; `proved` when the deployment
+/// has just shown that it takes it. Once proved, a means stays proved for the check.
+pub(crate) fn through_means(key: &'static str, proved: bool) {
+    let _ = LEDGER.try_with(|ledger| {
+        *ledger.means.lock().expect("ledger").entry(key).or_default() |= proved;
+    });
 }
 
 /// A warning of the running check: shown with its outcome, it judges nothing.

@@ -28,7 +28,7 @@ use serde_json::{Value, json};
 use crate::finding::Finding;
 
 /// The means of reaching a deployment (config key `profile`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct Means {
     /// The query parameter that carries an event page's cursor (part 4.2 does not show its name).
@@ -57,6 +57,25 @@ pub enum StreamCursor {
 }
 
 impl Means {
+    /// The keys whose means differ from our profile's: those a config file set.
+    pub fn set_keys(&self) -> Vec<&'static str> {
+        let ours = Self::default();
+        [
+            (
+                "cursorParameter",
+                self.cursor_parameter != ours.cursor_parameter,
+            ),
+            ("chat", self.chat != ours.chat),
+            ("turnState", self.turn_state != ours.turn_state),
+            ("resolution", self.resolution != ours.resolution),
+            ("commit", self.commit != ours.commit),
+            ("streamCursor", self.stream_cursor.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(key, set)| set.then_some(key))
+        .collect()
+    }
+
     /// Where a stream takes its cursor: `profile.streamCursor`, else the poll's parameter.
     pub fn stream_cursor(&self) -> StreamCursor {
         self.stream_cursor
@@ -79,7 +98,7 @@ impl Default for Means {
 }
 
 /// The chat request (config key `profile.chat`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct Chat {
     /// The request body: the string `{message}` becomes the message and `{sessionId}` the
@@ -114,7 +133,7 @@ impl Chat {
 }
 
 /// Where an event entry tells a turn's state (config key `profile.turnState`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct TurnState {
     /// JSON pointer to the member that names an entry's kind.
@@ -153,7 +172,7 @@ impl TurnState {
 
 /// How an action is resolved (config key `profile.resolution`); the body, `{ revision, result }`,
 /// is the document's.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct Resolution {
     /// The HTTP method.
@@ -192,7 +211,7 @@ impl Resolution {
 }
 
 /// How a Build is presented for commit (config key `profile.commit`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct Commit {
     /// The request body: the string `{build}` becomes the Build.

@@ -120,6 +120,9 @@ pub struct Outcome {
     /// What the check met that judges nothing, such as a 429 it waited out.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// The `profile` keys it went through, each with whether the deployment proved it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub means: Vec<crate::finding::MeansUse>,
     /// How long it took, in milliseconds.
     pub millis: u64,
     /// For a check that failed or broke, a `curl` line that sends its last request again (the
@@ -457,7 +460,7 @@ pub async fn run(
         cleanup: None,
     };
     report.facts = crate::facts::reached(&report.outcomes);
-    report.warnings = warnings(&report);
+    report.warnings = warnings(&report, &target.settings.means);
     (progress.tell)(&CheckEvent::RunFinished {
         summary: report.summary(),
         failed: report.failed(),
@@ -547,6 +550,7 @@ fn outcome(
         assertions: tally.assertions,
         profile_findings: tally.profile_findings,
         warnings: tally.warnings,
+        means: tally.means,
         millis: took.as_millis() as u64,
         reproduce,
         exchanges: tally.exchanges,
@@ -572,17 +576,29 @@ fn broke(check: &Check, level: Level, message: &str, tally: &Tally) -> Vec<Break
 }
 
 /// A run that passes while testing almost nothing says so loudly.
-fn warnings(report: &Report) -> Vec<String> {
+fn warnings(report: &Report, means: &crate::means::Means) -> Vec<String> {
+    let mut warnings = Vec::new();
     let passed = report.count(Status::Pass);
     let total = report.outcomes.len();
     if !report.failed() && passed * 2 < total {
-        vec![format!(
+        warnings.push(format!(
             "only {passed} of {total} checks passed and none failed: this run tested almost nothing \
              (see the skipped and disabled checks)"
-        )]
-    } else {
-        Vec::new()
+        ));
     }
+    // A means set in the config file that no check went through was never tried.
+    let used = |key: &str| {
+        let outcomes = report.outcomes.iter();
+        outcomes
+            .flat_map(|outcome| &outcome.means)
+            .any(|means| means.key == key)
+    };
+    for key in means.set_keys().into_iter().filter(|key| !used(key)) {
+        warnings.push(format!(
+            "`profile.{key}` is set, but no check of this run went through it"
+        ));
+    }
+    warnings
 }
 
 /// A fixed run result for the report tests: a pass, a failure whose message needs escaping, a
@@ -607,6 +623,10 @@ pub(crate) fn fixture() -> Report {
         assertions: 3,
         profile_findings: Vec::new(),
         warnings: Vec::new(),
+        means: vec![crate::finding::MeansUse {
+            key: "commit",
+            verified: true,
+        }],
         millis: 12,
         reproduce: None,
         exchanges: Vec::new(),

@@ -510,6 +510,37 @@ async fn another_teams_deployment_passes_the_normative_level_and_refused_means_a
         "{}",
         configured.summary()
     );
+    // Each check names the means it went through, proved: the poll's cursor, and the stream's
+    // from `Last-Event-ID`.
+    let proved = |report: &Report, id: &str, key: &str| {
+        let outcome = report.outcomes.iter().find(|outcome| outcome.id == id);
+        let means = outcome.into_iter().flat_map(|outcome| &outcome.means);
+        means
+            .filter(|means| means.key == key)
+            .any(|means| means.verified)
+    };
+    assert!(proved(
+        &configured,
+        "agent.events.round-trip",
+        "cursorParameter"
+    ));
+    assert!(proved(&configured, "agent.sse.resume", "streamCursor"));
+    assert!(proved(&configured, "pipeline.commit", "commit"));
+    // A means set for checks the run left out is reported as never tried.
+    let unused = "`profile.commit` is set, but no check of this run went through it";
+    assert!(
+        chat_only.warnings.iter().any(|w| w == unused),
+        "{:?}",
+        chat_only.warnings
+    );
+    assert!(
+        !configured
+            .warnings
+            .iter()
+            .any(|w| w.contains("is set, but")),
+        "{:?}",
+        configured.warnings
+    );
     // With a token source alone, or our cursor parameter, nothing fails: what needs a means the
     // deployment refuses is inconclusive and names the key to set.
     for (report, keys) in [

@@ -113,7 +113,9 @@ impl Pending {
         if let Some(key) = key {
             call = call.header(&means.idempotency_header, key);
         }
-        call.send().await
+        let reply = call.send().await?;
+        crate::finding::through_means("resolution", (200..300).contains(&reply.status));
+        Ok(reply)
     }
 }
 

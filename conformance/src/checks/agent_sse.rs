@@ -263,7 +263,11 @@ async fn resume(target: &Target) -> Verdict {
             let events = data["events"].as_array().cloned().unwrap_or_default();
             // A stream that repeats what came before the cursor did not take it where
             // `profile.streamCursor` puts it: a means to prove before the fact rests on it.
-            if streamed.is_empty() && events.iter().any(|event| before.contains(event)) {
+            let repeats = events.iter().any(|event| before.contains(event));
+            if streamed.is_empty() {
+                crate::finding::through_means("streamCursor", !repeats);
+            }
+            if streamed.is_empty() && repeats {
                 return Err(inconclusive(
                     "streamCursor",
                     "the stream reopened from its last page's cursor repeats the events before \

@@ -25,7 +25,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::check::Check;
-use crate::finding::Finding;
+use crate::finding::{Finding, through_means};
 use crate::means::{StreamCursor, inconclusive};
 use crate::spec::{Operation, spec};
 use crate::target::{Call, Reply, Role, Target};
@@ -183,7 +183,9 @@ pub(crate) async fn start_turn_saying(
         )));
     }
     let named = |pointer: &str| reply.body.pointer(pointer).and_then(Value::as_str);
-    match (named(&chat.session_id), named(&chat.turn_id)) {
+    let started = (named(&chat.session_id), named(&chat.turn_id));
+    through_means("chat", matches!(started, (Some(_), Some(_))));
+    match started {
         (Some(session), Some(turn)) => Ok((session.to_owned(), turn.to_owned())),
         _ => Err(inconclusive(
             "chat",
@@ -229,6 +231,7 @@ pub(crate) fn stream_request<'a>(
     let mut path = format!("/v1/agent/chat/{session}/stream");
     let mut header = None;
     if let Some(cursor) = cursor {
+        through_means("streamCursor", false);
         match target.settings.means.stream_cursor() {
             StreamCursor::Query(name) => {
                 path.push_str(&format!("?{}={}", encode(&name), encode(cursor)));
@@ -259,7 +262,9 @@ pub(crate) async fn cursor_taken(
     let repeated = reply.body["events"]
         .as_array()
         .is_none_or(|events| events.iter().any(|event| seen.contains(event)));
-    if (200..300).contains(&reply.status) && !repeated {
+    let taken = (200..300).contains(&reply.status) && !repeated;
+    through_means("cursorParameter", taken);
+    if taken {
         return Ok(reply.body["cursor"].as_str().unwrap_or(cursor).to_owned());
     }
     Err(inconclusive(
@@ -292,6 +297,9 @@ pub(crate) async fn poll(
     cursor: Option<&str>,
     query: &str,
 ) -> Result<Reply, Finding> {
+    if cursor.is_some() {
+        through_means("cursorParameter", false);
+    }
     let cursor = cursor.map(|cursor| cursor_query(target, cursor));
     let path = page_path(session, query, cursor.as_deref());
     target
@@ -339,6 +347,9 @@ pub(crate) async fn read_pages(
         let repeats = events
             .iter()
             .any(|event| pages.iter().flatten().any(|before| before == event));
+        if cursor.is_some() {
+            through_means("cursorParameter", !repeats);
+        }
         if cursor.is_some() && repeats {
             return Err(inconclusive(
                 "cursorParameter",
@@ -422,6 +433,7 @@ pub(crate) async fn settle(
     loop {
         let (events, cursor) = read_log(target, token, session).await?;
         let state = turn_state(target, &events, turn);
+        through_means("turnState", state.is_some());
         if state.is_some_and(|state| TERMINAL.contains(&state)) {
             return Ok((events, cursor));
         }

@@ -182,6 +182,7 @@ async fn commit_fresh(
     build: &Value,
 ) -> Result<Reply, Finding> {
     let reply = present(target, token, path, build).await?;
+    crate::finding::through_means("commit", (200..300).contains(&reply.status));
     if (400..500).contains(&reply.status) {
         return Err(inconclusive(
             "commit",

@@ -192,6 +192,7 @@ fn outcome(
             Vec::new()
         },
         warnings: Vec::new(),
+        means: Vec::new(),
         millis: 0,
         reproduce: None,
         exchanges: Vec::new(),

@@ -567,6 +567,44 @@ async fn another_teams_deployment_passes_the_normative_level_and_refused_means_a
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn another_teams_deployment_is_never_failed_by_its_profile_less_any_one_key() {
+    let keys: Vec<String> = its_profile()
+        .as_object()
+        .expect("a profile is an object")
+        .keys()
+        .cloned()
+        .collect();
+    let reports = futures_util::future::join_all(keys.iter().map(|key| {
+        let mut partial = its_profile();
+        partial.as_object_mut().unwrap().remove(key);
+        another_team(&[], Some(partial), &[])
+    }))
+    .await;
+    for (key, report) in keys.iter().zip(&reports) {
+        let failed: Vec<String> = broken(report)
+            .into_iter()
+            .filter(|line| !line.contains("inconclusive") && !line.contains("was seen in this run"))
+            .filter(|line| {
+                !line.starts_with("agent.events.expired-cursor") || !line.contains("15 s")
+            })
+            .collect();
+        assert!(failed.is_empty(), "without profile.{key}: {failed:#?}");
+        let named = report.outcomes.iter().any(|outcome| {
+            outcome.status == Status::Skip
+                && outcome
+                    .message
+                    .as_deref()
+                    .is_some_and(|m| m.contains(&format!("profile.{key}")))
+        });
+        assert!(
+            named,
+            "without profile.{key}, no inconclusive check names it: {:#?}",
+            broken(report)
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn each_fault_on_a_stated_fact_fails_another_teams_deployment_at_the_normative_level() {
     let reports = futures_util::future::join_all(AnotherFault::ALL.iter().map(|fault| {
         another_team(

@@ -160,6 +160,18 @@ async fn sequence(target: &Target, root: &'static Operation) -> Verdict {
             };
         }
         let body = next.link.get("requestBody").and_then(|b| evaluate(b, from));
+        // A Build presented back to a lifecycle endpoint goes as `profile.commit` says (part 4.1
+        // does not show the body).
+        let lifecycle = ["/v1/pipeline/evm/build", "/v1/pipeline/svm/stage"];
+        let body = body.map(|body| {
+            let commit = lifecycle.contains(&operation.template.as_str())
+                && crate::spec::presents_build(&body);
+            if commit {
+                target.settings.means.commit.request(&body)
+            } else {
+                body
+            }
+        });
         let (mut step, generated) = send(target, operation, given, body, &mut rng).await?;
         step.name = format!("{} ({})", next.name, operation.id);
         let promise = (!generated).then_some(next.link);

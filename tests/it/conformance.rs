@@ -207,7 +207,7 @@ impl Fault {
             Fault::SkipsSequence => &["agent.events.round-trip"],
             Fault::LeaksSessions => &["auth.isolation.*"],
             Fault::OpenStatement => &["auth.matrix.getStatement"],
-            Fault::UnauthorizedIs403 => &[
+            Fault::UnauthorizedIs403 | Fault::UnauthorizedIs500 => &[
                 "auth.matrix.*",
                 "auth.oauth",
                 "mcp.unauthorized",
@@ -273,13 +273,6 @@ impl Fault {
                 "schema.responses",
                 "stateful.evmBuild",
                 "stateful.svmStage",
-            ],
-            // The stream refuses no cursor either: the profile's refusals are missed.
-            Fault::UnauthorizedIs500 => &[
-                "auth.matrix.*",
-                "auth.oauth",
-                "mcp.unauthorized",
-                "mcp.audience",
             ],
             Fault::HeldPollIs503 => &["agent.events.wake"],
             // Only the pages are renamed, not the stream: the two projections differ.

@@ -145,9 +145,13 @@ pub fn reached(outcomes: &[crate::run::Outcome]) -> Reached {
 }
 
 impl Reached {
-    /// One line: how many testable facts the run asserted, and which it did not.
-    pub fn summary(&self) -> String {
+    /// One line: how many testable facts the run asserted, and which it did not; `None` for a
+    /// report that judges no fact (a validation proxy's).
+    pub fn summary(&self) -> Option<String> {
         let all = self.asserted.len() + self.unasserted.len();
+        if all == 0 {
+            return None;
+        }
         let mut line = format!(
             "facts: {} of {all} testable facts of the document asserted by this run",
             self.asserted.len()
@@ -155,7 +159,7 @@ impl Reached {
         if !self.unasserted.is_empty() {
             line.push_str(&format!("; not: {}", self.unasserted.join(", ")));
         }
-        line
+        Some(line)
     }
 }
 

@@ -73,6 +73,8 @@ enum Fault {
     UnauthorizedIs500,
     /// A poll held 20 s is answered 503.
     HeldPollIs503,
+    /// A poll with a `wait` above 30000 is answered 500.
+    LongWaitIs500,
     /// Turns are `thinking`, not `processing`, while they run.
     SixthTurnState,
     /// The statement is down.
@@ -134,7 +136,7 @@ enum Fault {
 }
 
 impl Fault {
-    const ALL: [Fault; 52] = [
+    const ALL: [Fault; 53] = [
         Fault::ExtraSimulationField,
         Fault::BadCursorIs500,
         Fault::AcceptsExpiredBuild,
@@ -159,6 +161,7 @@ impl Fault {
         Fault::StreamDropsUserMessages,
         Fault::UnauthorizedIs500,
         Fault::HeldPollIs503,
+        Fault::LongWaitIs500,
         Fault::SixthTurnState,
         Fault::StatementDown,
         Fault::DescriptorKind,
@@ -200,7 +203,6 @@ impl Fault {
             Fault::BadCursorIs500 => &[
                 "agent.events.invalid-cursor",
                 "agent.events.foreign-cursor",
-                "limits.wait",
                 "schema.negative.profile",
             ],
             Fault::AcceptsExpiredBuild => &["pipeline.commit-expired"],
@@ -275,6 +277,7 @@ impl Fault {
                 "stateful.svmStage",
             ],
             Fault::HeldPollIs503 => &["agent.events.wake"],
+            Fault::LongWaitIs500 => &["limits.wait", "schema.negative.normative"],
             // Only the pages are renamed, not the stream: the two projections differ.
             Fault::SixthTurnState => &[
                 "agent.sse.resume",
@@ -591,6 +594,7 @@ async fn inject(State(injector): State<Arc<Injector>>, request: Request, next: N
         Fault::StreamDropsUserMessages => stream_drops_user_messages(seen, request, next).await,
         Fault::UnauthorizedIs500 => unauthorized_is_500(request, next).await,
         Fault::HeldPollIs503 => held_poll_is_503(seen, request, next).await,
+        Fault::LongWaitIs500 => long_wait_is_500(seen, request, next).await,
         Fault::SixthTurnState => sixth_turn_state(seen, request, next).await,
         Fault::StatementDown => statement_down(seen, request, next).await,
         Fault::DescriptorKind => descriptor_kind(seen, request, next).await,
@@ -969,6 +973,19 @@ async fn unauthorized_is_500(request: Request, next: Next) -> Response {
 async fn held_poll_is_503(seen: &Seen, request: Request, next: Next) -> Response {
     if seen.is_events && seen.query.split('&').any(|pair| pair == "wait=20000") {
         return error_response(StatusCode::SERVICE_UNAVAILABLE, "busy", "try later");
+    }
+    next.run(request).await
+}
+
+/// Answers 500 to a poll with a `wait` above 30000.
+async fn long_wait_is_500(seen: &Seen, request: Request, next: Next) -> Response {
+    let long = seen.query.split('&').any(|pair| {
+        pair.strip_prefix("wait=")
+            .and_then(|wait| wait.parse::<u64>().ok())
+            .is_some_and(|wait| wait > 30_000)
+    });
+    if seen.is_events && long {
+        return error_response(StatusCode::INTERNAL_SERVER_ERROR, "internal", "wait");
     }
     next.run(request).await
 }

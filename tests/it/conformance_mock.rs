@@ -133,9 +133,10 @@ async fn mock(request: Request) -> Response {
 /// the document's examples and of its request validation alone, and the link sequences of
 /// `startChat` and `evmBuild`, whose every step answers a declared example (an id the mock
 /// answers for any value resolves). Every behaviour check fails.
-const PASSED_BY_THE_MOCK: [&str; 14] = [
+const PASSED_BY_THE_MOCK: [&str; 15] = [
     "account.statement",
     "limits.step",
+    "limits.wait",
     "pipeline.apps",
     "pipeline.operation-descriptor",
     "pipeline.skill-call",

@@ -120,7 +120,7 @@ async fn round_trip(target: &Target) -> Verdict {
         "the log read whole orders its events otherwise than the reads around the cursor".into()
     })?;
     // Our profile: `limit` pages, and `seq` numbers from 1 without gaps.
-    let (pages, _) = read_pages(target, token, &session, None, "limit=2").await?;
+    let (pages, _) = read_pages(target, token, &session, "limit=2").await?;
     let sizes: Vec<usize> = pages.iter().map(Vec::len).collect();
     profile(sizes.iter().all(|size| *size <= 2), || {
         format!("limit=2 gave pages of {sizes:?} events")
@@ -223,7 +223,7 @@ async fn invalid_cursor(target: &Target) -> Verdict {
     }
     // Part 7.5: after 400 `invalid_cursor` the client requests the session without a cursor and
     // reconciles the page: that request is answered with the log.
-    let (pages, _) = read_pages(target, token, &session, None, "").await?;
+    let (pages, _) = read_pages(target, token, &session, "").await?;
     ensure(pages.iter().any(|page| !page.is_empty()), || {
         "the request without a cursor after 400 `invalid_cursor` returned no events to reconcile \
          against"

@@ -43,7 +43,7 @@ pub(super) fn checks() -> Vec<Check> {
         Check {
             id: "agent.sse.resume".into(),
             category: Category::AgentSse,
-            requirement: "A stream reopened with the cursor of the last `page` event it sent MUST continue after that page, without repeating or skipping an event.",
+            requirement: "A stream reopened, after a turn ran while it was closed, with the cursor of the last `page` event it sent MUST continue after that page, without repeating or skipping an event.",
             section: "6",
             rests_on: vec!["GET /v1/agent/chat/{sessionId}/stream"],
             operation: None,
@@ -234,7 +234,8 @@ async fn resume(target: &Target) -> Verdict {
         }
     };
     drop(first_stream);
-    let mut reader = open(target, token, &session, Some(&cursor)).await?;
+    // The break: a turn runs while no stream is open; the stream reopened after it must send
+    // what was missed.
     let (_, second) = start_turn(
         target,
         token,
@@ -243,6 +244,7 @@ async fn resume(target: &Target) -> Verdict {
     )
     .await?;
     let (all, _) = settle(target, token, &session, &second).await?;
+    let mut reader = open(target, token, &session, Some(&cursor)).await?;
     if !all.starts_with(&before) {
         return skip("inconclusive: the reconcile pages do not start with the log read before");
     }
@@ -264,7 +266,7 @@ async fn resume(target: &Target) -> Verdict {
             // A stream that repeats what came before the cursor did not take it where
             // `profile.streamCursor` puts it: a means to prove before the fact rests on it.
             let repeats = events.iter().any(|event| before.contains(event));
-            if streamed.is_empty() {
+            if streamed.is_empty() && !events.is_empty() {
                 crate::finding::through_means("streamCursor", !repeats);
             }
             if streamed.is_empty() && repeats {

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use super::run;
 use crate::check::{Category, Check};
-use crate::finding::{Finding, Verdict, ensure, fail, profile};
+use crate::finding::{Finding, Verdict, ensure, fail, profile, skip};
 use crate::target::{Reply, Role, Target};
 
 const AGENT_MCP: &str = "/v1/agent/mcp";
@@ -173,12 +173,15 @@ async fn post_initialize(
 }
 
 async fn unauthorized(target: &Target) -> Verdict {
-    for path in [AGENT_MCP, PIPELINE_MCP] {
+    for (path, role) in [
+        (AGENT_MCP, Role::AgentMcp),
+        (PIPELINE_MCP, Role::PipelineMcp),
+    ] {
         let reply = post_initialize(target, path, None).await?;
         let what = format!("POST {path} without a token");
         // Part 5.4 names the protected resource; how it is spoken to, and its 401 with an RFC
         // 9728 challenge, are the profile's (`#/x-mcp`).
-        refused(&reply, &what)?;
+        refused(target, &reply, path, role, &what).await?;
         profile(reply.status == 401, || {
             format!("{what}: {}, where the profile answers 401", reply.status)
         });
@@ -204,16 +207,28 @@ async fn audience(target: &Target) -> Verdict {
     let agent = &target.role(Role::Agent).await?;
     let reply = post_initialize(target, AGENT_MCP, Some(agent)).await?;
     let what = "the Agent's token on Agent MCP";
-    refused(&reply, what)?;
+    refused(target, &reply, AGENT_MCP, Role::AgentMcp, what).await?;
     profile(reply.status == 401, || {
         format!("{what}: {}, where the profile answers 401", reply.status)
     });
     Ok(())
 }
 
-/// Fails unless an MCP resource refused the request: a 4xx (an MCP answer need not be the
-/// interface's envelope).
-fn refused(reply: &Reply, what: &str) -> Verdict {
+/// Fails unless the MCP resource at `path` refused the request: a 4xx (an MCP answer need not
+/// be the interface's envelope). Another refusal than 401 tells of the token only where a token
+/// of the resource (`role`) is not refused alike: otherwise no MCP resource answered there, and
+/// the check is inconclusive.
+async fn refused(target: &Target, reply: &Reply, path: &str, role: Role, what: &str) -> Verdict {
+    if (400..500).contains(&reply.status) && reply.status != 401 {
+        let token = target.role(role).await?;
+        let served = post_initialize(target, path, Some(&token)).await?;
+        if served.status == reply.status {
+            return skip(format!(
+                "inconclusive: {what}: {}, and a token for {path} is answered so too",
+                reply.status
+            ));
+        }
+    }
     ensure((400..500).contains(&reply.status), || {
         format!(
             "{what}: {} {}, not refused",

@@ -324,29 +324,30 @@ fn page_path(session: &str, query: &str, cursor: Option<&str>) -> String {
     }
 }
 
-/// The session's log page by page, each poll with `query` (such as `limit=2`), following
-/// cursors while `has_more` from `start` (the reconcile page when `None`); returns the pages'
-/// events and the cursor after the last page.
+/// The session's log page by page from the reconcile page, each poll with `query` (such as
+/// `limit=2`), following cursors while `has_more`; returns the pages' events and the cursor
+/// after the last page.
 pub(crate) async fn read_pages(
     target: &Target,
     token: &str,
     session: &str,
-    start: Option<&str>,
     query: &str,
 ) -> Result<(Vec<Vec<Value>>, String), Finding> {
     let mut pages = Vec::new();
-    let mut cursor: Option<String> = start.map(str::to_owned);
+    let mut cursor: Option<String> = None;
     for _ in 0..1000 {
         let reply = poll(target, token, session, cursor.as_deref(), query).await?;
         reply.ensure_success("reading the event log")?;
         let events = reply.body["events"]
             .as_array()
             .ok_or_else(|| Finding::Fail("an EventPage without `events`".into()))?;
-        // A page after a cursor that repeats the pages before it did not read the cursor: the
-        // means is not this deployment's, and following `has_more` would not end.
-        let repeats = events
-            .iter()
-            .any(|event| pages.iter().flatten().any(|before| before == event));
+        // A page after a cursor that holds nothing new, only the pages before it again, did not
+        // read the cursor: the means is not this deployment's, and following `has_more` would
+        // not end. (One that repeats some besides new ones read it, and is judged elsewhere.)
+        let repeats = !events.is_empty()
+            && events
+                .iter()
+                .all(|event| pages.iter().flatten().any(|before| before == event));
         if cursor.is_some() {
             through_means("cursorParameter", !repeats);
         }
@@ -376,7 +377,7 @@ pub(crate) async fn read_log(
     token: &str,
     session: &str,
 ) -> Result<(Vec<Value>, String), Finding> {
-    let (pages, cursor) = read_pages(target, token, session, None, "").await?;
+    let (pages, cursor) = read_pages(target, token, session, "").await?;
     Ok((pages.concat(), cursor))
 }
 

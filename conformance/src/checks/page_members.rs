@@ -1,80 +1,70 @@
 //! What a member beside an EventPage's four fields carries. Part 2.11: messages, tool activity,
 //! actions, errors and lifecycle changes are entries of `events`, never separate top-level
 //! fields. A member that carries one breaks it, in any JSON type; another (`links`, a paging
-//! hint) is only off the profile.
+//! hint, a timing) is only off the profile.
 
 use serde_json::Value;
 
 /// The fields of an EventPage (part 2.11).
 pub(crate) const PAGE_FIELDS: [&str; 4] = ["session_id", "cursor", "events", "has_more"];
 
-/// Words that name what part 2.11 keeps in `events`, by the kind of entry they name (part 3's
-/// turn states among the lifecycle changes).
-const ENTRY_WORDS: [(&str, &[&str]); 5] = [
-    (
-        "a message",
-        &[
-            "message",
-            "msg",
-            "content",
-            "delta",
-            "text",
-            "reply",
-            "assistant",
-        ],
-    ),
-    ("tool activity", &["tool", "function"]),
-    ("an action", &["action", "approval"]),
-    (
-        "an error",
-        &["error", "err", "failure", "exception", "fault"],
-    ),
-    (
-        "a lifecycle change",
-        &[
-            "lifecycle",
-            "state",
-            "status",
-            "phase",
-            "processing",
-            "complete",
-            "completed",
-            "failed",
-            "interrupted",
-            "awaiting",
-            "done",
-            "finished",
-            "ended",
-        ],
-    ),
+/// The turn states of part 3: a string that is one tells a lifecycle change wherever it stands.
+const TURN_STATES: [&str; 5] = [
+    "processing",
+    "complete",
+    "failed",
+    "interrupted",
+    "awaiting_action",
 ];
 
-/// What the member `name` with `value` carries of the entries part 2.11 keeps in `events`: told
-/// by its name (`turnState`, `messages`, `last_error`), by a short string that names one
-/// (`"complete"`, `"tool_call"`; not a path), or by such a name or string at any depth. `None`
-/// for anything else.
+/// Words that name the entries part 2.11 keeps in `events`, by the kind of entry they name.
+const ENTRY_WORDS: [(&str, &[&str]); 4] = [
+    ("a message", &["message", "msg", "reply", "assistant"]),
+    ("tool activity", &["tool", "function"]),
+    ("an action", &["action", "approval"]),
+    ("an error", &["error", "failure", "exception"]),
+];
+
+/// What the member `name` with `value` carries of the entries part 2.11 keeps in `events`:
+/// - a turn state of part 3 as a string, at any depth (`"turnState": "complete"`);
+/// - an object, at any depth, whose `type` or `kind` names an entry (`{"type": "tool_call"}`);
+/// - a name that names an entry (`messages`, `pendingAction`, `last_error`) holding a list, an
+///   object or a string, even empty;
+/// - a name with a turn state's word holding a boolean (`turnComplete: true`).
+///
+/// `None` for anything else: `links`, `status: "ok"`, `done: true`, `processingTimeMs: 12`.
 pub(crate) fn entry_kind(name: &str, value: &Value) -> Option<&'static str> {
-    named(name).or_else(|| carried(value))
+    let words = words(name);
+    let named = words.iter().find_map(|word| kind_of(word));
+    let holds = matches!(value, Value::Array(_) | Value::Object(_) | Value::String(_));
+    let of_a_state = |word: &str| {
+        let parts = TURN_STATES.iter().flat_map(|state| state.split('_'));
+        parts.into_iter().any(|part| part == word)
+    };
+    let stated = value.is_boolean()
+        && words
+            .iter()
+            .any(|word| of_a_state(word) || word.strip_suffix('d').is_some_and(of_a_state));
+    carried(value)
+        .or(named.filter(|_| holds))
+        .or(stated.then_some("a lifecycle change"))
 }
 
 fn carried(value: &Value) -> Option<&'static str> {
     match value {
-        Value::String(text) if !text.contains('/') => {
-            let words = words(text);
-            (words.len() <= 3)
-                .then(|| words.iter().find_map(|word| kind_of(word)))
-                .flatten()
-        }
+        Value::String(text) => TURN_STATES
+            .contains(&text.as_str())
+            .then_some("a lifecycle change"),
         Value::Array(items) => items.iter().find_map(carried),
-        Value::Object(members) => members
-            .iter()
-            .find_map(|(name, member)| named(name).or_else(|| carried(member))),
+        Value::Object(members) => {
+            let typed = ["type", "kind"].iter().find_map(|key| {
+                let kind = members.get(*key)?.as_str()?;
+                words(kind).iter().find_map(|word| kind_of(word))
+            });
+            typed.or_else(|| members.values().find_map(carried))
+        }
         _ => None,
     }
-}
-
-fn named(name: &str) -> Option<&'static str> {
-    words(name).iter().find_map(|word| kind_of(word))
 }
 
 /// The entry kind `word` names, plural or not.
@@ -115,13 +105,16 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn a_member_carries_an_entry_by_its_name_or_its_content_in_any_json_type() {
+    fn a_member_carries_an_entry_by_its_content_or_by_a_name_holding_one() {
         let lifecycle = Some("a lifecycle change");
         assert_eq!(entry_kind("turnState", &json!("complete")), lifecycle);
-        assert_eq!(entry_kind("latest", &json!("awaiting_action")), lifecycle);
-        assert_eq!(entry_kind("done", &json!(true)), lifecycle);
+        assert_eq!(
+            entry_kind("latest", &json!({ "state": "awaiting_action" })),
+            lifecycle
+        );
+        assert_eq!(entry_kind("turnComplete", &json!(true)), lifecycle);
         assert_eq!(entry_kind("messages", &json!([])), Some("a message"));
-        assert_eq!(entry_kind("last_error", &json!(null)), Some("an error"));
+        assert_eq!(entry_kind("last_error", &json!("boom")), Some("an error"));
         assert_eq!(
             entry_kind("pendingAction", &json!({ "id": "act_1" })),
             Some("an action")
@@ -131,14 +124,18 @@ mod tests {
     }
 
     #[test]
-    fn links_paging_hints_and_numbers_carry_none() {
+    fn links_paging_hints_timings_and_statuses_carry_none() {
         let links = json!({
             "self": { "href": "/v1/agent/chat/ses_1?cursor=c" },
-            "resolve": { "href": "/v1/agent/sessions/ses_1/actions/act_1/resolve" }
+            "status": { "href": "/v1/agent/sessions/ses_1" },
+            "actions": { "href": "/v1/agent/sessions/ses_1/actions" }
         });
         assert_eq!(entry_kind("links", &links), None);
         assert_eq!(entry_kind("next", &json!("eyJzZXEiOjV9")), None);
-        assert_eq!(entry_kind("limit", &json!(2)), None);
-        assert_eq!(entry_kind("retryAfterMs", &json!(500)), None);
+        assert_eq!(entry_kind("done", &json!(true)), None);
+        assert_eq!(entry_kind("processingTimeMs", &json!(12)), None);
+        assert_eq!(entry_kind("contentType", &json!("application/json")), None);
+        assert_eq!(entry_kind("status", &json!("ok")), None);
+        assert_eq!(entry_kind("last_error", &json!(null)), None);
     }
 }

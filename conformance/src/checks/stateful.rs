@@ -167,6 +167,7 @@ async fn sequence(target: &Target, root: &'static Operation) -> Verdict {
             let commit = lifecycle.contains(&operation.template.as_str())
                 && crate::spec::presents_build(&body);
             if commit {
+                crate::finding::through_means("commit", false);
                 target.settings.means.commit.request(&body)
             } else {
                 body

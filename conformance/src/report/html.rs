@@ -67,7 +67,9 @@ pub fn html(report: &Report) -> String {
                 }
                 h2 { "Coverage" }
                 p { (report.coverage_summary()) "." }
-                p { (report.facts.summary()) "." }
+                @if let Some(facts) = report.facts.summary() {
+                    p { (facts) "." }
+                }
                 table {
                     tr { th { "Operation" } th { "Statuses answered" } }
                     @for operation in &report.coverage {

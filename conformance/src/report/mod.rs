@@ -162,7 +162,9 @@ pub fn console(report: &Report) -> String {
     let _ = writeln!(out);
     line(&mut out, &report.summary());
     line(&mut out, &report.coverage_summary());
-    line(&mut out, &report.facts.summary());
+    if let Some(facts) = report.facts.summary() {
+        line(&mut out, &facts);
+    }
     if let Some(cleanup) = &report.cleanup {
         let removed = format!(
             "clean-up: removed {} of {} things the run created",

@@ -71,7 +71,9 @@ pub fn summary(report: &Report) -> String {
         let _ = writeln!(out, "- `{}`: {}", outcome.id, cut(message));
     }
     let _ = writeln!(out, "\n### Coverage\n\n{}", report.coverage_summary());
-    let _ = writeln!(out, "\n{}", report.facts.summary());
+    if let Some(facts) = report.facts.summary() {
+        let _ = writeln!(out, "\n{facts}");
+    }
     out
 }
 

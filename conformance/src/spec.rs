@@ -61,14 +61,16 @@ pub struct Spec {
     validators: Mutex<HashMap<String, Option<Arc<SchemaValidator>>>>,
 }
 
-/// Whether a lifecycle request `body` presents a Build for commit: it is one, or holds one as a
-/// member (`attestation` marks a Build, part 2.1).
+/// Whether a lifecycle request `body` presents a Build for commit: it is one, or holds one at
+/// any depth, as a `profile.commit` template may put it (`attestation` marks a Build, part 2.1).
 pub(crate) fn presents_build(body: &Value) -> bool {
-    let is_build = |value: &Value| value.get("attestation").is_some();
-    is_build(body)
-        || body
-            .as_object()
-            .is_some_and(|members| members.values().any(is_build))
+    match body {
+        Value::Object(members) => {
+            members.contains_key("attestation") || members.values().any(presents_build)
+        }
+        Value::Array(items) => items.iter().any(presents_build),
+        _ => false,
+    }
 }
 
 /// The bundled document and its normative view, parsed once.

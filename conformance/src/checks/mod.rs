@@ -480,13 +480,15 @@ pub(crate) fn encode(value: &str) -> String {
         .collect()
 }
 
+/// The paths of the two lifecycle endpoints (part 4.1).
+pub(crate) const LIFECYCLE: [&str; 2] = ["/v1/pipeline/evm/build", "/v1/pipeline/svm/stage"];
+
 /// The simulation of a Build a lifecycle endpoint answered: the `simulation` member of a
 /// success to a request that presents no Build (part 4.1: "200 PipelineBuild"). Commit results,
 /// `summary` and `actions` have shapes the document does not show.
 pub(crate) fn build_simulation(seen: &crate::target::Seen) -> Option<&Value> {
     let route = seen.request.split('?').next().unwrap_or(&seen.request);
-    let lifecycle =
-        route.ends_with("/v1/pipeline/evm/build") || route.ends_with("/v1/pipeline/svm/stage");
+    let lifecycle = LIFECYCLE.iter().any(|template| route.ends_with(template));
     // A request body cut short (not JSON) counts as presenting a Build: left out, never misjudged.
     let presents = seen.exchange.request_body.as_deref().is_some_and(|body| {
         serde_json::from_str::<Value>(body).map_or(true, |body| crate::spec::presents_build(&body))

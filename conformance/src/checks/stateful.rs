@@ -162,9 +162,8 @@ async fn sequence(target: &Target, root: &'static Operation) -> Verdict {
         let body = next.link.get("requestBody").and_then(|b| evaluate(b, from));
         // A Build presented back to a lifecycle endpoint goes as `profile.commit` says (part 4.1
         // does not show the body).
-        let lifecycle = ["/v1/pipeline/evm/build", "/v1/pipeline/svm/stage"];
         let body = body.map(|body| {
-            let commit = lifecycle.contains(&operation.template.as_str())
+            let commit = super::LIFECYCLE.contains(&operation.template.as_str())
                 && crate::spec::presents_build(&body);
             if commit {
                 crate::finding::through_means("commit", false);

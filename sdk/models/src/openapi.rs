@@ -245,8 +245,14 @@ pub fn operation_objects_mut(document: &mut Value) -> impl Iterator<Item = &mut 
 /// The responses of a Responses Object by status (`200`, `2XX`, `default`), its extensions
 /// left out.
 pub fn statuses(responses: &Value) -> impl Iterator<Item = (&String, &Value)> {
-    let members = responses.as_object().into_iter().flatten();
-    members.filter(|(status, _)| !status.starts_with("x-"))
+    responses.as_object().into_iter().flat_map(statuses_in)
+}
+
+/// The members of a Responses Object's `members` that are statuses, not extensions.
+fn statuses_in(members: &Map<String, Value>) -> impl Iterator<Item = (&String, &Value)> {
+    members
+        .iter()
+        .filter(|(status, _)| !status.starts_with("x-"))
 }
 
 fn is_parameter(segment: &str) -> bool {
@@ -303,15 +309,14 @@ pub fn is_marked(value: &Value) -> bool {
 
 /// The keywords that `value`'s `x-profile-fills` lists.
 pub fn fills(value: &Value) -> Vec<&str> {
-    value
-        .get("x-profile-fills")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect()
+    value.as_object().into_iter().flat_map(listed).collect()
 }
 
+/// The keywords that the `x-profile-fills` of an object's `members` lists.
+fn listed(members: &Map<String, Value>) -> impl Iterator<Item = &str> {
+    let fills = members.get("x-profile-fills").and_then(Value::as_array);
+    fills.into_iter().flatten().filter_map(Value::as_str)
+}
 /// Keywords OAS 3.0.3 requires of the object that holds them: a fill of one of them stays in
 /// the normative view, still listed in its `x-profile-fills`, as the one mark left there.
 const REQUIRED_KEYWORDS: [&str; 3] = ["default", "authorizationUrl", "tokenUrl"];
@@ -402,13 +407,10 @@ fn prune(value: &mut Value, removed: &[String], place: Place) {
             }
         }
         Value::Object(members) => {
-            let filled: Vec<String> = fills(&Value::Object(members.clone()))
-                .into_iter()
-                .map(str::to_owned)
-                .collect();
+            let filled: Vec<String> = listed(members).map(str::to_owned).collect();
             if place == Place::Responses {
                 // A response that fills `status`: the document gives no status of its class.
-                let filled_statuses: Vec<String> = statuses(&Value::Object(members.clone()))
+                let filled_statuses: Vec<String> = statuses_in(members)
                     .filter(|(_, response)| fills(response).contains(&"status"))
                     .map(|(status, _)| status.clone())
                     .collect();

@@ -15,6 +15,7 @@ pub mod baseline;
 pub mod check;
 pub mod checks;
 pub mod config;
+pub mod discover;
 #[cfg(feature = "embedded")]
 pub mod embedded;
 pub mod exchange;

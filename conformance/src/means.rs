@@ -11,18 +11,28 @@
 //!   "chat": { "body": { "message": "{message}", "sessionId": "{sessionId}" },
 //!             "sessionId": "/sessionId", "turnId": "/turnId" },
 //!   "turnState": { "kind": "/type", "value": "turn_state", "turnId": "/turnId", "state": "/state" },
+//!   "action": { "kind": "/type", "value": "action", "turnId": "/turnId",
+//!               "actionId": "/action/actionId", "revision": "/action/revision",
+//!               "build": "/action/build" },
 //!   "resolution": { "method": "POST",
 //!                   "path": "/v1/agent/sessions/{sessionId}/actions/{actionId}/resolve",
-//!                   "idempotencyHeader": "Idempotency-Key" },
+//!                   "idempotencyHeader": "Idempotency-Key",
+//!                   "result": { "outcome": "{outcome}", "digest": "{digest}" },
+//!                   "approve": "approved", "reject": "rejected",
+//!                   "resultEntry": { "kind": "/type", "value": "action_result",
+//!                                    "actionId": "/actionId", "outcome": "/result/outcome" } },
 //!   "commit": { "body": "{build}" },
-//!   "streamCursor": { "header": "Last-Event-ID" }
+//!   "streamCursor": { "header": "Last-Event-ID" },
+//!   "errorCode": "/error/code"
 //! }
 //! ```
 //!
 //! `streamCursor` is `{ "query": NAME }` or `{ "header": NAME }`; left out, a stream takes its
-//! cursor as the poll does (`cursorParameter`).
+//! cursor as the poll does (`cursorParameter`). `errorCode` left out, a code is `error` itself
+//! when that is a string, else `error.code`. A chat answer may be any 2xx: no key names its
+//! status.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::finding::Finding;
@@ -37,13 +47,18 @@ pub struct Means {
     pub chat: Chat,
     /// Where a page tells a turn's state (part 2.13 does not show the event entries).
     pub turn_state: TurnState,
-    /// How an action is resolved (part 4.2 does not show the path and method).
+    /// Where an event entry carries an action (part 2.13 does not show the event entries).
+    pub action: ActionEntry,
+    /// How an action is resolved (part 4.2 does not show the path, method and result).
     pub resolution: Resolution,
     /// How a Build is presented for commit (part 4.1 does not show the request body).
     pub commit: Commit,
     /// How a stream is opened from a cursor (part 6 does not show it); `None`: as the poll
     /// takes its cursor.
     pub stream_cursor: Option<StreamCursor>,
+    /// JSON pointer to the code in an error envelope (part 7 does not show the content of
+    /// `error`); `None`: `error` itself when a string, else `error.code`.
+    pub error_code: Option<String>,
 }
 
 /// Where a stream takes the cursor it resumes from (config key `profile.streamCursor`).
@@ -67,9 +82,11 @@ impl Means {
             ),
             ("chat", self.chat != ours.chat),
             ("turnState", self.turn_state != ours.turn_state),
+            ("action", self.action != ours.action),
             ("resolution", self.resolution != ours.resolution),
             ("commit", self.commit != ours.commit),
             ("streamCursor", self.stream_cursor.is_some()),
+            ("errorCode", self.error_code.is_some()),
         ]
         .into_iter()
         .filter_map(|(key, set)| set.then_some(key))
@@ -82,6 +99,20 @@ impl Means {
             .clone()
             .unwrap_or_else(|| StreamCursor::Query(self.cursor_parameter.clone()))
     }
+
+    /// The code of the error envelope `body`, where `profile.errorCode` says.
+    pub fn error_code<'a>(&self, body: &'a Value) -> Option<&'a str> {
+        let code = match &self.error_code {
+            Some(pointer) => body.pointer(pointer).and_then(Value::as_str),
+            None => body.get("error").and_then(|error| {
+                error
+                    .as_str()
+                    .or_else(|| error.get("code").and_then(Value::as_str))
+            }),
+        };
+        crate::finding::through_means("errorCode", code.is_some());
+        code
+    }
 }
 
 impl Default for Means {
@@ -90,15 +121,17 @@ impl Default for Means {
             cursor_parameter: "cursor".into(),
             chat: Chat::default(),
             turn_state: TurnState::default(),
+            action: ActionEntry::default(),
             resolution: Resolution::default(),
             commit: Commit::default(),
             stream_cursor: None,
+            error_code: None,
         }
     }
 }
 
 /// The chat request (config key `profile.chat`).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct Chat {
     /// The request body: the string `{message}` becomes the message and `{sessionId}` the
@@ -133,7 +166,7 @@ impl Chat {
 }
 
 /// Where an event entry tells a turn's state (config key `profile.turnState`).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct TurnState {
     /// JSON pointer to the member that names an entry's kind.
@@ -170,8 +203,83 @@ impl TurnState {
     }
 }
 
+/// Where an event entry carries an action the client must resolve (config key
+/// `profile.action`).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct ActionEntry {
+    /// JSON pointer to the member that names an entry's kind.
+    pub kind: String,
+    /// The kind of the entries that carry an action.
+    pub value: String,
+    /// JSON pointer to the turn id in such an entry.
+    pub turn_id: String,
+    /// JSON pointer to the action id.
+    pub action_id: String,
+    /// JSON pointer to the action's revision (a number, part 4.2).
+    pub revision: String,
+    /// JSON pointer to the Build the action asks the client to review; its `digest` is the
+    /// document's (part 2.1).
+    pub build: String,
+}
+
+impl Default for ActionEntry {
+    fn default() -> Self {
+        Self {
+            kind: "/type".into(),
+            value: "action".into(),
+            turn_id: "/turnId".into(),
+            action_id: "/action/actionId".into(),
+            revision: "/action/revision".into(),
+            build: "/action/build".into(),
+        }
+    }
+}
+
+/// An action a turn raised, as its entry names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Raised {
+    /// The action id.
+    pub action: String,
+    /// Its current revision.
+    pub revision: i64,
+    /// The digest of the Build it asks the client to review.
+    pub digest: String,
+}
+
+impl ActionEntry {
+    /// Whether `event` is an entry of this kind for `turn`.
+    pub fn raised_in(&self, event: &Value, turn: &str) -> bool {
+        let text = |pointer: &str| event.pointer(pointer).and_then(Value::as_str);
+        text(&self.kind) == Some(self.value.as_str()) && text(&self.turn_id) == Some(turn)
+    }
+
+    /// The action `event` carries; the pointers it lacks when it does not name all of it.
+    pub fn read(&self, event: &Value) -> Result<Raised, String> {
+        let text = |pointer: &str| event.pointer(pointer).and_then(Value::as_str);
+        let digest = format!("{}/digest", self.build);
+        let revision = event.pointer(&self.revision).and_then(Value::as_i64);
+        match (text(&self.action_id), revision, text(&digest)) {
+            (Some(action), Some(revision), Some(digest)) => Ok(Raised {
+                action: action.to_owned(),
+                revision,
+                digest: digest.to_owned(),
+            }),
+            (action, revision, found) => Err([
+                (action.is_none(), self.action_id.as_str()),
+                (revision.is_none(), self.revision.as_str()),
+                (found.is_none(), digest.as_str()),
+            ]
+            .into_iter()
+            .filter_map(|(missing, pointer)| missing.then_some(pointer))
+            .collect::<Vec<_>>()
+            .join(", ")),
+        }
+    }
+}
+
 /// How an action is resolved (config key `profile.resolution`); the body, `{ revision, result }`,
-/// is the document's.
+/// is the document's, the result's members are not.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct Resolution {
@@ -181,6 +289,15 @@ pub struct Resolution {
     pub path: String,
     /// The header that carries the idempotency key.
     pub idempotency_header: String,
+    /// The ActionResult: the string `{outcome}` becomes `approve` or `reject`, and `{digest}`
+    /// the reviewed Build's digest.
+    pub result: Value,
+    /// The outcome that approves the action.
+    pub approve: String,
+    /// The outcome that rejects it.
+    pub reject: String,
+    /// Where the log records a result.
+    pub result_entry: ResultEntry,
 }
 
 impl Default for Resolution {
@@ -189,8 +306,21 @@ impl Default for Resolution {
             method: "POST".into(),
             path: "/v1/agent/sessions/{sessionId}/actions/{actionId}/resolve".into(),
             idempotency_header: "Idempotency-Key".into(),
+            result: json!({ "outcome": "{outcome}", "digest": "{digest}" }),
+            approve: "approved".into(),
+            reject: "rejected".into(),
+            result_entry: ResultEntry::default(),
         }
     }
+}
+
+/// The two outcomes a resolution can send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The client approves the reviewed request.
+    Approve,
+    /// The client rejects it.
+    Reject,
 }
 
 impl Resolution {
@@ -207,6 +337,60 @@ impl Resolution {
         self.path
             .replace("{sessionId}", session)
             .replace("{actionId}", action)
+    }
+
+    /// The word this deployment gives `outcome`.
+    pub fn word(&self, outcome: Outcome) -> &str {
+        match outcome {
+            Outcome::Approve => &self.approve,
+            Outcome::Reject => &self.reject,
+        }
+    }
+
+    /// The body that resolves at `revision` with `outcome`, naming the Build of `digest`.
+    pub fn body(&self, revision: i64, outcome: Outcome, digest: &str) -> Value {
+        let result = fill(&self.result, &|text| match text {
+            "{outcome}" => Some(Some(Value::from(self.word(outcome)))),
+            "{digest}" => Some(Some(Value::from(digest))),
+            _ => None,
+        });
+        json!({ "revision": revision, "result": result.unwrap_or(Value::Null) })
+    }
+}
+
+/// Where the log records an action's result (config key `profile.resolution.resultEntry`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct ResultEntry {
+    /// JSON pointer to the member that names an entry's kind.
+    pub kind: String,
+    /// The kind of the entries that record a result.
+    pub value: String,
+    /// JSON pointer to the action id in such an entry.
+    pub action_id: String,
+    /// JSON pointer to the outcome it records.
+    pub outcome: String,
+}
+
+impl Default for ResultEntry {
+    fn default() -> Self {
+        Self {
+            kind: "/type".into(),
+            value: "action_result".into(),
+            action_id: "/actionId".into(),
+            outcome: "/result/outcome".into(),
+        }
+    }
+}
+
+impl ResultEntry {
+    /// The outcome `event` records for `action` (`null` where it names none), when it is an
+    /// entry of this kind for it.
+    pub fn outcome<'a>(&self, event: &'a Value, action: &str) -> Option<&'a Value> {
+        let text = |pointer: &str| event.pointer(pointer).and_then(Value::as_str);
+        let recorded =
+            text(&self.kind) == Some(self.value.as_str()) && text(&self.action_id) == Some(action);
+        recorded.then(|| event.pointer(&self.outcome).unwrap_or(&Value::Null))
     }
 }
 
@@ -308,6 +492,57 @@ mod tests {
         };
         let event = json!({ "kind": "turn", "turn": { "id": "t1", "state": "failed" } });
         assert_eq!(theirs.of(&event, "t1"), Some("failed"));
+    }
+
+    #[test]
+    fn an_action_and_its_result_are_read_and_written_where_the_profile_says() {
+        let ours = Means::default();
+        let entry = json!({ "type": "action", "turnId": "t1",
+            "action": { "actionId": "a1", "revision": 2, "build": { "digest": "sha256:01" } } });
+        assert!(ours.action.raised_in(&entry, "t1"));
+        assert!(!ours.action.raised_in(&entry, "t2"));
+        let raised = ours.action.read(&entry).unwrap();
+        assert_eq!((raised.action.as_str(), raised.revision), ("a1", 2));
+        assert_eq!(
+            ours.resolution.body(2, Outcome::Reject, &raised.digest),
+            json!({ "revision": 2, "result": { "outcome": "rejected", "digest": "sha256:01" } })
+        );
+        let bare = json!({ "type": "action", "turnId": "t1", "action": { "actionId": "a1" } });
+        assert_eq!(
+            ours.action.read(&bare).unwrap_err(),
+            "/action/revision, /action/build/digest"
+        );
+        let theirs: Means = serde_json::from_value(json!({
+            "action": { "kind": "/kind", "value": "approval", "turnId": "/turn",
+                        "actionId": "/approval/id", "revision": "/approval/rev",
+                        "build": "/approval/envelope" },
+            "resolution": { "result": { "decision": "{outcome}", "of": "{digest}" },
+                            "approve": "yes", "reject": "no",
+                            "resultEntry": { "kind": "/kind", "value": "decided",
+                                             "actionId": "/approval", "outcome": "/decision" } },
+            "errorCode": "/error/reason"
+        }))
+        .unwrap();
+        let entry = json!({ "kind": "approval", "turn": "t1",
+            "approval": { "id": "a9", "rev": 1, "envelope": { "digest": "sha256:02" } } });
+        assert!(theirs.action.raised_in(&entry, "t1"));
+        let raised = theirs.action.read(&entry).unwrap();
+        assert_eq!(
+            theirs.resolution.body(1, Outcome::Approve, &raised.digest),
+            json!({ "revision": 1, "result": { "decision": "yes", "of": "sha256:02" } })
+        );
+        let recorded = json!({ "kind": "decided", "approval": "a9", "decision": "no" });
+        let entry = &theirs.resolution.result_entry;
+        assert_eq!(entry.outcome(&recorded, "a9"), Some(&json!("no")));
+        assert_eq!(entry.outcome(&recorded, "a1"), None);
+        let error = json!({ "error": { "reason": "gone", "code": 7 } });
+        assert_eq!(theirs.error_code(&error), Some("gone"));
+        assert_eq!(ours.error_code(&json!({ "error": "bare" })), Some("bare"));
+        assert_eq!(
+            ours.error_code(&json!({ "error": { "code": "c" } })),
+            Some("c")
+        );
+        assert_eq!(theirs.set_keys(), ["action", "resolution", "errorCode"]);
     }
 
     #[test]

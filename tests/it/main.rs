@@ -29,3 +29,4 @@ mod sdk_resilience;
 mod server_basics;
 mod services;
 mod store;
+mod third_team;

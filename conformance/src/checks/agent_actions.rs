@@ -4,7 +4,8 @@ use serde_json::{Value, json};
 
 use super::{fresh_key, read_log, run, settle, start_turn_saying};
 use crate::check::{Category, Check};
-use crate::finding::{Finding, Verdict, ensure, skip};
+use crate::finding::{Finding, Verdict, ensure, skip, through_means};
+use crate::means::{Outcome, inconclusive};
 use crate::target::{Reply, Role, Target};
 
 const ON: &[&str] = &[
@@ -55,46 +56,81 @@ pub(super) struct Pending {
     digest: String,
 }
 
-/// Starts a turn that raises an action and waits until it awaits it.
+/// Starts a turn that raises an action, waits until it awaits it, and proves the resolution's
+/// path on it (`profile.action` and `profile.resolution`).
 pub(super) async fn pending_action(target: &Target, token: &str) -> Result<Pending, Finding> {
     let prompt = super::inputs::action_chat(target);
     let (session, turn) = start_turn_saying(target, token, None, prompt).await?;
     let (events, _) = settle(target, token, &session, &turn).await?;
-    let Some(event) = events
-        .iter()
-        .find(|event| event["type"] == "action" && event["turnId"] == turn.as_str())
-    else {
+    let means = &target.settings.means.action;
+    let Some(event) = events.iter().find(|event| means.raised_in(event, &turn)) else {
+        if super::turn_state(target, &events, &turn) == Some("awaiting_action") {
+            return Err(inconclusive(
+                "action",
+                format!(
+                    "the turn awaits an action, but no entry of the log has `{}` at {} and the \
+                     turn at {}",
+                    means.value, means.kind, means.turn_id
+                ),
+            ));
+        }
         return skip(format!(
             "the runtime raised no action for {prompt:?}; set inputs.actionChat (--action-prompt)"
         ));
     };
-    // The action's entry is our profile's shape (part 2.13 does not show it): one without what
-    // a resolution names is a means of ours the deployment does not share.
-    let named = |pointer: &str| {
-        event
-            .pointer(pointer)
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-    };
-    let (Some(action), Some(digest)) = (named("/action/actionId"), named("/action/build/digest"))
-    else {
-        return skip(
-            "inconclusive: the action's entry names no /action/actionId and /action/build/digest, \
-             which the profile's resolution needs",
-        );
-    };
-    Ok(Pending {
-        action,
-        revision: event["action"]["revision"].as_i64().unwrap_or(1),
-        digest,
+    let raised = means.read(event).map_err(|missing| {
+        through_means("action", false);
+        inconclusive(
+            "action",
+            format!("the action's entry names nothing at {missing}"),
+        )
+    })?;
+    through_means("action", true);
+    let pending = Pending {
         session,
-    })
+        action: raised.action,
+        revision: raised.revision,
+        digest: raised.digest,
+    };
+    pending.prove(target, token).await?;
+    Ok(pending)
 }
 
 impl Pending {
-    /// A resolution body at `revision` with `outcome`.
-    pub(super) fn body(&self, revision: i64, outcome: &str) -> Value {
-        json!({ "revision": revision, "result": { "outcome": outcome, "digest": self.digest } })
+    /// A resolution body at `revision` with `outcome`, naming the reviewed Build.
+    pub(super) fn body(&self, target: &Target, revision: i64, outcome: Outcome) -> Value {
+        let means = &target.settings.means.resolution;
+        means.body(revision, outcome, &self.digest)
+    }
+
+    /// Proves that the resolution's path reaches this action: a body that is no resolution
+    /// (an array) is refused for its body, not answered as a route or action that is not there.
+    async fn prove(&self, target: &Target, token: &str) -> Verdict {
+        let reply = self
+            .resolve(target, token, Some(&fresh_key("prove")), &json!([]))
+            .await?;
+        let reached =
+            (400..500).contains(&reply.status) && !matches!(reply.status, 401 | 403 | 404 | 405);
+        through_means("resolution", reached);
+        if reached {
+            return Ok(());
+        }
+        Err(inconclusive(
+            "resolution",
+            format!(
+                "{} {} with a body that is no resolution answered {} {}, not a refusal of the \
+                 body: the path does not reach action {}",
+                target.settings.means.resolution.method,
+                target
+                    .settings
+                    .means
+                    .resolution
+                    .path(&self.session, &self.action),
+                reply.status,
+                crate::finding::excerpt(&reply.text),
+                self.action
+            ),
+        ))
     }
 
     pub(super) async fn resolve(
@@ -113,21 +149,19 @@ impl Pending {
         if let Some(key) = key {
             call = call.header(&means.idempotency_header, key);
         }
-        let reply = call.send().await?;
-        crate::finding::through_means("resolution", (200..300).contains(&reply.status));
-        Ok(reply)
+        call.send().await
     }
 }
 
 async fn revision_conflict(target: &Target) -> Verdict {
     let token = &target.role(Role::Agent).await?;
     let pending = pending_action(target, token).await?;
-    let stale = pending.body(pending.revision + 1, "rejected");
+    let stale = pending.body(target, pending.revision + 1, Outcome::Reject);
     pending
         .resolve(target, token, Some(&fresh_key("stale")), &stale)
         .await?
         .ensure_status(409, "a resolution naming a revision the action is not at")?;
-    let current = pending.body(pending.revision, "rejected");
+    let current = pending.body(target, pending.revision, Outcome::Reject);
     pending
         .resolve(target, token, Some(&fresh_key("current")), &current)
         .await?
@@ -141,7 +175,7 @@ async fn revision_conflict(target: &Target) -> Verdict {
 async fn idempotency(target: &Target) -> Verdict {
     let token = &target.role(Role::Agent).await?;
     let pending = pending_action(target, token).await?;
-    let body = pending.body(pending.revision, "rejected");
+    let body = pending.body(target, pending.revision, Outcome::Reject);
     pending
         .resolve(target, token, None, &body)
         .await?
@@ -160,7 +194,8 @@ async fn idempotency(target: &Target) -> Verdict {
     };
     first.ensure_status(200, "one of two concurrent resolutions with the same key")?;
     let replayed = twin.status == first.status && twin.body == first.body;
-    let in_flight = twin.status == 409 && twin.error_code() == Some("idempotency_in_flight");
+    let code = target.settings.means.error_code(&twin.body);
+    let in_flight = twin.status == 409 && code == Some("idempotency_in_flight");
     ensure(replayed || in_flight, || {
         format!(
             "a duplicate sent while the first was in flight got {} {} after {} {}",
@@ -177,7 +212,7 @@ async fn idempotency(target: &Target) -> Verdict {
             )
         },
     )?;
-    let other = pending.body(pending.revision, "approved");
+    let other = pending.body(target, pending.revision, Outcome::Approve);
     pending
         .resolve(target, token, Some(&key), &other)
         .await?
@@ -192,23 +227,24 @@ async fn idempotency(target: &Target) -> Verdict {
 async fn reviewed_result(target: &Target) -> Verdict {
     let token = &target.role(Role::Agent).await?;
     let pending = pending_action(target, token).await?;
+    let means = &target.settings.means.resolution;
     let other_digest = format!("sha256:{}", "0".repeat(64));
-    let wrong = json!({
-        "revision": pending.revision,
-        "result": { "outcome": "approved", "digest": other_digest },
-    });
+    let wrong = means.body(pending.revision, Outcome::Approve, &other_digest);
     pending
         .resolve(target, token, Some(&fresh_key("digest")), &wrong)
         .await?
         .ensure_status(400, "a result naming another Build's digest")?;
-    let mut authored = pending.body(pending.revision, "approved");
-    authored["result"]["transaction"] =
-        json!({ "to": "0x0000000000000000000000000000000000000000", "value": "1" });
-    pending
-        .resolve(target, token, Some(&fresh_key("authored")), &authored)
-        .await?
-        .ensure_status(400, "a result carrying transaction fields")?;
-    let reviewed = pending.body(pending.revision, "rejected");
+    let mut authored = pending.body(target, pending.revision, Outcome::Approve);
+    if let Some(result) = authored["result"].as_object_mut() {
+        let transaction =
+            json!({ "to": "0x0000000000000000000000000000000000000000", "value": "1" });
+        result.insert("transaction".into(), transaction);
+        pending
+            .resolve(target, token, Some(&fresh_key("authored")), &authored)
+            .await?
+            .ensure_status(400, "a result carrying transaction fields")?;
+    }
+    let reviewed = pending.body(target, pending.revision, Outcome::Reject);
     pending
         .resolve(target, token, Some(&fresh_key("reviewed")), &reviewed)
         .await?
@@ -217,12 +253,13 @@ async fn reviewed_result(target: &Target) -> Verdict {
     let (events, _) = read_log(target, token, &pending.session).await?;
     let results: Vec<&Value> = events
         .iter()
-        .filter(|event| event["type"] == "action_result" && event["actionId"] == pending.action)
-        .map(|event| &event["result"]["outcome"])
+        .filter_map(|event| means.result_entry.outcome(event, &pending.action))
         .collect();
-    ensure(results == [&json!("rejected")], || {
+    let rejected = json!(means.reject);
+    ensure(results == [&rejected], || {
         format!(
-            "the log records the outcomes {results:?} for action {}; expected the one accepted, rejected",
+            "the log records the outcomes {results:?} for action {}; expected the one accepted, \
+             {rejected}",
             pending.action
         )
     })

@@ -6,11 +6,11 @@ use serde_json::Value;
 
 use super::{
     TERMINAL, alter_signature, cursor_taken, poll, read_log, read_pages, run, seqs, settle,
-    settled_session, start_turn, stream_request, text, turn_state,
+    settled_session, start_turn, stream_request, stream_takes_cursor, text, turn_state,
 };
 use crate::check::{Category, Check};
 use crate::finding::excerpt;
-use crate::finding::{Finding, Verdict, ensure, profile, skip};
+use crate::finding::{Finding, Verdict, ensure, fail, profile, skip};
 use crate::target::{Role, Target};
 
 const ON: &[&str] = &["GET /v1/agent/chat/{sessionId}"];
@@ -174,20 +174,33 @@ async fn follow(
 }
 
 /// What the stream answers when `cursor` opens it: a refusal must be `status` (normative, with
-/// `code` when given); a stream that opens ignored the cursor means, a profile finding.
+/// `code` when given). A stream that opens ignored the cursor: a failure where the stream takes
+/// the cursor `proof` issued after the events `proof` gives (with a turn appended since), a
+/// profile finding where it does not take a cursor through `profile.streamCursor`.
 async fn stream_refuses(
     target: &Target,
     token: &str,
-    session: &str,
+    (session, proof): (&str, (&str, &[Value])),
     cursor: &str,
-    status: u16,
-    code: Option<&str>,
+    (status, code): (u16, Option<&str>),
     what: &str,
 ) -> Verdict {
     let (path, call) = stream_request(target, token, session, Some(cursor));
     // A stream that opens is left unread.
     let reply = call.send().await?;
     if (200..300).contains(&reply.status) {
+        // The proof: a turn appended after the cursor `proof` issued, a stream opened there
+        // sends it and none of the events before.
+        let (issued, seen) = proof;
+        let message = "conformance: after the cursor";
+        let (_, turn) = start_turn(target, token, Some(session), message).await?;
+        settle(target, token, session, &turn).await?;
+        if stream_takes_cursor(target, token, session, issued, seen).await? {
+            return fail(format!(
+                "GET {path} with {what} opened the stream, which takes a cursor it issued there: \
+                 expected {status}"
+            ));
+        }
         profile(false, || {
             format!("the stream opened with {what}: it does not read the cursor means")
         });
@@ -210,16 +223,9 @@ async fn invalid_cursor(target: &Target) -> Verdict {
             .await?
             .ensure_error(400, "invalid_cursor", &format!("cursor {bad:?}"))?;
         let what = format!("cursor {bad:?}");
-        stream_refuses(
-            target,
-            token,
-            &session,
-            bad,
-            400,
-            Some("invalid_cursor"),
-            &what,
-        )
-        .await?;
+        let proof = (cursor.as_str(), events.as_slice());
+        let refusal = (400, Some("invalid_cursor"));
+        stream_refuses(target, token, (&session, proof), bad, refusal, &what).await?;
     }
     // Part 7.5: after 400 `invalid_cursor` the client requests the session without a cursor and
     // reconciles the page: that request is answered with the log.
@@ -234,7 +240,8 @@ async fn invalid_cursor(target: &Target) -> Verdict {
     let altered = alter_signature(&cursor);
     let reply = poll(target, token, &session, Some(&altered), "").await?;
     profile(
-        reply.status == 400 && reply.error_code() == Some("invalid_cursor"),
+        reply.status == 400
+            && target.settings.means.error_code(&reply.body) == Some("invalid_cursor"),
         || {
             format!(
                 "cursor {altered:?}, its signature changed: {} {}, where the profile answers 400 \
@@ -280,7 +287,10 @@ async fn expired_cursor(target: &Target) -> Verdict {
         .await?
         .ensure_envelope(410, "a cursor past its lifetime")?;
     let what = "a cursor past its lifetime";
-    stream_refuses(target, token, &session, &cursor, 410, None, what).await?;
+    // A cursor issued now proves that the stream takes one.
+    let (fresh_events, fresh) = read_log(target, token, &session).await?;
+    let proof = (fresh.as_str(), fresh_events.as_slice());
+    stream_refuses(target, token, (&session, proof), &cursor, (410, None), what).await?;
     let reconcile = poll(target, token, &session, None, "").await?;
     reconcile.ensure_success("the reconcile request after 410")?;
     ensure(

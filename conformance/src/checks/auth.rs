@@ -86,10 +86,10 @@ fn scope_is_normative(operation: &Operation) -> bool {
     object.get("x-profile").is_none() && !filled
 }
 
-/// A concrete path for `operation`: `session` and `action` for their parameters, and every
-/// other path parameter its example in openapi.json; an action's resolution where the
-/// deployment takes it (`profile.resolution`).
-fn path_of(target: &Target, operation: &Operation, session: &str, action: &str) -> String {
+/// A concrete path for `operation`: `session` and `action` for their parameters, the run's own
+/// value for every other path parameter ([`super::inputs::path_value`]), else its example in
+/// openapi.json; an action's resolution where the deployment takes it (`profile.resolution`).
+async fn path_of(target: &Target, operation: &Operation, session: &str, action: &str) -> String {
     if operation.id == "resolveAction" {
         crate::finding::through_means("resolution", false);
         return target.settings.means.resolution.path(session, action);
@@ -107,12 +107,15 @@ fn path_of(target: &Target, operation: &Operation, session: &str, action: &str) 
         let value = match name {
             "sessionId" => session.to_owned(),
             "actionId" => action.to_owned(),
-            _ => match &parameter["example"] {
-                Value::String(text) => text.clone(),
-                other => other.to_string(),
+            _ => match super::inputs::path_value(target, &operation.template, name).await {
+                Some(value) => value,
+                None => match &parameter["example"] {
+                    Value::String(text) => text.clone(),
+                    other => other.to_string(),
+                },
             },
         };
-        path = path.replace(&format!("{{{name}}}"), &value);
+        path = path.replace(&format!("{{{name}}}"), &super::encode(&value));
     }
     path
 }
@@ -166,16 +169,21 @@ async fn send(
 
 async fn matrix(target: &Target, operation: &'static Operation) -> Verdict {
     let (resource, scope) = resource_and_scope(operation);
-    let session = match resource {
-        "agent" => {
+    // The subject is the run's own: a session it started, an action it raised.
+    let (session, action) = match (resource, operation.id.as_str()) {
+        ("agent", "resolveAction") => {
             let agent = target.role(Role::Agent).await?;
-            start_turn(target, &agent, None, "conformance: the auth matrix")
-                .await?
-                .0
+            let pending = pending_action(target, &agent).await?;
+            (pending.session, pending.action)
         }
-        _ => String::new(),
+        ("agent", _) => {
+            let agent = target.role(Role::Agent).await?;
+            let started = start_turn(target, &agent, None, "conformance: the auth matrix").await?;
+            (started.0, String::new())
+        }
+        _ => (String::new(), String::new()),
     };
-    let path = path_of(target, operation, &session, "act_conformance");
+    let path = path_of(target, operation, &session, &action).await;
     // A body every variation of the document accepts, so that only the token can refuse it.
     let body = plausible_body(target, operation).await;
     let empty = body.clone().unwrap_or_else(|| json!({}));
@@ -215,7 +223,15 @@ async fn matrix(target: &Target, operation: &'static Operation) -> Verdict {
         let served = send(target, operation, &path, Some(&bearer), &empty).await?;
         served.status == anonymous.status
     };
-    if alike {
+    // A route or thing that is not there answers 404 or 405 whatever the token: that is no
+    // refusal of it.
+    if matches!(anonymous.status, 404 | 405) && !declared {
+        skipped.push(format!(
+            "inconclusive token cases: {what} answered {} without a token, so the request \
+             never reached what the token guards",
+            anonymous.status
+        ));
+    } else if alike {
         skipped.push(format!(
             "inconclusive token cases: a valid token is answered {} too",
             anonymous.status
@@ -272,7 +288,7 @@ async fn matrix(target: &Target, operation: &'static Operation) -> Verdict {
                     },
                 );
             }
-            let code = reply.error_code();
+            let code = target.settings.means.error_code(&reply.body);
             profile(code == Some("insufficient_scope"), || {
                 format!("{case}: the error code is {code:?}, not insufficient_scope")
             });
@@ -409,7 +425,7 @@ async fn isolation(target: &Target, operation: &'static Operation) -> Verdict {
     // The body the owner could send, so that only ownership can refuse the request.
     let (session, action, body) = if operation.template.contains("{actionId}") {
         let pending = pending_action(target, &owner).await?;
-        let body = pending.body(pending.revision, "rejected");
+        let body = pending.body(target, pending.revision, crate::means::Outcome::Reject);
         (pending.session, pending.action, body)
     } else {
         let message = format!("{marker} conformance: isolation from {WALLET}");
@@ -436,8 +452,8 @@ async fn isolation(target: &Target, operation: &'static Operation) -> Verdict {
         };
         (into(&session).await?, into(&missing(&session)).await?)
     } else {
-        let mine = path_of(target, operation, &session, &action);
-        let nobody = path_of(target, operation, &missing(&session), &action);
+        let mine = path_of(target, operation, &session, &action).await;
+        let nobody = path_of(target, operation, &missing(&session), &action).await;
         (
             send(target, operation, &mine, Some(&bearer), &body).await?,
             send(target, operation, &nobody, Some(&bearer), &body).await?,
@@ -497,7 +513,7 @@ async fn account_isolation(target: &Target, operation: &'static Operation) -> Ve
             &ACCOUNT_SCOPES,
         ))
         .await?;
-    let path = path_of(target, operation, "", "");
+    let path = path_of(target, operation, "", "").await;
     let install = super::inputs::install(target).await?;
     let application = format!("/v1/account/apps/{}", install.application_id);
     let credential = |name: &str| format!("{application}/secrets/{name}");

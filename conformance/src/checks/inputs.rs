@@ -203,3 +203,27 @@ pub async fn install(target: &Target) -> Result<Install, Finding> {
         credentials,
     })
 }
+
+/// The run's own value for the path parameter `name` of the operation at `template`, where the
+/// document shows only an example: the app and operation of the build request it sends, the
+/// skill operation it calls, the app it installs and the first credential that app needs.
+/// `None` where the run has none, so that a check sends the example and says so.
+pub(crate) async fn path_value(target: &Target, template: &str, name: &str) -> Option<String> {
+    let skills = template.starts_with("/v1/pipeline/skills/");
+    let text = |value: &Value, pointer: &str| value.pointer(pointer)?.as_str().map(str::to_owned);
+    match name {
+        "skill" => skill_call(target).await.ok().map(|call| call.skill),
+        "operation" if skills => skill_call(target).await.ok().map(|call| call.operation),
+        "app" => text(
+            &build_request(target, "/v1/pipeline/evm/build").await.ok()?,
+            "/app",
+        ),
+        "operation" => text(
+            &build_request(target, "/v1/pipeline/evm/build").await.ok()?,
+            "/operations/0/operation",
+        ),
+        "applicationId" => Some(install(target).await.ok()?.application_id.to_string()),
+        "name" => install(target).await.ok()?.credentials.into_keys().next(),
+        _ => None,
+    }
+}

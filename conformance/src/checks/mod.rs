@@ -247,6 +247,35 @@ pub(crate) fn stream_request<'a>(
     (path, call)
 }
 
+/// Whether a stream opened at `cursor`, which the deployment issued after `seen`, takes it
+/// where `profile.streamCursor` says: its first page repeats none of `seen`.
+pub(crate) async fn stream_takes_cursor(
+    target: &Target,
+    token: &str,
+    session: &str,
+    cursor: &str,
+    seen: &[Value],
+) -> Result<bool, Finding> {
+    let (_, call) = stream_request(target, token, session, Some(cursor));
+    let response = call.open().await?;
+    if !response.status().is_success() {
+        return Ok(false);
+    }
+    let mut reader = crate::target::Reader::new(response);
+    let deadline = Instant::now() + std::time::Duration::from_secs(5);
+    while let Some(frame) = reader.next(deadline - Instant::now()).await? {
+        if frame.event != "page" {
+            continue;
+        }
+        let page: Value = serde_json::from_str(&frame.data).unwrap_or_default();
+        let events = page["events"].as_array();
+        let taken = events.is_some_and(|events| !events.iter().any(|event| seen.contains(event)));
+        through_means("streamCursor", taken);
+        return Ok(taken);
+    }
+    Ok(false)
+}
+
 /// Whether the deployment takes `cursor`, which it issued after `seen`, through the cursor
 /// means: a poll with it answers 2xx with none of `seen`. Otherwise the check is inconclusive.
 /// Gives the cursor that poll's page carries (`cursor` when it carries none): issued later, it

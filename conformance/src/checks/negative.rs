@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 use reqwest::Method;
 use serde_json::{Map, Value, json};
 
+use super::agent_actions::{Pending, pending_action};
 use super::{encode, read, run, start_turn};
 use crate::check::{Category, Check};
 use crate::finding::excerpt;
@@ -51,7 +52,7 @@ pub(super) fn checks() -> Vec<Check> {
 /// One request derived from the document that breaks one rule.
 struct Case {
     operation: &'static Operation,
-    /// The path with its query.
+    /// The path template with its query.
     path: String,
     body: Option<Value>,
     /// The rule it breaks, for the report.
@@ -60,23 +61,44 @@ struct Case {
     profile: bool,
 }
 
-/// Values for path parameters: a session of the run, and names that exist in any deployment's
-/// document examples.
-fn fill(template: &str, session: &str) -> String {
-    template
-        .split('/')
-        .map(|segment| match segment {
-            "{sessionId}" => session,
-            "{applicationId}" => "1",
-            "{name}" => "API_KEY",
-            "{actionId}" => "act_conformance",
-            "{skill}" => "address",
-            "{operation}" => "validate",
-            "{app}" => "evm-assets",
-            literal => literal,
-        })
-        .collect::<Vec<_>>()
-        .join("/")
+/// The path of `case` on the deployment: `session` for its session, the resolution's path (its
+/// `profile.resolution`) for an action, and the run's own value for every other parameter, else
+/// the document's example.
+async fn path_of(target: &Target, case: &Case, session: &str, action: Option<&Pending>) -> String {
+    if let Some(pending) = action {
+        let means = &target.settings.means.resolution;
+        return means.path(&pending.session, &pending.action);
+    }
+    let mut path = case.path.replace("{sessionId}", session);
+    while let Some((name, _)) = path
+        .split_once('{')
+        .and_then(|(_, rest)| rest.split_once('}'))
+    {
+        let name = name.to_owned();
+        let value = match super::inputs::path_value(target, &case.operation.template, &name).await {
+            Some(value) => value,
+            None => example(&name),
+        };
+        path = path.replace(&format!("{{{name}}}"), &super::encode(&value));
+    }
+    path
+}
+
+/// The example openapi.json gives the path parameter `name`.
+fn example(name: &str) -> String {
+    let parameter = spec().operations().iter().find_map(|operation| {
+        let object = spec().operation_object(&operation.method, &operation.template)?;
+        object["parameters"]
+            .as_array()?
+            .iter()
+            .map(|parameter| spec().resolve(parameter))
+            .find(|parameter| parameter["in"] == "path" && parameter["name"] == name)
+    });
+    match parameter.map(|parameter| &parameter["example"]) {
+        Some(Value::String(text)) => text.clone(),
+        Some(other) => other.to_string(),
+        None => name.to_owned(),
+    }
 }
 
 /// The JSON pointer of `operation`'s object in the document, such as
@@ -163,7 +185,7 @@ fn breaking_values(schema: &Value) -> Vec<(&'static str, String, Value)> {
 /// The cases of `operation`'s body: each member of the schema branch its example takes, broken
 /// one rule at a time, a required member left out, an unexpected member, and a body of another
 /// type. Only bodies the schema refuses are kept.
-fn body_cases(operation: &'static Operation, session: &str) -> Vec<Case> {
+fn body_cases(operation: &'static Operation) -> Vec<Case> {
     let (method, template) = (&operation.method, &operation.template);
     let base = spec()
         .request_examples(method, template)
@@ -202,7 +224,7 @@ fn body_cases(operation: &'static Operation, session: &str) -> Vec<Case> {
         if !validator.is_valid(&body) {
             cases.push(Case {
                 operation,
-                path: fill(template, session),
+                path: template.clone(),
                 body: Some(body),
                 breaks,
                 profile: whole || profile,
@@ -257,7 +279,7 @@ fn body_cases(operation: &'static Operation, session: &str) -> Vec<Case> {
 
 /// The cases of `operation`'s query parameters: each broken one rule at a time. Operations that
 /// answer a stream are left out, since a wrongly accepted request would not end.
-fn query_cases(operation: &'static Operation, session: &str) -> Vec<Case> {
+fn query_cases(operation: &'static Operation) -> Vec<Case> {
     let (method, template) = (&operation.method, &operation.template);
     let Some(object) = spec().operation_object(method, template) else {
         return Vec::new();
@@ -293,7 +315,7 @@ fn query_cases(operation: &'static Operation, session: &str) -> Vec<Case> {
                 .map_or_else(|| value.to_string(), str::to_owned);
             cases.push(Case {
                 operation,
-                path: format!("{}?{name}={}", fill(template, session), encode(&text)),
+                path: format!("{template}?{name}={}", encode(&text)),
                 body: None,
                 breaks: format!("query `{name}` is {what}"),
                 profile: whole || marked(&pointer, keyword),
@@ -342,8 +364,8 @@ async fn refused(target: &Target, profile: bool) -> Verdict {
         .operations()
         .iter()
         .flat_map(|operation| {
-            let mut cases = body_cases(operation, &session);
-            cases.extend(query_cases(operation, &session));
+            let mut cases = body_cases(operation);
+            cases.extend(query_cases(operation));
             cases
         })
         .filter(|case| case.profile == profile)
@@ -351,39 +373,93 @@ async fn refused(target: &Target, profile: bool) -> Verdict {
     if cases.is_empty() {
         return skip("openapi.json yields no case of this level");
     }
+    // A resolution's cases go to an action the run raised, through `profile.resolution`.
+    let resolves = cases
+        .iter()
+        .any(|case| case.operation.id == "resolveAction");
+    let action = match resolves {
+        true => match pending_action(target, agent).await {
+            Ok(pending) => Ok(pending),
+            Err(Finding::Skip(reason)) => Err(reason),
+            Err(other) => return Err(other),
+        },
+        false => Err("no case resolves an action".to_owned()),
+    };
     let before = state(target, agent, &session).await?;
-    let (mut unrefused, mut outside) = (Vec::new(), Vec::new());
+    let (mut unrefused, mut outside, mut unreached) = (Vec::new(), Vec::new(), Vec::new());
     let mut sent = 0;
     for case in &cases {
-        let method = &case.operation.method;
         let Ok(token) = &target.role(super::role_of(case.operation)).await else {
             continue;
         };
+        let (pending, method, idempotency) = if case.operation.id == "resolveAction" {
+            match &action {
+                Ok(pending) => {
+                    let means = &target.settings.means.resolution;
+                    (
+                        Some(pending),
+                        means.http_method(),
+                        means.idempotency_header.as_str(),
+                    )
+                }
+                Err(reason) => {
+                    unreached.push(format!("{} ({}): {reason}", case.operation.id, case.breaks));
+                    continue;
+                }
+            }
+        } else {
+            let method = case
+                .operation
+                .method
+                .parse()
+                .expect("the document's methods parse");
+            (None, method, "Idempotency-Key")
+        };
+        let path = path_of(target, case, &session, pending).await;
         let mut request = target
-            .request(
-                method.parse().expect("the document's methods parse"),
-                &case.path,
-            )
+            .request(method.clone(), &path)
             .bearer(token)
-            .header("Idempotency-Key", &super::fresh_key("negative"));
+            .header(idempotency, &super::fresh_key("negative"));
         if let Some(body) = &case.body {
             request = request.json(body);
         }
         let reply = request.send().await?;
+        let mut line = format!("{method} {} ({})", excerpt(&path), case.breaks);
+        if let Some(body) = &case.body {
+            let _ = write!(line, " {}", excerpt(&body.to_string()));
+        }
+        let _ = write!(line, " -> {} {}", reply.status, excerpt(&reply.text));
+        // A route or thing that is not there is no refusal of the rule the case breaks.
+        if matches!(reply.status, 404 | 405) {
+            unreached.push(line);
+            continue;
+        }
         sent += 1;
         let enveloped = reply.body.get("error").is_some();
         if !((400..500).contains(&reply.status) && enveloped) {
-            let path = excerpt(&case.path);
-            let mut line = format!("{method} {path} ({})", case.breaks);
-            if let Some(body) = &case.body {
-                let _ = write!(line, " {}", excerpt(&body.to_string()));
-            }
-            let _ = write!(line, " -> {} {}", reply.status, excerpt(&reply.text));
             if reply.status >= 400 && !enveloped {
                 outside.push(line.clone());
             }
             unrefused.push(line);
         }
+    }
+    if sent == 0 {
+        return skip(format!(
+            "inconclusive: no case of this level reached its subject: {}",
+            unreached.join("; ")
+        ));
+    }
+    if !unreached.is_empty() {
+        crate::finding::warn(format!(
+            "{} invalid requests did not reach their subject and judge nothing: {}",
+            unreached.len(),
+            unreached
+                .iter()
+                .take(10)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("; ")
+        ));
     }
     let listed = |lines: &[String]| {
         lines

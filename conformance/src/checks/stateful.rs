@@ -14,6 +14,7 @@ use super::{encode, fresh_key, role_of, run_on_operation};
 use crate::check::{Category, Check};
 use crate::finding::{Finding, Verdict, ensure};
 use crate::generate::Rng;
+use crate::means::Chat;
 use crate::spec::{Level, Operation, spec};
 use crate::target::{Reply, Target};
 
@@ -48,6 +49,20 @@ fn links(operation: &Operation, status: u16) -> Vec<(&'static str, &'static Valu
         .flatten()
         .map(|(name, link)| (name.as_str(), spec().resolve(link)))
         .collect()
+}
+
+/// The links of an answer with `status`: the document's for that status, and for another
+/// success those of the success the document gives links (a deployment may answer any 2xx
+/// where the document shows none).
+fn answer_links(operation: &Operation, status: u16) -> Vec<(&'static str, &'static Value)> {
+    let exact = links(operation, status);
+    if !exact.is_empty() || !(200..300).contains(&status) {
+        return exact;
+    }
+    (200..300)
+        .map(|status| links(operation, status))
+        .find(|links| !links.is_empty())
+        .unwrap_or_default()
 }
 
 /// The operations that start a chain: with links in a success answer, and the target of no
@@ -123,7 +138,7 @@ async fn sequence(target: &Target, root: &'static Operation) -> Verdict {
     let mut enqueue =
         |steps: &[Step], from: usize, queue: &mut VecDeque<Next>, last: &mut Vec<Next>| {
             let step = &steps[from];
-            for (name, link) in links(step.operation, step.reply.status) {
+            for (name, link) in answer_links(step.operation, step.reply.status) {
                 if !followed.insert((step.operation.id.clone(), name)) {
                     continue;
                 }
@@ -145,7 +160,7 @@ async fn sequence(target: &Target, root: &'static Operation) -> Verdict {
         let mut given = BTreeMap::new();
         for (name, expression) in next.link["parameters"].as_object().into_iter().flatten() {
             let name = name.rsplit('.').next().unwrap_or(name);
-            match evaluate(expression, from) {
+            match evaluate(expression, from, &target.settings.means.chat) {
                 Some(value) => given.insert(name.to_owned(), value),
                 None => {
                     broken.push((
@@ -159,7 +174,11 @@ async fn sequence(target: &Target, root: &'static Operation) -> Verdict {
                 }
             };
         }
-        let body = next.link.get("requestBody").and_then(|b| evaluate(b, from));
+        let chat = &target.settings.means.chat;
+        let body = next
+            .link
+            .get("requestBody")
+            .and_then(|b| evaluate(b, from, chat));
         // A Build presented back to a lifecycle endpoint goes as `profile.commit` says (part 4.1
         // does not show the body).
         let body = body.map(|body| {
@@ -317,8 +336,9 @@ async fn send(
 }
 
 /// The value of a link's runtime expression (`$response.body#/id`, `$request.path.sessionId`,
-/// `$response.header.Location`...) in `step`; a constant stands for itself.
-fn evaluate(expression: &Value, step: &Step) -> Option<Value> {
+/// `$response.header.Location`...) in `step`; a constant stands for itself. The session and turn
+/// of a chat answer are read where `chat` (`profile.chat`) says.
+fn evaluate(expression: &Value, step: &Step, chat: &Chat) -> Option<Value> {
     let Some(text) = expression.as_str().filter(|text| text.starts_with('$')) else {
         return Some(expression.clone());
     };
@@ -339,6 +359,11 @@ fn evaluate(expression: &Value, step: &Step) -> Option<Value> {
                 step.parameters.get(name)?.clone()
             }
         }
+    };
+    let pointer = match (step.operation.id.as_str(), source, pointer) {
+        ("startChat", "$response.body", Some("/sessionId")) => Some(chat.session_id.as_str()),
+        ("startChat", "$response.body", Some("/turnId")) => Some(chat.turn_id.as_str()),
+        (_, _, pointer) => pointer,
     };
     match pointer {
         Some(pointer) => value.pointer(pointer).cloned(),
@@ -409,7 +434,8 @@ mod tests {
     #[test]
     fn runtime_expressions_read_the_step_before() {
         let step = step("startChat", 202, json!({ "sessionId": "ses_2", "n": 1 }));
-        let read = |expression: &str| evaluate(&json!(expression), &step);
+        let chat = Chat::default();
+        let read = |expression: &str| evaluate(&json!(expression), &step, &chat);
         assert_eq!(read("$response.body#/sessionId"), Some(json!("ses_2")));
         assert_eq!(read("$response.body#/n"), Some(json!(1)));
         assert_eq!(read("$response.body#/missing"), None);

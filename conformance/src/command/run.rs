@@ -75,6 +75,11 @@ pub struct RunArgs {
     /// List the checks and exit.
     #[arg(long)]
     list: bool,
+    /// Probe the deployment for the means the document leaves open (the chat body, cursor
+    /// parameters, entries, the resolution path), write the `profile` it finds to FILE (`-`:
+    /// standard output) and exit; what it could not tell goes to standard error.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["list", "rerun"])]
+    discover: Option<PathBuf>,
     /// A baseline of known failures (a file `--write-baseline` made, or a JSON report): a
     /// failure whose every fingerprint it holds is reported as known and fails nothing; a new
     /// way of failing, even in a check that already failed, fails the run.
@@ -183,6 +188,9 @@ pub async fn run_command(args: RunArgs) -> Result<ExitCode, String> {
         Some(command) => target.with_source(TokenSource::Command(command.clone())),
         None => target,
     };
+    if let Some(path) = &args.discover {
+        return discover(&target, path).await;
+    }
     let bar = (!args.no_progress && std::io::stderr().is_terminal()).then(|| {
         let style = ProgressStyle::with_template("[{bar:30}] {pos}/{len} {msg}")
             .expect("a valid progress template")
@@ -297,6 +305,26 @@ pub async fn run_command(args: RunArgs) -> Result<ExitCode, String> {
 }
 
 /// The baseline in the file at `path`, when given: one `--write-baseline` made, or a JSON report.
+/// Writes the profile `target` shows to `path` (`-`: standard output), each note to standard
+/// error.
+async fn discover(target: &Target, path: &Path) -> Result<ExitCode, String> {
+    let found = intent_conformance::discover::discover(target).await?;
+    for note in &found.notes {
+        eprintln!("discover: {note}");
+    }
+    let text = serde_json::to_string_pretty(&serde_json::json!({ "profile": found.profile }))
+        .expect("a profile serializes");
+    if path.as_os_str() == "-" {
+        println!("{text}");
+    } else {
+        std::fs::write(path, format!("{text}\n"))
+            .map_err(|e| format!("writing {}: {e}", path.display()))?;
+        eprintln!("discover: wrote {}", path.display());
+    }
+    target.clean_up().await;
+    Ok(ExitCode::SUCCESS)
+}
+
 fn read_baseline(path: Option<&Path>) -> Result<Option<Baseline>, String> {
     let Some(path) = path else {
         return Ok(None);

@@ -25,14 +25,6 @@ pub struct Reply {
 }
 
 impl Reply {
-    /// The error code of an error envelope: `error.code`, or `error` itself when it is a string.
-    pub fn error_code(&self) -> Option<&str> {
-        let error = self.body.get("error")?;
-        error
-            .as_str()
-            .or_else(|| error.get("code").and_then(Value::as_str))
-    }
-
     /// Fails unless the status is `expected`.
     pub fn ensure_status(&self, expected: u16, what: &str) -> Result<&Self, Finding> {
         if self.status != expected {
@@ -116,7 +108,8 @@ impl Reply {
                 excerpt(&self.text)
             )
         })?;
-        crate::finding::profile(self.error_code() == Some(code), || {
+        let ours = crate::means::Means::default().error_code(&self.body);
+        crate::finding::profile(ours == Some(code), || {
             format!(
                 "{what}: `{code}` is not where the profile puts it (`error.code` or `error`): {}",
                 excerpt(&self.text)

@@ -395,9 +395,13 @@ async fn a_third_team_whose_every_means_differs_passes_with_its_profile_and_is_n
         partial.as_object_mut().unwrap().remove(key);
         suite(&[], Some(partial), &[])
     });
-    let (configured, alone, partial) = tokio::join!(
+    // A pointer set wrong: the chat answer's turn read as its session.
+    let mut mispointed = its_profile();
+    mispointed["chat"]["sessionId"] = json!("/turn");
+    let (configured, alone, mispointed, partial) = tokio::join!(
         suite(&[], Some(its_profile()), &[]),
         suite(&[], None, &[]),
+        suite(&[], Some(mispointed), &[]),
         futures_util::future::join_all(partial),
     );
     // With its profile: nothing fails or errs, the checks that rest on each means pass, and
@@ -425,9 +429,18 @@ async fn a_third_team_whose_every_means_differs_passes_with_its_profile_and_is_n
     for key in &keys {
         assert!(proved(&configured, key), "profile.{key} was never proved");
     }
-    // Without a profile, or less any one key: nothing fails, and an inconclusive check names
-    // each key missing but `errorCode`, which only a code of our profile is read through.
-    let runs = std::iter::once((None, &alone)).chain(keys.iter().map(Some).zip(&partial));
+    let inconclusive: Vec<String> = with_status(&configured, Status::Skip)
+        .into_iter()
+        .filter(|line| line.contains("profile."))
+        .collect();
+    assert!(inconclusive.is_empty(), "{inconclusive:#?}");
+    // Without a profile, with a pointer set wrong, or less any one key: nothing fails, and an
+    // inconclusive check names each key missing or wrong but `errorCode`, which only a code of
+    // our profile is read through.
+    let chat = "chat".to_owned();
+    let runs = [(None, &alone), (Some(&chat), &mispointed)]
+        .into_iter()
+        .chain(keys.iter().map(Some).zip(&partial));
     for (missing, report) in runs {
         let failed = with_status(report, Status::Fail);
         assert!(

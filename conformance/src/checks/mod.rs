@@ -150,8 +150,9 @@ pub(crate) async fn start_turn(
 }
 
 /// Starts a turn with exactly `message`, in `session` or a new one, through the chat means
-/// (`profile.chat`); returns `(sessionId, turnId)`. A refusal (4xx) or an answer that does not
-/// name the session and turn where the means says makes the check inconclusive.
+/// (`profile.chat`); returns `(sessionId, turnId)`. A refusal (4xx), an answer that does not
+/// name the session and turn where the means says, or a new session it names that is none (its
+/// page answers 404 or 410) makes the check inconclusive.
 pub(crate) async fn start_turn_saying(
     target: &Target,
     token: &str,
@@ -184,18 +185,38 @@ pub(crate) async fn start_turn_saying(
     }
     let named = |pointer: &str| reply.body.pointer(pointer).and_then(Value::as_str);
     let started = (named(&chat.session_id), named(&chat.turn_id));
-    through_means("chat", matches!(started, (Some(_), Some(_))));
     match started {
-        (Some(session), Some(turn)) => Ok((session.to_owned(), turn.to_owned())),
-        _ => Err(inconclusive(
-            "chat",
-            format!(
-                "the chat answer names no session at {} and turn at {}: {}",
-                chat.session_id,
-                chat.turn_id,
-                crate::finding::excerpt(&reply.text)
-            ),
-        )),
+        (Some(started), Some(turn)) => {
+            // A new session proves the means: what the answer names there is a session.
+            through_means("chat", session.is_some());
+            if session.is_none() {
+                let page = poll(target, token, started, None, "").await?;
+                through_means("chat", (200..300).contains(&page.status));
+                if matches!(page.status, 404 | 410) {
+                    return Err(inconclusive(
+                        "chat",
+                        format!(
+                            "the chat answer names {started:?} at {} but GET /v1/agent/chat/{started} \
+                             answered {}: that is no session",
+                            chat.session_id, page.status
+                        ),
+                    ));
+                }
+            }
+            Ok((started.to_owned(), turn.to_owned()))
+        }
+        _ => Err({
+            through_means("chat", false);
+            inconclusive(
+                "chat",
+                format!(
+                    "the chat answer names no session at {} and turn at {}: {}",
+                    chat.session_id,
+                    chat.turn_id,
+                    crate::finding::excerpt(&reply.text)
+                ),
+            )
+        }),
     }
 }
 

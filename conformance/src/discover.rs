@@ -206,57 +206,137 @@ fn reason(finding: Finding) -> String {
     }
 }
 
-/// The chat means whose turn starts in a session that then exists, that session and turn.
+/// The names a member that holds a session's id may have (in any case), or that an object
+/// holding it as `id` may have.
+const SESSION_NAMES: [&str; 9] = [
+    "sessionid",
+    "session_id",
+    "session",
+    "threadid",
+    "thread_id",
+    "thread",
+    "conversationid",
+    "conversation_id",
+    "conversation",
+];
+
+/// The same for a turn's id.
+const TURN_NAMES: [&str; 3] = ["turnid", "turn_id", "turn"];
+
+/// The chat means whose turn starts in a session that then exists, and whose second turn in
+/// that session is answered with it; that session and its second turn.
 async fn chat(target: &Target, token: &str) -> Result<Option<(Chat, String, String)>, String> {
-    for (message, session) in CHAT_SHAPES {
-        let reply = target
-            .request(Method::POST, "/v1/agent/chat")
+    for (message, _) in CHAT_SHAPES {
+        let first = json!({ message: "conformance: discover" });
+        let Some((session_id, turn_id, session, turn)) =
+            started(target, token, &first, None).await?
+        else {
+            continue;
+        };
+        let exists = target
+            .request(Method::GET, &format!("/v1/agent/chat/{session}"))
             .bearer(token)
-            .json(&json!({ message: "conformance: discover" }))
             .send()
             .await
             .map_err(reason)?;
-        if !(200..300).contains(&reply.status) {
+        if !(200..300).contains(&exists.status) {
             continue;
         }
-        let named = |words: &[&str]| leaf(&reply.body, &|path, _| named_by(path, words));
-        let (Some(session_id), Some(turn_id)) = (
-            named(&["session", "thread", "conversation"]),
-            named(&["turn"]),
-        ) else {
-            continue;
-        };
-        let text = |pointer: &str| reply.body.pointer(pointer).and_then(Value::as_str);
-        let (Some(id), Some(turn)) = (text(&session_id), text(&turn_id)) else {
-            continue;
-        };
-        let page = target
-            .request(Method::GET, &format!("/v1/agent/chat/{id}"))
-            .bearer(token)
-            .send()
-            .await
-            .map_err(reason)?;
-        if (200..300).contains(&page.status) {
-            let chat = Chat {
-                body: json!({ message: "{message}", session: "{sessionId}" }),
-                session_id,
-                turn_id,
-            };
-            return Ok(Some((chat, id.to_owned(), turn.to_owned())));
+        // The member that names the session: a second turn asked for in it, once the first
+        // settles, starts there.
+        settle(target, token, &session, &turn).await?;
+        for (_, member) in CHAT_SHAPES {
+            let next = json!({ message: "conformance: discover", member: session });
+            let answer = started(target, token, &next, Some((&session_id, &turn_id))).await?;
+            if let Some((_, _, again, second)) = answer.filter(|(_, _, again, _)| *again == session)
+            {
+                let chat = Chat {
+                    body: json!({ message: "{message}", member: "{sessionId}" }),
+                    session_id,
+                    turn_id,
+                };
+                return Ok(Some((chat, again, second)));
+            }
         }
     }
     Ok(None)
 }
 
-/// Whether the last member name of `path` holds one of `words`, in any case.
-fn named_by(path: &[String], words: &[&str]) -> bool {
-    path.last().is_some_and(|name| {
-        let name = name.to_ascii_lowercase();
-        words.iter().any(|word| name.contains(word))
-    }) || path.len() >= 2 && {
-        // `{ "session": { "id": ... } }`
-        let parent = path[path.len() - 2].to_ascii_lowercase();
-        path.last().is_some_and(|name| name == "id") && words.iter().any(|w| parent.contains(w))
+/// Posts `body` to the chat endpoint; on a 2xx, the pointers of the session and turn it names
+/// (`pointers`, else found by their members' names) and their values.
+async fn started(
+    target: &Target,
+    token: &str,
+    body: &Value,
+    pointers: Option<(&str, &str)>,
+) -> Result<Option<(String, String, String, String)>, String> {
+    let reply = target
+        .request(Method::POST, "/v1/agent/chat")
+        .bearer(token)
+        .json(body)
+        .send()
+        .await
+        .map_err(reason)?;
+    if !(200..300).contains(&reply.status) {
+        return Ok(None);
+    }
+    let named = |names: &[&str]| leaf(&reply.body, &|path, _| named_by(path, names));
+    let (session_id, turn_id) = match pointers {
+        Some((session, turn)) => (Some(session.to_owned()), Some(turn.to_owned())),
+        None => (named(&SESSION_NAMES), named(&TURN_NAMES)),
+    };
+    let (Some(session_id), Some(turn_id)) = (session_id, turn_id) else {
+        return Ok(None);
+    };
+    let text = |pointer: &str| reply.body.pointer(pointer).and_then(Value::as_str);
+    Ok(match (text(&session_id), text(&turn_id)) {
+        (Some(session), Some(turn)) => {
+            let (session, turn) = (session.to_owned(), turn.to_owned());
+            Some((session_id, turn_id, session, turn))
+        }
+        _ => None,
+    })
+}
+
+/// The turn-state means of `turn` once it settles (or `turn_timeout` passes), read where an
+/// entry of `session`'s log holds both its id and a word of part 2.9.
+async fn settle(
+    target: &Target,
+    token: &str,
+    session: &str,
+    turn: &str,
+) -> Result<Option<TurnState>, String> {
+    let deadline = Instant::now() + target.settings.turn_timeout;
+    loop {
+        let page = target
+            .request(Method::GET, &format!("/v1/agent/chat/{session}"))
+            .bearer(token)
+            .send()
+            .await
+            .map_err(reason)?;
+        let events = page.body["events"].as_array().cloned().unwrap_or_default();
+        let state = events
+            .iter()
+            .rev()
+            .find_map(|event| turn_state(event, turn));
+        let settled = state
+            .as_ref()
+            .is_some_and(|(_, word)| TERMINAL.contains(&word.as_str()));
+        if settled || Instant::now() > deadline {
+            return Ok(state.map(|(means, _)| means));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Whether the last member name of `path` is one of `names` (in any case), or is `id` in an
+/// object whose name is.
+fn named_by(path: &[String], names: &[&str]) -> bool {
+    let named = |name: &String| names.contains(&name.to_ascii_lowercase().as_str());
+    match path {
+        [.., parent, last] if last == "id" => named(parent),
+        [.., last] => named(last),
+        [] => false,
     }
 }
 
@@ -391,22 +471,7 @@ impl Probe<'_> {
     /// The state of `turn` once settled, read where an entry holds both its id and a word of
     /// part 2.9.
     async fn turn(&self, session: &str, turn: &str) -> Result<Option<TurnState>, String> {
-        let deadline = Instant::now() + self.target.settings.turn_timeout;
-        loop {
-            let (_, page) = self.page(session, "").await?;
-            let events = page["events"].as_array().cloned().unwrap_or_default();
-            let state = events
-                .iter()
-                .rev()
-                .find_map(|event| turn_state(event, turn));
-            let settled = state
-                .as_ref()
-                .is_some_and(|(_, word)| TERMINAL.contains(&word.as_str()));
-            if settled || Instant::now() > deadline {
-                return Ok(state.map(|(means, _)| means));
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        settle(self.target, self.token, session, turn).await
     }
 
     /// How a stream takes `cursor`: its first page sends events and none of `seen`.
@@ -572,11 +637,14 @@ fn action_entry(event: &Value, turn: &str) -> Option<ActionEntry> {
     let build = digest.strip_suffix("/digest")?.to_owned();
     let parent = build.rsplit_once('/').map_or("", |(parent, _)| parent);
     let holder = event.pointer(parent)?.as_object()?;
-    let id = holder.iter().find_map(|(name, value)| {
-        let name_lower = name.to_ascii_lowercase();
-        (value.is_string() && name_lower.ends_with("id") && value != turn)
-            .then(|| format!("{parent}/{name}"))
-    })?;
+    // The action's id: a member named `id`, else one whose name ends in `id` and holds neither
+    // the turn nor a session.
+    let ids = holder.iter().filter(|(name, value)| {
+        let lower = name.to_ascii_lowercase();
+        value.is_string() && lower.ends_with("id") && *value != turn && !lower.contains("session")
+    });
+    let (name, _) = ids.min_by_key(|(name, _)| name.as_str() != "id")?;
+    let id = format!("{parent}/{name}");
     let revision = holder.iter().find_map(|(name, value)| {
         (value.is_i64() && name.to_ascii_lowercase().starts_with("rev"))
             .then(|| format!("{parent}/{name}"))

@@ -102,14 +102,7 @@ impl Means {
 
     /// The code of the error envelope `body`, where `profile.errorCode` says.
     pub fn error_code<'a>(&self, body: &'a Value) -> Option<&'a str> {
-        let code = match &self.error_code {
-            Some(pointer) => body.pointer(pointer).and_then(Value::as_str),
-            None => body.get("error").and_then(|error| {
-                error
-                    .as_str()
-                    .or_else(|| error.get("code").and_then(Value::as_str))
-            }),
-        };
+        let code = code_at(self.error_code.as_deref(), body);
         crate::finding::through_means("errorCode", code.is_some());
         code
     }
@@ -435,6 +428,19 @@ fn fill(template: &Value, value: &dyn Fn(&str) -> Option<Option<Value>>) -> Opti
             items.iter().filter_map(|item| fill(item, value)).collect(),
         )),
         other => Some(other.clone()),
+    }
+}
+
+/// The code of the error envelope `body` at `pointer`; without one, where our profile puts it:
+/// `error` itself when a string, else `error.code`.
+pub fn code_at<'a>(pointer: Option<&str>, body: &'a Value) -> Option<&'a str> {
+    match pointer {
+        Some(pointer) => body.pointer(pointer).and_then(Value::as_str),
+        None => body.get("error").and_then(|error| {
+            error
+                .as_str()
+                .or_else(|| error.get("code").and_then(Value::as_str))
+        }),
     }
 }
 

@@ -63,7 +63,12 @@ pub(super) async fn pending_action(target: &Target, token: &str) -> Result<Pendi
     let (session, turn) = start_turn_saying(target, token, None, prompt).await?;
     let (events, _) = settle(target, token, &session, &turn).await?;
     let means = &target.settings.means.action;
-    let Some(event) = events.iter().find(|event| means.raised_in(event, &turn)) else {
+    // The latest entry: an action raised again carries its current revision.
+    let Some(event) = events
+        .iter()
+        .rev()
+        .find(|event| means.raised_in(event, &turn))
+    else {
         if super::turn_state(target, &events, &turn) == Some("awaiting_action") {
             return Err(inconclusive(
                 "action",
@@ -104,13 +109,13 @@ impl Pending {
     }
 
     /// Proves that the resolution's path reaches this action: a body that is no resolution
-    /// (an array) is refused for its body, not answered as a route or action that is not there.
+    /// (an array) is refused, and not as a route or action that is not there (404, 405). A
+    /// refusal of the token (401, 403) reached the route too: the checks judge it.
     async fn prove(&self, target: &Target, token: &str) -> Verdict {
         let reply = self
             .resolve(target, token, Some(&fresh_key("prove")), &json!([]))
             .await?;
-        let reached =
-            (400..500).contains(&reply.status) && !matches!(reply.status, 401 | 403 | 404 | 405);
+        let reached = (400..500).contains(&reply.status) && !matches!(reply.status, 404 | 405);
         through_means("resolution", reached);
         if reached {
             return Ok(());
@@ -194,8 +199,7 @@ async fn idempotency(target: &Target) -> Verdict {
     };
     first.ensure_status(200, "one of two concurrent resolutions with the same key")?;
     let replayed = twin.status == first.status && twin.body == first.body;
-    let code = target.settings.means.error_code(&twin.body);
-    let in_flight = twin.status == 409 && code == Some("idempotency_in_flight");
+    let in_flight = twin.status == 409 && twin.names_error("idempotency_in_flight");
     ensure(replayed || in_flight, || {
         format!(
             "a duplicate sent while the first was in flight got {} {} after {} {}",
@@ -230,6 +234,12 @@ async fn reviewed_result(target: &Target) -> Verdict {
     let means = &target.settings.means.resolution;
     let other_digest = format!("sha256:{}", "0".repeat(64));
     let wrong = means.body(pending.revision, Outcome::Approve, &other_digest);
+    if wrong == pending.body(target, pending.revision, Outcome::Approve) {
+        return Err(inconclusive(
+            "resolution",
+            "the result template names no `{digest}`, so no result can name another Build",
+        ));
+    }
     pending
         .resolve(target, token, Some(&fresh_key("digest")), &wrong)
         .await?

@@ -187,12 +187,23 @@ pub(crate) async fn start_turn_saying(
     let started = (named(&chat.session_id), named(&chat.turn_id));
     match started {
         (Some(started), Some(turn)) => {
-            // A new session proves the means: what the answer names there is a session.
-            through_means("chat", session.is_some());
-            if session.is_none() {
+            // A turn in a session proves the means when the answer names that session; a new
+            // session, when what the answer names there is a session.
+            if let Some(asked) = session {
+                through_means("chat", started == asked);
+                if started != asked {
+                    return Err(inconclusive(
+                        "chat",
+                        format!(
+                            "a turn asked for in session {asked} started in {started:?}: the \
+                             request does not name the session where this deployment reads it"
+                        ),
+                    ));
+                }
+            } else {
                 let page = poll(target, token, started, None, "").await?;
                 through_means("chat", (200..300).contains(&page.status));
-                if matches!(page.status, 404 | 410) {
+                if (400..500).contains(&page.status) {
                     return Err(inconclusive(
                         "chat",
                         format!(
@@ -268,8 +279,9 @@ pub(crate) fn stream_request<'a>(
     (path, call)
 }
 
-/// Whether a stream opened at `cursor`, which the deployment issued after `seen`, takes it
-/// where `profile.streamCursor` says: its first page repeats none of `seen`.
+/// Whether a stream opened at `cursor`, which the deployment issued after `seen` (with events
+/// appended since), takes it where `profile.streamCursor` says: its first page with events
+/// repeats none of `seen`.
 pub(crate) async fn stream_takes_cursor(
     target: &Target,
     token: &str,
@@ -284,16 +296,22 @@ pub(crate) async fn stream_takes_cursor(
     }
     let mut reader = crate::target::Reader::new(response);
     let deadline = Instant::now() + std::time::Duration::from_secs(5);
-    while let Some(frame) = reader.next(deadline - Instant::now()).await? {
-        if frame.event != "page" {
-            continue;
-        }
+    while let Some(frame) = reader
+        .next(deadline.saturating_duration_since(Instant::now()))
+        .await?
+    {
         let page: Value = serde_json::from_str(&frame.data).unwrap_or_default();
-        let events = page["events"].as_array();
-        let taken = events.is_some_and(|events| !events.iter().any(|event| seen.contains(event)));
+        let Some(events) = page["events"]
+            .as_array()
+            .filter(|events| !events.is_empty())
+        else {
+            continue;
+        };
+        let taken = !events.iter().any(|event| seen.contains(event));
         through_means("streamCursor", taken);
         return Ok(taken);
     }
+    through_means("streamCursor", false);
     Ok(false)
 }
 

@@ -15,6 +15,7 @@ use super::{encode, read, run, start_turn};
 use crate::check::{Category, Check};
 use crate::finding::excerpt;
 use crate::finding::{Finding, Verdict, ensure, skip};
+use crate::means::Outcome;
 use crate::spec::{Operation, spec};
 use crate::target::{Role, Target};
 
@@ -182,16 +183,18 @@ fn breaking_values(schema: &Value) -> Vec<(&'static str, String, Value)> {
     values
 }
 
-/// The cases of `operation`'s body: each member of the schema branch its example takes, broken
-/// one rule at a time, a required member left out, an unexpected member, and a body of another
-/// type. Only bodies the schema refuses are kept.
-fn body_cases(operation: &'static Operation) -> Vec<Case> {
+/// The cases of `operation`'s body: each member of the schema branch its example (or `base`)
+/// takes, broken one rule at a time, a required member left out, an unexpected member, and a
+/// body of another type. Only bodies the schema refuses are kept.
+fn body_cases(operation: &'static Operation, base: Option<Value>) -> Vec<Case> {
     let (method, template) = (&operation.method, &operation.template);
-    let base = spec()
-        .request_examples(method, template)
-        .into_iter()
-        .next()
-        .cloned();
+    let base = base.or_else(|| {
+        spec()
+            .request_examples(method, template)
+            .into_iter()
+            .next()
+            .cloned()
+    });
     let (Some(base), Some(validator)) = (base, spec().request_body(operation)) else {
         return Vec::new();
     };
@@ -360,11 +363,11 @@ async fn state(target: &Target, agent: &str, session: &str) -> Result<Value, Fin
 async fn refused(target: &Target, profile: bool) -> Verdict {
     let agent = &target.role(Role::Agent).await?;
     let (session, _) = start_turn(target, agent, None, "hello").await?;
-    let cases: Vec<Case> = spec()
+    let mut cases: Vec<Case> = spec()
         .operations()
         .iter()
         .flat_map(|operation| {
-            let mut cases = body_cases(operation);
+            let mut cases = body_cases(operation, None);
             cases.extend(query_cases(operation));
             cases
         })
@@ -385,6 +388,20 @@ async fn refused(target: &Target, profile: bool) -> Verdict {
         },
         false => Err("no case resolves an action".to_owned()),
     };
+    // A resolution's cases break one rule of the body that would resolve the action raised, so
+    // that no other (its digest, its revision) is what a refusal answers.
+    if let Ok(pending) = &action {
+        let resolution = spec()
+            .operations()
+            .iter()
+            .find(|operation| operation.id == "resolveAction");
+        if let Some(operation) = resolution {
+            let base = pending.body(target, pending.revision, Outcome::Reject);
+            cases.retain(|case| case.operation.id != "resolveAction");
+            let theirs = body_cases(operation, Some(base));
+            cases.extend(theirs.into_iter().filter(|case| case.profile == profile));
+        }
+    }
     let before = state(target, agent, &session).await?;
     let (mut unrefused, mut outside, mut unreached) = (Vec::new(), Vec::new(), Vec::new());
     let mut sent = 0;

@@ -93,22 +93,26 @@ impl Reply {
         Ok(self)
     }
 
+    /// Whether the error envelope names `code` anywhere in its `error` (part 7: its content is
+    /// not shown).
+    pub fn names_error(&self, code: &str) -> bool {
+        self.body
+            .get("error")
+            .is_some_and(|error| names(error, code))
+    }
+
     /// Fails unless the status is `expected` and the error envelope names `code` anywhere in
     /// its `error` (part 7: its content is not shown). That `code` stands where the profile puts
     /// it (`error.code`, or `error` itself) is a profile assertion.
     pub fn ensure_error(&self, expected: u16, code: &str, what: &str) -> Result<&Self, Finding> {
         self.ensure_status(expected, what)?;
-        let named = self
-            .body
-            .get("error")
-            .is_some_and(|error| names(error, code));
-        crate::finding::ensure(named, || {
+        crate::finding::ensure(self.names_error(code), || {
             format!(
                 "{what}: expected error `{code}` in the envelope, got {}",
                 excerpt(&self.text)
             )
         })?;
-        let ours = crate::means::Means::default().error_code(&self.body);
+        let ours = crate::means::code_at(None, &self.body);
         crate::finding::profile(ours == Some(code), || {
             format!(
                 "{what}: `{code}` is not where the profile puts it (`error.code` or `error`): {}",

@@ -10,6 +10,7 @@ use axum::extract::{Request, State};
 use axum::http::Method;
 use axum::middleware::{Next, from_fn_with_state};
 use axum::response::Response;
+use futures_util::StreamExt;
 use intent_models::{AgentEvent, TurnState};
 use intent_sdk::RetryPolicy;
 
@@ -81,4 +82,51 @@ async fn without_retries_the_front_s_503_reaches_the_caller() {
         .await
         .expect_err("the first GET is refused");
     assert_eq!(error.status(), Some(503), "{error:?}");
+}
+
+/// Refuses every GET with 503 (and `Retry-After: 0`), counting them in `sent`.
+async fn refuse_gets(
+    State(sent): State<Arc<AtomicUsize>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if request.method() == Method::GET {
+        sent.fetch_add(1, Ordering::Relaxed);
+        return refusal(503, "unavailable", Some("0"));
+    }
+    next.run(request).await
+}
+
+/// The GETs one session read and one follow send through [`refuse_gets`] under `retry`, and
+/// the items the follow yields before it ends (or the first five).
+async fn sent_under(retry: RetryPolicy) -> (usize, usize, usize) {
+    let sent = Arc::new(AtomicUsize::new(0));
+    let front = sent.clone();
+    let (_server, intent) = sdk_behind(
+        move |app| app.layer(from_fn_with_state(front, refuse_gets)),
+        retry,
+    )
+    .await;
+    let agent = intent.agent();
+    let error = agent.session("ses_missing").await.expect_err("refused");
+    assert_eq!(error.status(), Some(503), "{error:?}");
+    let read = sent.swap(0, Ordering::Relaxed);
+    let items: Vec<_> = agent.follow("ses_missing", None).take(5).collect().await;
+    assert!(items.iter().all(Result::is_err), "{items:?}");
+    (read, sent.load(Ordering::Relaxed), items.len())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_that_retries_nothing_sends_each_call_once_and_its_follow_ends_at_a_failure() {
+    let (none, quick) = tokio::join!(
+        sent_under(RetryPolicy::none()),
+        sent_under(
+            RetryPolicy::default().backoff(Duration::from_millis(1), Duration::from_millis(1))
+        ),
+    );
+    // One GET for the read, one for the follow, which ends with its one error.
+    assert_eq!(none, (1, 1, 1));
+    // The policy's three attempts for a call; a follow hands out what a poll's attempts left
+    // and reconnects.
+    assert_eq!(quick, (3, 15, 5));
 }

@@ -5,7 +5,6 @@
 pub mod account;
 pub mod agent;
 pub mod auth;
-mod backoff;
 pub mod error;
 #[allow(clippy::all, clippy::pedantic, missing_docs)]
 mod generated;
@@ -27,3 +26,8 @@ pub use intent::{Intent, IntentBuilder};
 #[doc(inline)]
 pub use intent_models as models;
 pub use retry::RetryPolicy;
+
+/// The repository's README, so that its Rust snippet compiles as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct RepositoryReadme;

@@ -5,7 +5,11 @@ use std::time::Duration;
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 use reqwest::{Method, StatusCode};
 
-/// How the client sends a call again, in the manner of the AWS SDK's standard mode:
+/// How the client sends a call again, in the manner of the AWS SDK's standard mode. It governs
+/// every retry of the SDK with one backoff: the calls of the generated client, a resolution's
+/// wait for a duplicate still in flight, and a follower's reconnections (after a failure its
+/// calls' attempts left, for as long as it follows); with [`none`](Self::none) a call is sent
+/// once and a follower ends at its first failure.
 ///
 /// - what is retried: a request that never reached the server (a connect error), the answers
 ///   408, 429, 502, 503 and 504, a timeout, and a connection lost before the answer was whole
@@ -32,6 +36,8 @@ pub struct RetryPolicy {
     initial_backoff: Duration,
     max_backoff: Duration,
     max_retry_after: Duration,
+    /// Whether a backoff is a random delay below its cap (always, but in this crate's tests).
+    jitter: bool,
 }
 
 impl Default for RetryPolicy {
@@ -42,6 +48,7 @@ impl Default for RetryPolicy {
             initial_backoff: Duration::from_millis(100),
             max_backoff: Duration::from_secs(5),
             max_retry_after: Duration::from_secs(60),
+            jitter: true,
         }
     }
 }
@@ -76,6 +83,18 @@ impl RetryPolicy {
         self.max_attempts > 1
     }
 
+    /// Each backoff its whole cap, for tests that count the delays.
+    #[cfg(test)]
+    pub(crate) fn without_jitter(mut self) -> Self {
+        self.jitter = false;
+        self
+    }
+
+    /// Whether a call sent `attempt` times may be sent again.
+    pub(crate) fn allows(&self, attempt: u32) -> bool {
+        attempt < self.max_attempts
+    }
+
     /// The delay before sending again a call that was sent `attempt` times and ended in
     /// `outcome`, or `None` when it is not sent again. `keyed`: the call carries an
     /// `Idempotency-Key`.
@@ -105,16 +124,20 @@ impl RetryPolicy {
         match retry_after {
             Some(wait) if wait > self.max_retry_after => None,
             Some(wait) => Some(wait),
-            None => Some(self.jittered(attempt)),
+            None => Some(self.backoff_delay(attempt)),
         }
     }
 
-    /// Full jitter: a random delay below the backoff of retry number `retry`.
-    fn jittered(&self, retry: u32) -> Duration {
+    /// The backoff before retry number `retry` (from 1), with full jitter: a random delay
+    /// below `initial × 2^(retry − 1)`, capped at `max_backoff`.
+    pub(crate) fn backoff_delay(&self, retry: u32) -> Duration {
         let ceiling = self
             .initial_backoff
             .saturating_mul(2u32.saturating_pow(retry.saturating_sub(1)))
             .min(self.max_backoff);
+        if !self.jitter {
+            return ceiling;
+        }
         let mut bytes = [0u8; 8];
         // Without an entropy source the full delay is waited: slower, never wrong.
         if getrandom::fill(&mut bytes).is_err() {
@@ -218,7 +241,7 @@ mod tests {
         );
         let short = policy.clone().max_retry_after(Duration::from_secs(1));
         assert_eq!(short.delay(1, &Method::GET, false, limited), None);
-        let delays: Vec<Duration> = (0..200).map(|_| policy.jittered(5)).collect();
+        let delays: Vec<Duration> = (0..200).map(|_| policy.backoff_delay(5)).collect();
         assert!(
             delays
                 .iter()
@@ -228,6 +251,6 @@ mod tests {
             delays.iter().any(|delay| *delay != delays[0]),
             "the delays are random"
         );
-        assert!(policy.jittered(1) <= Duration::from_millis(100));
+        assert!(policy.backoff_delay(1) <= Duration::from_millis(100));
     }
 }

@@ -13,7 +13,7 @@ use futures_util::Stream;
 use intent_models::{AgentEvent, EventPage, MessageSnapshot};
 
 use crate::Error;
-use crate::backoff::Backoff;
+use crate::retry::RetryPolicy;
 
 /// What following a log hands its consumer.
 #[derive(Debug, Clone, PartialEq)]
@@ -150,7 +150,10 @@ struct Follower<T: Transport> {
     /// The last sequence number delivered.
     last: u64,
     ready: VecDeque<LogItem>,
-    backoff: Backoff,
+    /// When and whether to reconnect after a failure.
+    retry: RetryPolicy,
+    /// Failures since the last frame.
+    failures: u32,
 }
 
 /// Follows the log over `transport` from `from`, forever, as
@@ -158,6 +161,7 @@ struct Follower<T: Transport> {
 pub(crate) fn follow<T: Transport>(
     transport: T,
     from: Position,
+    retry: RetryPolicy,
 ) -> impl Stream<Item = Result<LogItem, Error>> + Send + 'static {
     let follower = Follower {
         transport,
@@ -165,7 +169,8 @@ pub(crate) fn follow<T: Transport>(
         cursor: from.cursor,
         last: from.seq,
         ready: VecDeque::new(),
-        backoff: Backoff::new(),
+        retry,
+        failures: 0,
     };
     futures_util::stream::unfold(follower, |mut follower| async move {
         let item = follower.step().await?;
@@ -195,7 +200,7 @@ impl<T: Transport> Follower<T> {
                         .await
                     {
                         Some(Ok(frame)) => {
-                            self.backoff.reset();
+                            self.failures = 0;
                             self.take(frame);
                             continue;
                         }
@@ -207,7 +212,7 @@ impl<T: Transport> Follower<T> {
             self.state = State::Closed;
             match failure {
                 // The server ended the connection: reconnect from the cursor, quietly.
-                None => tokio::time::sleep(self.backoff.next_delay()).await,
+                None => tokio::time::sleep(self.retry.backoff_delay(1)).await,
                 Some(error) => {
                     if let Some(error) = self.recover(error).await {
                         return Some(Err(error));
@@ -224,19 +229,30 @@ impl<T: Transport> Follower<T> {
                 self.restart();
                 return None;
             }
-            Error::RateLimited { retry_after, .. } => {
-                let wait = retry_after.unwrap_or_else(|| self.backoff.next_delay());
-                tokio::time::sleep(wait).await;
+            // A body that does not decode would not decode again: it ends the stream, as does
+            // any failure once the retry policy allows no more.
+            Error::RateLimited { .. } | Error::Transport(_) | Error::Disconnected(_) => {}
+            other if other.status().is_some_and(|status| status >= 500) => {}
+            _ => {
+                self.state = State::Ended;
+                return Some(error);
             }
-            // A body that does not decode would not decode again: it ends the stream.
-            Error::Transport(_) | Error::Disconnected(_) => {
-                tokio::time::sleep(self.backoff.next_delay()).await;
-            }
-            other if other.status().is_some_and(|status| status >= 500) => {
-                tokio::time::sleep(self.backoff.next_delay()).await;
-            }
-            _ => self.state = State::Ended,
         }
+        // A follow is no one call: it reconnects for as long as it follows, unless the policy
+        // retries nothing.
+        if !self.retry.retries() {
+            self.state = State::Ended;
+            return Some(error);
+        }
+        self.failures = self.failures.saturating_add(1);
+        let wait = match &error {
+            Error::RateLimited {
+                retry_after: Some(wait),
+                ..
+            } => *wait,
+            _ => self.retry.backoff_delay(self.failures),
+        };
+        tokio::time::sleep(wait).await;
         Some(error)
     }
 
@@ -358,9 +374,14 @@ mod tests {
         (script, log)
     }
 
-    /// The stream's first `n` items, as `e<seq>`, `restart` or `error <status>`.
+    /// The stream's first `n` items, as `e<seq>`, `restart` or `error <status>`, under the
+    /// default retry policy without jitter.
     async fn items(script: Script, n: usize) -> Vec<String> {
-        follow(script, Position::after_page("c0"))
+        items_under(script, n, RetryPolicy::default().without_jitter()).await
+    }
+
+    async fn items_under(script: Script, n: usize, retry: RetryPolicy) -> Vec<String> {
+        follow(script, Position::after_page("c0"), retry)
             .take(n)
             .map(|item| match item {
                 Ok(LogItem::Event { event, .. }) => format!("e{}", event.seq()),
@@ -405,10 +426,18 @@ mod tests {
             ]
         );
         // 100, 200, 400, 800 ms; the page resets the backoff, so the ended connection
-        // reconnects after 100 ms and the next failure waits 200 ms.
+        // reconnects after 100 ms and the next failure waits 100 ms again.
         assert_eq!(gaps(&log), [100, 200, 400, 800, 100]);
         let last_open = log.lock().unwrap().last().unwrap().0;
-        assert_eq!((Instant::now() - last_open).as_millis(), 200);
+        assert_eq!((Instant::now() - last_open).as_millis(), 100);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_policy_that_retries_nothing_ends_the_stream_at_its_first_failure() {
+        let (script, log) = script(vec![Err(status(503, &[])), Ok(())], vec![page("c1", &[1])]);
+        let got = items_under(script, 5, RetryPolicy::none()).await;
+        assert_eq!(got, ["error 503"]);
+        assert_eq!(log.lock().unwrap().len(), 1);
     }
 
     #[tokio::test(start_paused = true)]

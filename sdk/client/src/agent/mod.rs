@@ -30,7 +30,7 @@ use intent_models::{
 };
 
 use crate::Error;
-use crate::backoff::Backoff;
+use crate::RetryPolicy;
 use crate::error::invalid;
 use crate::raw::Client;
 use crate::raw::builder;
@@ -40,9 +40,6 @@ pub use follow::{LogItem, Position};
 
 /// How long one long-poll waits on the server, in milliseconds.
 const LONG_POLL_MS: i64 = 25_000;
-
-/// Attempts of one resolution before its error is returned.
-const RESOLVE_ATTEMPTS: u32 = 4;
 
 /// The Agent operations of an [`Intent`](crate::Intent).
 #[derive(Debug, Clone, Copy)]
@@ -256,8 +253,9 @@ impl<'a> Agent<'a> {
     /// connections.
     ///
     /// Errors travel in the stream. Those that retrying can fix (the transport, a broken
-    /// stream, 5xx, 429) are handed out and the stream goes on after a backoff (or the
-    /// `Retry-After`) from the last cursor. A 400 `invalid_cursor`, a 410, a gap or a `resync`
+    /// stream, 5xx, 429) are handed out and the stream goes on after the client's
+    /// [`RetryPolicy`] backoff (or the `Retry-After`) from the last cursor; under
+    /// [`RetryPolicy::none`] the first of them ends it. A 400 `invalid_cursor`, a 410, a gap or a `resync`
     /// hand out [`LogItem::Restart`]. Any other error (a 401 once the token could not be
     /// renewed, 403, 404, a token source that fails) is handed out and ends the stream.
     pub fn follow(&self, session: &str, cursor: Option<&str>) -> LogStream {
@@ -271,7 +269,7 @@ impl<'a> Agent<'a> {
             client: self.client.clone(),
             session,
         });
-        follow_or_fail(transport, position)
+        follow_or_fail(transport, position, self.client.inner.retry.clone())
     }
 
     /// Follows the session's log over SSE like [`Agent::follow`]; it also hands out the
@@ -370,7 +368,7 @@ impl<'a> Agent<'a> {
             client: self.client.clone(),
             session,
         });
-        follow_or_fail(transport, position)
+        follow_or_fail(transport, position, self.client.inner.retry.clone())
     }
 
     /// Resolves `action` at its revision with a result naming its Build's digest. One
@@ -402,7 +400,7 @@ impl<'a> Agent<'a> {
             action.action_id.to_string().parse().map_err(invalid)?;
         // The client's retry policy resends it on a transport failure or a 429 (it carries its
         // key); here only a duplicate still in flight is waited for.
-        let mut backoff = Backoff::new();
+        let retry = &self.client.inner.retry;
         let mut attempt = 1;
         loop {
             let request = self
@@ -416,10 +414,10 @@ impl<'a> Agent<'a> {
                 Ok(resolution) => return Ok(resolution.into_inner()),
                 Err(error) => Error::from(error),
             };
-            if error.code() != Some("idempotency_in_flight") || attempt >= RESOLVE_ATTEMPTS {
+            if error.code() != Some("idempotency_in_flight") || !retry.allows(attempt) {
                 return Err(error);
             }
-            tokio::time::sleep(backoff.next_delay()).await;
+            tokio::time::sleep(retry.backoff_delay(attempt)).await;
             attempt += 1;
         }
     }
@@ -498,9 +496,13 @@ impl std::fmt::Debug for LogStream {
 }
 
 /// The follower over `transport`, or a stream of the one error that made it impossible.
-fn follow_or_fail<T: follow::Transport>(transport: Result<T, Error>, from: Position) -> LogStream {
+fn follow_or_fail<T: follow::Transport>(
+    transport: Result<T, Error>,
+    from: Position,
+    retry: RetryPolicy,
+) -> LogStream {
     match transport {
-        Ok(transport) => LogStream::new(follow::follow(transport, from)),
+        Ok(transport) => LogStream::new(follow::follow(transport, from, retry)),
         Err(error) => LogStream::new(futures_util::stream::once(async { Err(error) })),
     }
 }

@@ -11,7 +11,7 @@ use intent_models::error::ConversionError;
 use intent_models::{ErrorCode, ErrorDetail, ErrorEnvelope};
 use serde_json::{Map, Value};
 
-use crate::answer::Json;
+use crate::json::Json;
 
 /// An error answered to the client.
 #[derive(Debug)]

@@ -11,14 +11,13 @@
 
 mod account;
 pub mod agent;
-mod answer;
 pub mod auth;
 mod clock;
 pub mod config;
-mod encoded;
 pub mod error;
 mod http;
 pub mod ids;
+mod json;
 mod keys;
 mod mcp;
 mod oauth;

@@ -27,7 +27,7 @@ use intent_sdk::RetryPolicy;
 use serde_json::{Value, json};
 
 use crate::another_team::{AnotherTeam, Fault as AnotherFault, front, its_profile};
-use crate::fronts::{events_up_to, is_event_stream, refusal, sdk_behind};
+use crate::fronts::{events_up_to, failed_normative, is_event_stream, refusal, sdk_behind};
 
 /// One way a deployment may differ from the reference server and still follow the interface.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -616,15 +616,8 @@ async fn each_fault_on_a_stated_fact_fails_another_teams_deployment_at_the_norma
     .await;
     let mut wrong = Vec::new();
     for (fault, report) in AnotherFault::ALL.iter().zip(&reports) {
-        let failed: BTreeSet<&str> = report
-            .outcomes
-            .iter()
-            .filter(|outcome| outcome.status == Status::Fail)
-            .filter(|outcome| outcome.level == intent_conformance::spec::Level::Normative)
-            .map(|outcome| outcome.id.as_str())
-            .collect();
         let expected: BTreeSet<&str> = fault.breaks().1.iter().copied().collect();
-        if !expected.is_subset(&failed) {
+        if !expected.is_subset(&failed_normative(report)) {
             wrong.push(format!(
                 "{fault:?}: expected {expected:?} to fail, got {:#?}",
                 broken(report)

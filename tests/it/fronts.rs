@@ -1,6 +1,7 @@
 //! What the tests that put a front before the real server share: the front's refusals, an SDK
 //! client of the server behind a front, and the events a followed log delivers.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use axum::Router;
@@ -8,7 +9,10 @@ use axum::body::Body;
 use axum::http::{StatusCode, header};
 use axum::response::Response;
 use futures_util::StreamExt;
+use intent_conformance::check::Status;
 use intent_conformance::embedded::Embedded;
+use intent_conformance::run::Report;
+use intent_conformance::spec::Level;
 use intent_conformance::target::Role;
 use intent_models::AgentEvent;
 use intent_sdk::agent::LogItem;
@@ -95,4 +99,14 @@ pub(crate) async fn events_up_to(
         }
     }
     events
+}
+
+/// The normative checks `report` failed.
+pub(crate) fn failed_normative(report: &Report) -> BTreeSet<&str> {
+    report
+        .outcomes
+        .iter()
+        .filter(|outcome| outcome.status == Status::Fail && outcome.level == Level::Normative)
+        .map(|outcome| outcome.id.as_str())
+        .collect()
 }

@@ -13,11 +13,11 @@ use intent_models::{
 use serde::Deserialize;
 
 use super::Account;
-use crate::answer::Json;
 use crate::auth::principal::Principal;
 use crate::error::ApiError;
 use crate::http::{ApiJson, ApiPath, ApiQuery};
 use crate::ids::{ApplicationId, CredentialName};
+use crate::json::Json;
 
 /// Routes under `/v1/account`, over any state that holds the [`Account`] service.
 pub fn router<S>() -> Router<S>

@@ -18,7 +18,7 @@ use intent_models::Session;
 use tokio::sync::OwnedMutexGuard;
 
 use crate::agent::page::{Page, PageKey, PageMemo};
-use crate::encoded::Encoded;
+use crate::json::Encoded;
 use crate::store::agent::{Bounds, LogRead, SessionRecord};
 
 /// Events kept per session; older ones are read from the store.

@@ -18,12 +18,12 @@ use intent_models::{
 use serde::Deserialize;
 
 use super::{EventLog, Followed, PageRequest, Sessions, Turns};
-use crate::answer::Json;
 use crate::auth::principal::Principal;
-use crate::encoded::Encoded;
 use crate::error::ApiError;
 use crate::http::{ApiJson, ApiPath, ApiQuery, IdempotencyKey, SessionPath};
 use crate::ids::ActionId;
+use crate::json::Encoded;
+use crate::json::Json;
 
 /// How often an SSE stream with nothing to send comments that it is alive.
 #[derive(Debug, Clone, Copy)]

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use intent_models::EventPage;
 
-use crate::encoded::Encoded;
+use crate::json::Encoded;
 
 /// An EventPage (part 2.11), written once as JSON.
 #[derive(Debug, Clone)]

@@ -6,8 +6,8 @@ use super::log::EventLog;
 use super::turn_service::Turns;
 use super::{Error, Result};
 use crate::clock::now;
-use crate::encoded::Encoded;
 use crate::ids::{AccountId, SessionId};
+use crate::json::Encoded;
 use crate::store::agent::SessionRecord;
 
 /// Reads and changes sessions as records of an account, through the event log that keeps their

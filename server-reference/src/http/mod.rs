@@ -17,10 +17,10 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::answer::{self, Json};
 use crate::error::ApiError;
 use crate::http::openapi::BodySchema;
 use crate::ids::{self, SessionId};
+use crate::json::{self, Json};
 
 /// A JSON body that holds against its operation's schema in openapi.json (the gateway's
 /// [`BodySchema`]); a missing content type is 415, an oversized body 413, anything else 400.
@@ -134,7 +134,7 @@ fn invalid_parameter(message: impl Into<String>) -> ApiError {
 
 /// `GET /healthz`.
 pub async fn healthz() -> Response {
-    answer::json(r#"{"status":"ok"}"#)
+    json::json(r#"{"status":"ok"}"#)
 }
 
 /// `GET /readyz`: 200 `ready`, or 503 with why the server takes no requests now.
@@ -159,7 +159,7 @@ pub trait Ready {
 
 /// `GET /openapi.json`: the document this server implements.
 pub async fn openapi() -> Response {
-    answer::json(crate::http::openapi::TEXT)
+    json::json(crate::http::openapi::TEXT)
 }
 
 /// Any path that no route serves.

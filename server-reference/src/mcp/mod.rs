@@ -23,8 +23,8 @@ use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
 
 use crate::AppState;
-use crate::answer::Json;
 use crate::auth::resource::Resource;
+use crate::json::Json;
 
 pub use server::McpServer;
 pub use tools::Tools;

@@ -10,8 +10,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{DEVICE_VERIFY_PATH, OAuthError, hash, html, requested, valid_account};
-use crate::answer::Json;
 use crate::clock::now;
+use crate::json::Json;
 use crate::state::AppState;
 use crate::store::{DeviceGrant, DeviceStatus};
 

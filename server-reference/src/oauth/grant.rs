@@ -13,9 +13,9 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use super::{OAuthError, hash};
-use crate::answer::Json;
 use crate::auth::token::Grant;
 use crate::clock::{now, now_ms, seconds};
+use crate::json::Json;
 use crate::state::AppState;
 use crate::store::{Authorization, DeviceStatus, RefreshUse};
 

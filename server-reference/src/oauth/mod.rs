@@ -18,8 +18,8 @@ use axum::routing::{get, post};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use crate::answer::Json;
 use crate::auth::resource::Resource;
+use crate::json::Json;
 use crate::state::AppState;
 
 /// Where the authorization endpoint is.

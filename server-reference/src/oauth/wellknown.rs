@@ -6,8 +6,8 @@ use axum::extract::State;
 use axum::routing::get;
 use serde_json::{Value, json};
 
-use crate::answer::Json;
 use crate::auth::resource::Resource;
+use crate::json::Json;
 use crate::oauth;
 use crate::state::AppState;
 

@@ -10,10 +10,10 @@ use intent_models::{ErrorCode, OperationDescriptor, PipelineChain, PipelineLifec
 use serde_json::Value;
 
 use super::{Lifecycle, Pipeline};
-use crate::answer::Json;
 use crate::auth::principal::Principal;
 use crate::error::ApiError;
 use crate::http::{ApiJson, ApiPath};
+use crate::json::Json;
 
 /// Routes under `/v1/pipeline`, over any state that holds the [`Pipeline`].
 pub fn router<S>() -> Router<S>

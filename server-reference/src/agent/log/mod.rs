@@ -21,8 +21,8 @@ use super::page::{Page, PageKey};
 use super::transitions::can_become;
 use super::{Error, Result};
 use crate::clock::{now, now_ms};
-use crate::encoded::Encoded;
 use crate::ids::{AccountId, SessionId};
+use crate::json::Encoded;
 use crate::store::agent::{
     Append, Appended, Bounds, LogRead, NewAction, Resolution, Resolved, SessionRecord, TurnStarted,
     event_body,

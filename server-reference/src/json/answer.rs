@@ -4,7 +4,7 @@ use axum::body::Body;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use crate::encoded::Encoded;
+use super::encoded::Encoded;
 
 /// A JSON answer, written into one `Vec` that becomes the body: axum's `Json` writes through a
 /// `BytesMut` writer, a call per token, which cost a fifth more (700 instructions of a session

@@ -15,11 +15,11 @@ use std::time::{Duration, Instant};
 use reqwest::Method;
 use serde_json::{Map, Value, json};
 
-use crate::checks::TERMINAL;
 use crate::checks::inputs::REFERENCE_ACTION_CHAT;
+use crate::checks::{TERMINAL, encode, sends_only_after, stream_call};
 use crate::finding::Finding;
 use crate::means::{ActionEntry, Chat, Means, StreamCursor, TurnState};
-use crate::target::{Reader, Role, Target};
+use crate::target::{Reply, Role, Target};
 
 /// What a probe of the deployment found.
 #[derive(Debug, Clone, Default)]
@@ -228,48 +228,51 @@ const TURN_NAMES: [&str; 3] = ["turnid", "turn_id", "turn"];
 async fn chat(target: &Target, token: &str) -> Result<Option<(Chat, String, String)>, String> {
     for (message, _) in CHAT_SHAPES {
         let first = json!({ message: "conformance: discover" });
-        let Some((session_id, turn_id, session, turn)) =
-            started(target, token, &first, None).await?
-        else {
+        let Ok(first) = started(target, token, &first, None).await? else {
             continue;
         };
-        let exists = target
-            .request(Method::GET, &format!("/v1/agent/chat/{session}"))
-            .bearer(token)
-            .send()
-            .await
-            .map_err(reason)?;
+        let exists = page(target, token, &first.session, "").await?;
         if !(200..300).contains(&exists.status) {
             continue;
         }
         // The member that names the session: a second turn asked for in it, once the first
         // settles, starts there.
-        settle(target, token, &session, &turn).await?;
+        settle(target, token, &first.session, &first.turn).await?;
+        let pointers = (first.session_id.as_str(), first.turn_id.as_str());
         for (_, member) in CHAT_SHAPES {
-            let next = json!({ message: "conformance: discover", member: session });
-            let answer = started(target, token, &next, Some((&session_id, &turn_id))).await?;
-            if let Some((_, _, again, second)) = answer.filter(|(_, _, again, _)| *again == session)
+            let next = json!({ message: "conformance: discover", member: first.session });
+            let second = started(target, token, &next, Some(pointers)).await?;
+            if let Ok(second) = second
+                && second.session == first.session
             {
                 let chat = Chat {
                     body: json!({ message: "{message}", member: "{sessionId}" }),
-                    session_id,
-                    turn_id,
+                    session_id: first.session_id,
+                    turn_id: first.turn_id,
                 };
-                return Ok(Some((chat, again, second)));
+                return Ok(Some((chat, second.session, second.turn)));
             }
         }
     }
     Ok(None)
 }
 
-/// Posts `body` to the chat endpoint; on a 2xx, the pointers of the session and turn it names
-/// (`pointers`, else found by their members' names) and their values.
+/// A turn a chat request started: where its answer names the session and turn, and their ids.
+struct Started {
+    session_id: String,
+    turn_id: String,
+    session: String,
+    turn: String,
+}
+
+/// Posts `body` to the chat endpoint: the turn it started, read at `pointers` (else found by
+/// their members' names), or why none did.
 async fn started(
     target: &Target,
     token: &str,
     body: &Value,
     pointers: Option<(&str, &str)>,
-) -> Result<Option<(String, String, String, String)>, String> {
+) -> Result<Result<Started, String>, String> {
     let reply = target
         .request(Method::POST, "/v1/agent/chat")
         .bearer(token)
@@ -277,25 +280,42 @@ async fn started(
         .send()
         .await
         .map_err(reason)?;
-    if !(200..300).contains(&reply.status) {
-        return Ok(None);
-    }
     let named = |names: &[&str]| leaf(&reply.body, &|path, _| named_by(path, names));
     let (session_id, turn_id) = match pointers {
         Some((session, turn)) => (Some(session.to_owned()), Some(turn.to_owned())),
         None => (named(&SESSION_NAMES), named(&TURN_NAMES)),
     };
-    let (Some(session_id), Some(turn_id)) = (session_id, turn_id) else {
-        return Ok(None);
+    let text = |pointer: &Option<String>| {
+        let found = reply.body.pointer(pointer.as_deref()?)?.as_str();
+        found.map(str::to_owned)
     };
-    let text = |pointer: &str| reply.body.pointer(pointer).and_then(Value::as_str);
     Ok(match (text(&session_id), text(&turn_id)) {
-        (Some(session), Some(turn)) => {
-            let (session, turn) = (session.to_owned(), turn.to_owned());
-            Some((session_id, turn_id, session, turn))
-        }
-        _ => None,
+        (Some(session), Some(turn)) if (200..300).contains(&reply.status) => Ok(Started {
+            session_id: session_id.unwrap_or_default(),
+            turn_id: turn_id.unwrap_or_default(),
+            session,
+            turn,
+        }),
+        _ => Err(format!(
+            "a turn did not start: {} {}",
+            reply.status,
+            crate::finding::excerpt(&reply.text)
+        )),
     })
+}
+
+/// A page of `session`'s log, with `query` (perhaps empty).
+async fn page(target: &Target, token: &str, session: &str, query: &str) -> Result<Reply, String> {
+    let path = match query {
+        "" => format!("/v1/agent/chat/{session}"),
+        query => format!("/v1/agent/chat/{session}?{query}"),
+    };
+    target
+        .request(Method::GET, &path)
+        .bearer(token)
+        .send()
+        .await
+        .map_err(reason)
 }
 
 /// The turn-state means of `turn` once it settles (or `turn_timeout` passes), read where an
@@ -308,13 +328,8 @@ async fn settle(
 ) -> Result<Option<TurnState>, String> {
     let deadline = Instant::now() + target.settings.turn_timeout;
     loop {
-        let page = target
-            .request(Method::GET, &format!("/v1/agent/chat/{session}"))
-            .bearer(token)
-            .send()
-            .await
-            .map_err(reason)?;
-        let events = page.body["events"].as_array().cloned().unwrap_or_default();
+        let reply = page(target, token, session, "").await?;
+        let events = reply.body["events"].as_array().cloned().unwrap_or_default();
         let state = events
             .iter()
             .rev()
@@ -388,38 +403,15 @@ impl Probe<'_> {
         session: Option<&str>,
         message: &str,
     ) -> Result<(String, String), String> {
-        let reply = self
-            .target
-            .request(Method::POST, "/v1/agent/chat")
-            .bearer(self.token)
-            .json(&self.chat.request(message, session))
-            .send()
-            .await
-            .map_err(reason)?;
-        let text = |pointer: &str| reply.body.pointer(pointer).and_then(Value::as_str);
-        match (text(&self.chat.session_id), text(&self.chat.turn_id)) {
-            (Some(session), Some(turn)) => Ok((session.to_owned(), turn.to_owned())),
-            _ => Err(format!(
-                "a turn did not start: {} {}",
-                reply.status,
-                crate::finding::excerpt(&reply.text)
-            )),
-        }
+        let body = self.chat.request(message, session);
+        let pointers = (self.chat.session_id.as_str(), self.chat.turn_id.as_str());
+        let started = started(self.target, self.token, &body, Some(pointers)).await?;
+        started.map(|started| (started.session, started.turn))
     }
 
     /// A page of `session`, with `query` (perhaps empty).
     async fn page(&self, session: &str, query: &str) -> Result<(u16, Value), String> {
-        let path = match query {
-            "" => format!("/v1/agent/chat/{session}"),
-            query => format!("/v1/agent/chat/{session}?{query}"),
-        };
-        let reply = self
-            .target
-            .request(Method::GET, &path)
-            .bearer(self.token)
-            .send()
-            .await
-            .map_err(reason)?;
+        let reply = page(self.target, self.token, session, query).await?;
         Ok((reply.status, reply.body))
     }
 
@@ -447,7 +439,7 @@ impl Probe<'_> {
         seen: &[Value],
     ) -> Result<Option<String>, String> {
         for name in CURSOR_NAMES {
-            let query = format!("{name}={}", crate::checks::encode(cursor));
+            let query = format!("{name}={}", encode(cursor));
             let (status, page) = self.page(session, &query).await?;
             let moved = page["events"]
                 .as_array()
@@ -484,36 +476,9 @@ impl Probe<'_> {
         let header = StreamCursor::Header("Last-Event-ID".into());
         let queries = CURSOR_NAMES.map(|name| StreamCursor::Query(name.into()));
         for means in queries.into_iter().chain([header]) {
-            let mut path = format!("/v1/agent/chat/{session}/stream");
-            let mut call = match &means {
-                StreamCursor::Query(name) => {
-                    path.push_str(&format!("?{name}={}", crate::checks::encode(cursor)));
-                    self.target.request(Method::GET, &path)
-                }
-                StreamCursor::Header(name) => {
-                    self.target.request(Method::GET, &path).header(name, cursor)
-                }
-            };
-            call = call.bearer(self.token);
-            let response = call.open().await.map_err(reason)?;
-            if !response.status().is_success() {
-                continue;
-            }
-            let mut reader = Reader::new(response);
-            let deadline = Instant::now() + Duration::from_secs(3);
-            while let Some(frame) = reader
-                .next(deadline.saturating_duration_since(Instant::now()))
-                .await
-                .map_err(reason)?
-            {
-                let page: Value = serde_json::from_str(&frame.data).unwrap_or_default();
-                let Some(events) = page["events"].as_array().filter(|e| !e.is_empty()) else {
-                    continue;
-                };
-                if !events.iter().any(|event| seen.contains(event)) {
-                    return Ok(Some(means));
-                }
-                break;
+            let (_, call) = stream_call(self.target, self.token, session, Some((&means, cursor)));
+            if sends_only_after(call, seen).await.map_err(reason)? == Some(true) {
+                return Ok(Some(means));
             }
         }
         Ok(None)

@@ -186,13 +186,10 @@ impl Default for TurnState {
 impl TurnState {
     /// The state `event` gives `turn`, when it is an entry of that kind for that turn.
     pub fn of<'a>(&self, event: &'a Value, turn: &str) -> Option<&'a str> {
-        let kind = event.pointer(&self.kind).and_then(Value::as_str);
-        let this = event.pointer(&self.turn_id).and_then(Value::as_str);
-        if kind == Some(self.value.as_str()) && this == Some(turn) {
-            event.pointer(&self.state).and_then(Value::as_str)
-        } else {
-            None
-        }
+        let entry = is_entry(event, (&self.kind, &self.value), (&self.turn_id, turn));
+        entry
+            .then(|| event.pointer(&self.state)?.as_str())
+            .flatten()
     }
 }
 
@@ -243,8 +240,7 @@ pub struct Raised {
 impl ActionEntry {
     /// Whether `event` is an entry of this kind for `turn`.
     pub fn raised_in(&self, event: &Value, turn: &str) -> bool {
-        let text = |pointer: &str| event.pointer(pointer).and_then(Value::as_str);
-        text(&self.kind) == Some(self.value.as_str()) && text(&self.turn_id) == Some(turn)
+        is_entry(event, (&self.kind, &self.value), (&self.turn_id, turn))
     }
 
     /// The action `event` carries; the pointers it lacks when it does not name all of it.
@@ -380,11 +376,16 @@ impl ResultEntry {
     /// The outcome `event` records for `action` (`null` where it names none), when it is an
     /// entry of this kind for it.
     pub fn outcome<'a>(&self, event: &'a Value, action: &str) -> Option<&'a Value> {
-        let text = |pointer: &str| event.pointer(pointer).and_then(Value::as_str);
-        let recorded =
-            text(&self.kind) == Some(self.value.as_str()) && text(&self.action_id) == Some(action);
+        let recorded = is_entry(event, (&self.kind, &self.value), (&self.action_id, action));
         recorded.then(|| event.pointer(&self.outcome).unwrap_or(&Value::Null))
     }
+}
+
+/// Whether `event` is an entry whose `kind` pointer holds `value` and whose `id` pointer holds
+/// `of`: the kind of entry a means reads, about the turn or action at hand.
+fn is_entry(event: &Value, (kind, value): (&str, &str), (id, of): (&str, &str)) -> bool {
+    let text = |pointer: &str| event.pointer(pointer).and_then(Value::as_str);
+    text(kind) == Some(value) && text(id) == Some(of)
 }
 
 /// How a Build is presented for commit (config key `profile.commit`).

@@ -86,38 +86,14 @@ fn scope_is_normative(operation: &Operation) -> bool {
     object.get("x-profile").is_none() && !filled
 }
 
-/// A concrete path for `operation`: `session` and `action` for their parameters, the run's own
-/// value for every other path parameter ([`super::inputs::path_value`]), else its example in
-/// openapi.json; an action's resolution where the deployment takes it (`profile.resolution`).
+/// A concrete path for `operation` ([`super::inputs::path_of`]); an action's resolution where
+/// the deployment takes it (`profile.resolution`).
 async fn path_of(target: &Target, operation: &Operation, session: &str, action: &str) -> String {
     if operation.id == "resolveAction" {
         crate::finding::through_means("resolution", false);
         return target.settings.means.resolution.path(session, action);
     }
-    let object = spec()
-        .operation_object(&operation.method, &operation.template)
-        .expect("operations come from the document");
-    let mut path = operation.template.clone();
-    for parameter in object["parameters"].as_array().into_iter().flatten() {
-        let parameter = spec().resolve(parameter);
-        if parameter["in"] != "path" {
-            continue;
-        }
-        let name = parameter["name"].as_str().unwrap_or_default();
-        let value = match name {
-            "sessionId" => session.to_owned(),
-            "actionId" => action.to_owned(),
-            _ => match super::inputs::path_value(target, &operation.template, name).await {
-                Some(value) => value,
-                None => match &parameter["example"] {
-                    Value::String(text) => text.clone(),
-                    other => other.to_string(),
-                },
-            },
-        };
-        path = path.replace(&format!("{{{name}}}"), &super::encode(&value));
-    }
-    path
+    super::inputs::path_of(target, operation, session, action).await
 }
 
 /// Sends `operation` to `path` with `authorization` (a whole header value) or none, `body` where

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::finding::{Finding, skip};
 use crate::inputs::{Install, SkillCall};
-use crate::spec::spec;
+use crate::spec::{Operation, spec};
 use crate::target::{Role, Target};
 
 /// The message that makes the reference runtime raise an action.
@@ -204,26 +204,66 @@ pub async fn install(target: &Target) -> Result<Install, Finding> {
     })
 }
 
-/// The run's own value for the path parameter `name` of the operation at `template`, where the
-/// document shows only an example: the app and operation of the build request it sends, the
-/// skill operation it calls, the app it installs and the first credential that app needs.
-/// `None` where the run has none, so that a check sends the example and says so.
-pub(crate) async fn path_value(target: &Target, template: &str, name: &str) -> Option<String> {
-    let skills = template.starts_with("/v1/pipeline/skills/");
-    let text = |value: &Value, pointer: &str| value.pointer(pointer)?.as_str().map(str::to_owned);
-    match name {
-        "skill" => skill_call(target).await.ok().map(|call| call.skill),
-        "operation" if skills => skill_call(target).await.ok().map(|call| call.operation),
-        "app" => text(
-            &build_request(target, "/v1/pipeline/evm/build").await.ok()?,
-            "/app",
-        ),
-        "operation" => text(
-            &build_request(target, "/v1/pipeline/evm/build").await.ok()?,
-            "/operations/0/operation",
-        ),
-        "applicationId" => Some(install(target).await.ok()?.application_id.to_string()),
-        "name" => install(target).await.ok()?.credentials.into_keys().next(),
-        _ => None,
+/// The path of `operation` on the deployment: `session` and `action` for their parameters, and
+/// for every other one the run's own value where the document shows only an example (the app and
+/// operation of the build request it sends, the skill operation it calls, the app it installs
+/// and the first credential that app needs), else that example. Each source the template needs
+/// is read once.
+pub(crate) async fn path_of(
+    target: &Target,
+    operation: &Operation,
+    session: &str,
+    action: &str,
+) -> String {
+    let template = &operation.template;
+    let needs = |name: &str| template.contains(&format!("{{{name}}}"));
+    let skill = match needs("skill") {
+        true => skill_call(target).await.ok(),
+        false => None,
+    };
+    let build = match needs("app") {
+        true => build_request(target, "/v1/pipeline/evm/build").await.ok(),
+        false => None,
+    };
+    let installed = match needs("applicationId") || needs("name") {
+        true => install(target).await.ok(),
+        false => None,
+    };
+    let built = |pointer: &str| {
+        build
+            .as_ref()?
+            .pointer(pointer)?
+            .as_str()
+            .map(str::to_owned)
+    };
+    let object = spec()
+        .operation_object(&operation.method, template)
+        .expect("operations come from the document");
+    let mut path = template.clone();
+    for parameter in object["parameters"].as_array().into_iter().flatten() {
+        let parameter = spec().resolve(parameter);
+        if parameter["in"] != "path" {
+            continue;
+        }
+        let name = parameter["name"].as_str().unwrap_or_default();
+        let own = match name {
+            "sessionId" => Some(session.to_owned()),
+            "actionId" => Some(action.to_owned()),
+            "skill" => skill.as_ref().map(|call| call.skill.clone()),
+            "operation" if skill.is_some() => skill.as_ref().map(|call| call.operation.clone()),
+            "app" => built("/app"),
+            "operation" => built("/operations/0/operation"),
+            "applicationId" => installed.as_ref().map(|app| app.application_id.to_string()),
+            "name" => installed
+                .as_ref()
+                .and_then(|app| app.credentials.keys().next().cloned()),
+            _ => None,
+        };
+        let value = own.unwrap_or_else(|| match &parameter["example"] {
+            Value::String(text) => text.clone(),
+            other => other.to_string(),
+        });
+        path = path.replace(&format!("{{{name}}}"), &super::encode(&value));
     }
+    path
 }

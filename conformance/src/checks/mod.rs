@@ -151,8 +151,9 @@ pub(crate) async fn start_turn(
 
 /// Starts a turn with exactly `message`, in `session` or a new one, through the chat means
 /// (`profile.chat`); returns `(sessionId, turnId)`. A refusal (4xx), an answer that does not
-/// name the session and turn where the means says, or a new session it names that is none (its
-/// page answers 404 or 410) makes the check inconclusive.
+/// name the session and turn where the means says, a turn asked for in a session that starts in
+/// another, or a new session it names that is none (its page answers a 4xx) makes the check
+/// inconclusive.
 pub(crate) async fn start_turn_saying(
     target: &Target,
     token: &str,
@@ -260,21 +261,38 @@ pub(crate) fn stream_request<'a>(
     session: &str,
     cursor: Option<&str>,
 ) -> (String, Call<'a>) {
+    if cursor.is_some() {
+        through_means("streamCursor", false);
+    }
+    let means = target.settings.means.stream_cursor();
+    stream_call(
+        target,
+        token,
+        session,
+        cursor.map(|cursor| (&means, cursor)),
+    )
+}
+
+/// A request for `session`'s stream, with `cursor` where its means puts it; and its path.
+pub(crate) fn stream_call<'a>(
+    target: &'a Target,
+    token: &str,
+    session: &str,
+    cursor: Option<(&StreamCursor, &str)>,
+) -> (String, Call<'a>) {
     let mut path = format!("/v1/agent/chat/{session}/stream");
     let mut header = None;
-    if let Some(cursor) = cursor {
-        through_means("streamCursor", false);
-        match target.settings.means.stream_cursor() {
-            StreamCursor::Query(name) => {
-                path.push_str(&format!("?{}={}", encode(&name), encode(cursor)));
-            }
-            StreamCursor::Header(name) => header = Some((name, cursor.to_owned())),
+    match cursor {
+        Some((StreamCursor::Query(name), cursor)) => {
+            path.push_str(&format!("?{}={}", encode(name), encode(cursor)));
         }
+        Some((StreamCursor::Header(name), cursor)) => header = Some((name, cursor)),
+        None => {}
     }
     let mut call = target.request(Method::GET, &path).bearer(token);
     if let Some((name, value)) = header {
         path.push_str(&format!(" ({name}: {value})"));
-        call = call.header(&name, &value);
+        call = call.header(name, value);
     }
     (path, call)
 }
@@ -290,9 +308,20 @@ pub(crate) async fn stream_takes_cursor(
     seen: &[Value],
 ) -> Result<bool, Finding> {
     let (_, call) = stream_request(target, token, session, Some(cursor));
+    let taken = sends_only_after(call, seen).await?.unwrap_or(false);
+    through_means("streamCursor", taken);
+    Ok(taken)
+}
+
+/// Opens the stream `call` asks for and reads it (for up to 5 s) to its first page with events:
+/// whether that page repeats none of `seen`; `None` when it does not open or sends none.
+pub(crate) async fn sends_only_after(
+    call: Call<'_>,
+    seen: &[Value],
+) -> Result<Option<bool>, Finding> {
     let response = call.open().await?;
     if !response.status().is_success() {
-        return Ok(false);
+        return Ok(None);
     }
     let mut reader = crate::target::Reader::new(response);
     let deadline = Instant::now() + std::time::Duration::from_secs(5);
@@ -301,18 +330,14 @@ pub(crate) async fn stream_takes_cursor(
         .await?
     {
         let page: Value = serde_json::from_str(&frame.data).unwrap_or_default();
-        let Some(events) = page["events"]
+        if let Some(events) = page["events"]
             .as_array()
             .filter(|events| !events.is_empty())
-        else {
-            continue;
-        };
-        let taken = !events.iter().any(|event| seen.contains(event));
-        through_means("streamCursor", taken);
-        return Ok(taken);
+        {
+            return Ok(Some(!events.iter().any(|event| seen.contains(event))));
+        }
     }
-    through_means("streamCursor", false);
-    Ok(false)
+    Ok(None)
 }
 
 /// Whether the deployment takes `cursor`, which it issued after `seen`, through the cursor

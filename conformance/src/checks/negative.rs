@@ -5,12 +5,13 @@
 //! states the rules, not how a request that breaks one is met, so the normative level asks only
 //! that an error come in the envelope and that the session still hold its schema.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use reqwest::Method;
 use serde_json::{Map, Value, json};
 
-use super::agent_actions::{Pending, pending_action};
+use super::agent_actions::pending_action;
 use super::{encode, read, run, start_turn};
 use crate::check::{Category, Check};
 use crate::finding::excerpt;
@@ -53,53 +54,13 @@ pub(super) fn checks() -> Vec<Check> {
 /// One request derived from the document that breaks one rule.
 struct Case {
     operation: &'static Operation,
-    /// The path template with its query.
-    path: String,
+    /// The query that follows the path (`?name=value`), or nothing.
+    query: String,
     body: Option<Value>,
     /// The rule it breaks, for the report.
     breaks: String,
     /// Whether that rule is a choice of the reference profile.
     profile: bool,
-}
-
-/// The path of `case` on the deployment: `session` for its session, the resolution's path (its
-/// `profile.resolution`) for an action, and the run's own value for every other parameter, else
-/// the document's example.
-async fn path_of(target: &Target, case: &Case, session: &str, action: Option<&Pending>) -> String {
-    if let Some(pending) = action {
-        let means = &target.settings.means.resolution;
-        return means.path(&pending.session, &pending.action);
-    }
-    let mut path = case.path.replace("{sessionId}", session);
-    while let Some((name, _)) = path
-        .split_once('{')
-        .and_then(|(_, rest)| rest.split_once('}'))
-    {
-        let name = name.to_owned();
-        let value = match super::inputs::path_value(target, &case.operation.template, &name).await {
-            Some(value) => value,
-            None => example(&name),
-        };
-        path = path.replace(&format!("{{{name}}}"), &super::encode(&value));
-    }
-    path
-}
-
-/// The example openapi.json gives the path parameter `name`.
-fn example(name: &str) -> String {
-    let parameter = spec().operations().iter().find_map(|operation| {
-        let object = spec().operation_object(&operation.method, &operation.template)?;
-        object["parameters"]
-            .as_array()?
-            .iter()
-            .map(|parameter| spec().resolve(parameter))
-            .find(|parameter| parameter["in"] == "path" && parameter["name"] == name)
-    });
-    match parameter.map(|parameter| &parameter["example"]) {
-        Some(Value::String(text)) => text.clone(),
-        Some(other) => other.to_string(),
-        None => name.to_owned(),
-    }
 }
 
 /// The JSON pointer of `operation`'s object in the document, such as
@@ -227,7 +188,7 @@ fn body_cases(operation: &'static Operation, base: Option<Value>) -> Vec<Case> {
         if !validator.is_valid(&body) {
             cases.push(Case {
                 operation,
-                path: template.clone(),
+                query: String::new(),
                 body: Some(body),
                 breaks,
                 profile: whole || profile,
@@ -318,7 +279,7 @@ fn query_cases(operation: &'static Operation) -> Vec<Case> {
                 .map_or_else(|| value.to_string(), str::to_owned);
             cases.push(Case {
                 operation,
-                path: format!("{template}?{name}={}", encode(&text)),
+                query: format!("?{name}={}", encode(&text)),
                 body: None,
                 breaks: format!("query `{name}` is {what}"),
                 profile: whole || marked(&pointer, keyword),
@@ -404,35 +365,42 @@ async fn refused(target: &Target, profile: bool) -> Verdict {
     }
     let before = state(target, agent, &session).await?;
     let (mut unrefused, mut outside, mut unreached) = (Vec::new(), Vec::new(), Vec::new());
+    let mut paths: BTreeMap<&str, String> = BTreeMap::new();
     let mut sent = 0;
     for case in &cases {
         let Ok(token) = &target.role(super::role_of(case.operation)).await else {
             continue;
         };
-        let (pending, method, idempotency) = if case.operation.id == "resolveAction" {
+        let operation = case.operation;
+        let (path, method, idempotency) = if operation.id == "resolveAction" {
             match &action {
                 Ok(pending) => {
                     let means = &target.settings.means.resolution;
-                    (
-                        Some(pending),
-                        means.http_method(),
-                        means.idempotency_header.as_str(),
-                    )
+                    let path = means.path(&pending.session, &pending.action);
+                    (path, means.http_method(), means.idempotency_header.as_str())
                 }
                 Err(reason) => {
-                    unreached.push(format!("{} ({}): {reason}", case.operation.id, case.breaks));
+                    unreached.push(format!("{} ({}): {reason}", operation.id, case.breaks));
                     continue;
                 }
             }
         } else {
-            let method = case
-                .operation
+            // One path per operation: its cases differ in their body or query alone.
+            let path = match paths.get(operation.id.as_str()) {
+                Some(path) => path.clone(),
+                None => {
+                    let path = super::inputs::path_of(target, operation, &session, "").await;
+                    paths.insert(operation.id.as_str(), path.clone());
+                    path
+                }
+            };
+            let method = operation
                 .method
                 .parse()
                 .expect("the document's methods parse");
-            (None, method, "Idempotency-Key")
+            (path, method, "Idempotency-Key")
         };
-        let path = path_of(target, case, &session, pending).await;
+        let path = format!("{path}{}", case.query);
         let mut request = target
             .request(method.clone(), &path)
             .bearer(token)

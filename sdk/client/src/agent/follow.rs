@@ -224,23 +224,18 @@ impl<T: Transport> Follower<T> {
 
     /// Handles a failed open or read: `None` when the follower goes on without a word.
     async fn recover(&mut self, error: Error) -> Option<Error> {
-        match &error {
-            Error::InvalidCursor(_) | Error::CursorExpired(_) => {
-                self.restart();
-                return None;
-            }
-            // A body that does not decode would not decode again: it ends the stream, as does
-            // any failure once the retry policy allows no more.
-            Error::RateLimited { .. } | Error::Transport(_) | Error::Disconnected(_) => {}
-            other if other.status().is_some_and(|status| status >= 500) => {}
-            _ => {
-                self.state = State::Ended;
-                return Some(error);
-            }
+        if matches!(error, Error::InvalidCursor(_) | Error::CursorExpired(_)) {
+            self.restart();
+            return None;
         }
-        // A follow is no one call: it reconnects for as long as it follows, unless the policy
-        // retries nothing.
-        if !self.retry.retries() {
+        // What retrying can fix; a body that does not decode would not decode again. A follow
+        // is no one call: it reconnects for as long as it follows, unless the policy retries
+        // nothing.
+        let retried = matches!(
+            error,
+            Error::RateLimited { .. } | Error::Transport(_) | Error::Disconnected(_)
+        ) || error.status().is_some_and(|status| status >= 500);
+        if !retried || !self.retry.retries() {
             self.state = State::Ended;
             return Some(error);
         }

@@ -255,9 +255,9 @@ impl<'a> Agent<'a> {
     /// Errors travel in the stream. Those that retrying can fix (the transport, a broken
     /// stream, 5xx, 429) are handed out and the stream goes on after the client's
     /// [`RetryPolicy`] backoff (or the `Retry-After`) from the last cursor; under
-    /// [`RetryPolicy::none`] the first of them ends it. A 400 `invalid_cursor`, a 410, a gap or a `resync`
-    /// hand out [`LogItem::Restart`]. Any other error (a 401 once the token could not be
-    /// renewed, 403, 404, a token source that fails) is handed out and ends the stream.
+    /// [`RetryPolicy::none`] the first of them ends it. A 400 `invalid_cursor`, a 410, a gap or
+    /// a `resync` hand out [`LogItem::Restart`]. Any other error (a 401 once the token could not
+    /// be renewed, 403, 404, a token source that fails) is handed out and ends the stream.
     pub fn follow(&self, session: &str, cursor: Option<&str>) -> LogStream {
         self.follow_from(session, Position::from_cursor(cursor.map(str::to_owned)))
     }

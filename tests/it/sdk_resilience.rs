@@ -130,3 +130,38 @@ async fn a_client_that_retries_nothing_sends_each_call_once_and_its_follow_ends_
     // and reconnects.
     assert_eq!(quick, (3, 15, 5));
 }
+
+/// Refuses the first five GETs with 503 (and `Retry-After: 0`), counting GETs in `gets`.
+async fn refuse_five_in_a_row(
+    State(gets): State<Arc<AtomicUsize>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if request.method() == Method::GET && (0..5).contains(&gets.fetch_add(1, Ordering::Relaxed)) {
+        return refusal(503, "unavailable", Some("0"));
+    }
+    next.run(request).await
+}
+
+/// A wait is the follower: failures beyond what one call's attempts allow are waited out, not
+/// returned, and the turn's outcome is the same.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_turn_waited_for_outlasts_more_failures_in_a_row_than_a_call_s_attempts() {
+    let gets = Arc::new(AtomicUsize::new(0));
+    let front = gets.clone();
+    let quick = RetryPolicy::default().backoff(Duration::from_millis(1), Duration::from_millis(5));
+    let (_server, intent) = sdk_behind(
+        move |app| app.layer(from_fn_with_state(front, refuse_five_in_a_row)),
+        quick,
+    )
+    .await;
+    let agent = intent.agent();
+    let turn = agent
+        .run_turn("hello", None)
+        .await
+        .expect("the turn settles");
+    assert_eq!(turn.state, TurnState::Complete);
+    let seqs: Vec<u64> = turn.events.iter().map(AgentEvent::seq).collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+    assert!(gets.load(Ordering::Relaxed) > 5, "five GETs were refused");
+}

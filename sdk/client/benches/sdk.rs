@@ -1,7 +1,8 @@
 //! SDK benchmark on loopback, against a wiremock server answering canned bodies:
 //!
-//! 1. decoding: events per second through `Agent::follow_sse` (SSE frames, `page` JSON, strict
-//!    models) and through `Agent::follow` (long-poll pages);
+//! 1. decoding: events per second through `Agent::follow_sse` (SSE frames, `page` JSON, typed
+//!    models) and through `Agent::follow` (long-poll pages), against the same pages' JSON
+//!    decoded into the typed model with nothing around it;
 //! 2. overhead: time per call of `Intent` (the token put on by the hooks, typed errors), against
 //!    a bare reqwest GET of the same address with the same header, and against that GET with
 //!    its body decoded into the same typed model.
@@ -36,12 +37,41 @@ fn page(cursor: &str, seqs: std::ops::RangeInclusive<u64>) -> Value {
     json!({ "session_id": SESSION, "cursor": cursor, "events": events, "has_more": false })
 }
 
-async fn sse(server: &MockServer) {
+/// The SSE `page` frames' data: `PAGES` pages of `PER_PAGE` events.
+fn sse_pages() -> Vec<(String, String)> {
+    (0..PAGES)
+        .map(|p| {
+            let first = p * PER_PAGE + 1;
+            let cursor = format!("c{p}");
+            let data = page(&cursor, first..=first + PER_PAGE - 1).to_string();
+            (cursor, data)
+        })
+        .collect()
+}
+
+/// The baseline: the same pages' JSON decoded into the typed model, with nothing around it.
+fn bare_decode() -> f64 {
+    let pages = sse_pages();
+    let total = PAGES * PER_PAGE;
+    let mut best = Duration::MAX;
+    for _ in 0..5 {
+        let began = Instant::now();
+        let mut events = 0;
+        for (_, data) in &pages {
+            let page: intent_sdk::models::EventPage = serde_json::from_str(data).unwrap();
+            events += page.events.len() as u64;
+        }
+        assert_eq!(events, total);
+        best = best.min(began.elapsed());
+    }
+    let rate = total as f64 / best.as_secs_f64();
+    println!("bare decode (serde_json into EventPage): {rate:.0} events/s (best of 5)");
+    rate
+}
+
+async fn sse(server: &MockServer, bare: f64) {
     let mut body = String::new();
-    for p in 0..PAGES {
-        let cursor = format!("c{p}");
-        let first = p * PER_PAGE + 1;
-        let data = page(&cursor, first..=first + PER_PAGE - 1);
+    for (cursor, data) in sse_pages() {
         body.push_str(&format!("event: page\nid: {cursor}\ndata: {data}\n\n"));
     }
     Mock::given(method("GET"))
@@ -61,14 +91,15 @@ async fn sse(server: &MockServer) {
         }
         best = best.min(began.elapsed());
     }
+    let rate = total as f64 / best.as_secs_f64();
     println!(
-        "follow_sse: {total} events in {:.1} ms: {:.0} events/s (best of 5)",
+        "follow_sse: {total} events in {:.1} ms: {rate:.0} events/s (best of 5), {:.2}x the bare decode",
         best.as_secs_f64() * 1e3,
-        total as f64 / best.as_secs_f64()
+        rate / bare
     );
 }
 
-async fn pages(server: &MockServer) {
+async fn pages(server: &MockServer, bare: f64) {
     let events = 500;
     Mock::given(method("GET"))
         .and(path(format!("/v1/agent/chat/{SESSION}")))
@@ -86,10 +117,11 @@ async fn pages(server: &MockServer) {
     }
     let elapsed = began.elapsed();
     let total = rounds * events;
+    let rate = total as f64 / elapsed.as_secs_f64();
     println!(
-        "follow (pages of {events}): {total} events in {:.1} ms: {:.0} events/s",
+        "follow (pages of {events}): {total} events in {:.1} ms: {rate:.0} events/s, {:.2}x the bare decode",
         elapsed.as_secs_f64() * 1e3,
-        total as f64 / elapsed.as_secs_f64()
+        rate / bare
     );
 }
 
@@ -156,7 +188,8 @@ fn intent(server: &MockServer, http: reqwest::Client) -> Intent {
 #[tokio::main]
 async fn main() {
     let server = MockServer::start().await;
-    sse(&server).await;
-    pages(&server).await;
+    let bare = bare_decode();
+    sse(&server, bare).await;
+    pages(&server, bare).await;
     overhead(&server).await;
 }

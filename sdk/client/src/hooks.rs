@@ -1,6 +1,7 @@
 //! The generated [`Client`]'s hooks and what every call carries ([`ClientContext`]): each request
 //! gets its resource's token as it is sent, a 401 is answered by renewing the token once, a
-//! failure the [`RetryPolicy`] retries is sent again, each call gets its timeout, and each
+//! failure the [`RetryPolicy`] retries (a keyed call's duplicate still in flight among them) is
+//! sent again, each call gets its timeout, and each
 //! sending is a `tracing` span.
 
 use std::sync::{Arc, Mutex};
@@ -100,7 +101,18 @@ impl ClientHooks<ClientContext> for Client {
         loop {
             let again = retry.retries().then(|| request.try_clone()).flatten();
             let sent = self.traced(request, again.as_ref(), info, attempt).await;
-            let delay = retry.delay(attempt, &method, keyed, Outcome::of(&sent));
+            let (sent, in_flight) = match sent {
+                Ok(response) if keyed && response.status() == StatusCode::CONFLICT => {
+                    in_flight(response).await
+                }
+                other => (other, false),
+            };
+            let outcome = if in_flight {
+                Outcome::InFlight
+            } else {
+                Outcome::of(&sent)
+            };
+            let delay = retry.delay(attempt, &method, keyed, outcome);
             match (again, delay) {
                 (Some(again), Some(delay)) => {
                     tokio::time::sleep(delay).await;
@@ -114,6 +126,13 @@ impl ClientHooks<ClientContext> for Client {
 }
 
 impl Client {
+    /// This client with the same tokens and timeouts, sending each call once.
+    pub(crate) fn sending_once(&self) -> Self {
+        let mut once = self.clone();
+        once.inner.retry = RetryPolicy::none();
+        once
+    }
+
     /// Sends `request` as attempt `attempt` of `info`'s operation in a `tracing` span `request`
     /// with the method, the operation (its openapi.json operationId, `startChat`), the attempt,
     /// and once answered the status and the deployment's request id. `spare` is a copy of
@@ -182,6 +201,30 @@ impl Client {
         }
     }
 }
+/// `conflict` read whole, and whether it is a 409 `idempotency_in_flight`; the answer is handed
+/// on as it came (its body kept in memory).
+async fn in_flight(conflict: Response) -> (reqwest::Result<Response>, bool) {
+    let (status, version, headers) = (
+        conflict.status(),
+        conflict.version(),
+        conflict.headers().clone(),
+    );
+    let body = match conflict.bytes().await {
+        Ok(body) => body,
+        Err(error) => return (Err(error), false),
+    };
+    let envelope: Option<intent_models::ErrorEnvelope> = serde_json::from_slice(&body).ok();
+    let in_flight = envelope.is_some_and(|envelope| {
+        Error::from_response(status.as_u16(), &headers, envelope.error).code()
+            == Some("idempotency_in_flight")
+    });
+    let mut whole = http::Response::new(body);
+    *whole.status_mut() = status;
+    *whole.version_mut() = version;
+    *whole.headers_mut() = headers;
+    (Ok(Response::from(whole)), in_flight)
+}
+
 /// Sends a request built outside the generated methods through the same hooks, as
 /// `operation_id` (the openapi.json operationId it sends, or what it fetches).
 pub(crate) async fn send(

@@ -5,15 +5,19 @@ use std::time::Duration;
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 use reqwest::{Method, StatusCode};
 
+use crate::Error;
+
 /// How the client sends a call again, in the manner of the AWS SDK's standard mode. It governs
-/// every retry of the SDK with one backoff: the calls of the generated client, a resolution's
-/// wait for a duplicate still in flight, and a follower's reconnections (after a failure its
-/// calls' attempts left, for as long as it follows); with [`none`](Self::none) a call is sent
-/// once and a follower ends at its first failure.
+/// every retry of the SDK with one backoff: the calls of the generated client (a resolution's
+/// wait for a duplicate still in flight among them) and a follower's reconnections. A follower
+/// sends each call once and counts its failures in a row as one call's attempts: it hands out
+/// the error when a call would have given up, and reconnects for as long as it follows. With
+/// [`none`](Self::none) a call is sent once and a follower ends at its first failure.
 ///
 /// - what is retried: a request that never reached the server (a connect error), the answers
-///   408, 429, 502, 503 and 504, a timeout, and a connection lost before the answer was whole
-///   (an instance that restarts, a load balancer that cuts it);
+///   408, 429, 500, 502, 503 and 504, a timeout, a connection lost before the answer was whole
+///   (an instance that restarts, a load balancer that cuts it), and a 409
+///   `idempotency_in_flight` to a call with an `Idempotency-Key` (its duplicate still running);
 /// - which requests: GET, HEAD, PUT and DELETE always; a POST only when it carries an
 ///   `Idempotency-Key`, or when it never reached the server;
 /// - how long to wait: the answer's `Retry-After` (in seconds) when it has one, up to
@@ -90,9 +94,10 @@ impl RetryPolicy {
         self
     }
 
-    /// Whether a call sent `attempt` times may be sent again.
-    pub(crate) fn allows(&self, attempt: u32) -> bool {
-        attempt < self.max_attempts
+    /// Whether `failures` in a row end what one call's attempts allow, so that a follower hands
+    /// out the last of them.
+    pub(crate) fn spent(&self, failures: u32) -> bool {
+        failures.is_multiple_of(self.max_attempts)
     }
 
     /// The delay before sending again a call that was sent `attempt` times and ended in
@@ -116,7 +121,8 @@ impl RetryPolicy {
         let retry_after = match outcome {
             Outcome::NotSent => None,
             Outcome::TimedOut | Outcome::Failed if repeatable => None,
-            Outcome::Answered(status, headers) if repeatable && retried_status(status) => {
+            Outcome::InFlight if keyed => None,
+            Outcome::Answered(status, headers) if repeatable && retried_status(status.as_u16()) => {
                 retry_after(headers)
             }
             _ => return None,
@@ -159,6 +165,8 @@ pub(crate) enum Outcome<'a> {
     Answered(StatusCode, &'a HeaderMap),
     /// Any other failure, such as the connection lost before the answer was whole.
     Failed,
+    /// A 409 `idempotency_in_flight`: the call's duplicate is still being processed.
+    InFlight,
 }
 
 impl<'a> Outcome<'a> {
@@ -173,8 +181,15 @@ impl<'a> Outcome<'a> {
     }
 }
 
-fn retried_status(status: StatusCode) -> bool {
-    matches!(status.as_u16(), 408 | 429 | 502 | 503 | 504)
+fn retried_status(status: u16) -> bool {
+    matches!(status, 408 | 429 | 500 | 502 | 503 | 504)
+}
+
+/// Whether a failed GET ended in what retrying can fix: the transport, a broken stream, or a
+/// status the policy retries. A body that does not decode would not decode again.
+pub(crate) fn transient(error: &Error) -> bool {
+    matches!(error, Error::Transport(_) | Error::Disconnected(_))
+        || error.status().is_some_and(retried_status)
 }
 
 /// A `Retry-After` in whole seconds (an HTTP date is not read).
@@ -214,13 +229,24 @@ mod tests {
         assert!(delay(Method::POST, true, Outcome::Failed).is_some());
         assert!(delay(Method::POST, false, Outcome::Failed).is_none());
         let internal = Outcome::Answered(StatusCode::INTERNAL_SERVER_ERROR, &none);
-        assert!(delay(Method::GET, false, internal).is_none());
+        assert!(delay(Method::GET, false, internal).is_some());
+        let unimplemented = Outcome::Answered(StatusCode::NOT_IMPLEMENTED, &none);
+        assert!(delay(Method::GET, false, unimplemented).is_none());
+        assert!(delay(Method::POST, true, Outcome::InFlight).is_some());
+        assert!(delay(Method::POST, false, Outcome::InFlight).is_none());
         assert!(
             policy.delay(3, &Method::GET, false, unavailable).is_none(),
             "3 attempts"
         );
+        let spent: Vec<u32> = (1..=7).filter(|failures| policy.spent(*failures)).collect();
+        assert_eq!(
+            spent,
+            [3, 6],
+            "every third failure in a row spends a call's attempts"
+        );
         let never = RetryPolicy::none();
         assert!(!never.retries());
+        assert!(never.spent(1));
         assert!(
             never
                 .delay(1, &Method::GET, false, Outcome::NotSent)

@@ -13,7 +13,7 @@ use futures_util::Stream;
 use intent_models::{AgentEvent, EventPage, MessageSnapshot};
 
 use crate::Error;
-use crate::retry::RetryPolicy;
+use crate::retry::{self, RetryPolicy};
 
 /// What following a log hands its consumer.
 #[derive(Debug, Clone, PartialEq)]
@@ -142,7 +142,9 @@ enum State<C> {
     Ended,
 }
 
-struct Follower<T: Transport> {
+/// Follows a session's log over a [`Transport`] whose calls are each sent once: the stream of
+/// [`follow`], and what [`Agent::wait_turn`](super::Agent::wait_turn) steps itself.
+pub(crate) struct Follower<T: Transport> {
     transport: T,
     state: State<T::Connection>,
     /// Where the next connection resumes: the cursor of the last page taken.
@@ -150,9 +152,11 @@ struct Follower<T: Transport> {
     /// The last sequence number delivered.
     last: u64,
     ready: VecDeque<LogItem>,
+    /// Whether the last page taken said more events were ready than it held.
+    behind: bool,
     /// When and whether to reconnect after a failure.
     retry: RetryPolicy,
-    /// Failures since the last frame.
+    /// Failures in a row since the last frame.
     failures: u32,
 }
 
@@ -163,23 +167,41 @@ pub(crate) fn follow<T: Transport>(
     from: Position,
     retry: RetryPolicy,
 ) -> impl Stream<Item = Result<LogItem, Error>> + Send + 'static {
-    let follower = Follower {
-        transport,
-        state: State::Closed,
-        cursor: from.cursor,
-        last: from.seq,
-        ready: VecDeque::new(),
-        retry,
-        failures: 0,
-    };
-    futures_util::stream::unfold(follower, |mut follower| async move {
-        let item = follower.step().await?;
-        Some((item, follower))
-    })
+    futures_util::stream::unfold(
+        Follower::new(transport, from, retry),
+        |mut follower| async move {
+            let item = follower.step().await?;
+            Some((item, follower))
+        },
+    )
 }
 
 impl<T: Transport> Follower<T> {
-    async fn step(&mut self) -> Option<Result<LogItem, Error>> {
+    pub(crate) fn new(transport: T, from: Position, retry: RetryPolicy) -> Self {
+        Self {
+            transport,
+            state: State::Closed,
+            cursor: from.cursor,
+            last: from.seq,
+            ready: VecDeque::new(),
+            behind: false,
+            retry,
+            failures: 0,
+        }
+    }
+
+    /// Whether every event read has been handed out and the last page held all that were ready.
+    pub(crate) fn caught_up(&self) -> bool {
+        self.ready.is_empty() && !self.behind
+    }
+
+    /// The cursor after the last page taken.
+    pub(crate) fn cursor(&self) -> Option<&str> {
+        self.cursor.as_deref()
+    }
+
+    /// The next item; `None` once an error that retrying cannot fix was handed out.
+    pub(crate) async fn step(&mut self) -> Option<Result<LogItem, Error>> {
         loop {
             if let Some(item) = self.ready.pop_front() {
                 return Some(Ok(item));
@@ -222,20 +244,16 @@ impl<T: Transport> Follower<T> {
         }
     }
 
-    /// Handles a failed open or read: `None` when the follower goes on without a word.
+    /// Handles a failed open or read: `None` when the follower goes on without a word. Failures
+    /// in a row count as one call's attempts under the policy: the one that spends them is
+    /// handed out, and the follower reconnects after the backoff (or the `Retry-After`) unless
+    /// the policy retries nothing.
     async fn recover(&mut self, error: Error) -> Option<Error> {
         if matches!(error, Error::InvalidCursor(_) | Error::CursorExpired(_)) {
             self.restart();
             return None;
         }
-        // What retrying can fix; a body that does not decode would not decode again. A follow
-        // is no one call: it reconnects for as long as it follows, unless the policy retries
-        // nothing.
-        let retried = matches!(
-            error,
-            Error::RateLimited { .. } | Error::Transport(_) | Error::Disconnected(_)
-        ) || error.status().is_some_and(|status| status >= 500);
-        if !retried || !self.retry.retries() {
+        if !retry::transient(&error) || !self.retry.retries() {
             self.state = State::Ended;
             return Some(error);
         }
@@ -248,7 +266,7 @@ impl<T: Transport> Follower<T> {
             _ => self.retry.backoff_delay(self.failures),
         };
         tokio::time::sleep(wait).await;
-        Some(error)
+        self.retry.spent(self.failures).then_some(error)
     }
 
     /// Starts again at the retained log's start, on a new connection.
@@ -256,6 +274,7 @@ impl<T: Transport> Follower<T> {
         self.state = State::Closed;
         self.cursor = None;
         self.last = 0;
+        self.behind = false;
         self.ready.push_back(LogItem::Restart);
     }
 
@@ -284,6 +303,7 @@ impl<T: Transport> Follower<T> {
                     });
                 }
                 self.cursor = Some(Arc::from(page.cursor));
+                self.behind = page.has_more;
             }
             Frame::Snapshot(snapshot) => self.ready.push_back(LogItem::Snapshot(snapshot)),
             Frame::Resync => {
@@ -396,35 +416,31 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn failures_back_off_exponentially_and_a_frame_resets_the_backoff() {
+    async fn failures_in_a_row_are_one_call_s_attempts_on_one_backoff_that_a_frame_resets() {
+        let unavailable = || Err(status(503, &[]));
         let (script, log) = script(
             vec![
-                Err(status(503, &[])),
-                Err(status(503, &[])),
+                unavailable(),
+                unavailable(),
                 Err(status(502, &[])),
                 Err(status(500, &[])),
+                unavailable(),
+                unavailable(),
                 Ok(()),
-                Err(status(503, &[])),
+                unavailable(),
+                unavailable(),
+                unavailable(),
             ],
             vec![page("c1", &[1]), None],
         );
-        let got = items(script, 6).await;
-        assert_eq!(
-            got,
-            [
-                "error 503",
-                "error 503",
-                "error 502",
-                "error 500",
-                "e1",
-                "error 503"
-            ]
-        );
-        // 100, 200, 400, 800 ms; the page resets the backoff, so the ended connection
-        // reconnects after 100 ms and the next failure waits 100 ms again.
-        assert_eq!(gaps(&log), [100, 200, 400, 800, 100]);
+        let got = items(script, 4).await;
+        // Each third failure in a row spends a call's three attempts and is handed out.
+        assert_eq!(got, ["error 502", "error 503", "e1", "error 503"]);
+        // One backoff doubles across the failures, capped at 5 s; the page resets it, so the
+        // ended connection reconnects after 100 ms and the next failures wait from 100 ms again.
+        assert_eq!(gaps(&log), [100, 200, 400, 800, 1600, 3200, 100, 100, 200]);
         let last_open = log.lock().unwrap().last().unwrap().0;
-        assert_eq!((Instant::now() - last_open).as_millis(), 100);
+        assert_eq!((Instant::now() - last_open).as_millis(), 400);
     }
 
     #[tokio::test(start_paused = true)]
@@ -439,7 +455,7 @@ mod tests {
     async fn rate_limits_wait_their_retry_after() {
         let limited = status(429, &[("retry-after", "3")]);
         let (script, log) = script(vec![Err(limited), Ok(())], vec![page("c1", &[1])]);
-        assert_eq!(items(script, 2).await, ["error 429", "e1"]);
+        assert_eq!(items(script, 1).await, ["e1"]);
         assert_eq!(gaps(&log), [3000]);
     }
 

@@ -89,7 +89,7 @@ impl<'a> Agent<'a> {
             .map_err(invalid)?;
         self.within_deadline(async {
             let started = self.start(&request).await?;
-            self.settle(&started.session_id, &started.turn_id, &started.cursor)
+            self.settle(&started.session_id, &started.turn_id, &started.cursor, 0)
                 .await
         })
         .await
@@ -125,7 +125,9 @@ impl<'a> Agent<'a> {
             let (state, action) = match Standing::of(&log, turn_id) {
                 Standing::Ended(state) => (state, None),
                 Standing::Awaiting { action, .. } => (TurnState::AwaitingAction, Some(*action)),
-                Standing::Running(_) => return self.settle(session, turn_id, cursor).await,
+                Standing::Running(since) => {
+                    return self.settle(session, turn_id, cursor, since).await;
+                }
             };
             Ok(TurnOutcome {
                 session_id: session.to_owned(),
@@ -180,13 +182,21 @@ impl<'a> Agent<'a> {
             .unwrap_or(Err(Error::Deadline(deadline)))
     }
 
+    /// Follows the session's log from `cursor` with the follower ([`Agent::follow`]'s state
+    /// machine) until turn `turn_id` is in a state other than `processing` and no more events
+    /// are ready (part 3, rules 3 and 4). A state at or before `history` (a `seq`) is one the
+    /// turn has left. Events already read are left out when the follower restarts the view;
+    /// the errors it recovers from are waited out, and the one that ends it is returned.
     async fn settle(
         &self,
         session: &str,
         turn_id: &str,
         cursor: &str,
+        history: u64,
     ) -> Result<TurnOutcome, Error> {
-        let session_id = session_id(session)?;
+        let transport = poll::Poll::new(self.client, session_id(session)?);
+        let from = Position::after_page(cursor);
+        let mut follower = follow::Follower::new(transport, from, self.client.inner.retry.clone());
         let mut outcome = TurnOutcome {
             session_id: session.to_owned(),
             turn_id: turn_id.to_owned(),
@@ -195,37 +205,36 @@ impl<'a> Agent<'a> {
             action: None,
             cursor: cursor.to_owned(),
         };
-        let mut cursor = Some(outcome.cursor.parse().map_err(invalid)?);
-        let mut last = 0;
+        let mut last = None;
         loop {
-            let read = events(self.client, &session_id, cursor.clone(), Some(LONG_POLL_MS))
-                .send()
-                .await
-                .map_err(Error::from);
-            let mut page = match read {
-                Ok(page) => page.into_inner(),
-                Err(Error::CursorExpired(_) | Error::InvalidCursor(_)) if cursor.is_some() => {
-                    cursor = None;
+            let event = match follower.step().await {
+                Some(Ok(LogItem::Event { event, .. })) => *event,
+                Some(Ok(LogItem::Restart | LogItem::Snapshot(_))) => continue,
+                Some(Err(error)) => {
+                    last = Some(error);
                     continue;
                 }
-                Err(error) => return Err(error),
+                None => return Err(last.unwrap_or(Error::Disconnected("the log ended".into()))),
             };
-            page.events.retain(|event| event.seq() > last);
-            last = page.events.last().map_or(last, AgentEvent::seq);
-            for event in &page.events {
-                if event.turn_id() != turn_id {
-                    continue;
-                }
-                match event {
+            if outcome
+                .events
+                .last()
+                .is_some_and(|read| read.seq() >= event.seq())
+            {
+                continue;
+            }
+            if event.turn_id() == turn_id && event.seq() > history {
+                match &event {
                     AgentEvent::TurnState { state, .. } => outcome.state = *state,
                     AgentEvent::Action { action, .. } => outcome.action = Some(action.clone()),
                     _ => {}
                 }
             }
-            outcome.events.extend(page.events);
-            cursor = Some(page.cursor.parse().map_err(invalid)?);
-            outcome.cursor = page.cursor;
-            if outcome.state.is_settled() && !page.has_more {
+            outcome.events.push(event);
+            if outcome.state.is_settled() && follower.caught_up() {
+                if let Some(cursor) = follower.cursor() {
+                    outcome.cursor = cursor.to_owned();
+                }
                 if outcome.state != TurnState::AwaitingAction {
                     outcome.action = None;
                 }
@@ -253,8 +262,9 @@ impl<'a> Agent<'a> {
     /// connections.
     ///
     /// Errors travel in the stream. Those that retrying can fix (the transport, a broken
-    /// stream, 5xx, 429) are handed out and the stream goes on after the client's
-    /// [`RetryPolicy`] backoff (or the `Retry-After`) from the last cursor; under
+    /// stream, a status the client's [`RetryPolicy`] retries) are retried from the last cursor
+    /// after the policy's backoff (or the `Retry-After`), each call sent once; the failure that
+    /// spends a call's attempts is handed out and the stream goes on. Under
     /// [`RetryPolicy::none`] the first of them ends it. A 400 `invalid_cursor`, a 410, a gap or
     /// a `resync` hand out [`LogItem::Restart`]. Any other error (a 401 once the token could not
     /// be renewed, 403, 404, a token source that fails) is handed out and ends the stream.
@@ -265,10 +275,7 @@ impl<'a> Agent<'a> {
     /// Follows the session's log by long-poll pages like [`Agent::follow`], from `position`:
     /// the [`Position`] of the last event a consumer handled, kept across a restart.
     pub fn follow_from(&self, session: &str, position: Position) -> LogStream {
-        let transport = session_id(session).map(|session| poll::Poll {
-            client: self.client.clone(),
-            session,
-        });
+        let transport = session_id(session).map(|session| poll::Poll::new(self.client, session));
         follow_or_fail(transport, position, self.client.inner.retry.clone())
     }
 
@@ -364,17 +371,14 @@ impl<'a> Agent<'a> {
 
     /// Follows the session's log over SSE like [`Agent::follow_sse`], from `position`.
     pub fn follow_sse_from(&self, session: &str, position: Position) -> LogStream {
-        let transport = session_id(session).map(|session| sse::Sse {
-            client: self.client.clone(),
-            session,
-        });
+        let transport = session_id(session).map(|session| sse::Sse::new(self.client, session));
         follow_or_fail(transport, position, self.client.inner.retry.clone())
     }
 
     /// Resolves `action` at its revision with a result naming its Build's digest. One
-    /// idempotency key is made for the resolution and reused by every retry (after a transport
-    /// error, a 409 `idempotency_in_flight`, or a 429 once its `Retry-After` has passed), so the
-    /// server applies it at most once.
+    /// idempotency key is made for the resolution and reused by every retry of the client's
+    /// [`RetryPolicy`] (after a transport error, a 409 `idempotency_in_flight`, or a 429 once its
+    /// `Retry-After` has passed), so the server applies it at most once.
     pub async fn resolve(
         &self,
         session: &str,
@@ -398,28 +402,18 @@ impl<'a> Agent<'a> {
         let session = session_id(session)?;
         let action_id: ResolveActionActionId =
             action.action_id.to_string().parse().map_err(invalid)?;
-        // The client's retry policy resends it on a transport failure or a 429 (it carries its
-        // key); here only a duplicate still in flight is waited for.
-        let retry = &self.client.inner.retry;
-        let mut attempt = 1;
-        loop {
-            let request = self
-                .client
-                .resolve_action()
-                .session_id(session.clone())
-                .action_id(action_id.clone())
-                .idempotency_key(key.clone())
-                .body(body.clone());
-            let error = match request.send().await {
-                Ok(resolution) => return Ok(resolution.into_inner()),
-                Err(error) => Error::from(error),
-            };
-            if error.code() != Some("idempotency_in_flight") || !retry.allows(attempt) {
-                return Err(error);
-            }
-            tokio::time::sleep(retry.backoff_delay(attempt)).await;
-            attempt += 1;
-        }
+        // The client's retry policy resends it on a transport failure, a 429 or while its
+        // duplicate is in flight (it carries its key).
+        let resolution = self
+            .client
+            .resolve_action()
+            .session_id(session)
+            .action_id(action_id)
+            .idempotency_key(key)
+            .body(body)
+            .send()
+            .await?;
+        Ok(resolution.into_inner())
     }
 
     /// The session (`GET /v1/agent/sessions/{sessionId}`).

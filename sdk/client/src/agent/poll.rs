@@ -11,8 +11,19 @@ use crate::raw::Client;
 
 /// `GET /v1/agent/chat/{sessionId}?cursor=...&wait=...`; it holds no connection.
 pub(crate) struct Poll {
-    pub(crate) client: Client,
-    pub(crate) session: SessionId,
+    client: Client,
+    session: SessionId,
+}
+
+impl Poll {
+    /// The projection of `session` through `client`, whose calls the follower sends once: its
+    /// reconnections apply the client's retry policy.
+    pub(crate) fn new(client: &Client, session: SessionId) -> Self {
+        Self {
+            client: client.sending_once(),
+            session,
+        }
+    }
 }
 
 impl Transport for Poll {

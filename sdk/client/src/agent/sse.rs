@@ -18,8 +18,19 @@ type Frames = Pin<Box<dyn Stream<Item = Result<eventsource_stream::Event, String
 
 /// `GET /v1/agent/chat/{sessionId}/stream`, resumed at a `page` cursor.
 pub(crate) struct Sse {
-    pub(crate) client: Client,
-    pub(crate) session: SessionId,
+    client: Client,
+    session: SessionId,
+}
+
+impl Sse {
+    /// The projection of `session` through `client`, whose calls the follower sends once: its
+    /// reconnections apply the client's retry policy.
+    pub(crate) fn new(client: &Client, session: SessionId) -> Self {
+        Self {
+            client: client.sending_once(),
+            session,
+        }
+    }
 }
 
 impl Transport for Sse {

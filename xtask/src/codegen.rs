@@ -212,6 +212,7 @@ fn tolerant_reading(file: &mut syn::File, strict: &BTreeSet<String>) -> Result<(
         item.variants.extend(template.variants);
         if name == LOG_ENTRIES {
             accessors.push(entry_accessors(item, unknown)?);
+            accessors.extend(entry_deserializer(item)?);
         }
     }
     file.items.extend(accessors);
@@ -271,6 +272,133 @@ fn entry_accessors(item: &syn::ItemEnum, unknown: &str) -> Result<syn::Item, Str
         kind = kind.join(" "),
     );
     syn::parse_str(&code).map_err(|e| format!("the accessors of {}: {e}", item.ident))
+}
+
+/// A `Deserialize` of the log's entries that reads an entry in one pass when its `type` comes
+/// first, as a tagged enum of serde writes it: the kind picks the variant, whose members are read
+/// straight from the rest of the entry. serde's derive buffers every entry whole first (to find
+/// its tag wherever it sits, then to try the untagged variant), which doubled the cost of a page.
+/// The entry's JSON is kept (a `RawValue`, which every serde_json source gives) so that an entry
+/// whose `type` comes later is read into JSON first, and one that no kind's shape fits, or of a
+/// kind this version does not know, is kept whole (its `Unknown` variant), as before. The
+/// enum keeps serde's derived `Serialize`.
+fn entry_deserializer(item: &mut syn::ItemEnum) -> Result<Vec<syn::Item>, String> {
+    let parse_err = |e: syn::Error| format!("the deserializer of {}: {e}", item.ident);
+    let derive = item
+        .attrs
+        .iter_mut()
+        .find(|attr| attr.path().is_ident("derive"));
+    let derive = derive.ok_or_else(|| format!("{} derives nothing", item.ident))?;
+    let derived: syn::punctuated::Punctuated<syn::Path, syn::Token![,]> = derive
+        .parse_args_with(syn::punctuated::Punctuated::parse_terminated)
+        .map_err(parse_err)?;
+    let kept = derived.into_iter().filter(|path| {
+        path.segments
+            .last()
+            .is_none_or(|last| last.ident != "Deserialize")
+    });
+    let kept: syn::punctuated::Punctuated<syn::Path, syn::Token![,]> = kept.collect();
+    *derive = syn::parse_quote!(#[derive(#kept)]);
+    let ident = &item.ident;
+    let wire = format!("{}_wire", snake(&ident.to_string()));
+    let (mut arms, mut structs) = (Vec::new(), Vec::new());
+    for variant in &item.variants {
+        let syn::Fields::Named(fields) = &variant.fields else {
+            continue;
+        };
+        let name = &variant.ident;
+        let tag = serde_rename(&variant.attrs).unwrap_or_else(|| name.to_string());
+        let members: Vec<String> = fields
+            .named
+            .iter()
+            .filter_map(|field| field.ident.as_ref().map(ToString::to_string))
+            .collect();
+        let members = members.join(", ");
+        arms.push(format!(
+            "{tag:?} => {{ let Wire{name} {{ {members} }} = Wire{name}::deserialize(rest)?; \
+             {ident}::{name} {{ {members} }} }}"
+        ));
+        let mut wire_struct: syn::ItemStruct = syn::parse_str(&format!(
+            "#[derive(::serde::Deserialize)] struct Wire{name} {{}}"
+        ))
+        .map_err(parse_err)?;
+        let mut fields = fields.clone();
+        for field in &mut fields.named {
+            field.attrs.retain(|attr| attr.path().is_ident("serde"));
+            field.vis = syn::Visibility::Inherited;
+        }
+        wire_struct.fields = syn::Fields::Named(fields);
+        structs.push(syn::Item::Struct(wire_struct));
+    }
+    let code = format!(
+        "impl<'de> ::serde::Deserialize<'de> for {ident} {{\n\
+         fn deserialize<D: ::serde::Deserializer<'de>>(deserializer: D) -> ::std::result::Result<Self, D::Error> {{\n\
+         let raw = <::std::boxed::Box<::serde_json::value::RawValue>>::deserialize(deserializer)?;\n\
+         {wire}::read(raw.get()).map_err(<D::Error as ::serde::de::Error>::custom)\n\
+         }}\n\
+         }}\n\
+         /// How an entry is read: its members' types by kind ([`{ident}`]'s `Deserialize`).\n\
+         mod {wire} {{\n\
+         use super::*;\n\
+         use ::serde::Deserialize as _;\n\
+         use ::serde::de::Error as _;\n\
+         /// The entry `raw` as its kind, else kept whole as a kind this version does not know.\n\
+         pub(super) fn read(raw: &str) -> ::serde_json::Result<{ident}> {{\n\
+         let mut entry = ::serde_json::Deserializer::from_str(raw);\n\
+         let tagged = ::serde::Deserializer::deserialize_map(&mut entry, Entry);\n\
+         tagged.or_else(|_| ::serde_json::from_str(raw).map({ident}::Unknown))\n\
+         }}\n\
+         struct Entry;\n\
+         impl<'de> ::serde::de::Visitor<'de> for Entry {{\n\
+         type Value = {ident};\n\
+         fn expecting(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {{ f.write_str(\"an entry of the log, tagged by `type`\") }}\n\
+         fn visit_map<A: ::serde::de::MapAccess<'de>>(self, mut map: A) -> ::std::result::Result<{ident}, A::Error> {{\n\
+         let Some(first) = map.next_key::<::std::string::String>()? else {{ return Err(A::Error::missing_field(\"type\")); }};\n\
+         if first == \"type\" {{\n\
+         let kind: ::std::string::String = map.next_value()?;\n\
+         return of_kind(&kind, ::serde::de::value::MapAccessDeserializer::new(map));\n\
+         }}\n\
+         let mut members = ::serde_json::Map::new();\n\
+         members.insert(first, map.next_value()?);\n\
+         while let Some((key, value)) = map.next_entry()? {{ members.insert(key, value); }}\n\
+         let Some(::serde_json::Value::String(kind)) = members.remove(\"type\") else {{\n\
+         return Err(A::Error::missing_field(\"type\"));\n\
+         }};\n\
+         of_kind(&kind, ::serde_json::Value::Object(members)).map_err(A::Error::custom)\n\
+         }}\n\
+         }}\n\
+         /// The entry of kind `kind` whose other members `rest` holds.\n\
+         fn of_kind<'de, D: ::serde::Deserializer<'de>>(kind: &str, rest: D) -> ::std::result::Result<{ident}, D::Error> {{\n\
+         Ok(match kind {{\n\
+         {arms}\n\
+         _ => return Err(D::Error::custom(\"a kind this version does not know\")),\n\
+         }})\n\
+         }}\n\
+         }}",
+        arms = arms.join("\n"),
+    );
+    let mut file: syn::File = syn::parse_str(&code).map_err(parse_err)?;
+    let Some(syn::Item::Mod(syn::ItemMod {
+        content: Some((_, items)),
+        ..
+    })) = file.items.last_mut()
+    else {
+        return Err(format!("the deserializer of {ident}: no module"));
+    };
+    items.extend(structs);
+    Ok(file.items)
+}
+
+/// `AgentEvent` as `agent_event`.
+fn snake(name: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in name.chars().enumerate() {
+        if c.is_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.extend(c.to_lowercase());
+    }
+    out
 }
 
 /// The name `#[serde(rename = "...")]` among `attrs` gives.
@@ -688,6 +816,7 @@ mod tests {
     fn reading_models_lose_deny_unknown_fields_and_request_models_keep_it() {
         let source = "#[serde(tag = \"t\", deny_unknown_fields)] enum Read { A }\n\
                       #[serde(deny_unknown_fields)] struct Request;\n\
+                      #[derive(::serde::Deserialize, ::serde::Serialize, Clone)]\n\
                       #[serde(tag = \"type\")] enum AgentEvent { A }\n";
         let mut file: syn::File = syn::parse_str(source).unwrap();
         let strict = BTreeSet::from(["Request".to_owned()]);
@@ -704,6 +833,14 @@ mod tests {
         assert!(printed.contains("#[non_exhaustive]"), "{printed}");
         assert!(
             printed.contains("Unknown(crate::UnknownEvent)"),
+            "{printed}"
+        );
+        assert!(
+            printed.contains("#[derive(::serde::Serialize, Clone)]\n#[serde(tag = \"type\")]"),
+            "the log's entries are read by their own Deserialize: {printed}"
+        );
+        assert!(
+            printed.contains("impl<'de> ::serde::Deserialize<'de> for AgentEvent"),
             "{printed}"
         );
     }

@@ -303,7 +303,7 @@ impl<'de> ::serde::Deserialize<'de> for ActionResultReason {
     }
 }
 ///One durable entry of a session's event log, tagged by `type`. The latest `turn_state` event gives the turn state.
-#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[derive(::serde::Serialize, Clone, Debug, PartialEq)]
 #[serde(tag = "type")]
 #[non_exhaustive]
 pub enum AgentEvent {
@@ -7741,6 +7741,255 @@ impl AgentEvent {
             Self::TurnState { .. } => "turn_state",
             Self::Unknown(crate::UnknownEvent { kind, .. }) => kind,
         }
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for AgentEvent {
+    fn deserialize<D: ::serde::Deserializer<'de>>(
+        deserializer: D,
+    ) -> ::std::result::Result<Self, D::Error> {
+        let raw = <::std::boxed::Box<::serde_json::value::RawValue>>::deserialize(deserializer)?;
+        agent_event_wire::read(raw.get()).map_err(<D::Error as ::serde::de::Error>::custom)
+    }
+}
+/// How an entry is read: its members' types by kind ([`AgentEvent`]'s `Deserialize`).
+mod agent_event_wire {
+    use super::*;
+    use ::serde::Deserialize as _;
+    use ::serde::de::Error as _;
+    /// The entry `raw` as its kind, else kept whole as a kind this version does not know.
+    pub(super) fn read(raw: &str) -> ::serde_json::Result<AgentEvent> {
+        let mut entry = ::serde_json::Deserializer::from_str(raw);
+        let tagged = ::serde::Deserializer::deserialize_map(&mut entry, Entry);
+        tagged.or_else(|_| ::serde_json::from_str(raw).map(AgentEvent::Unknown))
+    }
+    struct Entry;
+    impl<'de> ::serde::de::Visitor<'de> for Entry {
+        type Value = AgentEvent;
+        fn expecting(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            f.write_str("an entry of the log, tagged by `type`")
+        }
+        fn visit_map<A: ::serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> ::std::result::Result<AgentEvent, A::Error> {
+            let Some(first) = map.next_key::<::std::string::String>()? else {
+                return Err(A::Error::missing_field("type"));
+            };
+            if first == "type" {
+                let kind: ::std::string::String = map.next_value()?;
+                return of_kind(&kind, ::serde::de::value::MapAccessDeserializer::new(map));
+            }
+            let mut members = ::serde_json::Map::new();
+            members.insert(first, map.next_value()?);
+            while let Some((key, value)) = map.next_entry()? {
+                members.insert(key, value);
+            }
+            let Some(::serde_json::Value::String(kind)) = members.remove("type") else {
+                return Err(A::Error::missing_field("type"));
+            };
+            of_kind(&kind, ::serde_json::Value::Object(members)).map_err(A::Error::custom)
+        }
+    }
+    /// The entry of kind `kind` whose other members `rest` holds.
+    fn of_kind<'de, D: ::serde::Deserializer<'de>>(
+        kind: &str,
+        rest: D,
+    ) -> ::std::result::Result<AgentEvent, D::Error> {
+        Ok(match kind {
+            "message" => {
+                let WireMessage {
+                    created_at,
+                    role,
+                    seq,
+                    text,
+                    turn_id,
+                } = WireMessage::deserialize(rest)?;
+                AgentEvent::Message {
+                    created_at,
+                    role,
+                    seq,
+                    text,
+                    turn_id,
+                }
+            }
+            "tool_call" => {
+                let WireToolCall {
+                    created_at,
+                    input,
+                    name,
+                    seq,
+                    tool_call_id,
+                    turn_id,
+                } = WireToolCall::deserialize(rest)?;
+                AgentEvent::ToolCall {
+                    created_at,
+                    input,
+                    name,
+                    seq,
+                    tool_call_id,
+                    turn_id,
+                }
+            }
+            "tool_result" => {
+                let WireToolResult {
+                    created_at,
+                    is_error,
+                    name,
+                    output,
+                    seq,
+                    tool_call_id,
+                    turn_id,
+                } = WireToolResult::deserialize(rest)?;
+                AgentEvent::ToolResult {
+                    created_at,
+                    is_error,
+                    name,
+                    output,
+                    seq,
+                    tool_call_id,
+                    turn_id,
+                }
+            }
+            "action" => {
+                let WireAction {
+                    action,
+                    created_at,
+                    seq,
+                    turn_id,
+                } = WireAction::deserialize(rest)?;
+                AgentEvent::Action {
+                    action,
+                    created_at,
+                    seq,
+                    turn_id,
+                }
+            }
+            "action_result" => {
+                let WireActionResult {
+                    action_id,
+                    created_at,
+                    result,
+                    revision,
+                    seq,
+                    turn_id,
+                } = WireActionResult::deserialize(rest)?;
+                AgentEvent::ActionResult {
+                    action_id,
+                    created_at,
+                    result,
+                    revision,
+                    seq,
+                    turn_id,
+                }
+            }
+            "error" => {
+                let WireError {
+                    code,
+                    created_at,
+                    message,
+                    seq,
+                    turn_id,
+                } = WireError::deserialize(rest)?;
+                AgentEvent::Error {
+                    code,
+                    created_at,
+                    message,
+                    seq,
+                    turn_id,
+                }
+            }
+            "turn_state" => {
+                let WireTurnState {
+                    created_at,
+                    seq,
+                    state,
+                    turn_id,
+                } = WireTurnState::deserialize(rest)?;
+                AgentEvent::TurnState {
+                    created_at,
+                    seq,
+                    state,
+                    turn_id,
+                }
+            }
+            _ => return Err(D::Error::custom("a kind this version does not know")),
+        })
+    }
+    #[derive(::serde::Deserialize)]
+    struct WireMessage {
+        #[serde(rename = "createdAt")]
+        created_at: i64,
+        role: AgentEventRole,
+        seq: ::std::num::NonZeroU64,
+        text: ::std::string::String,
+        #[serde(rename = "turnId")]
+        turn_id: ::std::string::String,
+    }
+    #[derive(::serde::Deserialize)]
+    struct WireToolCall {
+        #[serde(rename = "createdAt")]
+        created_at: i64,
+        input: ToolCallInput,
+        name: ::std::string::String,
+        seq: ::std::num::NonZeroU64,
+        #[serde(rename = "toolCallId")]
+        tool_call_id: ::std::string::String,
+        #[serde(rename = "turnId")]
+        turn_id: ::std::string::String,
+    }
+    #[derive(::serde::Deserialize)]
+    struct WireToolResult {
+        #[serde(rename = "createdAt")]
+        created_at: i64,
+        #[serde(rename = "isError")]
+        is_error: bool,
+        name: ::std::string::String,
+        output: ::serde_json::Value,
+        seq: ::std::num::NonZeroU64,
+        #[serde(rename = "toolCallId")]
+        tool_call_id: ::std::string::String,
+        #[serde(rename = "turnId")]
+        turn_id: ::std::string::String,
+    }
+    #[derive(::serde::Deserialize)]
+    struct WireAction {
+        action: ActionRequest,
+        #[serde(rename = "createdAt")]
+        created_at: i64,
+        seq: ::std::num::NonZeroU64,
+        #[serde(rename = "turnId")]
+        turn_id: ::std::string::String,
+    }
+    #[derive(::serde::Deserialize)]
+    struct WireActionResult {
+        #[serde(rename = "actionId")]
+        action_id: ::std::string::String,
+        #[serde(rename = "createdAt")]
+        created_at: i64,
+        result: ActionResult,
+        revision: ::std::num::NonZeroU64,
+        seq: ::std::num::NonZeroU64,
+        #[serde(rename = "turnId")]
+        turn_id: ::std::string::String,
+    }
+    #[derive(::serde::Deserialize)]
+    struct WireError {
+        code: ::std::string::String,
+        #[serde(rename = "createdAt")]
+        created_at: i64,
+        message: ::std::string::String,
+        seq: ::std::num::NonZeroU64,
+        #[serde(rename = "turnId")]
+        turn_id: ::std::string::String,
+    }
+    #[derive(::serde::Deserialize)]
+    struct WireTurnState {
+        #[serde(rename = "createdAt")]
+        created_at: i64,
+        seq: ::std::num::NonZeroU64,
+        state: TurnState,
+        #[serde(rename = "turnId")]
+        turn_id: ::std::string::String,
     }
 }
 /// The OAuth scopes of openapi.json's security scheme, sorted.

@@ -1,4 +1,5 @@
-//! SDK benchmark on loopback, against a wiremock server answering canned bodies:
+//! SDK benchmark on loopback, against a server that answers each path with canned bytes (so
+//! that the server costs next to nothing beside the client):
 //!
 //! 1. decoding: events per second through `Agent::follow_sse` (SSE frames, `page` JSON, typed
 //!    models) and through `Agent::follow` (long-poll pages), against the same pages' JSON
@@ -7,16 +8,19 @@
 //!    a bare reqwest GET of the same address with the same header, and against that GET with
 //!    its body decoded into the same typed model.
 //!
-//! Run: `cargo bench -p intent-sdk --bench sdk`
+//! Run: `cargo bench -p intent-sdk --bench sdk` (`-- decode` or `-- calls` for one part)
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use intent_sdk::Intent;
 use intent_sdk::auth::{Resource, StaticToken};
-use serde_json::{Value, json};
-use wiremock::matchers::{method, path, query_param_is_missing};
-use wiremock::{Mock, MockServer, ResponseTemplate};
+use intent_sdk::models::AgentEvent;
+use serde_json::json;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpListener;
 
 const SESSION: &str = "ses_bench";
 const PAGES: u64 = 200;
@@ -24,17 +28,26 @@ const PER_PAGE: u64 = 100;
 const CALLS: u32 = 3_000;
 const TOKEN: &str = "bench-token";
 
-fn page(cursor: &str, seqs: std::ops::RangeInclusive<u64>) -> Value {
-    let events: Vec<Value> = seqs
+/// A page of `tool_result` events as the reference server writes it (each entry's `type` first).
+fn page(cursor: &str, seqs: std::ops::RangeInclusive<u64>) -> String {
+    let events: Vec<String> = seqs
         .map(|seq| {
-            json!({
-                "type": "tool_result", "seq": seq, "turnId": "turn_1", "createdAt": 1_795_000_000,
-                "toolCallId": "call_1", "name": "pipeline.evm.build", "isError": false,
-                "output": { "status": "simulated", "digest": format!("sha256:{seq:064x}") },
-            })
+            let event = AgentEvent::ToolResult {
+                created_at: 1_795_000_000,
+                is_error: false,
+                name: "pipeline.evm.build".to_owned(),
+                output: json!({ "status": "simulated", "digest": format!("sha256:{seq:064x}") }),
+                seq: seq.try_into().unwrap(),
+                tool_call_id: "call_1".to_owned(),
+                turn_id: "turn_1".to_owned(),
+            };
+            serde_json::to_string(&event).unwrap()
         })
         .collect();
-    json!({ "session_id": SESSION, "cursor": cursor, "events": events, "has_more": false })
+    format!(
+        r#"{{"session_id":"{SESSION}","cursor":"{cursor}","events":[{}],"has_more":false}}"#,
+        events.join(",")
+    )
 }
 
 /// The SSE `page` frames' data: `PAGES` pages of `PER_PAGE` events.
@@ -43,7 +56,7 @@ fn sse_pages() -> Vec<(String, String)> {
         .map(|p| {
             let first = p * PER_PAGE + 1;
             let cursor = format!("c{p}");
-            let data = page(&cursor, first..=first + PER_PAGE - 1).to_string();
+            let data = page(&cursor, first..=first + PER_PAGE - 1);
             (cursor, data)
         })
         .collect()
@@ -69,17 +82,16 @@ fn bare_decode() -> f64 {
     rate
 }
 
-async fn sse(server: &MockServer, bare: f64) {
+async fn sse(server: &Canned, bare: f64) {
     let mut body = String::new();
     for (cursor, data) in sse_pages() {
         body.push_str(&format!("event: page\nid: {cursor}\ndata: {data}\n\n"));
     }
-    Mock::given(method("GET"))
-        .and(path(format!("/v1/agent/chat/{SESSION}/stream")))
-        .and(query_param_is_missing("cursor"))
-        .respond_with(ResponseTemplate::new(200).set_body_raw(body, "text/event-stream"))
-        .mount(server)
-        .await;
+    server.answer(
+        &format!("/v1/agent/chat/{SESSION}/stream"),
+        "text/event-stream",
+        body,
+    );
     let intent = intent(server, reqwest::Client::new());
     let total = PAGES * PER_PAGE;
     let mut best = Duration::MAX;
@@ -99,15 +111,30 @@ async fn sse(server: &MockServer, bare: f64) {
     );
 }
 
-async fn pages(server: &MockServer, bare: f64) {
+async fn pages(server: &Canned, bare: f64) {
     let events = 500;
-    Mock::given(method("GET"))
-        .and(path(format!("/v1/agent/chat/{SESSION}")))
-        .respond_with(ResponseTemplate::new(200).set_body_json(page("c", 1..=events)))
-        .mount(server)
-        .await;
-    let intent = intent(server, reqwest::Client::new());
+    let chat = format!("/v1/agent/chat/{SESSION}");
+    server.answer(&chat, "application/json", page("c", 1..=events));
+    let http = reqwest::Client::new();
+    let intent = intent(server, http.clone());
     let rounds = 40;
+    let url = format!("{}{chat}", server.uri);
+    let began = Instant::now();
+    for _ in 0..rounds {
+        let body = http
+            .get(&url)
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        let page: intent_sdk::models::EventPage = serde_json::from_slice(&body).unwrap();
+        assert_eq!(page.events.len() as u64, events);
+    }
+    let fetched = (rounds * events) as f64 / began.elapsed().as_secs_f64();
+    println!("bare GET + decode (pages of {events}): {fetched:.0} events/s");
     let began = Instant::now();
     for _ in 0..rounds {
         let mut stream = Box::pin(intent.agent().follow(SESSION, None));
@@ -125,17 +152,14 @@ async fn pages(server: &MockServer, bare: f64) {
     );
 }
 
-async fn overhead(server: &MockServer) {
+async fn overhead(server: &Canned) {
     let session =
         json!({ "id": SESSION, "updatedAt": 1_795_000_000, "archived": false, "title": "bench" });
-    Mock::given(method("GET"))
-        .and(path(format!("/v1/agent/sessions/{SESSION}")))
-        .respond_with(ResponseTemplate::new(200).set_body_json(session))
-        .mount(server)
-        .await;
+    let read = format!("/v1/agent/sessions/{SESSION}");
+    server.answer(&read, "application/json", session.to_string());
     let http = reqwest::Client::new();
     let intent = intent(server, http.clone());
-    let url = format!("{}/v1/agent/sessions/{SESSION}", server.uri());
+    let url = format!("{}{read}", server.uri);
     // Per round: a bare GET, a bare GET decoded into the typed model, and the SDK's call.
     let mut rounds: Vec<[Duration; 3]> = Vec::new();
     // Interleaved, so that all three see the same server and the same warm connection pool.
@@ -176,9 +200,9 @@ async fn overhead(server: &MockServer) {
     );
 }
 
-/// An Agent client of the mock server through `http`.
-fn intent(server: &MockServer, http: reqwest::Client) -> Intent {
-    Intent::builder(server.uri())
+/// An Agent client of `server` through `http`.
+fn intent(server: &Canned, http: reqwest::Client) -> Intent {
+    Intent::builder(&server.uri)
         .token(Resource::Agent, StaticToken::new(TOKEN))
         .http_client(http)
         .build()
@@ -187,9 +211,79 @@ fn intent(server: &MockServer, http: reqwest::Client) -> Intent {
 
 #[tokio::main]
 async fn main() {
-    let server = MockServer::start().await;
-    let bare = bare_decode();
-    sse(&server, bare).await;
-    pages(&server, bare).await;
-    overhead(&server).await;
+    // `-- decode` or `-- calls` runs one part alone (to profile it).
+    let only = std::env::args().skip(1).find(|arg| !arg.starts_with('-'));
+    let runs = |part: &str| only.as_deref().is_none_or(|only| only == part);
+    let server = Canned::start().await;
+    if runs("decode") {
+        let bare = bare_decode();
+        sse(&server, bare).await;
+        pages(&server, bare).await;
+    }
+    if runs("calls") {
+        overhead(&server).await;
+    }
+}
+
+/// A loopback HTTP/1.1 server that answers every request on a keep-alive connection with the
+/// canned answer of its path (the query left out), or 404.
+struct Canned {
+    uri: String,
+    answers: Arc<Mutex<HashMap<String, Arc<[u8]>>>>,
+}
+
+impl Canned {
+    async fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let uri = format!("http://{}", listener.local_addr().unwrap());
+        let answers: Arc<Mutex<HashMap<String, Arc<[u8]>>>> = Arc::default();
+        let shared = answers.clone();
+        tokio::spawn(async move {
+            while let Ok((connection, _)) = listener.accept().await {
+                tokio::spawn(serve(connection, shared.clone()));
+            }
+        });
+        Self { uri, answers }
+    }
+
+    /// Answers `path` with 200 and `body`.
+    fn answer(&self, path: &str, content_type: &str, body: String) {
+        let head = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\r\n",
+            body.len()
+        );
+        let whole: Arc<[u8]> = [head.into_bytes(), body.into_bytes()].concat().into();
+        self.answers.lock().unwrap().insert(path.to_owned(), whole);
+    }
+}
+
+/// Reads each request's head on `connection` and writes its canned answer.
+async fn serve(connection: tokio::net::TcpStream, answers: Arc<Mutex<HashMap<String, Arc<[u8]>>>>) {
+    let (read, mut write) = connection.into_split();
+    let mut lines = BufReader::new(read);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if lines.read_line(&mut line).await.unwrap_or(0) == 0 {
+            return;
+        }
+        let target = line.split(' ').nth(1).unwrap_or_default();
+        let path = target.split('?').next().unwrap_or_default().to_owned();
+        loop {
+            line.clear();
+            if lines.read_line(&mut line).await.unwrap_or(0) == 0 {
+                return;
+            }
+            if line == "\r\n" {
+                break;
+            }
+        }
+        let answer = answers.lock().unwrap().get(&path).cloned();
+        let answer = answer.unwrap_or_else(|| {
+            Arc::from(&b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n"[..])
+        });
+        if write.write_all(&answer).await.is_err() {
+            return;
+        }
+    }
 }

@@ -15,6 +15,7 @@
 //! # }
 //! ```
 
+mod event_stream;
 mod follow;
 mod poll;
 mod sse;

@@ -1,20 +1,23 @@
 //! The SSE projection of a session's log: `page` events carry durable events and the cursor
 //! to resume from, `message` events are transient snapshots, and `resync` restarts the view.
-//! Frames are parsed with `eventsource-stream` over reqwest's byte stream.
+//! Events are read from the body's chunks by [`event_stream::Parser`].
 
-use std::pin::Pin;
-
-use eventsource_stream::Eventsource;
-use futures_util::{Stream, StreamExt};
+use futures_util::StreamExt;
 use intent_models::SessionId;
+use progenitor_client::ByteStream;
 
+use super::event_stream;
 use super::follow::{Frame, Transport};
 use crate::Error;
 use crate::error::invalid;
 use crate::raw::Client;
 use crate::raw::types::StreamChatEventsCursor;
 
-type Frames = Pin<Box<dyn Stream<Item = Result<eventsource_stream::Event, String>> + Send>>;
+/// An open stream: its body and the events read from it.
+pub(crate) struct Frames {
+    body: ByteStream,
+    events: event_stream::Parser,
+}
 
 /// `GET /v1/agent/chat/{sessionId}/stream`, resumed at a `page` cursor.
 pub(crate) struct Sse {
@@ -45,11 +48,11 @@ impl Transport for Sse {
             let cursor: StreamChatEventsCursor = cursor.parse().map_err(invalid)?;
             request = request.cursor(cursor);
         }
-        let body = request.send().await?.into_inner().into_inner();
-        Ok(Box::pin(
-            body.eventsource()
-                .map(|frame| frame.map_err(|e| e.to_string())),
-        ))
+        let body = request.send().await?.into_inner();
+        Ok(Frames {
+            body,
+            events: event_stream::Parser::default(),
+        })
     }
 
     async fn read(
@@ -58,21 +61,24 @@ impl Transport for Sse {
         _cursor: Option<&str>,
     ) -> Option<Result<Frame, Error>> {
         loop {
-            let frame = match frames.next().await? {
-                Ok(frame) => frame,
-                Err(reason) => {
-                    let broke = format!("the event stream broke: {reason}");
-                    return Some(Err(Error::Disconnected(broke)));
+            let Some(event) = frames.events.next_event() else {
+                match frames.body.next().await? {
+                    Ok(chunk) => frames.events.feed(&chunk),
+                    Err(reason) => {
+                        let broke = format!("the event stream broke: {reason}");
+                        return Some(Err(Error::Disconnected(broke)));
+                    }
                 }
+                continue;
             };
             let data = |what: &str, e: serde_json::Error| {
                 Error::InvalidResponse(format!("a `{what}` event does not parse: {e}"))
             };
-            return Some(match frame.event.as_str() {
-                "page" => serde_json::from_str(&frame.data)
+            return Some(match event.name.as_str() {
+                "page" => serde_json::from_slice(&event.data)
                     .map(Frame::Page)
                     .map_err(|e| data("page", e)),
-                "message" => serde_json::from_str(&frame.data)
+                "message" => serde_json::from_slice(&event.data)
                     .map(Frame::Snapshot)
                     .map_err(|e| data("message", e)),
                 "resync" => Ok(Frame::Resync),

@@ -353,11 +353,14 @@ fn entry_deserializer(item: &mut syn::ItemEnum) -> Result<Vec<syn::Item>, String
          type Value = {ident};\n\
          fn expecting(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {{ f.write_str(\"an entry of the log, tagged by `type`\") }}\n\
          fn visit_map<A: ::serde::de::MapAccess<'de>>(self, mut map: A) -> ::std::result::Result<{ident}, A::Error> {{\n\
-         let Some(first) = map.next_key::<::std::string::String>()? else {{ return Err(A::Error::missing_field(\"type\")); }};\n\
-         if first == \"type\" {{\n\
-         let kind: ::std::string::String = map.next_value()?;\n\
+         let first = match map.next_key_seed(KeyName)? {{\n\
+         Some(Key::Type) => {{\n\
+         let kind = map.next_value_seed(Kind)?;\n\
          return of_kind(&kind, ::serde::de::value::MapAccessDeserializer::new(map));\n\
          }}\n\
+         Some(Key::Other(first)) => first,\n\
+         None => return Err(A::Error::missing_field(\"type\")),\n\
+         }};\n\
          let mut members = ::serde_json::Map::new();\n\
          members.insert(first, map.next_value()?);\n\
          while let Some((key, value)) = map.next_entry()? {{ members.insert(key, value); }}\n\
@@ -366,6 +369,33 @@ fn entry_deserializer(item: &mut syn::ItemEnum) -> Result<Vec<syn::Item>, String
          }};\n\
          of_kind(&kind, ::serde_json::Value::Object(members)).map_err(A::Error::custom)\n\
          }}\n\
+         }}\n\
+         /// An entry's first key: `type`, or another (read with the rest of the entry).\n\
+         enum Key {{ Type, Other(::std::string::String) }}\n\
+         /// Reads a [`Key`].\n\
+         struct KeyName;\n\
+         impl<'de> ::serde::de::DeserializeSeed<'de> for KeyName {{\n\
+         type Value = Key;\n\
+         fn deserialize<D: ::serde::Deserializer<'de>>(self, deserializer: D) -> ::std::result::Result<Key, D::Error> {{ deserializer.deserialize_str(self) }}\n\
+         }}\n\
+         impl<'de> ::serde::de::Visitor<'de> for KeyName {{\n\
+         type Value = Key;\n\
+         fn expecting(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {{ f.write_str(\"a member's name\") }}\n\
+         fn visit_str<E: ::serde::de::Error>(self, key: &str) -> ::std::result::Result<Key, E> {{\n\
+         Ok(if key == \"type\" {{ Key::Type }} else {{ Key::Other(key.to_owned()) }})\n\
+         }}\n\
+         }}\n\
+         /// An entry's kind, borrowed from the entry where it can be.\n\
+         struct Kind;\n\
+         impl<'de> ::serde::de::DeserializeSeed<'de> for Kind {{\n\
+         type Value = ::std::borrow::Cow<'de, str>;\n\
+         fn deserialize<D: ::serde::Deserializer<'de>>(self, deserializer: D) -> ::std::result::Result<Self::Value, D::Error> {{ deserializer.deserialize_str(self) }}\n\
+         }}\n\
+         impl<'de> ::serde::de::Visitor<'de> for Kind {{\n\
+         type Value = ::std::borrow::Cow<'de, str>;\n\
+         fn expecting(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {{ f.write_str(\"an entry's kind\") }}\n\
+         fn visit_borrowed_str<E: ::serde::de::Error>(self, kind: &'de str) -> ::std::result::Result<Self::Value, E> {{ Ok(::std::borrow::Cow::Borrowed(kind)) }}\n\
+         fn visit_str<E: ::serde::de::Error>(self, kind: &str) -> ::std::result::Result<Self::Value, E> {{ Ok(::std::borrow::Cow::Owned(kind.to_owned())) }}\n\
          }}\n\
          /// The entry of kind `kind` whose other members `rest` holds.\n\
          fn of_kind<'de, D: ::serde::Deserializer<'de>>(kind: &str, rest: D) -> ::std::result::Result<{ident}, D::Error> {{\n\

@@ -7772,13 +7772,14 @@ mod agent_event_wire {
             self,
             mut map: A,
         ) -> ::std::result::Result<AgentEvent, A::Error> {
-            let Some(first) = map.next_key::<::std::string::String>()? else {
-                return Err(A::Error::missing_field("type"));
+            let first = match map.next_key_seed(KeyName)? {
+                Some(Key::Type) => {
+                    let kind = map.next_value_seed(Kind)?;
+                    return of_kind(&kind, ::serde::de::value::MapAccessDeserializer::new(map));
+                }
+                Some(Key::Other(first)) => first,
+                None => return Err(A::Error::missing_field("type")),
             };
-            if first == "type" {
-                let kind: ::std::string::String = map.next_value()?;
-                return of_kind(&kind, ::serde::de::value::MapAccessDeserializer::new(map));
-            }
             let mut members = ::serde_json::Map::new();
             members.insert(first, map.next_value()?);
             while let Some((key, value)) = map.next_entry()? {
@@ -7788,6 +7789,64 @@ mod agent_event_wire {
                 return Err(A::Error::missing_field("type"));
             };
             of_kind(&kind, ::serde_json::Value::Object(members)).map_err(A::Error::custom)
+        }
+    }
+    /// An entry's first key: `type`, or another (read with the rest of the entry).
+    enum Key {
+        Type,
+        Other(::std::string::String),
+    }
+    /// Reads a [`Key`].
+    struct KeyName;
+    impl<'de> ::serde::de::DeserializeSeed<'de> for KeyName {
+        type Value = Key;
+        fn deserialize<D: ::serde::Deserializer<'de>>(
+            self,
+            deserializer: D,
+        ) -> ::std::result::Result<Key, D::Error> {
+            deserializer.deserialize_str(self)
+        }
+    }
+    impl<'de> ::serde::de::Visitor<'de> for KeyName {
+        type Value = Key;
+        fn expecting(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            f.write_str("a member's name")
+        }
+        fn visit_str<E: ::serde::de::Error>(self, key: &str) -> ::std::result::Result<Key, E> {
+            Ok(if key == "type" {
+                Key::Type
+            } else {
+                Key::Other(key.to_owned())
+            })
+        }
+    }
+    /// An entry's kind, borrowed from the entry where it can be.
+    struct Kind;
+    impl<'de> ::serde::de::DeserializeSeed<'de> for Kind {
+        type Value = ::std::borrow::Cow<'de, str>;
+        fn deserialize<D: ::serde::Deserializer<'de>>(
+            self,
+            deserializer: D,
+        ) -> ::std::result::Result<Self::Value, D::Error> {
+            deserializer.deserialize_str(self)
+        }
+    }
+    impl<'de> ::serde::de::Visitor<'de> for Kind {
+        type Value = ::std::borrow::Cow<'de, str>;
+        fn expecting(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            f.write_str("an entry's kind")
+        }
+        fn visit_borrowed_str<E: ::serde::de::Error>(
+            self,
+            kind: &'de str,
+        ) -> ::std::result::Result<Self::Value, E> {
+            Ok(::std::borrow::Cow::Borrowed(kind))
+        }
+        fn visit_str<E: ::serde::de::Error>(
+            self,
+            kind: &str,
+        ) -> ::std::result::Result<Self::Value, E> {
+            Ok(::std::borrow::Cow::Owned(kind.to_owned()))
         }
     }
     /// The entry of kind `kind` whose other members `rest` holds.

@@ -179,6 +179,7 @@ fn tolerant_reading(file: &mut syn::File, strict: &BTreeSet<String>) -> Result<(
         open_values(item)?;
     }
     open_members(file)?;
+    text_setters(file)?;
     let mut accessors = Vec::new();
     for item in &mut file.items {
         let (name, attrs) = match item {
@@ -546,6 +547,110 @@ fn open_members(file: &mut syn::File) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The setter of an optional member whose model is made from text (a constrained string, a
+/// string enum) takes the text too: each such model implements `crate::FromText`, and its
+/// setters' bound `T: TryInto<Option<Model>>` becomes `T: crate::IntoOptional<Model>`, which
+/// takes what it took before besides a `&str` or `String`.
+fn text_setters(file: &mut syn::File) -> Result<(), String> {
+    let parse_err = |e: syn::Error| format!("the text setters: {e}");
+    let from_text: BTreeSet<String> = file
+        .items
+        .iter()
+        .filter_map(|item| match item {
+            syn::Item::Impl(item) => Some(item),
+            _ => None,
+        })
+        .filter(|item| {
+            let named = item
+                .trait_
+                .as_ref()
+                .and_then(|(path, _)| path.segments.last());
+            named.is_some_and(|last| last.ident == "FromStr")
+        })
+        .filter_map(|item| match &*item.self_ty {
+            syn::Type::Path(model) => model.path.get_ident().map(ToString::to_string),
+            _ => None,
+        })
+        .collect();
+    for item in &mut file.items {
+        let syn::Item::Mod(module) = item else {
+            continue;
+        };
+        if module.ident != "builder" {
+            continue;
+        }
+        let impls = module.content.iter_mut().flat_map(|(_, items)| items);
+        for item in impls {
+            let syn::Item::Impl(item) = item else {
+                continue;
+            };
+            for setter in &mut item.items {
+                let syn::ImplItem::Fn(setter) = setter else {
+                    continue;
+                };
+                let Some(model) = optional_text_model(setter, &from_text) else {
+                    continue;
+                };
+                let member = &setter.sig.ident;
+                *setter = syn::parse_str(&format!(
+                    "pub fn {member}<T>(mut self, value: T) -> Self \
+                     where T: crate::IntoOptional<super::{model}> {{ \
+                     self.{member} = value.into_optional().map_err(|e| \
+                     format!(\"error converting supplied value for {member}: {{e}}\")); self }}"
+                ))
+                .map_err(parse_err)?;
+            }
+        }
+    }
+    for model in from_text {
+        let marker: syn::Item =
+            syn::parse_str(&format!("impl crate::FromText for {model} {{}}")).map_err(parse_err)?;
+        file.items.push(marker);
+    }
+    Ok(())
+}
+
+/// The model `M` of a setter bound by `T: TryInto<Option<M>>`, when `M` is among `from_text`.
+fn optional_text_model(setter: &syn::ImplItemFn, from_text: &BTreeSet<String>) -> Option<String> {
+    let clause = setter.sig.generics.where_clause.as_ref()?;
+    clause.predicates.iter().find_map(|predicate| {
+        let syn::WherePredicate::Type(predicate) = predicate else {
+            return None;
+        };
+        predicate.bounds.iter().find_map(|bound| {
+            let syn::TypeParamBound::Trait(bound) = bound else {
+                return None;
+            };
+            let try_into = bound
+                .path
+                .segments
+                .last()
+                .filter(|last| last.ident == "TryInto")?;
+            let option = only_type_argument(&try_into.arguments)?;
+            let option = option
+                .segments
+                .last()
+                .filter(|last| last.ident == "Option")?;
+            let model = only_type_argument(&option.arguments)?.segments.last()?;
+            let name = model.ident.to_string();
+            (model.arguments.is_none() && from_text.contains(&name)).then_some(name)
+        })
+    })
+}
+
+/// The path of the one type argument of `<...>`.
+fn only_type_argument(arguments: &syn::PathArguments) -> Option<&syn::Path> {
+    let syn::PathArguments::AngleBracketed(arguments) = arguments else {
+        return None;
+    };
+    match arguments.args.first()? {
+        syn::GenericArgument::Type(syn::Type::Path(path)) if arguments.args.len() == 1 => {
+            Some(&path.path)
+        }
+        _ => None,
+    }
 }
 
 /// The members of [`OPEN_MEMBERS`] that `owner` names.

@@ -4207,11 +4207,10 @@ pub mod builder {
         }
         pub fn session_id<T>(mut self, value: T) -> Self
         where
-            T: ::std::convert::TryInto<::std::option::Option<super::ChatStartRequestSessionId>>,
-            T::Error: ::std::fmt::Display,
+            T: crate::IntoOptional<super::ChatStartRequestSessionId>,
         {
             self.session_id = value
-                .try_into()
+                .into_optional()
                 .map_err(|e| format!("error converting supplied value for session_id: {e}"));
             self
         }
@@ -5436,13 +5435,10 @@ pub mod builder {
         }
         pub fn direction<T>(mut self, value: T) -> Self
         where
-            T: ::std::convert::TryInto<
-                    ::std::option::Option<super::PipelineBalanceChangeDirection>,
-                >,
-            T::Error: ::std::fmt::Display,
+            T: crate::IntoOptional<super::PipelineBalanceChangeDirection>,
         {
             self.direction = value
-                .try_into()
+                .into_optional()
                 .map_err(|e| format!("error converting supplied value for direction: {e}"));
             self
         }
@@ -5458,11 +5454,10 @@ pub mod builder {
         }
         pub fn standard<T>(mut self, value: T) -> Self
         where
-            T: ::std::convert::TryInto<::std::option::Option<super::PipelineBalanceChangeStandard>>,
-            T::Error: ::std::fmt::Display,
+            T: crate::IntoOptional<super::PipelineBalanceChangeStandard>,
         {
             self.standard = value
-                .try_into()
+                .into_optional()
                 .map_err(|e| format!("error converting supplied value for standard: {e}"));
             self
         }
@@ -7156,11 +7151,10 @@ pub mod builder {
         }
         pub fn title<T>(mut self, value: T) -> Self
         where
-            T: ::std::convert::TryInto<::std::option::Option<super::SessionUpdateTitle>>,
-            T::Error: ::std::fmt::Display,
+            T: crate::IntoOptional<super::SessionUpdateTitle>,
         {
             self.title = value
-                .try_into()
+                .into_optional()
                 .map_err(|e| format!("error converting supplied value for title: {e}"));
             self
         }
@@ -7702,6 +7696,55 @@ pub mod error {
         }
     }
 }
+impl crate::FromText for ActionRequestActionId {}
+impl crate::FromText for ActionRequestKind {}
+impl crate::FromText for ActionResultDigest {}
+impl crate::FromText for ActionResultReason {}
+impl crate::FromText for AgentEventRole {}
+impl crate::FromText for ChatStartRequestMessage {}
+impl crate::FromText for ChatStartRequestSessionId {}
+impl crate::FromText for CredentialValueValue {}
+impl crate::FromText for ErrorCode {}
+impl crate::FromText for MessageSnapshotRole {}
+impl crate::FromText for Money {}
+impl crate::FromText for OperationDescriptorKind {}
+impl crate::FromText for PipelineActionCluster {}
+impl crate::FromText for PipelineActionData {}
+impl crate::FromText for PipelineActionFeePayer {}
+impl crate::FromText for PipelineActionFrom {}
+impl crate::FromText for PipelineActionGasLimit {}
+impl crate::FromText for PipelineActionTo {}
+impl crate::FromText for PipelineActionValue {}
+impl crate::FromText for PipelineAppName {}
+impl crate::FromText for PipelineApprovalChangeKind {}
+impl crate::FromText for PipelineApprovalChangeStandard {}
+impl crate::FromText for PipelineBalanceChangeDirection {}
+impl crate::FromText for PipelineBalanceChangeStandard {}
+impl crate::FromText for PipelineBuildDigest {}
+impl crate::FromText for PipelineBuildRequestApp {}
+impl crate::FromText for PipelineBuildRequestSkillsItem {}
+impl crate::FromText for PipelineBuildStatus {}
+impl crate::FromText for PipelineChain {}
+impl crate::FromText for PipelineCommitResultDigest {}
+impl crate::FromText for PipelineCommitResultStatus {}
+impl crate::FromText for PipelineGuardResultStatus {}
+impl crate::FromText for PipelineOperationCallOperation {}
+impl crate::FromText for PipelineOriginApp {}
+impl crate::FromText for PipelineOriginOperationOperation {}
+impl crate::FromText for PipelineOriginSkillsItem {}
+impl crate::FromText for PipelineSimulationStatus {}
+impl crate::FromText for PipelineSkillName {}
+impl crate::FromText for PipelineStageInputApp {}
+impl crate::FromText for PipelineStageInputSkillsItem {}
+impl crate::FromText for ResyncReason {}
+impl crate::FromText for SessionId {}
+impl crate::FromText for SessionUpdateTitle {}
+impl crate::FromText for StatementLineMeter {}
+impl crate::FromText for SvmAccountMetaPubkey {}
+impl crate::FromText for SvmInstructionData {}
+impl crate::FromText for SvmInstructionProgramId {}
+impl crate::FromText for TurnState {}
+impl crate::FromText for UsageStatementCurrency {}
 impl AgentEvent {
     /// The entry's position in its session's log.
     pub fn seq(&self) -> u64 {

@@ -48,6 +48,7 @@ mod open;
 pub mod openapi;
 #[cfg(any(test, feature = "schema"))]
 pub mod schema;
+mod setter;
 
 #[allow(clippy::all, clippy::pedantic, missing_docs)]
 mod generated;
@@ -55,3 +56,4 @@ mod generated;
 pub use event::UnknownEvent;
 pub use generated::*;
 pub use open::Open;
+pub use setter::{FromText, IntoOptional};

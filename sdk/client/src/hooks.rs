@@ -10,10 +10,12 @@ use std::time::Duration;
 use progenitor_client::{ClientHooks, ClientInfo, OperationInfo};
 use reqwest::header::{AUTHORIZATION, HeaderValue};
 use reqwest::{Request, Response, StatusCode};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
 
 use crate::Error;
 use crate::auth::Tokens;
-use crate::error::request_id;
+use crate::error::{request_id, undecodable};
 use crate::raw::Client;
 use crate::retry::{Outcome, RetryPolicy};
 use crate::sealed::Jwks;
@@ -226,17 +228,33 @@ async fn in_flight(conflict: Response) -> (reqwest::Result<Response>, bool) {
 }
 
 /// Sends a request built outside the generated methods through the same hooks, as
-/// `operation_id` (the openapi.json operationId it sends, or what it fetches).
-pub(crate) async fn send(
+/// `operation_id` (the openapi.json operationId it sends, or what it fetches), and reads the
+/// answer as `T`, or the error it names.
+pub(crate) async fn call<T: DeserializeOwned>(
     client: &Client,
     mut request: Request,
     operation_id: &'static str,
-) -> Result<Response, Error> {
+) -> Result<T, Error> {
     let info = OperationInfo { operation_id };
     client
         .pre::<intent_models::ErrorEnvelope>(&mut request, &info)
         .await?;
-    client.exec(request, &info).await.map_err(Error::Transport)
+    let response = client
+        .exec(request, &info)
+        .await
+        .map_err(Error::Transport)?;
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let bytes = response.bytes().await.map_err(Error::Transport)?;
+    if status >= 400 {
+        let body: Value = serde_json::from_slice(&bytes).unwrap_or_default();
+        return Err(Error::from_response(
+            status,
+            &headers,
+            body.get("error").cloned().unwrap_or(body),
+        ));
+    }
+    serde_json::from_slice(&bytes).map_err(|e| undecodable(Some(status), e, &bytes))
 }
 
 /// The openapi.json operationId of progenitor's method name: `start_chat` is `startChat`.

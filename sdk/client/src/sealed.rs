@@ -17,7 +17,6 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use crate::Error;
-use crate::error::undecodable;
 use crate::raw::{Client, ClientInfo};
 
 /// Why a Build failed a local check.
@@ -220,7 +219,7 @@ pub(crate) async fn fetch_jwks(client: &Client) -> Result<Jwks, Error> {
         .get(format!("{}/.well-known/jwks.json", client.baseurl()))
         .build()
         .map_err(Error::Transport)?;
-    read(crate::hooks::send(client, request, "jwks").await?).await
+    crate::hooks::call(client, request, "jwks").await
 }
 
 /// `POST`s `body` as it is to the lifecycle endpoint of `chain`, and reads the answer as `T`.
@@ -239,21 +238,5 @@ pub(crate) async fn lifecycle<T: DeserializeOwned>(
         .json(body)
         .build()
         .map_err(Error::Transport)?;
-    read(crate::hooks::send(client, request, operation).await?).await
-}
-
-/// The answer as `T`, or the error it names.
-async fn read<T: DeserializeOwned>(response: reqwest::Response) -> Result<T, Error> {
-    let status = response.status().as_u16();
-    let headers = response.headers().clone();
-    let bytes = response.bytes().await.map_err(Error::Transport)?;
-    if status >= 400 {
-        let body: Value = serde_json::from_slice(&bytes).unwrap_or_default();
-        return Err(Error::from_response(
-            status,
-            &headers,
-            body.get("error").cloned().unwrap_or(body),
-        ));
-    }
-    serde_json::from_slice(&bytes).map_err(|e| undecodable(Some(status), e, &bytes))
+    crate::hooks::call(client, request, operation).await
 }

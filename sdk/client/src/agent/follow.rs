@@ -102,11 +102,34 @@ impl FromStr for Position {
     }
 }
 
+/// Durable events and the cursor after them, each event boxed as [`LogItem::Event`] hands it
+/// out (an SSE `page` is read into it directly, without a move of each event).
+#[derive(Debug, serde::Deserialize)]
+pub(crate) struct Page {
+    #[expect(
+        clippy::vec_box,
+        reason = "each event is handed out in its own box; a page's vector moves only pointers"
+    )]
+    pub(crate) events: Vec<Box<AgentEvent>>,
+    pub(crate) cursor: String,
+    pub(crate) has_more: bool,
+}
+
+impl From<EventPage> for Page {
+    fn from(page: EventPage) -> Self {
+        Self {
+            events: page.events.into_iter().map(Box::new).collect(),
+            cursor: page.cursor,
+            has_more: page.has_more,
+        }
+    }
+}
+
 /// One unit read from a projection.
 #[derive(Debug)]
 pub(crate) enum Frame {
     /// Durable events and the cursor after them.
-    Page(EventPage),
+    Page(Page),
     /// A transient message snapshot.
     Snapshot(MessageSnapshot),
     /// The server restarts the projection at the retained log's start on this connection.
@@ -167,8 +190,9 @@ pub(crate) fn follow<T: Transport>(
     from: Position,
     retry: RetryPolicy,
 ) -> impl Stream<Item = Result<LogItem, Error>> + Send + 'static {
+    // Boxed, so that each step moves a pointer in and out of its future, not the follower.
     futures_util::stream::unfold(
-        Follower::new(transport, from, retry),
+        Box::new(Follower::new(transport, from, retry)),
         |mut follower| async move {
             let item = follower.step().await?;
             Some((item, follower))
@@ -297,10 +321,7 @@ impl<T: Transport> Follower<T> {
                         cursor: read_from.clone(),
                         seq,
                     };
-                    self.ready.push_back(LogItem::Event {
-                        event: Box::new(event),
-                        position,
-                    });
+                    self.ready.push_back(LogItem::Event { event, position });
                 }
                 self.cursor = Some(Arc::from(page.cursor));
                 self.behind = page.has_more;

@@ -1,12 +1,12 @@
 //! The long-poll projection of a session's log: one page per request, waiting on the server
 //! until an event is appended or the wait ends.
 
+use crate::raw::ClientInfo;
 use intent_models::SessionId;
 
 use super::LONG_POLL_MS;
 use super::follow::{Frame, Transport};
 use crate::Error;
-use crate::error::invalid;
 use crate::raw::Client;
 
 /// `GET /v1/agent/chat/{sessionId}?cursor=...&wait=...`; it holds no connection.
@@ -34,13 +34,21 @@ impl Transport for Poll {
     }
 
     async fn read(&mut self, _: &mut (), cursor: Option<&str>) -> Option<Result<Frame, Error>> {
-        let page = async {
-            let cursor = cursor.map(str::parse).transpose().map_err(invalid)?;
-            let page = super::events(&self.client, &self.session, cursor, Some(LONG_POLL_MS))
-                .send()
-                .await?;
-            Ok(Frame::Page(page.into_inner()))
+        // Sent as the generated `get_chat_events` would send it, and read straight into the
+        // follower's page: each event boxed as it is read.
+        let client = &self.client;
+        let path = progenitor_client::encode_path(self.session.as_str());
+        let mut request = client
+            .client()
+            .get(format!("{}/v1/agent/chat/{path}", client.baseurl()))
+            .query(&[("wait", LONG_POLL_MS)]);
+        if let Some(cursor) = cursor {
+            request = request.query(&[("cursor", cursor)]);
+        }
+        let page = match request.build() {
+            Ok(request) => crate::hooks::call(client, request, "getChatEvents").await,
+            Err(error) => Err(Error::Transport(error)),
         };
-        Some(page.await)
+        Some(page.map(Frame::Page))
     }
 }

@@ -161,26 +161,36 @@ async fn overhead(server: &Canned) {
     let http = reqwest::Client::new();
     let intent = intent(server, http.clone());
     let url = format!("{}{read}", server.uri);
-    // Per round: a bare GET, a bare GET decoded into the typed model, and the SDK's call.
+    // Per round: a bare GET, a bare GET decoded into the typed model, and the SDK's call, each
+    // timed alone. Interleaved, so that all three see the same server and the same warm
+    // connection pool, and in an order that turns each round, so that none always comes first.
     let mut rounds: Vec<[Duration; 3]> = Vec::new();
-    // Interleaved, so that all three see the same server and the same warm connection pool.
-    for _ in 0..CALLS {
-        let began = Instant::now();
-        let request = http.get(&url).bearer_auth(TOKEN);
-        let body = request.send().await.unwrap().bytes().await.unwrap();
-        let bare = began.elapsed();
-        assert!(!body.is_empty());
-        let began = Instant::now();
-        let request = http.get(&url).bearer_auth(TOKEN);
-        let body = request.send().await.unwrap().bytes().await.unwrap();
-        let decoded: intent_sdk::models::Session = serde_json::from_slice(&body).unwrap();
-        let typed = began.elapsed();
-        assert_eq!(decoded.title, "bench");
-        let began = Instant::now();
-        let session = intent.agent().session(SESSION).await.unwrap();
-        let sdk = began.elapsed();
-        assert_eq!(session.title, "bench");
-        rounds.push([bare, typed, sdk]);
+    for round in 0..CALLS {
+        let mut times = [Duration::ZERO; 3];
+        for turn in 0..3 {
+            let which = (round as usize + turn) % 3;
+            let began = Instant::now();
+            match which {
+                0 => {
+                    let request = http.get(&url).bearer_auth(TOKEN);
+                    let body = request.send().await.unwrap().bytes().await.unwrap();
+                    assert!(!body.is_empty());
+                }
+                1 => {
+                    let request = http.get(&url).bearer_auth(TOKEN);
+                    let body = request.send().await.unwrap().bytes().await.unwrap();
+                    let decoded: intent_sdk::models::Session =
+                        serde_json::from_slice(&body).unwrap();
+                    assert_eq!(decoded.title, "bench");
+                }
+                _ => {
+                    let session = intent.agent().session(SESSION).await.unwrap();
+                    assert_eq!(session.title, "bench");
+                }
+            }
+            times[which] = began.elapsed();
+        }
+        rounds.push(times);
     }
     let median = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);

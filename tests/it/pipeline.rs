@@ -183,7 +183,8 @@ async fn bad_inputs_are_refused_with_the_schema_errors() {
 
 #[tokio::test]
 async fn the_sdk_verifies_builds_offline_and_commits_them_byte_for_byte() {
-    use intent_sdk::sealed::{self, BuildError, SealedBuild};
+    use intent_models::PipelineChain;
+    use intent_sdk::sealed::{BuildError, SealedBuild};
 
     let server = TestServer::start_with(|config| config.build_ttl(Duration::from_secs(2))).await;
     let alice = execute(&server, "alice");
@@ -214,25 +215,27 @@ async fn the_sdk_verifies_builds_offline_and_commits_them_byte_for_byte() {
         Err(BuildError::Attestation(_))
     ));
 
-    let client = server.client(&alice);
-    let now = intent_server::now();
-    let committed = sealed::commit(&client, &sealed, now).await.unwrap();
+    let committed = server
+        .intent("alice")
+        .pipeline()
+        .commit(&sealed)
+        .await
+        .unwrap();
     assert_eq!(*committed.digest, *sealed.digest);
     assert_eq!(committed.transactions.len(), sealed.actions.len());
 
-    // Past `expiresAt` the SDK refuses before sending.
+    // Past `expiresAt` the SDK refuses before sending; a tampered Build first of all.
     let (_, late) = post(&server, &alice, &transfer("1")).await;
     let late = SealedBuild::from_json(late).unwrap();
     let expires_at = late.expires_at;
-    let error = sealed::commit(&client, &late, expires_at + 1)
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(
-            error,
-            intent_sdk::Error::Build(sealed::BuildError::Expired(at)) if at == expires_at
-        ),
-        "{error:?}"
+    assert_eq!(late.committable(expires_at), Ok(PipelineChain::Evm));
+    assert_eq!(
+        late.committable(expires_at + 1),
+        Err(BuildError::Expired(expires_at))
+    );
+    assert_eq!(
+        tampered.committable(expires_at),
+        Err(BuildError::DigestMismatch)
     );
 }
 

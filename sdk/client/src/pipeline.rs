@@ -8,16 +8,18 @@ use intent_models::{
     OperationDescriptor, PipelineAppList, PipelineBuildRequest, PipelineChain,
     PipelineCommitResult, PipelineSkillList, PipelineStageInput, SkillResult,
 };
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use crate::Error;
 use crate::error::invalid;
-use crate::raw::Client;
 use crate::raw::types::{
     CallSkillOperationOperation, CallSkillOperationSkill, GetAppOperationApp,
     GetAppOperationOperation,
 };
-use crate::sealed::{self, Attestation, Jwks, SealedBuild};
+use crate::raw::{Client, ClientInfo};
+use crate::sealed::{Attestation, Jwks, SealedBuild};
 
 /// The Pipeline operations of an [`Intent`](crate::Intent).
 #[derive(Debug, Clone, Copy)]
@@ -89,7 +91,7 @@ impl Pipeline<'_> {
         chain: PipelineChain,
         request: &PipelineBuildRequest,
     ) -> Result<SealedBuild, Error> {
-        sealed::lifecycle(self.client, chain, request).await
+        self.lifecycle(chain, request).await
     }
 
     /// Stages actions given directly on `chain` (simulated unless `simulate` is false).
@@ -98,7 +100,7 @@ impl Pipeline<'_> {
         chain: PipelineChain,
         input: &PipelineStageInput,
     ) -> Result<SealedBuild, Error> {
-        sealed::lifecycle(self.client, chain, input).await
+        self.lifecycle(chain, input).await
     }
 
     /// The deployment's published keys, fetched once and kept by the client (and its clones):
@@ -121,9 +123,16 @@ impl Pipeline<'_> {
         Ok(build.verify_with(&jwks)?)
     }
 
-    /// Fetches the published keys and keeps them.
+    /// Fetches the published keys (`/.well-known/jwks.json`) through the client's hooks (a span,
+    /// the retry policy) and keeps them.
     async fn fetch_jwks(&self) -> Result<Jwks, Error> {
-        let jwks = sealed::fetch_jwks(self.client).await?;
+        let client = self.client;
+        let request = client
+            .client()
+            .get(format!("{}/.well-known/jwks.json", client.baseurl()))
+            .build()
+            .map_err(Error::Transport)?;
+        let jwks: Jwks = crate::hooks::call(client, request, "jwks").await?;
         *self.kept_jwks() = Some(jwks.clone());
         Ok(jwks)
     }
@@ -142,6 +151,28 @@ impl Pipeline<'_> {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |since| since.as_secs() as i64);
-        sealed::commit(self.client, build, now).await
+        let chain = build.committable(now)?;
+        self.lifecycle(chain, &build.json()).await
+    }
+
+    /// `POST`s `body` as it is to the lifecycle endpoint of `chain` through the client's hooks,
+    /// and reads the answer as `T`.
+    async fn lifecycle<T: DeserializeOwned>(
+        &self,
+        chain: PipelineChain,
+        body: &impl Serialize,
+    ) -> Result<T, Error> {
+        let (path, operation) = match chain {
+            PipelineChain::Evm => ("evm/build", "evmBuild"),
+            PipelineChain::Svm => ("svm/stage", "svmStage"),
+        };
+        let client = self.client;
+        let request = client
+            .client()
+            .post(format!("{}/v1/pipeline/{path}", client.baseurl()))
+            .json(body)
+            .build()
+            .map_err(Error::Transport)?;
+        crate::hooks::call(client, request, operation).await
     }
 }

@@ -7,17 +7,11 @@
 
 use std::ops::Deref;
 
-use intent_models::{
-    PipelineAction, PipelineBuild, PipelineChain, PipelineCommitResult, PipelineLifecycleRequest,
-};
+use intent_models::{PipelineAction, PipelineBuild, PipelineChain};
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
-
-use crate::Error;
-use crate::raw::{Client, ClientInfo};
 
 /// Why a Build failed a local check.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -91,6 +85,17 @@ impl SealedBuild {
             PipelineAction::Evm { .. } => PipelineChain::Evm,
             PipelineAction::Svm { .. } => PipelineChain::Svm,
         })
+    }
+
+    /// The chain whose lifecycle endpoint commits it, when it may be committed at `now` (Unix
+    /// seconds): its digest matches its content, it has not expired, and it has an action.
+    pub fn committable(&self, now: i64) -> Result<PipelineChain, BuildError> {
+        self.verify_digest()?;
+        if now > self.expires_at {
+            return Err(BuildError::Expired(self.expires_at));
+        }
+        self.chain()
+            .ok_or_else(|| BuildError::Malformed("no actions".to_owned()))
     }
 
     /// The digest of the content as received (see [`intent_models::digest::build_digest`]).
@@ -182,61 +187,4 @@ impl<'de> Deserialize<'de> for SealedBuild {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         Self::from_json(Value::deserialize(deserializer)?).map_err(serde::de::Error::custom)
     }
-}
-
-/// Sends a build request or stage input to the lifecycle endpoint of `chain`; returns the sealed
-/// Build.
-pub async fn request(
-    client: &Client,
-    chain: PipelineChain,
-    body: &PipelineLifecycleRequest,
-) -> Result<SealedBuild, Error> {
-    lifecycle(client, chain, body).await
-}
-
-/// Commits `build` as the JSON received, unless its digest does not match or `expiresAt` is
-/// before `now` (Unix seconds).
-pub async fn commit(
-    client: &Client,
-    build: &SealedBuild,
-    now: i64,
-) -> Result<PipelineCommitResult, Error> {
-    build.verify_digest()?;
-    if now > build.expires_at {
-        return Err(BuildError::Expired(build.expires_at).into());
-    }
-    let chain = build
-        .chain()
-        .ok_or_else(|| BuildError::Malformed("no actions".to_owned()))?;
-    lifecycle(client, chain, &build.json).await
-}
-
-/// Fetches the deployment's published keys (`/.well-known/jwks.json`) through the client's hooks
-/// (a span, the retry policy).
-pub(crate) async fn fetch_jwks(client: &Client) -> Result<Jwks, Error> {
-    let request = client
-        .client()
-        .get(format!("{}/.well-known/jwks.json", client.baseurl()))
-        .build()
-        .map_err(Error::Transport)?;
-    crate::hooks::call(client, request, "jwks").await
-}
-
-/// `POST`s `body` as it is to the lifecycle endpoint of `chain`, and reads the answer as `T`.
-pub(crate) async fn lifecycle<T: DeserializeOwned>(
-    client: &Client,
-    chain: PipelineChain,
-    body: &impl Serialize,
-) -> Result<T, Error> {
-    let (path, operation) = match chain {
-        PipelineChain::Evm => ("evm/build", "evmBuild"),
-        PipelineChain::Svm => ("svm/stage", "svmStage"),
-    };
-    let request = client
-        .client()
-        .post(format!("{}/v1/pipeline/{path}", client.baseurl()))
-        .json(body)
-        .build()
-        .map_err(Error::Transport)?;
-    crate::hooks::call(client, request, operation).await
 }

@@ -123,21 +123,92 @@ fn models(spec: &OpenAPI) -> Result<String, String> {
     let document = serde_json::to_value(spec).map_err(|e| format!("openapi.json: {e}"))?;
     tolerant_reading(&mut file, &request_only(&document))?;
     file.items.push(scopes(&document)?);
+    file.items.push(resources(&document)?);
     format_file(&file)
+}
+
+/// `pub const RESOURCES`: the protected resources of openapi.json's security scheme
+/// (`x-resources`), each with the path of its identifier and the scopes a token bound to it may
+/// carry (`x-resource-scopes`). Every scope of the scheme belongs to one resource, and every
+/// resource has its scopes: anything else is an error here, not a gap found later.
+fn resources(document: &Value) -> Result<syn::Item, String> {
+    let scheme = document
+        .pointer("/components/securitySchemes/oauth2")
+        .ok_or("openapi.json has no oauth2 scheme")?;
+    let paths = scheme
+        .get("x-resources")
+        .and_then(Value::as_object)
+        .ok_or("the oauth2 scheme has no x-resources")?;
+    let scopes = scheme
+        .get("x-resource-scopes")
+        .and_then(Value::as_object)
+        .ok_or("the oauth2 scheme has no x-resource-scopes")?;
+    let declared = scheme_scopes(document)?;
+    let mut owned = BTreeSet::new();
+    let mut entries = Vec::new();
+    for (name, identifier) in paths {
+        let path = identifier
+            .as_str()
+            .and_then(|identifier| identifier.strip_prefix("{base_url}"))
+            .ok_or_else(|| format!("x-resources.{name} is not {{base_url}} and a path"))?;
+        let own: Vec<&str> = scopes
+            .get(name)
+            .and_then(Value::as_array)
+            .ok_or_else(|| format!("x-resource-scopes has no list for the resource {name}"))?
+            .iter()
+            .map(|scope| {
+                scope
+                    .as_str()
+                    .ok_or(format!("x-resource-scopes.{name}: not text"))
+            })
+            .collect::<Result<_, _>>()?;
+        for scope in &own {
+            if !declared.contains(scope) || !owned.insert(*scope) {
+                return Err(format!(
+                    "x-resource-scopes.{name}: {scope} is not a scope of the scheme, or another \
+                     resource's"
+                ));
+            }
+        }
+        entries.push(format!(
+            "crate::ProtectedResource {{ name: {name:?}, path: {path:?}, scopes: &{own:?} }}"
+        ));
+    }
+    if let Some(name) = scopes.keys().find(|name| !paths.contains_key(*name)) {
+        return Err(format!(
+            "x-resource-scopes names {name}, which x-resources lacks"
+        ));
+    }
+    if let Some(scope) = declared.iter().find(|scope| !owned.contains(*scope)) {
+        return Err(format!(
+            "the scope {scope} belongs to no resource of x-resource-scopes"
+        ));
+    }
+    let code = format!(
+        "/// The protected resources of openapi.json's security scheme, by name.\n\
+         pub const RESOURCES: &[crate::ProtectedResource] = &[{}];",
+        entries.join(", ")
+    );
+    syn::parse_str(&code).map_err(|e| format!("the resources: {e}"))
+}
+
+/// The OAuth scopes of openapi.json's security scheme, sorted.
+fn scheme_scopes(document: &Value) -> Result<BTreeSet<&str>, String> {
+    let flows = document
+        .pointer("/components/securitySchemes/oauth2/flows")
+        .and_then(Value::as_object)
+        .ok_or("openapi.json has no oauth2 flows")?;
+    Ok(flows
+        .values()
+        .filter_map(|flow| flow.get("scopes").and_then(Value::as_object))
+        .flat_map(|scopes| scopes.keys().map(String::as_str))
+        .collect())
 }
 
 /// `pub const SCOPES`: the OAuth scopes of openapi.json's security scheme, sorted, for code that
 /// asks for tokens (the SDK's token command gets a resource's own).
 fn scopes(document: &Value) -> Result<syn::Item, String> {
-    let flows = document
-        .pointer("/components/securitySchemes/oauth2/flows")
-        .and_then(Value::as_object)
-        .ok_or("openapi.json has no oauth2 flows")?;
-    let scopes: BTreeSet<&str> = flows
-        .values()
-        .filter_map(|flow| flow.get("scopes").and_then(Value::as_object))
-        .flat_map(|scopes| scopes.keys().map(String::as_str))
-        .collect();
+    let scopes = scheme_scopes(document)?;
     let listed: Vec<String> = scopes.iter().map(|scope| format!("{scope:?}")).collect();
     let code = format!(
         "/// The OAuth scopes of openapi.json's security scheme, sorted.\n\
@@ -945,7 +1016,49 @@ fn rustfmt(source: &str) -> Result<String, String> {
 mod tests {
     use std::collections::BTreeSet;
 
-    use super::{line_doc_comments, tolerant_reading};
+    use super::{line_doc_comments, resources, tolerant_reading};
+
+    /// openapi.json's scheme with its scopes, resources and each resource's scopes.
+    fn scheme(scopes: &[&str], resources: serde_json::Value) -> serde_json::Value {
+        let declared: serde_json::Map<String, serde_json::Value> =
+            scopes.iter().map(|s| (s.to_string(), "".into())).collect();
+        serde_json::json!({ "components": { "securitySchemes": { "oauth2": {
+            "flows": { "clientCredentials": { "scopes": declared } },
+            "x-resources": { "agent": "{base_url}/v1/agent", "account": "{base_url}/v1/account" },
+            "x-resource-scopes": resources,
+        } } } })
+    }
+
+    #[test]
+    fn every_scope_and_resource_of_the_scheme_is_in_the_one_list_or_codegen_fails() {
+        let scopes = ["agent:read", "account:usage:read"];
+        let whole =
+            serde_json::json!({ "agent": ["agent:read"], "account": ["account:usage:read"] });
+        let mut file: syn::File = syn::parse_str("").unwrap();
+        file.items.push(resources(&scheme(&scopes, whole)).unwrap());
+        let printed = prettyplease::unparse(&file);
+        assert!(printed.contains("path: \"/v1/agent\""), "{printed}");
+        for (broken, why) in [
+            (
+                serde_json::json!({ "agent": ["agent:read"] }),
+                "a resource without its list",
+            ),
+            (
+                serde_json::json!({ "agent": ["agent:read"], "account": [] }),
+                "a scope of no resource",
+            ),
+            (
+                serde_json::json!({ "agent": ["agent:read", "agent:write"], "account": ["account:usage:read"] }),
+                "a scope the scheme lacks",
+            ),
+            (
+                serde_json::json!({ "agent": ["agent:read"], "account": ["account:usage:read", "agent:read"] }),
+                "a scope of two resources",
+            ),
+        ] {
+            assert!(resources(&scheme(&scopes, broken)).is_err(), "{why}");
+        }
+    }
 
     #[test]
     fn reading_models_lose_deny_unknown_fields_and_request_models_keep_it() {

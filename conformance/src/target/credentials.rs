@@ -216,3 +216,41 @@ pub(super) fn run_token_command(
     };
     token.ok_or_else(|| "the token command printed no token".to_owned())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use intent_models::ProtectedResource;
+    use intent_models::openapi::operation_objects;
+    use serde_json::Value;
+
+    use super::{ACCOUNT_SCOPES, AGENT_SCOPES, PIPELINE_SCOPES};
+
+    /// The scopes the run asks for are those openapi.json's operations of each resource need,
+    /// all of them scopes openapi.json gives that resource.
+    #[test]
+    fn the_scopes_asked_for_are_those_openapi_json_gives_each_resource_s_operations() {
+        let document: Value = serde_json::from_str(crate::spec::OPENAPI).unwrap();
+        for (resource, asked) in [
+            ("agent", &AGENT_SCOPES[..]),
+            ("pipeline", &PIPELINE_SCOPES[..]),
+            ("account", &ACCOUNT_SCOPES[..]),
+        ] {
+            let needed: BTreeSet<&str> = operation_objects(&document)
+                .filter(|(_, _, operation)| operation["x-resource"] == resource)
+                .flat_map(|(_, _, operation)| operation["security"].as_array().unwrap())
+                .flat_map(|requirement| requirement.as_object().unwrap().values())
+                .flat_map(|scopes| scopes.as_array().unwrap())
+                .map(|scope| scope.as_str().unwrap())
+                .collect();
+            let asked: BTreeSet<&str> = asked.iter().copied().collect();
+            assert_eq!(asked, needed, "{resource}");
+            let declared = ProtectedResource::named(resource).unwrap().scopes;
+            assert!(
+                asked.iter().all(|scope| declared.contains(scope)),
+                "{resource}"
+            );
+        }
+    }
+}

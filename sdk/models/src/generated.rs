@@ -8113,3 +8113,40 @@ pub const SCOPES: &[&str] = &[
     "pipeline:catalog",
     "pipeline:execute",
 ];
+/// The protected resources of openapi.json's security scheme, by name.
+pub const RESOURCES: &[crate::ProtectedResource] = &[
+    crate::ProtectedResource {
+        name: "account",
+        path: "/v1/account",
+        scopes: &[
+            "account:apps:read",
+            "account:apps:write",
+            "account:credentials:read",
+            "account:credentials:write",
+            "account:credits:read",
+            "account:credits:topup",
+            "account:usage:read",
+            "payments:submit",
+        ],
+    },
+    crate::ProtectedResource {
+        name: "agent",
+        path: "/v1/agent",
+        scopes: &["agent:read", "agent:write", "agent:actions:resolve"],
+    },
+    crate::ProtectedResource {
+        name: "agent-mcp",
+        path: "/v1/agent/mcp",
+        scopes: &["mcp:agent"],
+    },
+    crate::ProtectedResource {
+        name: "pipeline",
+        path: "/v1/pipeline",
+        scopes: &["pipeline:catalog", "pipeline:execute", "custody:delegate"],
+    },
+    crate::ProtectedResource {
+        name: "pipeline-mcp",
+        path: "/v1/pipeline/mcp",
+        scopes: &["mcp:pipeline"],
+    },
+];

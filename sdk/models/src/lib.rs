@@ -46,6 +46,7 @@ mod event;
 mod open;
 #[cfg(any(test, feature = "schema"))]
 pub mod openapi;
+mod resource;
 #[cfg(any(test, feature = "schema"))]
 pub mod schema;
 mod setter;
@@ -56,4 +57,5 @@ mod generated;
 pub use event::UnknownEvent;
 pub use generated::*;
 pub use open::Open;
+pub use resource::ProtectedResource;
 pub use setter::{FromText, IntoOptional};

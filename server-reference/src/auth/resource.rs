@@ -1,4 +1,7 @@
-//! The five protected resources of part 5.4; a token is bound to exactly one of them.
+//! The five protected resources of part 5.4; a token is bound to exactly one of them. Their
+//! paths and scopes are openapi.json's ([`intent_models::RESOURCES`]).
+
+use intent_models::ProtectedResource;
 
 /// Prefix of a resource's protected-resource metadata; the resource's path follows it (RFC 9728,
 /// 3.1).
@@ -44,13 +47,7 @@ impl Resource {
 
     /// The path that follows the base address in the identifier.
     pub fn path(self) -> &'static str {
-        match self {
-            Resource::Agent => "/v1/agent",
-            Resource::Pipeline => "/v1/pipeline",
-            Resource::AgentMcp => "/v1/agent/mcp",
-            Resource::PipelineMcp => "/v1/pipeline/mcp",
-            Resource::Account => "/v1/account",
-        }
+        self.declared().path
     }
 
     /// The path of this resource's protected-resource metadata (RFC 9728, 3.1).
@@ -65,22 +62,13 @@ impl Resource {
 
     /// The scopes of part 5 that belong to this resource.
     pub fn scopes(self) -> &'static [&'static str] {
-        match self {
-            Resource::Agent => &["agent:read", "agent:write", "agent:actions:resolve"],
-            Resource::Pipeline => &["pipeline:catalog", "pipeline:execute", "custody:delegate"],
-            Resource::AgentMcp => &["mcp:agent"],
-            Resource::PipelineMcp => &["mcp:pipeline"],
-            Resource::Account => &[
-                "account:apps:read",
-                "account:apps:write",
-                "account:credentials:read",
-                "account:credentials:write",
-                "account:credits:read",
-                "account:credits:topup",
-                "account:usage:read",
-                "payments:submit",
-            ],
-        }
+        self.declared().scopes
+    }
+
+    /// This resource as openapi.json declares it.
+    fn declared(self) -> &'static ProtectedResource {
+        ProtectedResource::named(self.name())
+            .expect("openapi.json declares each resource (a test reads them all)")
     }
 
     /// The scopes a token for this resource may carry: its own and, for an MCP resource, those
@@ -143,5 +131,14 @@ mod tests {
         all.sort();
         all.dedup();
         assert_eq!(all.len(), 16);
+    }
+
+    #[test]
+    fn the_resources_are_those_openapi_json_declares() {
+        let mut ours: Vec<&str> = Resource::ALL.iter().map(|r| r.name()).collect();
+        let mut declared: Vec<&str> = intent_models::RESOURCES.iter().map(|r| r.name).collect();
+        ours.sort_unstable();
+        declared.sort_unstable();
+        assert_eq!(ours, declared);
     }
 }

@@ -55,15 +55,26 @@ impl Resource {
         Resource::Account,
     ];
 
+    /// The resource's name in openapi.json (`x-resources`, an operation's `x-resource`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Resource::Agent => "agent",
+            Resource::Pipeline => "pipeline",
+            Resource::Account => "account",
+            Resource::AgentMcp => "agent-mcp",
+            Resource::PipelineMcp => "pipeline-mcp",
+        }
+    }
+
     /// The resource's path below the deployment's base address.
     pub fn path(self) -> &'static str {
-        match self {
-            Resource::Agent => "/v1/agent",
-            Resource::Pipeline => "/v1/pipeline",
-            Resource::Account => "/v1/account",
-            Resource::AgentMcp => "/v1/agent/mcp",
-            Resource::PipelineMcp => "/v1/pipeline/mcp",
-        }
+        self.declared().path
+    }
+
+    /// This resource as openapi.json declares it ([`intent_models::RESOURCES`]).
+    fn declared(self) -> &'static intent_models::ProtectedResource {
+        intent_models::ProtectedResource::named(self.name())
+            .expect("openapi.json declares each resource (a test reads them all)")
     }
 
     /// The resource identifier (RFC 8707) of a deployment at `base`: the `resource` of token
@@ -87,20 +98,16 @@ impl Resource {
         scopes.filter(|scope| self.owns_scope(scope)).collect()
     }
 
-    /// Whether a token for this resource may carry `scope`: `agent:*` for the Agent, `mcp:agent`
-    /// and `agent:*` for Agent MCP (its tools call the Agent)...; `custody:delegate` goes with
-    /// the Pipeline, `payments:submit` with the Account.
+    /// Whether a token for this resource may carry `scope`: one openapi.json gives it
+    /// (`x-resource-scopes`), and for an MCP resource one of the resource its tools call.
     pub fn owns_scope(self, scope: &str) -> bool {
-        let family = scope.split(':').next().unwrap_or_default();
-        match self {
-            Resource::Agent => family == "agent",
-            Resource::Pipeline => ["pipeline", "custody"].contains(&family),
-            Resource::Account => ["account", "payments"].contains(&family),
-            Resource::AgentMcp => scope == "mcp:agent" || Resource::Agent.owns_scope(scope),
-            Resource::PipelineMcp => {
-                scope == "mcp:pipeline" || Resource::Pipeline.owns_scope(scope)
-            }
-        }
+        let behind = match self {
+            Resource::AgentMcp => Some(Resource::Agent),
+            Resource::PipelineMcp => Some(Resource::Pipeline),
+            _ => None,
+        };
+        self.declared().scopes.contains(&scope)
+            || behind.is_some_and(|behind| behind.owns_scope(scope))
     }
 }
 
@@ -336,6 +343,24 @@ mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
 
     use super::*;
+
+    #[test]
+    fn each_resource_is_one_openapi_json_declares_and_mcp_tokens_carry_their_tools_scopes() {
+        let mut ours: Vec<&str> = Resource::ALL.iter().map(|r| r.name()).collect();
+        let mut declared: Vec<&str> = intent_models::RESOURCES.iter().map(|r| r.name).collect();
+        ours.sort_unstable();
+        declared.sort_unstable();
+        assert_eq!(ours, declared);
+        assert_eq!(
+            Resource::Agent.scopes(),
+            ["agent:actions:resolve", "agent:read", "agent:write"]
+        );
+        assert!(Resource::AgentMcp.owns_scope("agent:read"));
+        assert!(Resource::AgentMcp.owns_scope("mcp:agent"));
+        assert!(!Resource::Agent.owns_scope("mcp:agent"));
+        assert!(Resource::Pipeline.owns_scope("custody:delegate"));
+        assert!(Resource::Account.owns_scope("payments:submit"));
+    }
 
     #[test]
     fn request_paths_find_their_resource() {

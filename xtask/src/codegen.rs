@@ -346,39 +346,27 @@ fn entry_accessors(item: &syn::ItemEnum, unknown: &str) -> Result<syn::Item, Str
     syn::parse_str(&code).map_err(|e| format!("the accessors of {}: {e}", item.ident))
 }
 
-/// A `Deserialize` of the log's entries that reads an entry in one pass when its `type` comes
-/// first, as a tagged enum of serde writes it: the kind picks the variant, whose members are read
-/// straight from the rest of the entry. serde's derive buffers every entry whole first (to find
-/// its tag wherever it sits, then to try the untagged variant), which doubled the cost of a page.
-/// The entry's JSON is kept (a `RawValue`, which every serde_json source gives) so that an entry
-/// whose `type` comes later is read into JSON first, and one that no kind's shape fits, or of a
-/// kind this version does not know, is kept whole (its `Unknown` variant), as before. The
-/// enum keeps serde's derived `Serialize`.
-fn entry_deserializer(item: &mut syn::ItemEnum) -> Result<Vec<syn::Item>, String> {
-    let parse_err = |e: syn::Error| format!("the deserializer of {}: {e}", item.ident);
-    let derive = item
-        .attrs
-        .iter_mut()
-        .find(|attr| attr.path().is_ident("derive"));
-    let derive = derive.ok_or_else(|| format!("{} derives nothing", item.ident))?;
-    let derived: syn::punctuated::Punctuated<syn::Path, syn::Token![,]> = derive
-        .parse_args_with(syn::punctuated::Punctuated::parse_terminated)
-        .map_err(parse_err)?;
-    let kept = derived.into_iter().filter(|path| {
-        path.segments
-            .last()
-            .is_none_or(|last| last.ident != "Deserialize")
-    });
-    let kept: syn::punctuated::Punctuated<syn::Path, syn::Token![,]> = kept.collect();
-    *derive = syn::parse_quote!(#[derive(#kept)]);
+/// A one-pass reading of the log's entries, beside the enum's derived `Deserialize`:
+/// `{wire}::one_pass` picks the kind from an entry's first member, `type`, as a tagged enum of
+/// serde writes it, and reads the rest straight into that kind's members; an entry whose `type`
+/// comes later is read into JSON first, and one of a kind this version does not know is kept whole
+/// (`Unknown`). It refuses an entry of a known kind whose shape it does not fit, which the derive
+/// keeps whole, so a reader that holds a page's JSON reads the page this way first and again with
+/// the derive when it is refused (`crate::OnePassEvent`). The derive buffers every entry whole
+/// before reading it (to find its tag, then to try the untagged variant), which doubled the cost
+/// of a page; it stays the enum's `Deserialize`, for every format and every serde container.
+fn entry_deserializer(item: &syn::ItemEnum) -> Result<Vec<syn::Item>, String> {
+    let parse_err = |e: syn::Error| format!("the one-pass reading of {}: {e}", item.ident);
     let ident = &item.ident;
     let wire = format!("{}_wire", snake(&ident.to_string()));
     let (mut arms, mut structs) = (Vec::new(), Vec::new());
     for variant in &item.variants {
-        let syn::Fields::Named(fields) = &variant.fields else {
-            continue;
-        };
         let name = &variant.ident;
+        let fields = match &variant.fields {
+            syn::Fields::Named(fields) => fields,
+            syn::Fields::Unnamed(_) if name == "Unknown" => continue,
+            _ => return Err(format!("{ident}::{name} has no named members to read")),
+        };
         let tag = serde_rename(&variant.attrs).unwrap_or_else(|| name.to_string());
         let members: Vec<String> = fields
             .named
@@ -403,22 +391,15 @@ fn entry_deserializer(item: &mut syn::ItemEnum) -> Result<Vec<syn::Item>, String
         structs.push(syn::Item::Struct(wire_struct));
     }
     let code = format!(
-        "impl<'de> ::serde::Deserialize<'de> for {ident} {{\n\
-         fn deserialize<D: ::serde::Deserializer<'de>>(deserializer: D) -> ::std::result::Result<Self, D::Error> {{\n\
-         let raw = <::std::boxed::Box<::serde_json::value::RawValue>>::deserialize(deserializer)?;\n\
-         {wire}::read(raw.get()).map_err(<D::Error as ::serde::de::Error>::custom)\n\
-         }}\n\
-         }}\n\
-         /// How an entry is read: its members' types by kind ([`{ident}`]'s `Deserialize`).\n\
-         mod {wire} {{\n\
+        "/// A one-pass reading of [`{ident}`], beside its derived `Deserialize`.\n\
+         pub(crate) mod {wire} {{\n\
          use super::*;\n\
          use ::serde::Deserialize as _;\n\
          use ::serde::de::Error as _;\n\
-         /// The entry `raw` as its kind, else kept whole as a kind this version does not know.\n\
-         pub(super) fn read(raw: &str) -> ::serde_json::Result<{ident}> {{\n\
-         let mut entry = ::serde_json::Deserializer::from_str(raw);\n\
-         let tagged = ::serde::Deserializer::deserialize_map(&mut entry, Entry);\n\
-         tagged.or_else(|_| ::serde_json::from_str(raw).map({ident}::Unknown))\n\
+         /// The entry as its kind (or a kind this version does not know), in one pass when its \
+         `type` comes first; refused when it is of a kind whose shape it does not fit.\n\
+         pub(crate) fn one_pass<'de, D: ::serde::Deserializer<'de>>(deserializer: D) -> ::std::result::Result<{ident}, D::Error> {{\n\
+         deserializer.deserialize_map(Entry)\n\
          }}\n\
          struct Entry;\n\
          impl<'de> ::serde::de::Visitor<'de> for Entry {{\n\
@@ -473,7 +454,12 @@ fn entry_deserializer(item: &mut syn::ItemEnum) -> Result<Vec<syn::Item>, String
          fn of_kind<'de, D: ::serde::Deserializer<'de>>(kind: &str, rest: D) -> ::std::result::Result<{ident}, D::Error> {{\n\
          Ok(match kind {{\n\
          {arms}\n\
-         _ => return Err(D::Error::custom(\"a kind this version does not know\")),\n\
+         _ => {{\n\
+         let mut members = ::serde_json::Map::deserialize(rest)?;\n\
+         members.insert(\"type\".to_owned(), ::serde_json::Value::String(kind.to_owned()));\n\
+         let entry = ::serde_json::from_value(::serde_json::Value::Object(members));\n\
+         {ident}::Unknown(entry.map_err(D::Error::custom)?)\n\
+         }}\n\
          }})\n\
          }}\n\
          }}",
@@ -485,7 +471,7 @@ fn entry_deserializer(item: &mut syn::ItemEnum) -> Result<Vec<syn::Item>, String
         ..
     })) = file.items.last_mut()
     else {
-        return Err(format!("the deserializer of {ident}: no module"));
+        return Err(format!("the one-pass reading of {ident}: no module"));
     };
     items.extend(structs);
     Ok(file.items)
@@ -1065,7 +1051,7 @@ mod tests {
         let source = "#[serde(tag = \"t\", deny_unknown_fields)] enum Read { A }\n\
                       #[serde(deny_unknown_fields)] struct Request;\n\
                       #[derive(::serde::Deserialize, ::serde::Serialize, Clone)]\n\
-                      #[serde(tag = \"type\")] enum AgentEvent { A }\n";
+                      #[serde(tag = \"type\")] enum AgentEvent { A { seq: u64, turn_id: String } }\n";
         let mut file: syn::File = syn::parse_str(source).unwrap();
         let strict = BTreeSet::from(["Request".to_owned()]);
         tolerant_reading(&mut file, &strict).unwrap();
@@ -1084,12 +1070,12 @@ mod tests {
             "{printed}"
         );
         assert!(
-            printed.contains("#[derive(::serde::Serialize, Clone)]\n#[serde(tag = \"type\")]"),
-            "the log's entries are read by their own Deserialize: {printed}"
+            printed.contains("#[derive(::serde::Deserialize, ::serde::Serialize, Clone)]"),
+            "the log's entries keep serde's Deserialize: {printed}"
         );
         assert!(
-            printed.contains("impl<'de> ::serde::Deserialize<'de> for AgentEvent"),
-            "{printed}"
+            printed.contains("pub(crate) mod agent_event_wire"),
+            "and gain a one-pass reading beside it: {printed}"
         );
     }
 

@@ -1,16 +1,14 @@
 //! The generated [`Client`]'s hooks and what every call carries ([`ClientContext`]): each request
 //! gets its resource's token as it is sent, a 401 is answered by renewing the token once, a
 //! failure the [`RetryPolicy`] retries (a keyed call's duplicate still in flight among them) is
-//! sent again, each call gets its timeout, and each
-//! sending is a `tracing` span.
+//! sent again, each call gets its timeout, and each sending is a `tracing` span.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use progenitor_client::{ClientHooks, ClientInfo, OperationInfo};
 use reqwest::header::{AUTHORIZATION, HeaderValue};
-use reqwest::{Request, Response, StatusCode};
-use serde::de::DeserializeOwned;
+use reqwest::{Request, Response, ResponseBuilderExt, StatusCode};
 use serde_json::Value;
 
 use crate::Error;
@@ -203,13 +201,15 @@ impl Client {
         }
     }
 }
+
 /// `conflict` read whole, and whether it is a 409 `idempotency_in_flight`; the answer is handed
 /// on as it came (its body kept in memory).
 async fn in_flight(conflict: Response) -> (reqwest::Result<Response>, bool) {
-    let (status, version, headers) = (
+    let (status, version, headers, url) = (
         conflict.status(),
         conflict.version(),
         conflict.headers().clone(),
+        conflict.url().clone(),
     );
     let body = match conflict.bytes().await {
         Ok(body) => body,
@@ -220,20 +220,24 @@ async fn in_flight(conflict: Response) -> (reqwest::Result<Response>, bool) {
         Error::from_response(status.as_u16(), &headers, envelope.error).code()
             == Some("idempotency_in_flight")
     });
-    let mut whole = http::Response::new(body);
-    *whole.status_mut() = status;
-    *whole.version_mut() = version;
+    let mut whole = http::Response::builder()
+        .status(status)
+        .version(version)
+        .url(url)
+        .body(body)
+        .expect("the parts of an answer received make an answer");
     *whole.headers_mut() = headers;
     (Ok(Response::from(whole)), in_flight)
 }
 
 /// Sends a request built outside the generated methods through the same hooks, as
 /// `operation_id` (the openapi.json operationId it sends, or what it fetches), and reads the
-/// answer as `T`, or the error it names.
-pub(crate) async fn call<T: DeserializeOwned>(
+/// answer with `read`, or the error it names.
+pub(crate) async fn call<T>(
     client: &Client,
     mut request: Request,
     operation_id: &'static str,
+    read: fn(&[u8]) -> serde_json::Result<T>,
 ) -> Result<T, Error> {
     let info = OperationInfo { operation_id };
     client
@@ -254,7 +258,7 @@ pub(crate) async fn call<T: DeserializeOwned>(
             body.get("error").cloned().unwrap_or(body),
         ));
     }
-    serde_json::from_slice(&bytes).map_err(|e| undecodable(Some(status), e, &bytes))
+    read(&bytes).map_err(|e| undecodable(Some(status), e, &bytes))
 }
 
 /// The openapi.json operationId of progenitor's method name: `start_chat` is `startChat`.

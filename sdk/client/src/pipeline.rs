@@ -132,7 +132,9 @@ impl Pipeline<'_> {
             .get(format!("{}/.well-known/jwks.json", client.baseurl()))
             .build()
             .map_err(Error::Transport)?;
-        let jwks: Jwks = crate::hooks::call(client, request, "jwks").await?;
+        let jwks: Jwks =
+            crate::hooks::call(client, request, "jwks", |json| serde_json::from_slice(json))
+                .await?;
         *self.kept_jwks() = Some(jwks.clone());
         Ok(jwks)
     }
@@ -173,6 +175,9 @@ impl Pipeline<'_> {
             .json(body)
             .build()
             .map_err(Error::Transport)?;
-        crate::hooks::call(client, request, operation).await
+        crate::hooks::call(client, request, operation, |json| {
+            serde_json::from_slice(json)
+        })
+        .await
     }
 }

@@ -94,6 +94,12 @@ impl RetryPolicy {
         self
     }
 
+    /// How long a follower waits for an answer's `Retry-After` of `asked`: at most
+    /// [`max_retry_after`](Self::max_retry_after), past which a call is not sent again.
+    pub(crate) fn retry_after(&self, asked: Duration) -> Duration {
+        asked.min(self.max_retry_after)
+    }
+
     /// Whether `failures` in a row end what one call's attempts allow, so that a follower hands
     /// out the last of them.
     pub(crate) fn spent(&self, failures: u32) -> bool {

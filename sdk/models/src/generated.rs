@@ -303,7 +303,7 @@ impl<'de> ::serde::Deserialize<'de> for ActionResultReason {
     }
 }
 ///One durable entry of a session's event log, tagged by `type`. The latest `turn_state` event gives the turn state.
-#[derive(::serde::Serialize, Clone, Debug, PartialEq)]
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 #[serde(tag = "type")]
 #[non_exhaustive]
 pub enum AgentEvent {
@@ -7786,24 +7786,16 @@ impl AgentEvent {
         }
     }
 }
-impl<'de> ::serde::Deserialize<'de> for AgentEvent {
-    fn deserialize<D: ::serde::Deserializer<'de>>(
-        deserializer: D,
-    ) -> ::std::result::Result<Self, D::Error> {
-        let raw = <::std::boxed::Box<::serde_json::value::RawValue>>::deserialize(deserializer)?;
-        agent_event_wire::read(raw.get()).map_err(<D::Error as ::serde::de::Error>::custom)
-    }
-}
-/// How an entry is read: its members' types by kind ([`AgentEvent`]'s `Deserialize`).
-mod agent_event_wire {
+/// A one-pass reading of [`AgentEvent`], beside its derived `Deserialize`.
+pub(crate) mod agent_event_wire {
     use super::*;
     use ::serde::Deserialize as _;
     use ::serde::de::Error as _;
-    /// The entry `raw` as its kind, else kept whole as a kind this version does not know.
-    pub(super) fn read(raw: &str) -> ::serde_json::Result<AgentEvent> {
-        let mut entry = ::serde_json::Deserializer::from_str(raw);
-        let tagged = ::serde::Deserializer::deserialize_map(&mut entry, Entry);
-        tagged.or_else(|_| ::serde_json::from_str(raw).map(AgentEvent::Unknown))
+    /// The entry as its kind (or a kind this version does not know), in one pass when its `type` comes first; refused when it is of a kind whose shape it does not fit.
+    pub(crate) fn one_pass<'de, D: ::serde::Deserializer<'de>>(
+        deserializer: D,
+    ) -> ::std::result::Result<AgentEvent, D::Error> {
+        deserializer.deserialize_map(Entry)
     }
     struct Entry;
     impl<'de> ::serde::de::Visitor<'de> for Entry {
@@ -8014,7 +8006,15 @@ mod agent_event_wire {
                     turn_id,
                 }
             }
-            _ => return Err(D::Error::custom("a kind this version does not know")),
+            _ => {
+                let mut members = ::serde_json::Map::deserialize(rest)?;
+                members.insert(
+                    "type".to_owned(),
+                    ::serde_json::Value::String(kind.to_owned()),
+                );
+                let entry = ::serde_json::from_value(::serde_json::Value::Object(members));
+                AgentEvent::Unknown(entry.map_err(D::Error::custom)?)
+            }
         })
     }
     #[derive(::serde::Deserialize)]

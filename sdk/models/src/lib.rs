@@ -54,7 +54,7 @@ mod setter;
 #[allow(clippy::all, clippy::pedantic, missing_docs)]
 mod generated;
 
-pub use event::UnknownEvent;
+pub use event::{OnePassEvent, UnknownEvent};
 pub use generated::*;
 pub use open::Open;
 pub use resource::ProtectedResource;

@@ -1,12 +1,13 @@
 //! The `text/event-stream` format (the HTML standard's server-sent events), read from a body's
-//! chunks as they come: lines end with CRLF, LF or CR; a line starting with `:` is a comment;
-//! `event` names an event and `data` lines make its data; a blank line dispatches it. The `id`
-//! and `retry` fields are not read: the follower resumes from a `page` event's own cursor.
+//! chunks as they come: a byte order mark at the start is left out; lines end with CRLF, LF or
+//! CR; a line starting with `:` is a comment; `event` names an event and `data` lines make its
+//! data; a blank line dispatches it. The `id` and `retry` fields are not read: the follower
+//! resumes from a `page` event's own cursor.
 
 /// One dispatched event.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Event {
-    /// Its `event` field, or `message` without one.
+    /// Its `event` field, or `message` without one (or with an empty one).
     pub(crate) name: String,
     /// Its `data` lines, joined by LF.
     pub(crate) data: Vec<u8>,
@@ -20,6 +21,8 @@ pub(crate) struct Parser {
     start: usize,
     /// The last line ended with CR: an LF right after it belongs to that line's end.
     after_cr: bool,
+    /// The stream's start was read past (and a byte order mark there left out).
+    started: bool,
     /// The event being read.
     name: Option<String>,
     data: Vec<u8>,
@@ -41,6 +44,17 @@ impl Parser {
 
     /// The next event whose blank line was fed, if any.
     pub(crate) fn next_event(&mut self) -> Option<Event> {
+        if !self.started {
+            const BOM: &[u8] = b"\xEF\xBB\xBF";
+            let head = &self.buffer[self.start..];
+            if head.len() < BOM.len() && BOM.starts_with(head) {
+                return None;
+            }
+            if head.starts_with(BOM) {
+                self.start += BOM.len();
+            }
+            self.started = true;
+        }
         loop {
             if self.after_cr {
                 match self.buffer.get(self.start) {
@@ -86,7 +100,7 @@ impl Parser {
 
     /// The event read so far, if it has data; the next starts afresh either way.
     fn dispatch(&mut self) -> Option<Event> {
-        let name = self.name.take();
+        let name = self.name.take().filter(|name| !name.is_empty());
         if !std::mem::take(&mut self.has_data) {
             return None;
         }
@@ -123,14 +137,15 @@ mod tests {
 
     #[test]
     fn events_read_the_same_whatever_the_chunks_and_line_ends() {
-        let body = ": a comment\nevent: page\nid: c1\ndata: {\"a\":\ndata:1}\n\n\
+        let body = "\u{FEFF}: a comment\nevent: page\nid: c1\ndata: {\"a\":\ndata:1}\n\n\
                     data:no space\r\n\r\nevent: resync\rdata: \r\revent: none\n\n\
-                    retry: 10\ndata\n\nevent: late\ndata: x";
+                    retry: 10\ndata\n\nevent:\ndata: unnamed\n\nevent: late\ndata: x";
         let expected = [
             event("page", "{\"a\":\n1}"),
             event("message", "no space"),
             event("resync", ""),
             event("message", ""),
+            event("message", "unnamed"),
         ];
         for size in [1, 2, 3, 7, body.len()] {
             assert_eq!(events(body, size), expected, "chunks of {size}");

@@ -10,7 +10,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use futures_util::Stream;
-use intent_models::{AgentEvent, EventPage, MessageSnapshot};
+use intent_models::{AgentEvent, MessageSnapshot, OnePassEvent};
 
 use crate::Error;
 use crate::retry::{self, RetryPolicy};
@@ -103,7 +103,7 @@ impl FromStr for Position {
 }
 
 /// Durable events and the cursor after them, each event boxed as [`LogItem::Event`] hands it
-/// out (an SSE `page` is read into it directly, without a move of each event).
+/// out.
 #[derive(Debug, serde::Deserialize)]
 pub(crate) struct Page {
     #[expect(
@@ -115,13 +115,24 @@ pub(crate) struct Page {
     pub(crate) has_more: bool,
 }
 
-impl From<EventPage> for Page {
-    fn from(page: EventPage) -> Self {
-        Self {
-            events: page.events.into_iter().map(Box::new).collect(),
+impl Page {
+    /// The page `json` holds, each event read in one pass ([`OnePassEvent`]); read again as
+    /// [`AgentEvent`]s, which keep an event that fits no kind's shape whole, when one is refused.
+    pub(crate) fn from_json(json: &[u8]) -> serde_json::Result<Self> {
+        #[derive(serde::Deserialize)]
+        struct OnePass {
+            events: Vec<OnePassEvent>,
+            cursor: String,
+            has_more: bool,
+        }
+        let Ok(page) = serde_json::from_slice::<OnePass>(json) else {
+            return serde_json::from_slice(json);
+        };
+        Ok(Self {
+            events: page.events.into_iter().map(|event| event.0).collect(),
             cursor: page.cursor,
             has_more: page.has_more,
-        }
+        })
     }
 }
 
@@ -153,6 +164,14 @@ pub(crate) trait Transport: Send + 'static {
         connection: &mut Self::Connection,
         cursor: Option<&str>,
     ) -> impl Future<Output = Option<Result<Frame, Error>>> + Send;
+}
+
+/// What one step of a [`Follower`] gave.
+pub(crate) enum Step {
+    /// An item to hand out.
+    Item(Result<LogItem, Error>),
+    /// A frame was taken that gave no item.
+    Taken,
 }
 
 /// Where the follower is.
@@ -224,11 +243,24 @@ impl<T: Transport> Follower<T> {
         self.cursor.as_deref()
     }
 
-    /// The next item; `None` once an error that retrying cannot fix was handed out.
+    /// The next item; `None` once the follower ended: after an error that retrying cannot fix
+    /// was handed out, or any failure under [`RetryPolicy::none`].
     pub(crate) async fn step(&mut self) -> Option<Result<LogItem, Error>> {
         loop {
+            match self.advance().await? {
+                Step::Item(item) => return Some(item),
+                Step::Taken => {}
+            }
+        }
+    }
+
+    /// The next item, or word that a frame was taken that gave none (a page of events already
+    /// delivered, or of none), so that a caller can ask [`Follower::caught_up`] at each page;
+    /// `None` once the follower ended.
+    pub(crate) async fn advance(&mut self) -> Option<Step> {
+        loop {
             if let Some(item) = self.ready.pop_front() {
-                return Some(Ok(item));
+                return Some(Step::Item(Ok(item)));
             }
             let failure = match &mut self.state {
                 State::Ended => return None,
@@ -248,6 +280,9 @@ impl<T: Transport> Follower<T> {
                         Some(Ok(frame)) => {
                             self.failures = 0;
                             self.take(frame);
+                            if self.ready.is_empty() {
+                                return Some(Step::Taken);
+                            }
                             continue;
                         }
                         Some(Err(error)) => Some(error),
@@ -261,7 +296,7 @@ impl<T: Transport> Follower<T> {
                 None => tokio::time::sleep(self.retry.backoff_delay(1)).await,
                 Some(error) => {
                     if let Some(error) = self.recover(error).await {
-                        return Some(Err(error));
+                        return Some(Step::Item(Err(error)));
                     }
                 }
             }
@@ -286,7 +321,7 @@ impl<T: Transport> Follower<T> {
             Error::RateLimited {
                 retry_after: Some(wait),
                 ..
-            } => *wait,
+            } => self.retry.retry_after(*wait),
             _ => self.retry.backoff_delay(self.failures),
         };
         tokio::time::sleep(wait).await;
@@ -517,6 +552,25 @@ mod tests {
         );
         let cursors: Vec<_> = log.lock().unwrap().iter().map(|e| e.1.clone()).collect();
         assert_eq!(cursors, [Some("c0".to_owned()), None, None]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_page_that_gives_nothing_is_told_so_a_wait_can_end_at_it() {
+        let (script, _) = script(
+            vec![],
+            vec![page("c1", &[1]), page("c2", &[1]), page("c3", &[])],
+        );
+        let mut follower = Follower::new(script, Position::after_page("c0"), RetryPolicy::none());
+        let mut steps = Vec::new();
+        for _ in 0..3 {
+            steps.push(match follower.advance().await {
+                Some(Step::Item(Ok(LogItem::Event { event, .. }))) => format!("e{}", event.seq()),
+                Some(Step::Taken) => format!("taken {:?}", follower.cursor()),
+                _ => "other".to_owned(),
+            });
+        }
+        assert_eq!(steps, ["e1", "taken Some(\"c2\")", "taken Some(\"c3\")"]);
+        assert!(follower.caught_up());
     }
 
     #[tokio::test(start_paused = true)]

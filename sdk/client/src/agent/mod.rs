@@ -37,6 +37,7 @@ use crate::raw::Client;
 use crate::raw::builder;
 use crate::raw::types::{GetChatEventsCursor, ResolveActionActionId, ResolveActionIdempotencyKey};
 
+use follow::Step;
 pub use follow::{LogItem, Position};
 
 /// How long one long-poll waits on the server, in milliseconds.
@@ -64,6 +65,28 @@ pub struct TurnOutcome {
     pub action: Option<ActionRequest>,
     /// The cursor after the last event read; wait again from here after resolving the action.
     pub cursor: String,
+}
+
+impl TurnOutcome {
+    /// Takes `event` read while waiting, unless it was read already (the follower restarted its
+    /// view); a state of the turn at or before `history` is one it has left.
+    fn read(&mut self, event: AgentEvent, history: u64) {
+        if self
+            .events
+            .last()
+            .is_some_and(|read| read.seq() >= event.seq())
+        {
+            return;
+        }
+        if event.turn_id() == self.turn_id && event.seq() > history {
+            match &event {
+                AgentEvent::TurnState { state, .. } => self.state = *state,
+                AgentEvent::Action { action, .. } => self.action = Some(action.clone()),
+                _ => {}
+            }
+        }
+        self.events.push(event);
+    }
 }
 
 /// The client's answer to an action.
@@ -208,30 +231,15 @@ impl<'a> Agent<'a> {
         };
         let mut last = None;
         loop {
-            let event = match follower.step().await {
-                Some(Ok(LogItem::Event { event, .. })) => *event,
-                Some(Ok(LogItem::Restart | LogItem::Snapshot(_))) => continue,
-                Some(Err(error)) => {
+            match follower.advance().await {
+                Some(Step::Item(Ok(LogItem::Event { event, .. }))) => outcome.read(*event, history),
+                Some(Step::Item(Ok(LogItem::Restart | LogItem::Snapshot(_))) | Step::Taken) => {}
+                Some(Step::Item(Err(error))) => {
                     last = Some(error);
                     continue;
                 }
                 None => return Err(last.unwrap_or(Error::Disconnected("the log ended".into()))),
-            };
-            if outcome
-                .events
-                .last()
-                .is_some_and(|read| read.seq() >= event.seq())
-            {
-                continue;
             }
-            if event.turn_id() == turn_id && event.seq() > history {
-                match &event {
-                    AgentEvent::TurnState { state, .. } => outcome.state = *state,
-                    AgentEvent::Action { action, .. } => outcome.action = Some(action.clone()),
-                    _ => {}
-                }
-            }
-            outcome.events.push(event);
             if outcome.state.is_settled() && follower.caught_up() {
                 if let Some(cursor) = follower.cursor() {
                     outcome.cursor = cursor.to_owned();

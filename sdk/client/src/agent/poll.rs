@@ -3,9 +3,10 @@
 
 use crate::raw::ClientInfo;
 use intent_models::SessionId;
+use reqwest::header::ACCEPT;
 
 use super::LONG_POLL_MS;
-use super::follow::{Frame, Transport};
+use super::follow::{Frame, Page, Transport};
 use crate::Error;
 use crate::raw::Client;
 
@@ -34,19 +35,21 @@ impl Transport for Poll {
     }
 
     async fn read(&mut self, _: &mut (), cursor: Option<&str>) -> Option<Result<Frame, Error>> {
-        // Sent as the generated `get_chat_events` would send it, and read straight into the
-        // follower's page: each event boxed as it is read.
+        // `getChatEvents`, sent through the hooks and read straight into the follower's page.
         let client = &self.client;
         let path = progenitor_client::encode_path(self.session.as_str());
         let mut request = client
             .client()
             .get(format!("{}/v1/agent/chat/{path}", client.baseurl()))
+            .header(ACCEPT, "application/json")
             .query(&[("wait", LONG_POLL_MS)]);
         if let Some(cursor) = cursor {
             request = request.query(&[("cursor", cursor)]);
         }
         let page = match request.build() {
-            Ok(request) => crate::hooks::call(client, request, "getChatEvents").await,
+            Ok(request) => {
+                crate::hooks::call(client, request, "getChatEvents", Page::from_json).await
+            }
             Err(error) => Err(Error::Transport(error)),
         };
         Some(page.map(Frame::Page))

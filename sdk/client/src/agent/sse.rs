@@ -7,7 +7,7 @@ use intent_models::SessionId;
 use progenitor_client::ByteStream;
 
 use super::event_stream;
-use super::follow::{Frame, Transport};
+use super::follow::{Frame, Page, Transport};
 use crate::Error;
 use crate::error::invalid;
 use crate::raw::Client;
@@ -75,7 +75,7 @@ impl Transport for Sse {
                 Error::InvalidResponse(format!("a `{what}` event does not parse: {e}"))
             };
             return Some(match event.name.as_str() {
-                "page" => serde_json::from_slice(&event.data)
+                "page" => Page::from_json(&event.data)
                     .map(Frame::Page)
                     .map_err(|e| data("page", e)),
                 "message" => serde_json::from_slice(&event.data)

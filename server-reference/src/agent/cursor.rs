@@ -42,7 +42,7 @@ const KEY_CONTEXT: &str = "intent-server 2026-11-27 event-log cursor MAC, format
 
 /// Where a cursor stands in its session's log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Position {
+pub struct ReadPoint {
     /// The last event delivered; reading resumes after it.
     pub after: i64,
     /// The last seq the log was known to hold when the cursor was issued, so that a reader
@@ -50,7 +50,7 @@ pub struct Position {
     pub seen: i64,
 }
 
-impl Position {
+impl ReadPoint {
     /// After `after`, in a log seen to reach `seen`.
     pub fn new(after: i64, seen: i64) -> Self {
         Self {
@@ -113,7 +113,7 @@ impl CursorKey {
         &self,
         account: &str,
         session: &str,
-        position: Position,
+        position: ReadPoint,
         expires_at: i64,
     ) -> String {
         let mut bytes = [0; PAYLOAD_LEN + MAC_LEN];
@@ -135,7 +135,7 @@ impl CursorKey {
         session: &str,
         cursor: &str,
         now: i64,
-    ) -> Result<Position, CursorError> {
+    ) -> Result<ReadPoint, CursorError> {
         // Room for the longest format, and for base64's estimate of it; a longer cursor is none.
         let mut decoded = [0; PAYLOAD_LEN + MAC_LEN + 3];
         let len = URL_SAFE_NO_PAD
@@ -182,7 +182,7 @@ impl CursorKey {
         if now > expires_at {
             return Err(CursorError::Expired);
         }
-        Ok(Position { after, seen })
+        Ok(ReadPoint { after, seen })
     }
 }
 
@@ -234,8 +234,8 @@ mod tests {
         CursorKey::new(vec![([3; 32], i64::MAX)])
     }
 
-    fn at(after: i64) -> Position {
-        Position::new(after, after)
+    fn at(after: i64) -> ReadPoint {
+        ReadPoint::new(after, after)
     }
 
     #[test]
@@ -248,7 +248,7 @@ mod tests {
 
     #[test]
     fn a_cursor_opens_to_its_position_until_it_expires() {
-        let position = Position::new(42, 45);
+        let position = ReadPoint::new(42, 45);
         let cursor = key().issue("acct", "ses", position, 1_000);
         assert_eq!(key().open("acct", "ses", &cursor, 1_000), Ok(position));
         assert_eq!(
@@ -281,7 +281,7 @@ mod tests {
         let second = hmac_cursor(VERSION_2, &[42, 45, 1_000]);
         assert_eq!(
             key().open("acct", "ses", &second, 1_000),
-            Ok(Position::new(42, 45))
+            Ok(ReadPoint::new(42, 45))
         );
         assert_eq!(
             key().open("ses", "acct", &second, 1_000),

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
-use super::cursor::Position;
+use super::cursor::ReadPoint;
 use super::log::{DRAFT_SEQ, Entry, EventLog, Writer};
 use super::runtime::Runtime;
 use super::turn::{self, Turn, TurnError};
@@ -135,7 +135,7 @@ impl Turns {
             // The cursor says how far the log reached, so that a read through another instance
             // of the deployment holds this turn's first events.
             TurnStarted::Started { before_seq, bounds } => {
-                Position::new(before_seq, bounds.last_seq)
+                ReadPoint::new(before_seq, bounds.last_seq)
             }
             TurnStarted::NoSession => return Err(Error::NoSession(session_id)),
             TurnStarted::Busy { turn_id } => return Err(Error::TurnInProgress { turn_id }),

@@ -14,7 +14,7 @@ mod follow;
 
 pub use follow::Followed;
 
-use super::cursor::{CursorError, CursorKey, Position};
+use super::cursor::{CursorError, CursorKey, ReadPoint};
 use super::head::{ForPage, HEAD_EVENTS, Head, Heads, Writing};
 use super::notify::Notifier;
 use super::page::{Page, PageKey};
@@ -284,7 +284,7 @@ impl EventLog {
     }
 
     /// A fresh cursor at `position` of `session` for `account`.
-    pub fn cursor(&self, account: &str, session: &str, position: Position) -> String {
+    pub fn cursor(&self, account: &str, session: &str, position: ReadPoint) -> String {
         self.0
             .cursors
             .issue(account, session, position, self.expiry())
@@ -454,7 +454,7 @@ impl EventLog {
         &self,
         account: &str,
         session: &str,
-        opened: Option<Position>,
+        opened: Option<ReadPoint>,
         limit: i64,
     ) -> Result<Arc<Page>> {
         let (after, seen) = opened.map_or((0, 0), |at| (at.after, at.seen));
@@ -552,7 +552,7 @@ impl EventLog {
     }
 
     /// The position of `cursor`, from its signature and expiry alone.
-    fn open(&self, account: &str, session: &str, cursor: &str) -> Result<Position, CursorError> {
+    fn open(&self, account: &str, session: &str, cursor: &str) -> Result<ReadPoint, CursorError> {
         self.0.cursors.open(account, session, cursor, now())
     }
 
@@ -562,7 +562,7 @@ impl EventLog {
         account: &str,
         session: &str,
         cursor: &str,
-    ) -> Result<Result<Position, CursorError>> {
+    ) -> Result<Result<ReadPoint, CursorError>> {
         let at = match self.open(account, session, cursor) {
             Ok(at) => at,
             Err(error) => return Ok(Err(error)),
@@ -572,9 +572,9 @@ impl EventLog {
     }
 
     /// The position before the first event of the retained log of `session`.
-    async fn retained_start(&self, account: &str, session: &str) -> Result<Position> {
+    async fn retained_start(&self, account: &str, session: &str) -> Result<ReadPoint> {
         let read = self.bounds(account, session, 0).await?;
-        Ok(Position::new(read.pruned_through, read.last_seq))
+        Ok(ReadPoint::new(read.pruned_through, read.last_seq))
     }
 
     /// Where `account`'s `session` stands, with no events, as of `seen` at least.
@@ -603,7 +603,7 @@ impl EventLog {
             0 => after,
             count => read.first_seq + count as i64 - 1,
         };
-        let position = Position::new(last, read.last_seq);
+        let position = ReadPoint::new(last, read.last_seq);
         let cursor = self.0.cursors.issue(account, session, position, expires);
         let has_more = read.events.len() > held || last < read.last_seq;
         Page::new(session, cursor, events, last, has_more)

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use reqwest::Method;
 use serde_json::{Map, Value, json};
 
-use crate::checks::inputs::REFERENCE_ACTION_CHAT;
+use crate::checks::subjects::REFERENCE_ACTION_CHAT;
 use crate::checks::{TERMINAL, encode, sends_only_after, stream_call};
 use crate::finding::Finding;
 use crate::means::{ActionEntry, Chat, Means, StreamCursor, TurnState};

@@ -1,6 +1,6 @@
 //! What the suite sends where the deployment's catalog and runtime decide what is valid: the
 //! config file's `inputs` (the checks resolve them against a deployment in
-//! [`crate::checks::inputs`]).
+//! [`crate::checks::subjects`]).
 
 use std::collections::BTreeMap;
 

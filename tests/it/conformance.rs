@@ -1723,7 +1723,7 @@ async fn a_run_leaves_the_account_as_it_found_it() {
     let report = run(&target, &selection, DEFAULT_JOBS, |_| {}).await;
     assert!(!report.failed(), "{:#?}", not_passed(&report));
     // What a check stopped halfway leaves: its credentials saved and its app installed.
-    let install = intent_conformance::checks::inputs::install(&target)
+    let install = intent_conformance::checks::subjects::install(&target)
         .await
         .unwrap();
     let token = target.role(Role::Account).await.unwrap();

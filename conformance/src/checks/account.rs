@@ -79,7 +79,7 @@ async fn statement(target: &Target) -> Verdict {
 
 async fn install_and_remove(target: &Target) -> Verdict {
     let token = &target.role(Role::Account).await?;
-    let install = super::inputs::install(target).await?;
+    let install = super::subjects::install(target).await?;
     let app_path = format!("/v1/account/apps/{}", install.application_id);
     let secret_path = |name: &str| format!("{app_path}/secrets/{name}");
     let call = |method: Method, path: String| target.request(method, &path).bearer(token).send();
@@ -163,7 +163,7 @@ async fn install_and_remove(target: &Target) -> Verdict {
 
 async fn install(target: &Target) -> Verdict {
     let token = &target.role(Role::Account).await?;
-    let install = super::inputs::install(target).await?;
+    let install = super::subjects::install(target).await?;
     let id = install.application_id;
     let app_path = format!("/v1/account/apps/{id}");
     let secret_path = |name: &str| format!("/v1/account/apps/{id}/secrets/{name}");

@@ -59,7 +59,7 @@ pub(super) struct Pending {
 /// Starts a turn that raises an action, waits until it awaits it, and proves the resolution's
 /// path on it (`profile.action` and `profile.resolution`).
 pub(super) async fn pending_action(target: &Target, token: &str) -> Result<Pending, Finding> {
-    let prompt = super::inputs::action_chat(target);
+    let prompt = super::subjects::action_chat(target);
     let (session, turn) = start_turn_saying(target, token, None, prompt).await?;
     let (events, _) = settle(target, token, &session, &turn).await?;
     let means = &target.settings.means.action;

@@ -86,14 +86,14 @@ fn scope_is_normative(operation: &Operation) -> bool {
     object.get("x-profile").is_none() && !filled
 }
 
-/// A concrete path for `operation` ([`super::inputs::path_of`]); an action's resolution where
+/// A concrete path for `operation` ([`super::subjects::path_of`]); an action's resolution where
 /// the deployment takes it (`profile.resolution`).
 async fn path_of(target: &Target, operation: &Operation, session: &str, action: &str) -> String {
     if operation.id == "resolveAction" {
         crate::finding::through_means("resolution", false);
         return target.settings.means.resolution.path(session, action);
     }
-    super::inputs::path_of(target, operation, session, action).await
+    super::subjects::path_of(target, operation, session, action).await
 }
 
 /// Sends `operation` to `path` with `authorization` (a whole header value) or none, `body` where
@@ -364,7 +364,7 @@ async fn plausible_body(target: &Target, operation: &Operation) -> Option<Value>
                 .chat
                 .request("conformance: the auth matrix", None),
         ),
-        "evmBuild" | "svmStage" => super::inputs::build_request(target, &operation.template)
+        "evmBuild" | "svmStage" => super::subjects::build_request(target, &operation.template)
             .await
             .ok(),
         _ => Some(json!({})),
@@ -490,7 +490,7 @@ async fn account_isolation(target: &Target, operation: &'static Operation) -> Ve
         ))
         .await?;
     let path = path_of(target, operation, "", "").await;
-    let install = super::inputs::install(target).await?;
+    let install = super::subjects::install(target).await?;
     let application = format!("/v1/account/apps/{}", install.application_id);
     let credential = |name: &str| format!("{application}/secrets/{name}");
     // From nothing installed and nothing saved, so that what the owner does shows.

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use super::inputs::build_request;
 use super::pipeline::EVM;
+use super::subjects::build_request;
 use super::{nanos, run, seqs, settle, settled_session, start_turn, text};
 use crate::check::{Category, Check};
 use crate::finding::{Finding, Verdict, ensure, fail};

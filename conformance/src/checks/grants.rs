@@ -5,8 +5,8 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use super::agent_actions::pending_action;
-use super::inputs::build_request;
 use super::pipeline::{EVM, SVM};
+use super::subjects::build_request;
 use super::{run, start_turn, text};
 use crate::check::{Category, Check};
 use crate::finding::{Finding, Verdict, ensure, skip};
@@ -232,7 +232,7 @@ async fn pipeline_grants(target: &Target) -> Verdict {
 }
 
 async fn account_grants(target: &Target) -> Verdict {
-    let install = super::inputs::install(target).await?;
+    let install = super::subjects::install(target).await?;
     let application = format!("/v1/account/apps/{}", install.application_id);
     let apps = ("account", "account:apps:write");
     granted(target, apps, Method::POST, &application, None).await?;

@@ -9,7 +9,6 @@ mod agent_turns;
 mod auth;
 mod deployment;
 mod grants;
-pub mod inputs;
 mod limits;
 mod mcp;
 mod negative;
@@ -17,6 +16,7 @@ mod page_members;
 mod pipeline;
 mod schema;
 mod stateful;
+pub mod subjects;
 
 use std::sync::LazyLock;
 use std::time::Instant;
@@ -146,7 +146,7 @@ pub(crate) async fn start_turn(
     session: Option<&str>,
     label: &str,
 ) -> Result<(String, String), Finding> {
-    start_turn_saying(target, token, session, inputs::chat(target, label)).await
+    start_turn_saying(target, token, session, subjects::chat(target, label)).await
 }
 
 /// Starts a turn with exactly `message`, in `session` or a new one, through the chat means

@@ -389,7 +389,7 @@ async fn refused(target: &Target, profile: bool) -> Verdict {
             let path = match paths.get(operation.id.as_str()) {
                 Some(path) => path.clone(),
                 None => {
-                    let path = super::inputs::path_of(target, operation, &session, "").await;
+                    let path = super::subjects::path_of(target, operation, &session, "").await;
                     paths.insert(operation.id.as_str(), path.clone());
                     path
                 }

@@ -9,7 +9,7 @@ use jsonwebtoken::{DecodingKey, Validation};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use super::inputs::{build_request, lists, reference_build_request};
+use super::subjects::{build_request, lists, reference_build_request};
 use super::{alter_signature, nanos, read, run, text};
 use crate::check::{Category, Check};
 use crate::finding::{Broke, Finding, Verdict, ensure, fail, profile, skip};
@@ -726,7 +726,7 @@ async fn apps(target: &Target) -> Verdict {
     let token = &target.role(Role::Pipeline).await?;
     // What assembles a Build here, whether or not the catalog lists it: only a request the
     // deployment builds can show a catalog that leaves it out.
-    let request = super::inputs::given_build_request(target, EVM)?;
+    let request = super::subjects::given_build_request(target, EVM)?;
     let built = lifecycle(target, token, EVM, &request).await?;
     if built.status != 200 {
         return skip(format!(
@@ -748,7 +748,7 @@ async fn apps(target: &Target) -> Verdict {
 
 async fn skill_call(target: &Target) -> Verdict {
     let token = &target.role(Role::Pipeline).await?;
-    let call = super::inputs::skill_call(target).await?;
+    let call = super::subjects::skill_call(target).await?;
     let path = format!(
         "/v1/pipeline/skills/{}/operations/{}",
         call.skill, call.operation

@@ -239,10 +239,10 @@ fn level_of(link: &Value) -> Level {
 async fn root_body(target: &Target, root: &Operation, rng: &mut Rng) -> Result<Value, Finding> {
     match root.id.as_str() {
         "startChat" => {
-            let message = super::inputs::chat(target, "conformance: follow the links");
+            let message = super::subjects::chat(target, "conformance: follow the links");
             Ok(target.settings.means.chat.request(message, None))
         }
-        "evmBuild" | "svmStage" => super::inputs::build_request(target, &root.template).await,
+        "evmBuild" | "svmStage" => super::subjects::build_request(target, &root.template).await,
         _ => Ok(request_schema(root)
             .map(|schema| crate::generate::value(schema, rng))
             .unwrap_or(Value::Null)),

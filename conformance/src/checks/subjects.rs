@@ -1,4 +1,6 @@
-//! The inputs a check sends where the deployment's catalog and runtime decide what is valid.
+//! What a check acts on and sends where the deployment's catalog and runtime decide what is
+//! valid: the subjects the run made or found (a Build request, an install, a skill call, a
+//! concrete path) and the inputs it sends (the config file's `inputs`, [`crate::inputs`]).
 //!
 //! A configured input ([`crate::inputs::Inputs`]) is sent as given. Without one, a check sends
 //! openapi.json's reference example, but only where the deployment's catalog lists the app and

@@ -1,14 +1,13 @@
 //! The long-poll projection of a session's log: one page per request, waiting on the server
 //! until an event is appended or the wait ends.
 
-use crate::raw::ClientInfo;
 use intent_models::SessionId;
 use reqwest::header::ACCEPT;
 
 use super::LONG_POLL_MS;
 use super::follow::{Frame, Page, Transport};
 use crate::Error;
-use crate::raw::Client;
+use crate::raw::{Client, ClientInfo};
 
 /// `GET /v1/agent/chat/{sessionId}?cursor=...&wait=...`; it holds no connection.
 pub(crate) struct Poll {

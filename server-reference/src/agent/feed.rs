@@ -7,31 +7,31 @@ use std::sync::Weak;
 use intent_models::MessageSnapshot;
 use tokio::sync::mpsc;
 
-use super::{Hub, Notifier, WeakLog};
+use super::{Hub, Notifier, WeakCache};
 use crate::store::{Notified, Shared};
 
 /// Snapshots waiting to be relayed to other processes before more are dropped.
 const SNAPSHOT_OUTBOX: usize = 256;
 
-/// Feeds a hub and an event log, while they live, with what every process on a shared store
-/// writes and what the others relay. The log's heads are retired before readers wake, so that
+/// Feeds a hub and a session cache, while they live, with what every process on a shared store
+/// writes and what the others relay. The cache's heads are retired before readers wake, so that
 /// a woken reader reads what woke it.
 pub(crate) struct Feed {
     hub: Weak<Hub>,
-    log: WeakLog,
+    cache: WeakCache,
 }
 
 impl Feed {
-    /// Feeds `hub` and `log`.
-    pub(crate) fn new(hub: Weak<Hub>, log: WeakLog) -> Self {
-        Self { hub, log }
+    /// Feeds `hub` and `cache`.
+    pub(crate) fn new(hub: Weak<Hub>, cache: WeakCache) -> Self {
+        Self { hub, cache }
     }
 }
 
 impl Notified for Feed {
     fn appended(&self, session: &str, last_seq: i64) {
-        if let Some(log) = self.log.upgrade() {
-            log.write_heard(session, Some(last_seq));
+        if let Some(cache) = self.cache.upgrade() {
+            cache.write_heard(session, Some(last_seq));
         }
         if let Some(hub) = self.hub.upgrade() {
             hub.appended(session, last_seq);
@@ -39,14 +39,14 @@ impl Notified for Feed {
     }
 
     fn updated(&self, session: &str) {
-        if let Some(log) = self.log.upgrade() {
-            log.write_heard(session, None);
+        if let Some(cache) = self.cache.upgrade() {
+            cache.write_heard(session, None);
         }
     }
 
     fn deleted(&self, session: &str) {
-        if let Some(log) = self.log.upgrade() {
-            log.write_heard(session, None);
+        if let Some(cache) = self.cache.upgrade() {
+            cache.write_heard(session, None);
         }
         if let Some(hub) = self.hub.upgrade() {
             hub.close(session);
@@ -60,8 +60,8 @@ impl Notified for Feed {
     }
 
     fn listening(&self) {
-        if let Some(log) = self.log.upgrade() {
-            log.hearing_changes(true);
+        if let Some(cache) = self.cache.upgrade() {
+            cache.hearing_changes(true);
         }
         if let Some(hub) = self.hub.upgrade() {
             hub.wake_all();
@@ -69,8 +69,8 @@ impl Notified for Feed {
     }
 
     fn lost(&self) {
-        if let Some(log) = self.log.upgrade() {
-            log.hearing_changes(false);
+        if let Some(cache) = self.cache.upgrade() {
+            cache.hearing_changes(false);
         }
     }
 }

@@ -5,7 +5,6 @@
 pub mod cursor;
 mod error;
 pub(crate) mod feed;
-mod head;
 pub(crate) mod http;
 mod log;
 mod notify;
@@ -19,12 +18,12 @@ mod turn_service;
 
 pub use error::{Error, Refusal, Result};
 pub use http::SseKeepAlive;
-pub use log::{Entry, EventLog, Followed, PageRequest, WeakLog, Writer};
+pub use log::{EventLog, Followed, PageRequest};
 pub use notify::{Hub, Notifier, Relay, Subscription};
 pub use page::Page;
 pub use reference::ReferenceRuntime;
 pub use runtime::Runtime;
-pub use sessions::Sessions;
+pub use sessions::{Entry, SessionCache, Sessions, WeakCache, Writer};
 pub use transitions::can_become;
 pub use turn::{Outcome, Turn, TurnError};
 pub use turn_service::{Turns, resolution_hash};

@@ -14,7 +14,7 @@ use intent_models::{
 use serde_json::{Map, Value};
 use tokio::sync::watch;
 
-use super::log::{DRAFT_SEQ, Entry, EventLog, Writer};
+use super::sessions::{DRAFT_SEQ, Entry, SessionCache, Writer};
 use crate::clock::now;
 use crate::ids::AccountId;
 use crate::pipeline::{self, Pipeline};
@@ -62,7 +62,7 @@ impl From<ConversionError> for TurnError {
 /// What the runtime sees of its turn: who asked, the ways to write to its log, and the Pipeline
 /// acting for the turn's account. Nothing else of the server.
 pub struct Turn {
-    log: EventLog,
+    sessions: SessionCache,
     pipeline: Arc<Pipeline>,
     /// The account that started the turn.
     pub account: AccountId,
@@ -79,7 +79,7 @@ const SNAPSHOT_INTERVAL: Duration = Duration::from_millis(5);
 impl Turn {
     /// The handle of `account`'s turn `turn_id` of `session_id`, stopped by `cancelled`.
     pub(super) fn new(
-        log: EventLog,
+        sessions: SessionCache,
         pipeline: Arc<Pipeline>,
         account: AccountId,
         session_id: String,
@@ -87,7 +87,7 @@ impl Turn {
         cancelled: watch::Receiver<bool>,
     ) -> Self {
         Self {
-            log,
+            sessions,
             pipeline,
             account,
             session_id,
@@ -107,7 +107,7 @@ impl Turn {
                 .text(so_far.clone())
                 .turn_id(self.turn_id.clone())
                 .try_into()?;
-            self.log.snapshot(&self.session_id, snapshot);
+            self.sessions.snapshot(&self.session_id, snapshot);
             self.pause(SNAPSHOT_INTERVAL).await?;
         }
         self.append(
@@ -213,7 +213,7 @@ impl Turn {
             action,
         };
         match self
-            .log
+            .sessions
             .append(&self.session_id, entry, Writer::Runtime)
             .await
         {

@@ -14,8 +14,9 @@ use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
 use super::cursor::ReadPoint;
-use super::log::{DRAFT_SEQ, Entry, EventLog, Writer};
+use super::log::EventLog;
 use super::runtime::Runtime;
+use super::sessions::{DRAFT_SEQ, Entry, SessionCache, Writer};
 use super::turn::{self, Turn, TurnError};
 use super::{Error, Refusal, Result};
 use crate::clock::{now, now_ms, seconds};
@@ -31,11 +32,12 @@ use crate::store::agent::{
 const TITLE_CHARS: usize = 80;
 
 /// Owns the turns running in this process and the runtime that drives them; writes every turn
-/// transition through the event log. Cheap to clone.
+/// transition through the session cache. Cheap to clone.
 #[derive(Clone)]
 pub struct Turns(Arc<Inner>);
 
 struct Inner {
+    sessions: SessionCache,
     log: EventLog,
     store: Arc<Store>,
     pipeline: Arc<Pipeline>,
@@ -65,9 +67,10 @@ enum Answer {
 }
 
 impl Turns {
-    /// Turns written to `log`, run by `runtime`, which calls `pipeline`; idempotency keys of
-    /// resolutions are kept for `key_lifetime`.
+    /// Turns written through `sessions`, whose cursors `log` issues, run by `runtime`, which
+    /// calls `pipeline`; idempotency keys of resolutions are kept for `key_lifetime`.
     pub fn new(
+        sessions: SessionCache,
         log: EventLog,
         store: Arc<Store>,
         pipeline: Arc<Pipeline>,
@@ -75,6 +78,7 @@ impl Turns {
         key_lifetime: Duration,
     ) -> Self {
         Self(Arc::new(Inner {
+            sessions,
             log,
             store,
             pipeline,
@@ -97,8 +101,8 @@ impl Turns {
             None => {
                 let id = random::id("ses");
                 self.0
-                    .log
-                    .create_session(SessionRecord {
+                    .sessions
+                    .create(SessionRecord {
                         id: id.clone(),
                         account: account.to_string(),
                         title: message.chars().take(TITLE_CHARS).collect(),
@@ -128,7 +132,7 @@ impl Turns {
         ];
         let at = match self
             .0
-            .log
+            .sessions
             .start_turn(account, &session_id, &turn_id, events)
             .await?
         {
@@ -157,7 +161,7 @@ impl Turns {
 
     /// Interrupts the active turn of `account`'s `session`.
     pub async fn interrupt(&self, account: &AccountId, session: &SessionId) -> Result<TurnStatus> {
-        if self.0.log.session(account, session).await?.is_none() {
+        if self.0.sessions.session(account, session).await?.is_none() {
             return Err(Error::NoSession(session.to_string()));
         }
         let (turn_id, _) = self
@@ -177,7 +181,12 @@ impl Turns {
             next_state: Some(TurnState::Interrupted),
             action: None,
         };
-        match self.0.log.append(session, entry, Writer::Client).await? {
+        match self
+            .0
+            .sessions
+            .append(session, entry, Writer::Client)
+            .await?
+        {
             Appended::Done(_) => {
                 self.0.running.cancel(&turn_id);
                 Ok(TurnStatus::builder()
@@ -261,7 +270,10 @@ impl Turns {
                 next_state: Some(TurnState::Failed),
                 action: None,
             };
-            self.0.log.append(&session, entry, Writer::Runtime).await?;
+            self.0
+                .sessions
+                .append(&session, entry, Writer::Runtime)
+                .await?;
         }
         Ok(())
     }
@@ -308,7 +320,7 @@ impl Turns {
             ]
         };
         let refused = |refusal: Refusal| Err(Error::Refused(refusal));
-        match self.0.log.resolve(&resolution, events).await? {
+        match self.0.sessions.resolve(&resolution, events).await? {
             Resolved::Done {
                 turn_id,
                 revision,
@@ -345,7 +357,7 @@ impl Turns {
         let inner = self.0.clone();
         let cancelled = inner.running.enter(turn_id);
         let turn = Arc::new(Turn::new(
-            inner.log.clone(),
+            inner.sessions.clone(),
             inner.pipeline.clone(),
             account.clone(),
             session.to_owned(),

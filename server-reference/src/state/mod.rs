@@ -10,7 +10,9 @@ use axum::extract::FromRef;
 
 use crate::account::Account;
 use crate::agent::feed::{self, Feed};
-use crate::agent::{self, EventLog, Hub, Notifier, Relay, Sessions, SseKeepAlive, Turns};
+use crate::agent::{
+    self, EventLog, Hub, Notifier, Relay, SessionCache, Sessions, SseKeepAlive, Turns,
+};
 use crate::auth::rate::RateLimits;
 use crate::auth::resource::Resource;
 use crate::auth::token::{self, Grant};
@@ -151,21 +153,17 @@ impl AppState {
             signing_key.clone(),
             config.build_ttl,
         ));
-        let log = EventLog::new(
-            store.clone(),
-            notifier,
-            cursors,
-            config.cursor_ttl,
-            config.event_retention,
-        );
+        let cache = SessionCache::new(store.clone(), notifier, config.event_retention);
+        let log = EventLog::new(cache.clone(), cursors, config.cursor_ttl);
         // Other processes write a shared store: their notifications wake this one's readers and
         // retire the heads they make out of date.
         if let Some(shared) = shared {
-            log.hearing_changes(false);
-            let feed = Feed::new(fed, log.downgrade());
+            cache.hearing_changes(false);
+            let feed = Feed::new(fed, cache.downgrade());
             tokio::spawn(async move { shared.follow_notifications(feed).await });
         }
         let turns = Turns::new(
+            cache.clone(),
             log.clone(),
             store.clone(),
             pipeline.clone(),
@@ -173,7 +171,7 @@ impl AppState {
             config.idempotency_key_ttl,
         );
         turns.fail_orphans().await?;
-        let sessions = Sessions::new(log.clone(), turns.clone());
+        let sessions = Sessions::new(cache, turns.clone());
         let account = Arc::new(Account::new(store.clone(), sealer));
         let gateway = Gateway::new(
             issuer.clone(),

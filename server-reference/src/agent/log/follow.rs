@@ -44,8 +44,8 @@ impl EventLog {
         last_event_id: Option<&str>,
     ) -> Result<impl Stream<Item = Followed> + Send + use<>> {
         let (account, session) = (account.as_str(), session.as_str());
-        self.owned(account, session).await?;
-        let subscription = self.0.notifier.subscribe(session);
+        self.0.sessions.owned(account, session).await?;
+        let subscription = self.0.sessions.notifier().subscribe(session);
         let mut pending = VecDeque::new();
         // A `cursor` the client wrote is checked like the page's; a Last-Event-ID that the
         // browser resends on its own cannot be fixed by the client, so it gets a resync instead.
@@ -122,6 +122,8 @@ impl Projection {
             }
             let read = match self
                 .log
+                .0
+                .sessions
                 .read(
                     &self.account,
                     &self.session,

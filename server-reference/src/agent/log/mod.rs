@@ -1,13 +1,10 @@
-//! The event log of every session (parts 2.11, 4.2 and 6): the only way an event enters a log,
-//! and the only reader of logs for clients, by long-poll pages and by the SSE projection.
+//! The event log of every session (parts 2.11, 4.2 and 6) as its clients read it: long-poll
+//! pages at opaque cursors, and the SSE projection. What it reads, the session cache writes.
 
-use std::num::NonZeroU64;
 use std::sync::Arc;
 use std::time::Duration;
 
-use intent_models::{AgentEvent, MessageSnapshot, Session, TurnState};
 use serde::Deserialize;
-use serde_json::{Map, Value};
 use tokio::time::Instant;
 
 mod follow;
@@ -15,75 +12,29 @@ mod follow;
 pub use follow::Followed;
 
 use super::cursor::{CursorError, CursorKey, ReadPoint};
-use super::head::{ForPage, HEAD_EVENTS, Head, Heads, Writing};
-use super::notify::Notifier;
 use super::page::{Page, PageKey};
-use super::transitions::can_become;
+use super::sessions::SessionCache;
+use super::sessions::head::{ForPage, Head};
 use super::{Error, Result};
-use crate::clock::{now, now_ms};
+use crate::clock::now;
 use crate::ids::{AccountId, SessionId};
-use crate::json::Encoded;
-use crate::store::agent::{
-    Append, Appended, Bounds, LogRead, NewAction, Resolution, Resolved, SessionRecord, TurnStarted,
-    event_body,
-};
-use crate::store::{self, Store};
+use crate::store::agent::LogRead;
 
 /// Longest long-poll (part 8).
 const MAX_WAIT_MS: i64 = 30_000;
 /// Events per page unless `limit` says otherwise, and the most it may say.
 const DEFAULT_LIMIT: i64 = 100;
 const MAX_LIMIT: i64 = 500;
-/// The placeholder `seq` of an event before the log assigns one.
-pub const DRAFT_SEQ: NonZeroU64 = NonZeroU64::MIN;
-
-/// Owns every session's log: the store it lives in, the in-memory head of active sessions, the
-/// notifier that wakes its readers, the key that issues and opens its cursors, and its
-/// retention. Appending through it is the only way an event enters a log; it keeps the heads
-/// and wakes readers itself. Sessions are written through it too, so that their heads stay
-/// true. Cheap to clone.
+/// Reads every session's log for its clients: it opens and issues their cursors, answers their
+/// pages from the session cache, and wakes their long-polls and streams. Cheap to clone.
 #[derive(Clone)]
 pub struct EventLog(Arc<Inner>);
 
-/// An [`EventLog`] that is not kept alive by this handle.
-pub struct WeakLog(std::sync::Weak<Inner>);
-
-impl WeakLog {
-    /// The log, while it lives.
-    pub fn upgrade(&self) -> Option<EventLog> {
-        self.0.upgrade().map(EventLog)
-    }
-}
-
 struct Inner {
-    store: Arc<Store>,
-    heads: Heads,
-    notifier: Arc<dyn Notifier>,
+    sessions: SessionCache,
     draining: tokio::sync::watch::Sender<bool>,
     cursors: CursorKey,
-    retention: Duration,
     cursor_ttl: Duration,
-}
-
-/// Events of one turn to append, with the state they move the turn to.
-pub struct Entry {
-    /// The turn.
-    pub turn_id: String,
-    /// The events; the log assigns their `seq`.
-    pub events: Vec<AgentEvent>,
-    /// The state the turn enters with them.
-    pub next_state: Option<TurnState>,
-    /// An action they ask the client to resolve.
-    pub action: Option<NewAction>,
-}
-
-/// Who appends, which decides the turn states an append is accepted in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Writer {
-    /// The turn's runtime: only while the turn is `processing`.
-    Runtime,
-    /// The client (an interrupt): in any state that may enter the next one.
-    Client,
 }
 
 /// What a page read asks for: `cursor` (none reads from the start of the retained log), `wait`
@@ -124,147 +75,14 @@ impl PageRequest {
 }
 
 impl EventLog {
-    /// The log over `store`, waking readers through `notifier`, with cursors of `cursors` valid
-    /// for `cursor_ttl` and events retained for `retention`.
-    pub fn new(
-        store: Arc<Store>,
-        notifier: Arc<dyn Notifier>,
-        cursors: CursorKey,
-        cursor_ttl: Duration,
-        retention: Duration,
-    ) -> Self {
+    /// The log of `sessions`, with cursors of `cursors` valid for `cursor_ttl`.
+    pub fn new(sessions: SessionCache, cursors: CursorKey, cursor_ttl: Duration) -> Self {
         Self(Arc::new(Inner {
-            store,
-            heads: Heads::default(),
-            notifier,
+            sessions,
             draining: tokio::sync::watch::Sender::new(false),
             cursors,
-            retention,
             cursor_ttl,
         }))
-    }
-
-    /// A process of the shared store (this one too) wrote `session`: appended up to `last_seq`,
-    /// or else changed or deleted it. Heads it makes out of date are read from the store again.
-    pub fn write_heard(&self, session: &str, last_seq: Option<i64>) {
-        self.0.heads.changed(session, last_seq);
-    }
-
-    /// Whether this process hears of other processes' writes (from now on) or not (until it
-    /// does again): some may have been missed, so every head is read from the store again, and
-    /// while they are not heard every read goes to the store.
-    pub fn hearing_changes(&self, hearing: bool) {
-        self.0.heads.hearing(hearing);
-    }
-
-    /// A handle that does not keep the log alive.
-    pub fn downgrade(&self) -> WeakLog {
-        WeakLog(Arc::downgrade(&self.0))
-    }
-
-    /// Creates `session`, with an empty log whose head is kept from now on; `false` when its id
-    /// is taken.
-    pub async fn create_session(&self, session: SessionRecord) -> Result<bool, store::Error> {
-        let writing = self.0.heads.write(&session.id).await;
-        let since = writing.since();
-        let created = self.0.store.create_session(&session).await?;
-        if created {
-            let empty = Bounds {
-                last_seq: 0,
-                pruned_through: 0,
-            };
-            writing.set(Head::new(session, empty, Vec::new(), since));
-        }
-        Ok(created)
-    }
-
-    /// Starts turn `turn_id` of `account`'s `session` with its first `events`, unless another
-    /// turn is active.
-    pub async fn start_turn(
-        &self,
-        account: &str,
-        session: &str,
-        turn_id: &str,
-        events: Vec<AgentEvent>,
-    ) -> Result<TurnStarted, store::Error> {
-        let append = self.draft(session, turn_id, events, None, None);
-        let writing = self.0.heads.write(session).await;
-        let started = self.0.store.start_turn(account, &append).await?;
-        if let TurnStarted::Started { bounds, .. } = started {
-            self.appended(writing, session, &append.events, bounds, append.at_ms);
-        }
-        Ok(started)
-    }
-
-    /// Appends `entry` to `session` in one transaction that assigns the seqs and moves the turn,
-    /// if its current state accepts `writer` and the transition.
-    pub async fn append(
-        &self,
-        session: &str,
-        entry: Entry,
-        writer: Writer,
-    ) -> Result<Appended, store::Error> {
-        let next = entry.next_state;
-        let append = self.draft(session, &entry.turn_id, entry.events, next, entry.action);
-        let accept = move |current: TurnState| {
-            (writer == Writer::Client || current == TurnState::Processing)
-                && next.is_none_or(|next| can_become(current, next))
-        };
-        let writing = self.0.heads.write(session).await;
-        let appended = self.0.store.append(&append, &accept).await?;
-        if let Appended::Done(bounds) = appended {
-            self.appended(writing, session, &append.events, bounds, append.at_ms);
-        }
-        Ok(appended)
-    }
-
-    /// Resolves an action and appends the events `events` makes from its turn and the resulting
-    /// revision, moving the turn from `awaiting_action` back to `processing`. The store admits
-    /// only a pending action, which only a turn awaiting it has.
-    pub async fn resolve(
-        &self,
-        resolution: &Resolution,
-        events: impl Fn(&str, i64) -> Vec<AgentEvent> + Send + Sync,
-    ) -> Result<Resolved, store::Error> {
-        let written = std::sync::Mutex::new(Vec::new());
-        let drafts = |turn_id: &str, revision: i64| -> Vec<Map<String, Value>> {
-            let drafts: Vec<_> = events(turn_id, revision).into_iter().map(draft).collect();
-            *written.lock().expect("a drafts lock") = drafts.clone();
-            drafts
-        };
-        let session = &resolution.session_id;
-        let writing = self.0.heads.write(session).await;
-        let resolved = self.0.store.resolve_action(resolution, &drafts).await?;
-        if let Resolved::Done { bounds, .. } = &resolved {
-            let written = std::mem::take(&mut *written.lock().expect("a drafts lock"));
-            self.appended(writing, session, &written, *bounds, resolution.at_ms);
-        }
-        Ok(resolved)
-    }
-
-    /// After the store wrote `drafts` to `session` at `at_ms`, leaving its log at `bounds`: adds
-    /// them to the head (as the store keeps them), releases the write lock and wakes readers.
-    fn appended(
-        &self,
-        writing: Writing,
-        session: &str,
-        drafts: &[Map<String, Value>],
-        bounds: Bounds,
-        at_ms: i64,
-    ) {
-        let first = bounds.last_seq - drafts.len() as i64 + 1;
-        let bodies = (first..)
-            .zip(drafts)
-            .map(|(seq, draft)| event_body(draft, seq))
-            .collect();
-        writing.update(|head| head.advance(bodies, bounds, at_ms));
-        drop(writing);
-        self.0.notifier.appended(session, bounds.last_seq);
-    }
-
-    /// Hands a transient snapshot to the streams of `session`; it is never stored.
-    pub fn snapshot(&self, session: &str, snapshot: MessageSnapshot) {
-        self.0.notifier.snapshot(session, snapshot);
     }
 
     /// Starts draining: waiting long-polls answer at once with the page they have, and streams
@@ -275,7 +93,7 @@ impl EventLog {
 
     /// Forgets the wake-up channels of sessions nobody follows.
     pub fn forget_idle_readers(&self) {
-        self.0.notifier.forget_idle();
+        self.0.sessions.notifier().forget_idle();
     }
 
     /// Whether the log is draining.
@@ -323,7 +141,7 @@ impl EventLog {
             Some(cursor) => match self.open(account, session, cursor) {
                 Ok(after) => Some(after),
                 Err(error) => {
-                    self.owned(account, session).await?;
+                    self.0.sessions.owned(account, session).await?;
                     return Err(cursor_error(error));
                 }
             },
@@ -333,7 +151,7 @@ impl EventLog {
         // below. A page that will not wait subscribes to nothing.
         let mut waiting = (wait > 0).then(|| {
             (
-                self.0.notifier.subscribe(session),
+                self.0.sessions.notifier().subscribe(session),
                 self.0.draining.subscribe(),
             )
         });
@@ -360,93 +178,6 @@ impl EventLog {
         }
     }
 
-    /// `account`'s session `id`, from its head when it is kept; reading it keeps its head.
-    pub async fn session(
-        &self,
-        account: &str,
-        id: &str,
-    ) -> Result<Option<SessionRecord>, store::Error> {
-        let record = self.with_head(account, id, 0, |head| head.record().clone());
-        Ok(record.await?.filter(|record| record.account == account))
-    }
-
-    /// `account`'s session `id` in the view `make` makes of its record; from its head when it is
-    /// kept, where the view is made once per change of the record. Reading it keeps its head.
-    pub async fn session_view<E: From<store::Error>>(
-        &self,
-        account: &str,
-        id: &str,
-        make: impl Fn(&SessionRecord) -> Result<Encoded<Session>, E>,
-    ) -> Result<Option<Encoded<Session>>, E> {
-        let owned = |head: &Head| {
-            (head.record().account == account)
-                .then(|| head.view(&make))
-                .transpose()
-        };
-        let view = self.with_head(account, id, 0, owned).await?;
-        Ok(view.transpose()?.flatten())
-    }
-
-    /// Sets the title and/or the archived flag of `account`'s session `id`.
-    pub async fn update_session(
-        &self,
-        account: &str,
-        id: &str,
-        title: Option<&str>,
-        archived: Option<bool>,
-        at: i64,
-    ) -> Result<Option<SessionRecord>, store::Error> {
-        let writing = self.0.heads.write(id).await;
-        let record = self
-            .0
-            .store
-            .update_session(account, id, title, archived, at)
-            .await?;
-        if let Some(record) = &record {
-            writing.update(|head| {
-                head.set_record(record.clone());
-                true
-            });
-        }
-        Ok(record)
-    }
-
-    /// Deletes `account`'s session `id` with its log, and ends its readers; whether it was
-    /// `account`'s.
-    pub async fn delete_session(&self, account: &str, id: &str) -> Result<bool, store::Error> {
-        let writing = self.0.heads.write(id).await;
-        let deleted = self.0.store.delete_session(account, id).await?;
-        if deleted {
-            self.0.heads.remove(id, writing);
-            self.0.notifier.close(id);
-        }
-        Ok(deleted)
-    }
-
-    /// Up to `limit` events of `account`'s `session` after `after`, from its head when the head
-    /// holds them and has reached `seen`, and from the store otherwise; `None` when `account`
-    /// has no such session.
-    async fn read(
-        &self,
-        account: &str,
-        session: &str,
-        after: i64,
-        limit: i64,
-        seen: i64,
-    ) -> Result<Option<LogRead>, store::Error> {
-        let owned =
-            |head: &Head| (head.record().account == account).then(|| head.read(after, limit));
-        match self
-            .with_head(account, session, seen, owned)
-            .await?
-            .flatten()
-        {
-            None => Ok(None),
-            Some(Some(read)) => Ok(Some(read)),
-            Some(None) => Box::pin(self.0.store.read_log(account, session, after, limit)).await,
-        }
-    }
-
     /// The page of `account`'s `session` after `opened` (or from the start of the retained
     /// log), of at most `limit` events: the one its head made for a reader that asked the same
     /// this second, else one made now (and kept on the head, when made from it).
@@ -465,12 +196,22 @@ impl EventLog {
         };
         let owned = |head: &Head| (head.record().account == account).then(|| head.for_page(&key));
         let no_session = || Error::NoSession(session.to_owned());
-        let (read, memo) = match self.with_head(account, session, seen, owned).await? {
+        let (read, memo) = match self
+            .0
+            .sessions
+            .with_head(account, session, seen, owned)
+            .await?
+        {
             None | Some(None) => return Err(no_session()),
             Some(Some(ForPage::Made(page))) => return Ok(page),
             Some(Some(ForPage::Read(read, memo))) => (read, Some(memo)),
             Some(Some(ForPage::NotHeld)) => {
-                let read = Box::pin(self.0.store.read_log(account, session, after, limit + 1));
+                let read = Box::pin(self.0.sessions.read_stored(
+                    account,
+                    session,
+                    after,
+                    limit + 1,
+                ));
                 (read.await?.ok_or_else(no_session)?, None)
             }
         };
@@ -488,67 +229,6 @@ impl EventLog {
             memo.keep(key, page.clone());
         }
         Ok(page)
-    }
-
-    /// `read` of `session`'s head: the kept one when it is current and has reached `seen`, else
-    /// one read from the store and kept; `None` when the store holds no such session.
-    async fn with_head<T>(
-        &self,
-        account: &str,
-        session: &str,
-        seen: i64,
-        read: impl Fn(&Head) -> T,
-    ) -> Result<Option<T>, store::Error> {
-        if let Some(kept) = self.0.heads.read(session, seen, &read) {
-            return Ok(Some(kept));
-        }
-        // The store's futures are boxed: a waiting reader would otherwise hold their size.
-        let loaded = Box::pin(self.load(account, session, seen)).await?;
-        Ok(loaded.map(|head| read(&head)))
-    }
-
-    /// Reads `account`'s `session` into a kept head, under its write lock, unless a current one
-    /// has reached `seen`; `None` when `account` has no such session.
-    async fn load(
-        &self,
-        account: &str,
-        session: &str,
-        seen: i64,
-    ) -> Result<Option<Head>, store::Error> {
-        let writing = self.0.heads.write(session).await;
-        if let Some(head) = writing.head(seen) {
-            return Ok(Some(head));
-        }
-        let since = writing.since();
-        let Some(record) = self.0.store.session(account, session).await? else {
-            return Ok(None);
-        };
-        let Some(bounds) = self.0.store.read_log(account, session, 0, 0).await? else {
-            return Ok(None);
-        };
-        let held = HEAD_EVENTS as i64;
-        let from = bounds.pruned_through.max(bounds.last_seq - held);
-        let Some(read) = self.0.store.read_log(account, session, from, held).await? else {
-            return Ok(None);
-        };
-        // Another process may have appended between the two reads: the head ends at the last
-        // event it holds, and the notification of those appends sends readers past it.
-        let first = from.max(read.pruned_through);
-        let bounds = Bounds {
-            last_seq: first + read.events.len() as i64,
-            pruned_through: read.pruned_through,
-        };
-        let head = Head::new(record, bounds, read.events, since);
-        writing.set(head.clone());
-        Ok(Some(head))
-    }
-
-    /// `NoSession` unless `account` owns `session`.
-    async fn owned(&self, account: &str, session: &str) -> Result<()> {
-        match self.session(account, session).await? {
-            Some(_) => Ok(()),
-            None => Err(Error::NoSession(session.to_owned())),
-        }
     }
 
     /// The position of `cursor`, from its signature and expiry alone.
@@ -579,7 +259,9 @@ impl EventLog {
 
     /// Where `account`'s `session` stands, with no events, as of `seen` at least.
     async fn bounds(&self, account: &str, session: &str, seen: i64) -> Result<LogRead> {
-        self.read(account, session, i64::MAX, 0, seen)
+        self.0
+            .sessions
+            .read(account, session, i64::MAX, 0, seen)
             .await?
             .ok_or_else(|| Error::NoSession(session.to_owned()))
     }
@@ -608,27 +290,6 @@ impl EventLog {
         let has_more = read.events.len() > held || last < read.last_seq;
         Page::new(session, cursor, events, last, has_more)
     }
-
-    fn draft(
-        &self,
-        session: &str,
-        turn_id: &str,
-        events: Vec<AgentEvent>,
-        next_state: Option<TurnState>,
-        action: Option<NewAction>,
-    ) -> Append {
-        let retention = i64::try_from(self.0.retention.as_millis()).unwrap_or(i64::MAX);
-        let at_ms = now_ms();
-        Append {
-            session_id: session.to_owned(),
-            turn_id: turn_id.to_owned(),
-            events: events.into_iter().map(draft).collect(),
-            next_state,
-            action,
-            at_ms,
-            prune_before_ms: at_ms.saturating_sub(retention),
-        }
-    }
 }
 
 /// `after` if the retained log of `read` holds it: 410 once its events were pruned, 400 when
@@ -650,21 +311,17 @@ fn cursor_error(error: CursorError) -> Error {
     }
 }
 
-/// An event as the store takes it: `seq` is replaced inside the write transaction.
-fn draft(event: AgentEvent) -> Map<String, Value> {
-    match serde_json::to_value(event).expect("an event serializes") {
-        Value::Object(map) => map,
-        _ => unreachable!("an event is a JSON object"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use intent_models::AgentEventRole;
+    use intent_models::{AgentEvent, AgentEventRole};
 
     use super::*;
     use crate::agent::Hub;
+    use crate::agent::sessions::head::HEAD_EVENTS;
+    use crate::agent::sessions::{DRAFT_SEQ, Entry, Writer};
+    use crate::store::Store;
     use crate::store::agent::SessionRecord;
+    use crate::store::agent::{Appended, TurnStarted};
 
     const ACCOUNT: &str = "alice";
     const SESSION: &str = "ses_1";
@@ -712,7 +369,8 @@ mod tests {
         let cursors = CursorKey::load_or_create(dir, Duration::from_secs(60)).unwrap();
         let store = store.clone();
         let hour = Duration::from_secs(3600);
-        EventLog::new(store, Arc::new(Hub::default()), cursors, hour, retention)
+        let sessions = SessionCache::new(store, Arc::new(Hub::default()), retention);
+        EventLog::new(sessions, cursors, hour)
     }
 
     /// A store with a session of `ACCOUNT` whose turn `TURN` is processing.
@@ -730,12 +388,14 @@ mod tests {
             updated_at: 0,
         };
         let log = open(&store, dir, log_retention);
-        assert!(log.create_session(record.clone()).await.unwrap());
+        assert!(log.0.sessions.create(record.clone()).await.unwrap());
         assert!(
-            !log.create_session(record).await.unwrap(),
+            !log.0.sessions.create(record).await.unwrap(),
             "the id is taken"
         );
         let started = log
+            .0
+            .sessions
             .start_turn(ACCOUNT, SESSION, TURN, messages(1))
             .await
             .unwrap();
@@ -762,7 +422,12 @@ mod tests {
             next_state: None,
             action: None,
         };
-        let appended = log.append(SESSION, entry, Writer::Runtime).await.unwrap();
+        let appended = log
+            .0
+            .sessions
+            .append(SESSION, entry, Writer::Runtime)
+            .await
+            .unwrap();
         assert!(matches!(appended, Appended::Done(_)), "{appended:?}");
     }
 
@@ -786,7 +451,12 @@ mod tests {
         ];
         for after in afters.into_iter().filter(|a| *a >= 0) {
             for limit in [0, 1, 7, 101, 501] {
-                let from_log = log.read(ACCOUNT, SESSION, after, limit, 0).await.unwrap();
+                let from_log = log
+                    .0
+                    .sessions
+                    .read(ACCOUNT, SESSION, after, limit, 0)
+                    .await
+                    .unwrap();
                 let from_store = store
                     .read_log(ACCOUNT, SESSION, after, limit)
                     .await
@@ -794,7 +464,10 @@ mod tests {
                 assert_eq!(from_log, from_store, "after {after}, limit {limit}");
             }
         }
-        assert_eq!(log.read("bob", SESSION, 0, 10, 0).await.unwrap(), None);
+        assert_eq!(
+            log.0.sessions.read("bob", SESSION, 0, 10, 0).await.unwrap(),
+            None
+        );
         last - pruned
     }
 
@@ -916,7 +589,7 @@ mod tests {
             .unwrap()
             .unwrap()
             .last_seq;
-        b.write_heard(SESSION, Some(last - 1));
+        b.0.sessions.write_heard(SESSION, Some(last - 1));
         let before = b
             .page(&account(), &session_id(), &PageRequest::default())
             .await
@@ -926,7 +599,7 @@ mod tests {
             fresh.to_model().events.len(),
             "a notification it holds"
         );
-        b.write_heard(SESSION, Some(last));
+        b.0.sessions.write_heard(SESSION, Some(last));
         let after = b
             .page(&account(), &session_id(), &PageRequest::default())
             .await
@@ -937,40 +610,69 @@ mod tests {
         );
 
         // A change of the session, and lost notifications, retire it too.
-        a.update_session(ACCOUNT, SESSION, Some("renamed"), None, 5)
+        a.0.sessions
+            .update(ACCOUNT, SESSION, Some("renamed"), None, 5)
             .await
             .unwrap();
         assert_eq!(
-            b.session(ACCOUNT, SESSION).await.unwrap().unwrap().title,
+            b.0.sessions
+                .session(ACCOUNT, SESSION)
+                .await
+                .unwrap()
+                .unwrap()
+                .title,
             "t"
         );
-        b.write_heard(SESSION, None);
+        b.0.sessions.write_heard(SESSION, None);
         assert_eq!(
-            b.session(ACCOUNT, SESSION).await.unwrap().unwrap().title,
+            b.0.sessions
+                .session(ACCOUNT, SESSION)
+                .await
+                .unwrap()
+                .unwrap()
+                .title,
             "renamed"
         );
-        a.update_session(ACCOUNT, SESSION, Some("again"), None, 6)
+        a.0.sessions
+            .update(ACCOUNT, SESSION, Some("again"), None, 6)
             .await
             .unwrap();
-        b.hearing_changes(false);
+        b.0.sessions.hearing_changes(false);
         assert_eq!(
-            b.session(ACCOUNT, SESSION).await.unwrap().unwrap().title,
+            b.0.sessions
+                .session(ACCOUNT, SESSION)
+                .await
+                .unwrap()
+                .unwrap()
+                .title,
             "again"
         );
-        a.update_session(ACCOUNT, SESSION, Some("deaf"), None, 7)
+        a.0.sessions
+            .update(ACCOUNT, SESSION, Some("deaf"), None, 7)
             .await
             .unwrap();
         assert_eq!(
-            b.session(ACCOUNT, SESSION).await.unwrap().unwrap().title,
+            b.0.sessions
+                .session(ACCOUNT, SESSION)
+                .await
+                .unwrap()
+                .unwrap()
+                .title,
             "deaf"
         );
-        b.hearing_changes(true);
-        a.update_session(ACCOUNT, SESSION, Some("again"), None, 8)
+        b.0.sessions.hearing_changes(true);
+        a.0.sessions
+            .update(ACCOUNT, SESSION, Some("again"), None, 8)
             .await
             .unwrap();
-        b.write_heard(SESSION, None);
+        b.0.sessions.write_heard(SESSION, None);
         assert_eq!(
-            b.session(ACCOUNT, SESSION).await.unwrap().unwrap().title,
+            b.0.sessions
+                .session(ACCOUNT, SESSION)
+                .await
+                .unwrap()
+                .unwrap()
+                .title,
             "again"
         );
     }

@@ -1,27 +1,32 @@
-//! The Sessions service: reads, updates and deletes sessions (part 4.2).
+//! Sessions (part 4.2): the service that reads, updates and deletes them, over the
+//! write-through cache of their heads through which every write to a session reaches the store.
+
+mod cache;
+pub(crate) mod head;
 
 use intent_models::{Session, SessionUpdate};
 
-use super::log::EventLog;
-use super::turn_service::Turns;
-use super::{Error, Result};
+pub use cache::{DRAFT_SEQ, Entry, SessionCache, WeakCache, Writer};
+
+use crate::agent::turn_service::Turns;
+use crate::agent::{Error, Result};
 use crate::clock::now;
 use crate::ids::{AccountId, SessionId};
 use crate::json::Encoded;
 use crate::store::agent::SessionRecord;
 
-/// Reads and changes sessions as records of an account, through the event log that keeps their
-/// heads; deleting one stops its turn and ends its readers.
+/// Reads and changes sessions as records of an account, through the cache of their heads;
+/// deleting one stops its turn and ends its readers.
 #[derive(Clone)]
 pub struct Sessions {
-    log: EventLog,
+    cache: SessionCache,
     turns: Turns,
 }
 
 impl Sessions {
-    /// Sessions whose logs are `log` and turns `turns`.
-    pub fn new(log: EventLog, turns: Turns) -> Self {
-        Self { log, turns }
+    /// Sessions written through `cache`, whose turns are `turns`.
+    pub fn new(cache: SessionCache, turns: Turns) -> Self {
+        Self { cache, turns }
     }
 
     /// `account`'s session `id`.
@@ -33,7 +38,7 @@ impl Sessions {
                 Error::Internal
             })
         };
-        let view = self.log.session_view(account, id, make).await?;
+        let view = self.cache.session_view(account, id, make).await?;
         view.ok_or_else(|| Error::NoSession(id.to_string()))
     }
 
@@ -51,19 +56,19 @@ impl Sessions {
         }
         let title = update.title.as_deref().map(String::as_str);
         let record = self
-            .log
-            .update_session(account, id, title, update.archived, now())
+            .cache
+            .update(account, id, title, update.archived, now())
             .await?;
         view(id, record.ok_or_else(|| Error::NoSession(id.to_string()))?)
     }
 
     /// Deletes `account`'s session `id` with its log, stopping its active turn.
     pub async fn delete(&self, account: &AccountId, id: &SessionId) -> Result<()> {
-        if self.log.session(account, id).await?.is_none() {
+        if self.cache.session(account, id).await?.is_none() {
             return Err(Error::NoSession(id.to_string()));
         }
         self.turns.stop(id).await?;
-        if !self.log.delete_session(account, id).await? {
+        if !self.cache.delete(account, id).await? {
             return Err(Error::NoSession(id.to_string()));
         }
         Ok(())

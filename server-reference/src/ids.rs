@@ -40,14 +40,10 @@ impl AccountId {
     pub fn verified(sub: &str) -> Self {
         Self(sub.into())
     }
-}
 
-/// The stores key rows by the account's text.
-impl std::ops::Deref for AccountId {
-    type Target = str;
-
-    fn deref(&self) -> &str {
-        &self.0
+    /// The account a stored row names: one a verified token named when the row was written.
+    pub(crate) fn stored(account: String) -> Self {
+        Self(account.into())
     }
 }
 

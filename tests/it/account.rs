@@ -4,6 +4,7 @@
 
 use intent_models::schema::Schemas;
 use intent_server::auth::resource::Resource;
+use intent_server::ids::AccountId;
 use intent_tests::{TestServer, openapi};
 use serde_json::{Value, json};
 
@@ -304,14 +305,17 @@ async fn the_statement_prices_what_was_metered_for_the_caller_in_the_month() {
         Meter::Simulation,
         Meter::Commit,
     ] {
-        store.record_usage("gina", meter, november).await.unwrap();
+        store
+            .record_usage(&AccountId::verified("gina"), meter, november)
+            .await
+            .unwrap();
     }
     store
-        .record_usage("gina", Meter::Turn, 1_796_083_200)
+        .record_usage(&AccountId::verified("gina"), Meter::Turn, 1_796_083_200)
         .await
         .unwrap(); // December
     store
-        .record_usage("hank", Meter::Commit, november)
+        .record_usage(&AccountId::verified("hank"), Meter::Commit, november)
         .await
         .unwrap(); // someone else
     let client = server.client(&server.token("gina", Resource::Account, &["account:usage:read"]));

@@ -10,6 +10,7 @@ use intent_models::{
 };
 use intent_sdk::raw::Client;
 use intent_server::auth::resource::Resource;
+use intent_server::ids::AccountId;
 use intent_tests::TestServer;
 use serde_json::{Value, json};
 
@@ -718,7 +719,13 @@ async fn idempotency_conflicts_and_stale_revisions_are_refused() {
         .server
         .state()
         .store()
-        .begin_idempotent("alice", "k-flight", &hash, intent_server::now(), 0)
+        .begin_idempotent(
+            &AccountId::verified("alice"),
+            "k-flight",
+            &hash,
+            intent_server::now(),
+            0,
+        )
         .await
         .unwrap();
     let error = key_body_mismatch("k-flight", 1, approve(&action)).await;

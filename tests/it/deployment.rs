@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use intent_models::{AgentEvent, PipelineLifecycleRequest, PipelineLifecycleResponse, TurnState};
 use intent_server::auth::resource::Resource;
+use intent_server::ids::AccountId;
 use intent_server::store::Meter;
 use intent_tests::TestServer;
 use serde_json::{Value, json};
@@ -309,7 +310,12 @@ async fn appends_through_both_instances_leave_no_gap_or_duplicate() {
         "nine turns of at least four events: {seqs:?}"
     );
     // Every started turn is metered once, a refused start not at all.
-    let usage = b.server.state().store().usage("alice", 0, i64::MAX).await;
+    let usage = b
+        .server
+        .state()
+        .store()
+        .usage(&AccountId::verified("alice"), 0, i64::MAX)
+        .await;
     assert_eq!(usage.unwrap(), [(Meter::Turn, turns)]);
 }
 
@@ -417,7 +423,12 @@ async fn a_build_commits_once_whichever_instance_gets_it_and_changes_what_the_ot
     assert_eq!(simulated(&build(client_b).await), "failed");
     assert_eq!(simulated(&build(client_a).await), "failed");
     // The one commit is metered once, whichever instance reads the usage.
-    let usage = b.state().store().usage("alice", 0, i64::MAX).await.unwrap();
+    let usage = b
+        .state()
+        .store()
+        .usage(&AccountId::verified("alice"), 0, i64::MAX)
+        .await
+        .unwrap();
     assert!(usage.contains(&(Meter::Commit, 1)), "{usage:?}");
 }
 

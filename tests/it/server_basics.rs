@@ -3,6 +3,7 @@
 
 use intent_models::ErrorCode;
 use intent_models::schema::Schemas;
+use intent_server::ids::AccountId;
 use intent_tests::{TestServer, openapi};
 use serde_json::Value;
 
@@ -234,11 +235,17 @@ async fn the_periodic_clean_up_removes_what_expired_and_keeps_the_rest() {
         .await
         .unwrap();
     store
-        .begin_idempotent("alice", "old-key", "h", now - 2 * 24 * 3600, 0)
+        .begin_idempotent(
+            &AccountId::verified("alice"),
+            "old-key",
+            "h",
+            now - 2 * 24 * 3600,
+            0,
+        )
         .await
         .unwrap();
     store
-        .begin_idempotent("alice", "new-key", "h", now, 0)
+        .begin_idempotent(&AccountId::verified("alice"), "new-key", "h", now, 0)
         .await
         .unwrap();
 
@@ -288,12 +295,12 @@ async fn the_periodic_clean_up_removes_what_expired_and_keeps_the_rest() {
     ));
     // The old key is free again; the new one is still in flight.
     let old = store
-        .begin_idempotent("alice", "old-key", "other", now, 0)
+        .begin_idempotent(&AccountId::verified("alice"), "old-key", "other", now, 0)
         .await
         .unwrap();
     assert_eq!(old, intent_server::store::agent::IdempotencyBegin::Started);
     let new = store
-        .begin_idempotent("alice", "new-key", "h", now, 0)
+        .begin_idempotent(&AccountId::verified("alice"), "new-key", "h", now, 0)
         .await
         .unwrap();
     assert_eq!(new, intent_server::store::agent::IdempotencyBegin::InFlight);

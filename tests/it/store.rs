@@ -3,6 +3,7 @@
 //! in CI's second pass.
 
 use intent_models::TurnState;
+use intent_server::ids::AccountId;
 use intent_server::store::agent::{
     Append, Appended, Bounds, IdempotencyBegin, NewAction, Resolution, Resolved, SessionRecord,
     TurnStarted,
@@ -58,19 +59,61 @@ async fn installs_are_kept_from_the_first_and_per_account() {
         // Only a database several processes share has others to hear and relay to.
         let shared = matches!(engine, Engine::Postgres(_));
         assert_eq!(store.shared().is_some(), shared, "{}", engine.name());
-        assert_eq!(store.install("alice", 1, 100).await.unwrap(), 100);
-        assert_eq!(store.install("alice", 1, 200).await.unwrap(), 100);
-        assert_eq!(store.install("alice", 2, 300).await.unwrap(), 300);
         assert_eq!(
-            store.installations("alice").await.unwrap(),
+            store
+                .install(&AccountId::verified("alice"), 1, 100)
+                .await
+                .unwrap(),
+            100
+        );
+        assert_eq!(
+            store
+                .install(&AccountId::verified("alice"), 1, 200)
+                .await
+                .unwrap(),
+            100
+        );
+        assert_eq!(
+            store
+                .install(&AccountId::verified("alice"), 2, 300)
+                .await
+                .unwrap(),
+            300
+        );
+        assert_eq!(
+            store
+                .installations(&AccountId::verified("alice"))
+                .await
+                .unwrap(),
             vec![(1, 100), (2, 300)],
             "{}",
             engine.name()
         );
-        assert!(store.installations("bob").await.unwrap().is_empty());
-        assert!(!store.uninstall("bob", 1).await.unwrap());
-        assert!(store.uninstall("alice", 1).await.unwrap());
-        assert!(!store.uninstall("alice", 1).await.unwrap());
+        assert!(
+            store
+                .installations(&AccountId::verified("bob"))
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert!(
+            !store
+                .uninstall(&AccountId::verified("bob"), 1)
+                .await
+                .unwrap()
+        );
+        assert!(
+            store
+                .uninstall(&AccountId::verified("alice"), 1)
+                .await
+                .unwrap()
+        );
+        assert!(
+            !store
+                .uninstall(&AccountId::verified("alice"), 1)
+                .await
+                .unwrap()
+        );
     }
 }
 
@@ -79,15 +122,15 @@ async fn credentials_are_replaced_by_name_and_outlive_the_process() {
     for engine in Engine::each().await {
         let store = engine.open("a").await;
         store
-            .save_credential("alice", 1, "API_KEY", b"one", 5)
+            .save_credential(&AccountId::verified("alice"), 1, "API_KEY", b"one", 5)
             .await
             .unwrap();
         store
-            .save_credential("alice", 1, "API_KEY", b"two", 6)
+            .save_credential(&AccountId::verified("alice"), 1, "API_KEY", b"two", 6)
             .await
             .unwrap();
         store
-            .save_credential("alice", 1, "SECRET", b"s", 7)
+            .save_credential(&AccountId::verified("alice"), 1, "SECRET", b"s", 7)
             .await
             .unwrap();
         drop(store);
@@ -97,15 +140,41 @@ async fn credentials_are_replaced_by_name_and_outlive_the_process() {
             updated_at,
         };
         assert_eq!(
-            store.credentials("alice", 1).await.unwrap(),
+            store
+                .credentials(&AccountId::verified("alice"), 1)
+                .await
+                .unwrap(),
             vec![presence("API_KEY", 6), presence("SECRET", 7)],
             "{}",
             engine.name()
         );
-        assert!(store.credentials("bob", 1).await.unwrap().is_empty());
-        assert!(!store.remove_credential("bob", 1, "SECRET").await.unwrap());
-        assert!(store.remove_credential("alice", 1, "SECRET").await.unwrap());
-        assert_eq!(store.credentials("alice", 1).await.unwrap().len(), 1);
+        assert!(
+            store
+                .credentials(&AccountId::verified("bob"), 1)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert!(
+            !store
+                .remove_credential(&AccountId::verified("bob"), 1, "SECRET")
+                .await
+                .unwrap()
+        );
+        assert!(
+            store
+                .remove_credential(&AccountId::verified("alice"), 1, "SECRET")
+                .await
+                .unwrap()
+        );
+        assert_eq!(
+            store
+                .credentials(&AccountId::verified("alice"), 1)
+                .await
+                .unwrap()
+                .len(),
+            1
+        );
     }
 }
 
@@ -149,11 +218,17 @@ async fn usage_counts_per_meter_inside_the_period_only_as_the_raw_ledger_did() {
     for engine in Engine::each().await {
         let store = engine.open("a").await;
         for &(account, meter, at) in &recorded {
-            store.record_usage(account, meter, at).await.unwrap();
+            store
+                .record_usage(&AccountId::verified(account), meter, at)
+                .await
+                .unwrap();
         }
         for account in ["alice", "bob"] {
             for (from, to) in [(start, middle), (middle, end), (start, end)] {
-                let mut usage = store.usage(account, from, to).await.unwrap();
+                let mut usage = store
+                    .usage(&AccountId::verified(account), from, to)
+                    .await
+                    .unwrap();
                 usage.sort();
                 assert_eq!(
                     usage,
@@ -170,11 +245,12 @@ async fn usage_counts_per_meter_inside_the_period_only_as_the_raw_ledger_did() {
 async fn a_commit_is_recorded_behind_the_last_one_with_its_usage_or_not_at_all() {
     for engine in Engine::each().await {
         let store = engine.open("a").await;
+        let alice = AccountId::verified("alice");
         let commit = |digest, applied_through| NewCommit {
             chain: "evm",
             applied_through,
             digest,
-            account: "alice",
+            account: &alice,
             actions: "[1]",
             at: 15,
         };
@@ -192,7 +268,10 @@ async fn a_commit_is_recorded_behind_the_last_one_with_its_usage_or_not_at_all()
         };
         assert!(second > 1);
         assert_eq!(
-            store.usage("alice", 0, 100).await.unwrap(),
+            store
+                .usage(&AccountId::verified("alice"), 0, 100)
+                .await
+                .unwrap(),
             vec![(Meter::Commit, 2)]
         );
         assert_eq!(
@@ -416,11 +495,11 @@ async fn purge_removes_only_what_can_no_longer_be_used() {
                 .unwrap();
         }
         store
-            .begin_idempotent("alice", "k1", "h", 5, 0)
+            .begin_idempotent(&AccountId::verified("alice"), "k1", "h", 5, 0)
             .await
             .unwrap();
         store
-            .begin_idempotent("alice", "k2", "h", 25, 0)
+            .begin_idempotent(&AccountId::verified("alice"), "k2", "h", 25, 0)
             .await
             .unwrap();
         let purged = store.purge(20, 20).await.unwrap();
@@ -447,7 +526,7 @@ async fn purge_removes_only_what_can_no_longer_be_used() {
 fn session(id: &str, account: &str) -> SessionRecord {
     SessionRecord {
         id: id.into(),
-        account: account.into(),
+        account: AccountId::verified(account),
         title: "t".into(),
         archived: false,
         updated_at: 1,
@@ -461,20 +540,29 @@ async fn sessions_belong_to_their_account() {
         assert!(store.create_session(&session("s1", "alice")).await.unwrap());
         assert!(!store.create_session(&session("s1", "bob")).await.unwrap());
         assert_eq!(
-            store.session("alice", "s1").await.unwrap(),
+            store
+                .session(&AccountId::verified("alice"), "s1")
+                .await
+                .unwrap(),
             Some(session("s1", "alice")),
             "{}",
             engine.name()
         );
-        assert!(store.session("bob", "s1").await.unwrap().is_none());
+        assert!(
+            store
+                .session(&AccountId::verified("bob"), "s1")
+                .await
+                .unwrap()
+                .is_none()
+        );
         let titled = store
-            .update_session("alice", "s1", Some("new"), None, 5)
+            .update_session(&AccountId::verified("alice"), "s1", Some("new"), None, 5)
             .await
             .unwrap()
             .unwrap();
         assert_eq!((titled.title.as_str(), titled.archived), ("new", false));
         let archived = store
-            .update_session("alice", "s1", None, Some(true), 6)
+            .update_session(&AccountId::verified("alice"), "s1", None, Some(true), 6)
             .await
             .unwrap()
             .unwrap();
@@ -488,14 +576,30 @@ async fn sessions_belong_to_their_account() {
         );
         assert!(
             store
-                .update_session("bob", "s1", Some("x"), None, 7)
+                .update_session(&AccountId::verified("bob"), "s1", Some("x"), None, 7)
                 .await
                 .unwrap()
                 .is_none()
         );
-        assert!(!store.delete_session("bob", "s1").await.unwrap());
-        assert!(store.delete_session("alice", "s1").await.unwrap());
-        assert!(store.session("alice", "s1").await.unwrap().is_none());
+        assert!(
+            !store
+                .delete_session(&AccountId::verified("bob"), "s1")
+                .await
+                .unwrap()
+        );
+        assert!(
+            store
+                .delete_session(&AccountId::verified("alice"), "s1")
+                .await
+                .unwrap()
+        );
+        assert!(
+            store
+                .session(&AccountId::verified("alice"), "s1")
+                .await
+                .unwrap()
+                .is_none()
+        );
     }
 }
 
@@ -532,13 +636,13 @@ async fn a_log_numbers_its_events_without_gaps_and_reads_them_in_pages() {
         store.create_session(&session("s1", "alice")).await.unwrap();
         assert_eq!(
             store
-                .start_turn("bob", &append("t1", 1, 1_000))
+                .start_turn(&AccountId::verified("bob"), &append("t1", 1, 1_000))
                 .await
                 .unwrap(),
             TurnStarted::NoSession
         );
         let started = store
-            .start_turn("alice", &append("t1", 2, 1_000))
+            .start_turn(&AccountId::verified("alice"), &append("t1", 2, 1_000))
             .await
             .unwrap();
         let bounds = |last_seq, pruned_through| Bounds {
@@ -555,7 +659,7 @@ async fn a_log_numbers_its_events_without_gaps_and_reads_them_in_pages() {
         );
         assert_eq!(
             store
-                .start_turn("alice", &append("t2", 1, 1_000))
+                .start_turn(&AccountId::verified("alice"), &append("t2", 1, 1_000))
                 .await
                 .unwrap(),
             TurnStarted::Busy {
@@ -588,7 +692,11 @@ async fn a_log_numbers_its_events_without_gaps_and_reads_them_in_pages() {
             Appended::NoTurn
         );
 
-        let page = store.read_log("alice", "s1", 1, 2).await.unwrap().unwrap();
+        let page = store
+            .read_log(&AccountId::verified("alice"), "s1", 1, 2)
+            .await
+            .unwrap()
+            .unwrap();
         let seqs: Vec<i64> = page
             .events
             .iter()
@@ -600,10 +708,20 @@ async fn a_log_numbers_its_events_without_gaps_and_reads_them_in_pages() {
             .collect();
         assert_eq!(seqs, vec![2, 3], "{name}");
         assert_eq!((page.last_seq, page.pruned_through), (5, 0));
-        let end = store.read_log("alice", "s1", 5, 2).await.unwrap().unwrap();
+        let end = store
+            .read_log(&AccountId::verified("alice"), "s1", 5, 2)
+            .await
+            .unwrap()
+            .unwrap();
         assert!(end.events.is_empty());
         assert_eq!(end.last_seq, 5);
-        assert!(store.read_log("bob", "s1", 0, 2).await.unwrap().is_none());
+        assert!(
+            store
+                .read_log(&AccountId::verified("bob"), "s1", 0, 2)
+                .await
+                .unwrap()
+                .is_none()
+        );
 
         // Events made before 2,000 ms leave the log with the next append; the turn ends.
         let ended = Append {
@@ -613,7 +731,11 @@ async fn a_log_numbers_its_events_without_gaps_and_reads_them_in_pages() {
         };
         let appended = store.append(&ended, &|_| true).await.unwrap();
         assert_eq!(appended, Appended::Done(bounds(6, 2)), "{name}");
-        let pruned = store.read_log("alice", "s1", 0, 10).await.unwrap().unwrap();
+        let pruned = store
+            .read_log(&AccountId::verified("alice"), "s1", 0, 10)
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(pruned.events.len(), 4);
         assert_eq!(pruned.pruned_through, 2);
         assert_eq!(store.active_turn("s1").await.unwrap(), None);
@@ -627,7 +749,7 @@ async fn an_action_is_resolved_once_at_its_revision_for_its_build() {
         let name = engine.name();
         store.create_session(&session("s1", "alice")).await.unwrap();
         store
-            .start_turn("alice", &append("t1", 1, 1_000))
+            .start_turn(&AccountId::verified("alice"), &append("t1", 1, 1_000))
             .await
             .unwrap();
         let asked = Append {
@@ -642,7 +764,7 @@ async fn an_action_is_resolved_once_at_its_revision_for_its_build() {
         };
         store.append(&asked, &|_| true).await.unwrap();
         let resolution = |account: &str, revision, digest: &str| Resolution {
-            account: account.into(),
+            account: AccountId::verified(account),
             session_id: "s1".into(),
             action_id: "act1".into(),
             revision,
@@ -696,7 +818,11 @@ async fn an_action_is_resolved_once_at_its_revision_for_its_build() {
             store.active_turn("s1").await.unwrap(),
             Some(("t1".to_owned(), TurnState::Processing))
         );
-        let page = store.read_log("alice", "s1", 2, 10).await.unwrap().unwrap();
+        let page = store
+            .read_log(&AccountId::verified("alice"), "s1", 2, 10)
+            .await
+            .unwrap()
+            .unwrap();
         let last: Value = serde_json::from_str(&page.events[0]).unwrap();
         assert_eq!(
             (last["turn"].as_str(), last["revision"].as_i64()),
@@ -715,7 +841,7 @@ async fn a_turn_whose_lease_ran_out_is_claimed_by_one_other_runner() {
         let first = engine.open("first").await;
         first.create_session(&session("s1", "alice")).await.unwrap();
         first
-            .start_turn("alice", &append("t1", 1, 1_000))
+            .start_turn(&AccountId::verified("alice"), &append("t1", 1, 1_000))
             .await
             .unwrap();
         // Leased until 11,000 ms; renewed at 5,000 until 15,000.
@@ -746,7 +872,7 @@ async fn an_idempotency_key_is_claimed_once_and_replays_its_answer() {
         let store = engine.open("a").await;
         let begin = async |key: &str, hash: &str, at: i64, expired_before: i64| {
             store
-                .begin_idempotent("alice", key, hash, at, expired_before)
+                .begin_idempotent(&AccountId::verified("alice"), key, hash, at, expired_before)
                 .await
                 .unwrap()
         };
@@ -758,11 +884,20 @@ async fn an_idempotency_key_is_claimed_once_and_replays_its_answer() {
             engine.name()
         );
         assert_eq!(begin("k", "other", 11, 0).await, IdempotencyBegin::Reused);
-        store.abandon_idempotent("alice", "k").await.unwrap();
+        store
+            .abandon_idempotent(&AccountId::verified("alice"), "k")
+            .await
+            .unwrap();
         assert_eq!(begin("k", "h", 12, 0).await, IdempotencyBegin::Started);
-        store.finish_idempotent("alice", "k", "{}").await.unwrap();
+        store
+            .finish_idempotent(&AccountId::verified("alice"), "k", "{}")
+            .await
+            .unwrap();
         // An answered key stays when abandoned.
-        store.abandon_idempotent("alice", "k").await.unwrap();
+        store
+            .abandon_idempotent(&AccountId::verified("alice"), "k")
+            .await
+            .unwrap();
         assert_eq!(
             begin("k", "h", 13, 0).await,
             IdempotencyBegin::Replay {

@@ -225,7 +225,7 @@ fn credential(
 }
 
 /// What a sealed value is bound to: it opens for this account, application and name only.
-fn sealing_context(account: &str, app: &AppSpec, name: &str) -> String {
+fn sealing_context(account: &AccountId, app: &AppSpec, name: &str) -> String {
     format!("{account}\u{0}{}\u{0}{name}", app.id)
 }
 

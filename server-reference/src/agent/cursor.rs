@@ -16,6 +16,8 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
+use crate::ids::AccountId;
+
 /// File in the data dir holding the current 32-byte cursor key. Format 3's BLAKE3 key is derived
 /// from it; the name, from when it keyed HMAC-SHA256 only, stays for the data dirs that hold it.
 const KEY_FILE: &str = "cursor-key.hmac256";
@@ -111,7 +113,7 @@ impl CursorKey {
     /// seconds).
     pub fn issue(
         &self,
-        account: &str,
+        account: &AccountId,
         session: &str,
         position: ReadPoint,
         expires_at: i64,
@@ -131,7 +133,7 @@ impl CursorKey {
     /// expired at `now` (Unix seconds).
     pub fn open(
         &self,
-        account: &str,
+        account: &AccountId,
         session: &str,
         cursor: &str,
         now: i64,
@@ -193,8 +195,8 @@ fn hmac_keyed(key: &[u8; 32]) -> Hmac<Sha256> {
 
 /// What BLAKE3 MACs for `payload` of `account` and `session`, gathered in one buffer: hashed in
 /// one call, it costs a third less than fed to BLAKE3 in its five parts.
-fn blake3_input(account: &str, session: &str, payload: &[u8]) -> Vec<u8> {
-    let input = Vec::with_capacity(16 + account.len() + session.len() + payload.len());
+fn blake3_input(account: &AccountId, session: &str, payload: &[u8]) -> Vec<u8> {
+    let input = Vec::with_capacity(16 + account.as_str().len() + session.len() + payload.len());
     fed(input, account, session, payload)
 }
 
@@ -216,9 +218,9 @@ impl Feed for Hmac<Sha256> {
 }
 
 /// `to` fed the MAC input of `payload` for `account` and `session`.
-fn fed<M: Feed>(mut to: M, account: &str, session: &str, payload: &[u8]) -> M {
+fn fed<M: Feed>(mut to: M, account: &AccountId, session: &str, payload: &[u8]) -> M {
     // Lengths first, so that no two (account, session) pairs feed the same bytes.
-    for part in [account.as_bytes(), session.as_bytes()] {
+    for part in [account.as_str().as_bytes(), session.as_bytes()] {
         to.feed(&(part.len() as u64).to_be_bytes());
         to.feed(part);
     }
@@ -229,6 +231,10 @@ fn fed<M: Feed>(mut to: M, account: &str, session: &str, payload: &[u8]) -> M {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn acct() -> AccountId {
+        AccountId::verified("acct")
+    }
 
     fn key() -> CursorKey {
         CursorKey::new(vec![([3; 32], i64::MAX)])
@@ -249,10 +255,10 @@ mod tests {
     #[test]
     fn a_cursor_opens_to_its_position_until_it_expires() {
         let position = ReadPoint::new(42, 45);
-        let cursor = key().issue("acct", "ses", position, 1_000);
-        assert_eq!(key().open("acct", "ses", &cursor, 1_000), Ok(position));
+        let cursor = key().issue(&acct(), "ses", position, 1_000);
+        assert_eq!(key().open(&acct(), "ses", &cursor, 1_000), Ok(position));
         assert_eq!(
-            key().open("acct", "ses", &cursor, 1_001),
+            key().open(&acct(), "ses", &cursor, 1_001),
             Err(CursorError::Expired)
         );
     }
@@ -263,7 +269,7 @@ mod tests {
         for number in numbers {
             payload.extend_from_slice(&number.to_be_bytes());
         }
-        let tag = fed(hmac_keyed(&[3; 32]), "acct", "ses", &payload)
+        let tag = fed(hmac_keyed(&[3; 32]), &acct(), "ses", &payload)
             .finalize()
             .into_bytes();
         payload.extend_from_slice(&tag);
@@ -273,18 +279,18 @@ mod tests {
     #[test]
     fn cursors_of_the_earlier_versions_still_open() {
         let first = hmac_cursor(VERSION_1, &[42, 1_000]);
-        assert_eq!(key().open("acct", "ses", &first, 1_000), Ok(at(42)));
+        assert_eq!(key().open(&acct(), "ses", &first, 1_000), Ok(at(42)));
         assert_eq!(
-            key().open("acct", "ses", &first, 1_001),
+            key().open(&acct(), "ses", &first, 1_001),
             Err(CursorError::Expired)
         );
         let second = hmac_cursor(VERSION_2, &[42, 45, 1_000]);
         assert_eq!(
-            key().open("acct", "ses", &second, 1_000),
+            key().open(&acct(), "ses", &second, 1_000),
             Ok(ReadPoint::new(42, 45))
         );
         assert_eq!(
-            key().open("ses", "acct", &second, 1_000),
+            key().open(&AccountId::verified("ses"), "acct", &second, 1_000),
             Err(CursorError::Invalid)
         );
     }
@@ -293,12 +299,12 @@ mod tests {
     fn a_cursor_is_macd_by_its_version_only() {
         // The payload of a format-3 cursor under version 2's byte, and the reverse, are refused:
         // a MAC of one format never opens a cursor of the other.
-        let third = key().issue("acct", "ses", at(42), 1_000);
+        let third = key().issue(&acct(), "ses", at(42), 1_000);
         let mut relabelled = URL_SAFE_NO_PAD.decode(&third).unwrap();
         relabelled[0] = VERSION_2;
         let relabelled = URL_SAFE_NO_PAD.encode(relabelled);
         assert_eq!(
-            key().open("acct", "ses", &relabelled, 0),
+            key().open(&acct(), "ses", &relabelled, 0),
             Err(CursorError::Invalid)
         );
         let mut second = URL_SAFE_NO_PAD
@@ -307,45 +313,45 @@ mod tests {
         second[0] = VERSION;
         let second = URL_SAFE_NO_PAD.encode(second);
         assert_eq!(
-            key().open("acct", "ses", &second, 0),
+            key().open(&acct(), "ses", &second, 0),
             Err(CursorError::Invalid)
         );
     }
 
     #[test]
     fn another_session_account_or_key_refuses_the_cursor() {
-        let cursor = key().issue("acct", "ses", at(42), 1_000);
+        let cursor = key().issue(&acct(), "ses", at(42), 1_000);
         assert_eq!(
-            key().open("acct", "ses2", &cursor, 0),
+            key().open(&acct(), "ses2", &cursor, 0),
             Err(CursorError::Invalid)
         );
         assert_eq!(
-            key().open("other", "ses", &cursor, 0),
+            key().open(&AccountId::verified("other"), "ses", &cursor, 0),
             Err(CursorError::Invalid)
         );
         let other_key = CursorKey::new(vec![([4; 32], i64::MAX)]);
         assert_eq!(
-            other_key.open("acct", "ses", &cursor, 0),
+            other_key.open(&acct(), "ses", &cursor, 0),
             Err(CursorError::Invalid)
         );
     }
 
     #[test]
     fn every_altered_character_is_refused() {
-        let cursor = key().issue("acct", "ses", at(42), 1_000);
+        let cursor = key().issue(&acct(), "ses", at(42), 1_000);
         for i in 0..cursor.len() {
             let mut altered = cursor.clone().into_bytes();
             altered[i] = if altered[i] == b'A' { b'B' } else { b'A' };
             let altered = String::from_utf8(altered).unwrap();
             assert_eq!(
-                key().open("acct", "ses", &altered, 0),
+                key().open(&acct(), "ses", &altered, 0),
                 Err(CursorError::Invalid),
                 "position {i}"
             );
         }
         for garbage in ["", "x", "not a cursor", &cursor[..cursor.len() - 1]] {
             assert_eq!(
-                key().open("acct", "ses", garbage, 0),
+                key().open(&acct(), "ses", garbage, 0),
                 Err(CursorError::Invalid)
             );
         }
@@ -356,16 +362,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let keep = Duration::from_secs(100);
         let before = CursorKey::load_or_create(dir.path(), keep).unwrap();
-        let old = before.issue("acct", "ses", at(7), 5_000);
+        let old = before.issue(&acct(), "ses", at(7), 5_000);
         crate::keys::keyring::rotate(dir.path(), KEY_FILE, 1_000).unwrap();
         let after = CursorKey::load_or_create(dir.path(), keep).unwrap();
-        assert_ne!(after.issue("acct", "ses", at(7), 5_000), old);
-        assert_eq!(after.open("acct", "ses", &old, 1_100), Ok(at(7)));
+        assert_ne!(after.issue(&acct(), "ses", at(7), 5_000), old);
+        assert_eq!(after.open(&acct(), "ses", &old, 1_100), Ok(at(7)));
         assert_eq!(
-            after.open("acct", "ses", &old, 1_101),
+            after.open(&acct(), "ses", &old, 1_101),
             Err(CursorError::Invalid)
         );
-        let new = after.issue("acct", "ses", at(8), 5_000);
-        assert_eq!(after.open("acct", "ses", &new, 1_101), Ok(at(8)));
+        let new = after.issue(&acct(), "ses", at(8), 5_000);
+        assert_eq!(after.open(&acct(), "ses", &new, 1_101), Ok(at(8)));
     }
 }

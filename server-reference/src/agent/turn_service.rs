@@ -104,7 +104,7 @@ impl Turns {
                     .sessions
                     .create(SessionRecord {
                         id: id.clone(),
-                        account: account.to_string(),
+                        account: account.clone(),
                         title: message.chars().take(TITLE_CHARS).collect(),
                         archived: false,
                         updated_at: now(),
@@ -293,7 +293,7 @@ impl Turns {
             }
         };
         let resolution = Resolution {
-            account: account.to_string(),
+            account: account.clone(),
             session_id: session.to_string(),
             action_id: action.to_string(),
             revision: i64::try_from(request.revision.get()).unwrap_or(i64::MAX),

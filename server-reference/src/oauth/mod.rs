@@ -161,9 +161,9 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// An account name a page may act as: 1 to 128 of `A-Z a-z 0-9 _ . @ -`.
-fn valid_account(account: &str) -> bool {
-    (1..=128).contains(&account.len())
-        && account
+fn valid_account(name: &str) -> bool {
+    (1..=128).contains(&name.len())
+        && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'@' | b'-'))
 }

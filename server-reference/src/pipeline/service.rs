@@ -184,7 +184,7 @@ impl Pipeline {
         build: &Map<String, Value>,
     ) -> Result<PipelineCommitResult> {
         let at = now();
-        let typed = seal::verify(&self.key, build, caller, at)?;
+        let typed = seal::verify(&self.key, build, caller.as_str(), at)?;
         on_chain(catalog::app(&typed.origin.app).map_err(in_body)?, chain)?;
         let actions = serde_json::to_string(&typed.actions).expect("actions serialize");
         let chain_name = chain.to_string();
@@ -293,7 +293,7 @@ impl Pipeline {
     }
 
     /// Simulates (when asked) and seals `draft` for `owner`, recording usage.
-    async fn seal(&self, owner: &str, draft: Draft) -> Result<PipelineBuild> {
+    async fn seal(&self, owner: &AccountId, draft: Draft) -> Result<PipelineBuild> {
         let at = now();
         let expires_at = at + i64::try_from(self.ttl.as_secs()).unwrap_or(i64::MAX);
         let simulation = if draft.simulate {
@@ -336,7 +336,7 @@ impl Pipeline {
             simulation,
             expires_at,
         };
-        Ok(seal::seal(&self.key, content, owner)?)
+        Ok(seal::seal(&self.key, content, owner.as_str())?)
     }
 }
 

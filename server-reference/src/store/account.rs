@@ -3,6 +3,7 @@
 use super::engine::{Sql, sql};
 use super::rows::{Count, Installation, row};
 use super::{Result, Store};
+use crate::ids::AccountId;
 
 /// A metered unit of usage, priced on the statement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -49,9 +50,9 @@ pub fn counter_day(at: i64) -> i64 {
 
 /// Records one unit of a meter at `at` (Unix seconds); the same statement inside a turn's or a
 /// commit's transaction.
-pub(super) fn record_usage(account: &str, meter: Meter, at: i64) -> Sql {
+pub(super) fn record_usage(account: &AccountId, meter: Meter, at: i64) -> Sql {
     sql(RECORD_USAGE)
-        .bind(account)
+        .bind(account.as_str())
         .bind(counter_day(at))
         .bind(meter.as_str())
 }
@@ -69,13 +70,13 @@ row! {
 
 impl Store {
     /// Installed applications of `account` with their install time.
-    pub async fn installations(&self, account: &str) -> Result<Vec<(i64, i64)>> {
+    pub async fn installations(&self, account: &AccountId) -> Result<Vec<(i64, i64)>> {
         let rows: Vec<Installation> = self
             .db
             .fetch_all(
                 sql("SELECT application_id, installed_at FROM installations
                      WHERE account = $1 ORDER BY application_id")
-                .bind(account),
+                .bind(account.as_str()),
             )
             .await?;
         Ok(rows
@@ -85,7 +86,7 @@ impl Store {
     }
 
     /// Installs `application` at `at` unless it already is; returns the install time.
-    pub async fn install(&self, account: &str, application: i64, at: i64) -> Result<i64> {
+    pub async fn install(&self, account: &AccountId, application: i64, at: i64) -> Result<i64> {
         let (installed_at,): (i64,) = self
             .db
             .fetch_one(
@@ -96,7 +97,7 @@ impl Store {
                          DO UPDATE SET installed_at = installations.installed_at
                      RETURNING installed_at",
                 )
-                .bind(account)
+                .bind(account.as_str())
                 .bind(application)
                 .bind(at),
             )
@@ -105,12 +106,12 @@ impl Store {
     }
 
     /// Uninstalls `application`; whether it was installed.
-    pub async fn uninstall(&self, account: &str, application: i64) -> Result<bool> {
+    pub async fn uninstall(&self, account: &AccountId, application: i64) -> Result<bool> {
         let removed = self
             .db
             .execute(
                 sql("DELETE FROM installations WHERE account = $1 AND application_id = $2")
-                    .bind(account)
+                    .bind(account.as_str())
                     .bind(application),
             )
             .await?;
@@ -120,14 +121,14 @@ impl Store {
     /// The credentials saved for `application`.
     pub async fn credentials(
         &self,
-        account: &str,
+        account: &AccountId,
         application: i64,
     ) -> Result<Vec<CredentialPresence>> {
         self.db
             .fetch_all(
                 sql("SELECT name, updated_at FROM credentials
                      WHERE account = $1 AND application_id = $2 ORDER BY name")
-                .bind(account)
+                .bind(account.as_str())
                 .bind(application),
             )
             .await
@@ -136,7 +137,7 @@ impl Store {
     /// Saves a sealed credential, replacing an earlier one of the same name.
     pub async fn save_credential(
         &self,
-        account: &str,
+        account: &AccountId,
         application: i64,
         name: &str,
         sealed: &[u8],
@@ -150,7 +151,7 @@ impl Store {
                      ON CONFLICT (account, application_id, name)
                          DO UPDATE SET sealed = excluded.sealed, updated_at = excluded.updated_at",
                 )
-                .bind(account)
+                .bind(account.as_str())
                 .bind(application)
                 .bind(name)
                 .bind(sealed)
@@ -163,7 +164,7 @@ impl Store {
     /// Removes a credential; whether it was present.
     pub async fn remove_credential(
         &self,
-        account: &str,
+        account: &AccountId,
         application: i64,
         name: &str,
     ) -> Result<bool> {
@@ -172,7 +173,7 @@ impl Store {
             .execute(
                 sql("DELETE FROM credentials
                      WHERE account = $1 AND application_id = $2 AND name = $3")
-                .bind(account)
+                .bind(account.as_str())
                 .bind(application)
                 .bind(name),
             )
@@ -181,7 +182,7 @@ impl Store {
     }
 
     /// Records one unit of `meter` for `account` at `at`.
-    pub async fn record_usage(&self, account: &str, meter: Meter, at: i64) -> Result<()> {
+    pub async fn record_usage(&self, account: &AccountId, meter: Meter, at: i64) -> Result<()> {
         self.db.execute(record_usage(account, meter, at)).await?;
         Ok(())
     }
@@ -189,14 +190,19 @@ impl Store {
     /// Units recorded per meter for `account` in the days that start in `from..to` (Unix
     /// seconds; a statement's month starts and ends on a day). Reads at most one counter per
     /// meter and day, whatever the number of units.
-    pub async fn usage(&self, account: &str, from: i64, to: i64) -> Result<Vec<(Meter, i64)>> {
+    pub async fn usage(
+        &self,
+        account: &AccountId,
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<(Meter, i64)>> {
         let rows: Vec<Count> = self
             .db
             .fetch_all(
                 sql("SELECT meter AS name, CAST(SUM(units) AS BIGINT) AS count
                      FROM usage_counters
                      WHERE account = $1 AND day >= $2 AND day < $3 GROUP BY meter")
-                .bind(account)
+                .bind(account.as_str())
                 .bind(from)
                 .bind(to),
             )

@@ -5,6 +5,7 @@ use super::account::{Meter, record_usage};
 use super::engine::sql;
 use super::rows::CommitRow;
 use super::{Result, Store};
+use crate::ids::AccountId;
 
 /// A Build to record as committed.
 #[derive(Debug, Clone, Copy)]
@@ -16,7 +17,7 @@ pub struct NewCommit<'a> {
     /// The Build's digest.
     pub digest: &'a str,
     /// The committing account.
-    pub account: &'a str,
+    pub account: &'a AccountId,
     /// The Build's actions as JSON.
     pub actions: &'a str,
     /// Unix seconds now.
@@ -60,7 +61,7 @@ impl Store {
                 )
                 .bind(commit.chain)
                 .bind(commit.digest)
-                .bind(commit.account)
+                .bind(commit.account.as_str())
                 .bind(commit.actions)
                 .bind(commit.at),
             )

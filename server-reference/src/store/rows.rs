@@ -4,6 +4,7 @@ use intent_models::TurnState;
 
 use super::agent::{Bounds, Resolution, Resolved, SessionRecord};
 use super::{Authorization, AuthorizationCode, DeviceGrant, DeviceStatus, Error, Result};
+use crate::ids::AccountId;
 
 /// A row struct, declared once, that reads itself from the columns of its fields' names on either
 /// engine: what `#[derive(sqlx::FromRow)]` writes, without compiling sqlx's macros and both
@@ -52,7 +53,7 @@ impl From<SessionRow> for SessionRecord {
     fn from(row: SessionRow) -> Self {
         Self {
             id: row.id,
-            account: row.account,
+            account: AccountId::stored(row.account),
             title: row.title,
             archived: row.archived,
             updated_at: row.updated_at,

@@ -43,7 +43,7 @@ impl EventLog {
         cursor: Option<&str>,
         last_event_id: Option<&str>,
     ) -> Result<impl Stream<Item = Followed> + Send + use<>> {
-        let (account, session) = (account.as_str(), session.as_str());
+        let session = session.as_str();
         self.0.sessions.owned(account, session).await?;
         let subscription = self.0.sessions.notifier().subscribe(session);
         let mut pending = VecDeque::new();
@@ -73,7 +73,7 @@ impl EventLog {
             closed: false,
             send_page: resume.is_none() || !pending.is_empty(),
             log: self.clone(),
-            account: account.to_owned(),
+            account: account.clone(),
             session: session.to_owned(),
             after: at.after,
             seen: at.seen,
@@ -97,7 +97,7 @@ struct Projection {
     draining: tokio::sync::watch::Receiver<bool>,
     /// `Closing` was sent: the stream is over.
     closed: bool,
-    account: String,
+    account: AccountId,
     session: String,
     /// The last event sent.
     after: i64,

@@ -102,7 +102,7 @@ impl EventLog {
     }
 
     /// A fresh cursor at `position` of `session` for `account`.
-    pub fn cursor(&self, account: &str, session: &str, position: ReadPoint) -> String {
+    pub fn cursor(&self, account: &AccountId, session: &str, position: ReadPoint) -> String {
         self.0
             .cursors
             .issue(account, session, position, self.expiry())
@@ -122,7 +122,7 @@ impl EventLog {
         session: &SessionId,
         request: &PageRequest,
     ) -> Result<Arc<Page>> {
-        let (account, session) = (account.as_str(), session.as_str());
+        let session = session.as_str();
         let wait = request.wait.unwrap_or(0);
         if !(0..=MAX_WAIT_MS).contains(&wait) {
             return Err(Error::InvalidParameter(format!(
@@ -183,7 +183,7 @@ impl EventLog {
     /// this second, else one made now (and kept on the head, when made from it).
     async fn page_at(
         &self,
-        account: &str,
+        account: &AccountId,
         session: &str,
         opened: Option<ReadPoint>,
         limit: i64,
@@ -194,7 +194,7 @@ impl EventLog {
             limit,
             expires: self.expiry(),
         };
-        let owned = |head: &Head| (head.record().account == account).then(|| head.for_page(&key));
+        let owned = |head: &Head| (head.record().account == *account).then(|| head.for_page(&key));
         let no_session = || Error::NoSession(session.to_owned());
         let (read, memo) = match self
             .0
@@ -232,14 +232,19 @@ impl EventLog {
     }
 
     /// The position of `cursor`, from its signature and expiry alone.
-    fn open(&self, account: &str, session: &str, cursor: &str) -> Result<ReadPoint, CursorError> {
+    fn open(
+        &self,
+        account: &AccountId,
+        session: &str,
+        cursor: &str,
+    ) -> Result<ReadPoint, CursorError> {
         self.0.cursors.open(account, session, cursor, now())
     }
 
     /// The position of `cursor`, checked against the retained log too.
     async fn open_at(
         &self,
-        account: &str,
+        account: &AccountId,
         session: &str,
         cursor: &str,
     ) -> Result<Result<ReadPoint, CursorError>> {
@@ -252,13 +257,13 @@ impl EventLog {
     }
 
     /// The position before the first event of the retained log of `session`.
-    async fn retained_start(&self, account: &str, session: &str) -> Result<ReadPoint> {
+    async fn retained_start(&self, account: &AccountId, session: &str) -> Result<ReadPoint> {
         let read = self.bounds(account, session, 0).await?;
         Ok(ReadPoint::new(read.pruned_through, read.last_seq))
     }
 
     /// Where `account`'s `session` stands, with no events, as of `seen` at least.
-    async fn bounds(&self, account: &str, session: &str, seen: i64) -> Result<LogRead> {
+    async fn bounds(&self, account: &AccountId, session: &str, seen: i64) -> Result<LogRead> {
         self.0
             .sessions
             .read(account, session, i64::MAX, 0, seen)
@@ -270,7 +275,7 @@ impl EventLog {
     /// expires at `expires` (seconds).
     fn make_page(
         &self,
-        account: &str,
+        account: &AccountId,
         session: &str,
         after: i64,
         read: LogRead,
@@ -382,7 +387,7 @@ mod tests {
         let store = Arc::new(Store::sqlite(dir, runner).await.unwrap());
         let record = SessionRecord {
             id: SESSION.into(),
-            account: ACCOUNT.into(),
+            account: account(),
             title: "t".into(),
             archived: false,
             updated_at: 0,
@@ -396,7 +401,7 @@ mod tests {
         let started = log
             .0
             .sessions
-            .start_turn(ACCOUNT, SESSION, TURN, messages(1))
+            .start_turn(&account(), SESSION, TURN, messages(1))
             .await
             .unwrap();
         assert!(matches!(started, TurnStarted::Started { .. }));
@@ -435,7 +440,7 @@ mod tests {
     /// head and the end.
     async fn same_reads(log: &EventLog, store: &Store) -> i64 {
         let bounds = store
-            .read_log(ACCOUNT, SESSION, 0, 0)
+            .read_log(&account(), SESSION, 0, 0)
             .await
             .unwrap()
             .unwrap();
@@ -454,18 +459,22 @@ mod tests {
                 let from_log = log
                     .0
                     .sessions
-                    .read(ACCOUNT, SESSION, after, limit, 0)
+                    .read(&account(), SESSION, after, limit, 0)
                     .await
                     .unwrap();
                 let from_store = store
-                    .read_log(ACCOUNT, SESSION, after, limit)
+                    .read_log(&account(), SESSION, after, limit)
                     .await
                     .unwrap();
                 assert_eq!(from_log, from_store, "after {after}, limit {limit}");
             }
         }
         assert_eq!(
-            log.0.sessions.read("bob", SESSION, 0, 10, 0).await.unwrap(),
+            log.0
+                .sessions
+                .read(&AccountId::verified("bob"), SESSION, 0, 10, 0)
+                .await
+                .unwrap(),
             None
         );
         last - pruned
@@ -584,7 +593,7 @@ mod tests {
         // A notification retires the head for every reader.
         append(&a, 1).await;
         let last = store
-            .read_log(ACCOUNT, SESSION, 0, 0)
+            .read_log(&account(), SESSION, 0, 0)
             .await
             .unwrap()
             .unwrap()
@@ -611,12 +620,12 @@ mod tests {
 
         // A change of the session, and lost notifications, retire it too.
         a.0.sessions
-            .update(ACCOUNT, SESSION, Some("renamed"), None, 5)
+            .update(&account(), SESSION, Some("renamed"), None, 5)
             .await
             .unwrap();
         assert_eq!(
             b.0.sessions
-                .session(ACCOUNT, SESSION)
+                .session(&account(), SESSION)
                 .await
                 .unwrap()
                 .unwrap()
@@ -626,7 +635,7 @@ mod tests {
         b.0.sessions.write_heard(SESSION, None);
         assert_eq!(
             b.0.sessions
-                .session(ACCOUNT, SESSION)
+                .session(&account(), SESSION)
                 .await
                 .unwrap()
                 .unwrap()
@@ -634,13 +643,13 @@ mod tests {
             "renamed"
         );
         a.0.sessions
-            .update(ACCOUNT, SESSION, Some("again"), None, 6)
+            .update(&account(), SESSION, Some("again"), None, 6)
             .await
             .unwrap();
         b.0.sessions.hearing_changes(false);
         assert_eq!(
             b.0.sessions
-                .session(ACCOUNT, SESSION)
+                .session(&account(), SESSION)
                 .await
                 .unwrap()
                 .unwrap()
@@ -648,12 +657,12 @@ mod tests {
             "again"
         );
         a.0.sessions
-            .update(ACCOUNT, SESSION, Some("deaf"), None, 7)
+            .update(&account(), SESSION, Some("deaf"), None, 7)
             .await
             .unwrap();
         assert_eq!(
             b.0.sessions
-                .session(ACCOUNT, SESSION)
+                .session(&account(), SESSION)
                 .await
                 .unwrap()
                 .unwrap()
@@ -662,13 +671,13 @@ mod tests {
         );
         b.0.sessions.hearing_changes(true);
         a.0.sessions
-            .update(ACCOUNT, SESSION, Some("again"), None, 8)
+            .update(&account(), SESSION, Some("again"), None, 8)
             .await
             .unwrap();
         b.0.sessions.write_heard(SESSION, None);
         assert_eq!(
             b.0.sessions
-                .session(ACCOUNT, SESSION)
+                .session(&account(), SESSION)
                 .await
                 .unwrap()
                 .unwrap()
@@ -713,7 +722,7 @@ mod tests {
         }
         same_reads(&log, &store).await;
         let bounds = store
-            .read_log(ACCOUNT, SESSION, 0, 0)
+            .read_log(&account(), SESSION, 0, 0)
             .await
             .unwrap()
             .unwrap();

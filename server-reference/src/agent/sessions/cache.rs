@@ -15,6 +15,7 @@ use crate::agent::notify::Notifier;
 use crate::agent::transitions::can_become;
 use crate::agent::{Error, Result};
 use crate::clock::now_ms;
+use crate::ids::AccountId;
 use crate::json::Encoded;
 use crate::store::agent::{
     Append, Appended, Bounds, LogRead, NewAction, Resolution, Resolved, SessionRecord, TurnStarted,
@@ -88,7 +89,7 @@ impl SessionCache {
     /// Up to `limit` events of `account`'s `session` after `after`, from the store alone.
     pub(crate) async fn read_stored(
         &self,
-        account: &str,
+        account: &AccountId,
         session: &str,
         after: i64,
         limit: i64,
@@ -134,7 +135,7 @@ impl SessionCache {
     /// turn is active.
     pub async fn start_turn(
         &self,
-        account: &str,
+        account: &AccountId,
         session: &str,
         turn_id: &str,
         events: Vec<AgentEvent>,
@@ -222,23 +223,23 @@ impl SessionCache {
     /// `account`'s session `id`, from its head when it is kept; reading it keeps its head.
     pub async fn session(
         &self,
-        account: &str,
+        account: &AccountId,
         id: &str,
     ) -> Result<Option<SessionRecord>, store::Error> {
         let record = self.with_head(account, id, 0, |head| head.record().clone());
-        Ok(record.await?.filter(|record| record.account == account))
+        Ok(record.await?.filter(|record| record.account == *account))
     }
 
     /// `account`'s session `id` in the view `make` makes of its record; from its head when it is
     /// kept, where the view is made once per change of the record. Reading it keeps its head.
     pub async fn session_view<E: From<store::Error>>(
         &self,
-        account: &str,
+        account: &AccountId,
         id: &str,
         make: impl Fn(&SessionRecord) -> Result<Encoded<Session>, E>,
     ) -> Result<Option<Encoded<Session>>, E> {
         let owned = |head: &Head| {
-            (head.record().account == account)
+            (head.record().account == *account)
                 .then(|| head.view(&make))
                 .transpose()
         };
@@ -249,7 +250,7 @@ impl SessionCache {
     /// Sets the title and/or the archived flag of `account`'s session `id`.
     pub async fn update(
         &self,
-        account: &str,
+        account: &AccountId,
         id: &str,
         title: Option<&str>,
         archived: Option<bool>,
@@ -272,7 +273,7 @@ impl SessionCache {
 
     /// Deletes `account`'s session `id` with its log, and ends its readers; whether it was
     /// `account`'s.
-    pub async fn delete(&self, account: &str, id: &str) -> Result<bool, store::Error> {
+    pub async fn delete(&self, account: &AccountId, id: &str) -> Result<bool, store::Error> {
         let writing = self.0.heads.write(id).await;
         let deleted = self.0.store.delete_session(account, id).await?;
         if deleted {
@@ -287,14 +288,14 @@ impl SessionCache {
     /// has no such session.
     pub(crate) async fn read(
         &self,
-        account: &str,
+        account: &AccountId,
         session: &str,
         after: i64,
         limit: i64,
         seen: i64,
     ) -> Result<Option<LogRead>, store::Error> {
         let owned =
-            |head: &Head| (head.record().account == account).then(|| head.read(after, limit));
+            |head: &Head| (head.record().account == *account).then(|| head.read(after, limit));
         match self
             .with_head(account, session, seen, owned)
             .await?
@@ -310,7 +311,7 @@ impl SessionCache {
     /// one read from the store and kept; `None` when the store holds no such session.
     pub(crate) async fn with_head<T>(
         &self,
-        account: &str,
+        account: &AccountId,
         session: &str,
         seen: i64,
         read: impl Fn(&Head) -> T,
@@ -327,7 +328,7 @@ impl SessionCache {
     /// has reached `seen`; `None` when `account` has no such session.
     async fn load(
         &self,
-        account: &str,
+        account: &AccountId,
         session: &str,
         seen: i64,
     ) -> Result<Option<Head>, store::Error> {
@@ -360,7 +361,7 @@ impl SessionCache {
     }
 
     /// `NoSession` unless `account` owns `session`.
-    pub(crate) async fn owned(&self, account: &str, session: &str) -> Result<()> {
+    pub(crate) async fn owned(&self, account: &AccountId, session: &str) -> Result<()> {
         match self.session(account, session).await? {
             Some(_) => Ok(()),
             None => Err(Error::NoSession(session.to_owned())),

@@ -317,7 +317,7 @@ mod tests {
     fn record(title: &str) -> SessionRecord {
         SessionRecord {
             id: "ses_0123456789abcdef0123456789abcdef".to_owned(),
-            account: "acct".to_owned(),
+            account: crate::ids::AccountId::verified("acct"),
             title: title.to_owned(),
             archived: false,
             updated_at: 1,

@@ -1,5 +1,6 @@
 //! Idempotency keys: a request claims its key once, and a repeat replays the recorded answer.
 
+use crate::ids::AccountId;
 use crate::store::agent::IdempotencyBegin;
 use crate::store::engine::sql;
 use crate::store::rows::IdempotencyRow;
@@ -10,7 +11,7 @@ impl Store {
     /// before `expired_before` is forgotten first.
     pub async fn begin_idempotent(
         &self,
-        account: &str,
+        account: &AccountId,
         key: &str,
         request_hash: &str,
         at: i64,
@@ -19,7 +20,7 @@ impl Store {
         let mut tx = self.db.begin().await?;
         tx.execute(
             sql("DELETE FROM idempotency_keys WHERE account = $1 AND key = $2 AND created_at < $3")
-                .bind(account)
+                .bind(account.as_str())
                 .bind(key)
                 .bind(expired_before),
         )
@@ -31,7 +32,7 @@ impl Store {
                     "INSERT INTO idempotency_keys (account, key, request_hash, created_at)
                      VALUES ($1, $2, $3, $4) ON CONFLICT (account, key) DO NOTHING",
                 )
-                .bind(account)
+                .bind(account.as_str())
                 .bind(key)
                 .bind(request_hash)
                 .bind(at),
@@ -44,7 +45,7 @@ impl Store {
                 .fetch_optional(
                     sql("SELECT request_hash, response FROM idempotency_keys
                          WHERE account = $1 AND key = $2")
-                    .bind(account)
+                    .bind(account.as_str())
                     .bind(key),
                 )
                 .await?;
@@ -63,12 +64,17 @@ impl Store {
     }
 
     /// Records the answer (JSON) to the request that claimed `key`.
-    pub async fn finish_idempotent(&self, account: &str, key: &str, answer: &str) -> Result<()> {
+    pub async fn finish_idempotent(
+        &self,
+        account: &AccountId,
+        key: &str,
+        answer: &str,
+    ) -> Result<()> {
         self.db
             .execute(
                 sql("UPDATE idempotency_keys SET response = $1 WHERE account = $2 AND key = $3")
                     .bind(answer)
-                    .bind(account)
+                    .bind(account.as_str())
                     .bind(key),
             )
             .await?;
@@ -76,12 +82,12 @@ impl Store {
     }
 
     /// Releases `key` after a failure that a retry may fix.
-    pub async fn abandon_idempotent(&self, account: &str, key: &str) -> Result<()> {
+    pub async fn abandon_idempotent(&self, account: &AccountId, key: &str) -> Result<()> {
         self.db
             .execute(
                 sql("DELETE FROM idempotency_keys
                      WHERE account = $1 AND key = $2 AND response IS NULL")
-                .bind(account)
+                .bind(account.as_str())
                 .bind(key),
             )
             .await?;

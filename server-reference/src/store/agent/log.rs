@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use intent_models::TurnState;
 
+use crate::ids::AccountId;
 use crate::store::agent::{Append, Appended, Bounds, LogRead, event_body};
 use crate::store::engine::{Tx, sql};
 use crate::store::rows::{LogRow, turn_state};
@@ -14,13 +15,13 @@ use crate::store::{Result, Store};
 pub(super) async fn lock_session(
     tx: &mut Tx,
     id: &str,
-    account: Option<&str>,
+    account: Option<&AccountId>,
 ) -> Result<Option<i64>> {
     let row: Option<(i64,)> = tx
         .fetch_optional(
             sql("SELECT last_seq FROM sessions WHERE id = $1 AND ($2 IS NULL OR account = $2)")
                 .bind(id)
-                .bind(account)
+                .bind(account.map(AccountId::as_str))
                 .for_update(),
         )
         .await?;
@@ -134,7 +135,7 @@ impl Store {
     /// `None` when `account` has no such session.
     pub async fn read_log(
         &self,
-        account: &str,
+        account: &AccountId,
         session_id: &str,
         after: i64,
         limit: i64,
@@ -155,7 +156,7 @@ impl Store {
                 .bind(session_id)
                 .bind(after)
                 .bind(limit)
-                .bind(account),
+                .bind(account.as_str()),
             )
             .await?;
         let Some(first) = rows.first() else {

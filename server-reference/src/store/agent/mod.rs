@@ -16,13 +16,15 @@ use std::sync::Arc;
 use intent_models::TurnState;
 use serde_json::{Map, Value};
 
+use crate::ids::AccountId;
+
 /// A stored session.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionRecord {
     /// The session id.
     pub id: String,
     /// The owning account.
-    pub account: String,
+    pub account: AccountId,
     /// The title.
     pub title: String,
     /// Whether the session is archived.
@@ -129,7 +131,7 @@ pub struct LogRead {
 #[derive(Debug, Clone)]
 pub struct Resolution {
     /// The account resolving.
-    pub account: String,
+    pub account: AccountId,
     /// The session.
     pub session_id: String,
     /// The action.

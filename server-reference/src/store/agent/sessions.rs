@@ -1,5 +1,6 @@
 //! Sessions: created, read, changed and deleted, each change told to every process.
 
+use crate::ids::AccountId;
 use crate::store::agent::SessionRecord;
 use crate::store::engine::sql;
 use crate::store::rows::SessionRow;
@@ -16,7 +17,7 @@ impl Store {
                      VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING",
                 )
                 .bind(&session.id)
-                .bind(&session.account)
+                .bind(session.account.as_str())
                 .bind(&session.title)
                 .bind(session.archived)
                 .bind(session.updated_at),
@@ -26,7 +27,7 @@ impl Store {
     }
 
     /// The session `id` if `account` owns it.
-    pub async fn session(&self, account: &str, id: &str) -> Result<Option<SessionRecord>> {
+    pub async fn session(&self, account: &AccountId, id: &str) -> Result<Option<SessionRecord>> {
         let row: Option<SessionRow> = self
             .db
             .fetch_optional(
@@ -35,7 +36,7 @@ impl Store {
                      WHERE id = $1 AND account = $2",
                 )
                 .bind(id)
-                .bind(account),
+                .bind(account.as_str()),
             )
             .await?;
         Ok(row.map(SessionRecord::from))
@@ -45,7 +46,7 @@ impl Store {
     /// change is notified with it, so that the heads of the session on every process retire.
     pub async fn update_session(
         &self,
-        account: &str,
+        account: &AccountId,
         id: &str,
         title: Option<&str>,
         archived: Option<bool>,
@@ -62,7 +63,7 @@ impl Store {
                 .bind(archived)
                 .bind(at)
                 .bind(id)
-                .bind(account),
+                .bind(account.as_str()),
             )
             .await?;
         if row.is_some() {
@@ -74,13 +75,13 @@ impl Store {
 
     /// Deletes a session with its turns, log and actions; whether `account` owned it. The
     /// deletion is notified with it, so that the streams of the session on every process end.
-    pub async fn delete_session(&self, account: &str, id: &str) -> Result<bool> {
+    pub async fn delete_session(&self, account: &AccountId, id: &str) -> Result<bool> {
         let mut tx = self.db.begin().await?;
         let deleted = tx
             .execute(
                 sql("DELETE FROM sessions WHERE id = $1 AND account = $2")
                     .bind(id)
-                    .bind(account),
+                    .bind(account.as_str()),
             )
             .await?
             == 1;

@@ -4,6 +4,7 @@
 use intent_models::TurnState;
 
 use super::log::{lock_session, write_events};
+use crate::ids::AccountId;
 use crate::store::account::{Meter, record_usage};
 use crate::store::agent::{Append, TurnStarted};
 use crate::store::engine::sql;
@@ -14,7 +15,7 @@ impl Store {
     /// Starts turn `append.turn_id` as `processing` in a session of `account` with no other
     /// active turn, leased to this process, and appends its first events and one unit of the
     /// `turn` meter, in one transaction.
-    pub async fn start_turn(&self, account: &str, append: &Append) -> Result<TurnStarted> {
+    pub async fn start_turn(&self, account: &AccountId, append: &Append) -> Result<TurnStarted> {
         let mut tx = self.db.begin().await?;
         let Some(before_seq) = lock_session(&mut tx, &append.session_id, Some(account)).await?
         else {

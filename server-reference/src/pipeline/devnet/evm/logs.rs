@@ -214,15 +214,15 @@ impl Token<'_> {
             .step(self.step)
     }
 
-    /// `spender`'s approval over `account`'s holdings of this token.
-    fn approval(&self, account: &str, spender: &str) -> builder::PipelineApprovalChange {
+    /// `spender`'s approval over `holder`'s holdings of this token.
+    fn approval(&self, holder: &str, spender: &str) -> builder::PipelineApprovalChange {
         PipelineApprovalChange::builder()
             .asset(self.asset.clone())
             .symbol(self.known.map(|c| c.symbol.to_owned()))
             .name(self.known.map(|c| c.name.to_owned()))
             .chain_id(Some(CHAIN_ID as i64))
             .step(self.step)
-            .account(account.to_owned())
+            .account(holder.to_owned())
             .spender(spender.to_owned())
     }
 }

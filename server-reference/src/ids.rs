@@ -30,6 +30,11 @@ pub fn session_id(id: String) -> Result<SessionId, InvalidId> {
     SessionId::try_from(id).map_err(|_| InvalidId("sessionId must be 1 to 160 characters"))
 }
 
+/// A new session's id: `ses_` and 32 random hex digits.
+pub fn new_session_id() -> SessionId {
+    session_id(crate::random::id("ses")).expect("37 characters make a session id")
+}
+
 /// The account that owns what a caller reaches: a verified token's subject, never text from a
 /// request's path or body. Cheap to clone.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -288,7 +288,12 @@ async fn appends_through_both_instances_leave_no_gap_or_duplicate() {
         turns += i64::from(from_a.is_ok()) + i64::from(from_b.is_ok());
         let deadline = Instant::now() + Duration::from_secs(20);
         let store = a.server.state().store();
-        while store.active_turn(&session).await.unwrap().is_some() {
+        while store
+            .active_turn(&session.parse().unwrap())
+            .await
+            .unwrap()
+            .is_some()
+        {
             assert!(Instant::now() < deadline, "the turn settles");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }

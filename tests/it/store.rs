@@ -525,7 +525,7 @@ async fn purge_removes_only_what_can_no_longer_be_used() {
 /// A session of `account` named `id`.
 fn session(id: &str, account: &str) -> SessionRecord {
     SessionRecord {
-        id: id.into(),
+        id: id.parse().unwrap(),
         account: AccountId::verified(account),
         title: "t".into(),
         archived: false,
@@ -541,7 +541,7 @@ async fn sessions_belong_to_their_account() {
         assert!(!store.create_session(&session("s1", "bob")).await.unwrap());
         assert_eq!(
             store
-                .session(&AccountId::verified("alice"), "s1")
+                .session(&AccountId::verified("alice"), &s1())
                 .await
                 .unwrap(),
             Some(session("s1", "alice")),
@@ -550,19 +550,19 @@ async fn sessions_belong_to_their_account() {
         );
         assert!(
             store
-                .session(&AccountId::verified("bob"), "s1")
+                .session(&AccountId::verified("bob"), &s1())
                 .await
                 .unwrap()
                 .is_none()
         );
         let titled = store
-            .update_session(&AccountId::verified("alice"), "s1", Some("new"), None, 5)
+            .update_session(&AccountId::verified("alice"), &s1(), Some("new"), None, 5)
             .await
             .unwrap()
             .unwrap();
         assert_eq!((titled.title.as_str(), titled.archived), ("new", false));
         let archived = store
-            .update_session(&AccountId::verified("alice"), "s1", None, Some(true), 6)
+            .update_session(&AccountId::verified("alice"), &s1(), None, Some(true), 6)
             .await
             .unwrap()
             .unwrap();
@@ -576,26 +576,26 @@ async fn sessions_belong_to_their_account() {
         );
         assert!(
             store
-                .update_session(&AccountId::verified("bob"), "s1", Some("x"), None, 7)
+                .update_session(&AccountId::verified("bob"), &s1(), Some("x"), None, 7)
                 .await
                 .unwrap()
                 .is_none()
         );
         assert!(
             !store
-                .delete_session(&AccountId::verified("bob"), "s1")
+                .delete_session(&AccountId::verified("bob"), &s1())
                 .await
                 .unwrap()
         );
         assert!(
             store
-                .delete_session(&AccountId::verified("alice"), "s1")
+                .delete_session(&AccountId::verified("alice"), &s1())
                 .await
                 .unwrap()
         );
         assert!(
             store
-                .session(&AccountId::verified("alice"), "s1")
+                .session(&AccountId::verified("alice"), &s1())
                 .await
                 .unwrap()
                 .is_none()
@@ -618,7 +618,7 @@ fn events(n: usize) -> Vec<Map<String, Value>> {
 /// An append of `n` events to turn `turn` of session `s1`, at `at_ms`.
 fn append(turn: &str, n: usize, at_ms: i64) -> Append {
     Append {
-        session_id: "s1".into(),
+        session_id: "s1".parse().unwrap(),
         turn_id: turn.into(),
         events: events(n),
         next_state: None,
@@ -667,7 +667,7 @@ async fn a_log_numbers_its_events_without_gaps_and_reads_them_in_pages() {
             }
         );
         assert_eq!(
-            store.active_turn("s1").await.unwrap(),
+            store.active_turn(&s1()).await.unwrap(),
             Some(("t1".to_owned(), TurnState::Processing))
         );
         let appended = store
@@ -693,7 +693,7 @@ async fn a_log_numbers_its_events_without_gaps_and_reads_them_in_pages() {
         );
 
         let page = store
-            .read_log(&AccountId::verified("alice"), "s1", 1, 2)
+            .read_log(&AccountId::verified("alice"), &s1(), 1, 2)
             .await
             .unwrap()
             .unwrap();
@@ -709,7 +709,7 @@ async fn a_log_numbers_its_events_without_gaps_and_reads_them_in_pages() {
         assert_eq!(seqs, vec![2, 3], "{name}");
         assert_eq!((page.last_seq, page.pruned_through), (5, 0));
         let end = store
-            .read_log(&AccountId::verified("alice"), "s1", 5, 2)
+            .read_log(&AccountId::verified("alice"), &s1(), 5, 2)
             .await
             .unwrap()
             .unwrap();
@@ -717,7 +717,7 @@ async fn a_log_numbers_its_events_without_gaps_and_reads_them_in_pages() {
         assert_eq!(end.last_seq, 5);
         assert!(
             store
-                .read_log(&AccountId::verified("bob"), "s1", 0, 2)
+                .read_log(&AccountId::verified("bob"), &s1(), 0, 2)
                 .await
                 .unwrap()
                 .is_none()
@@ -732,13 +732,13 @@ async fn a_log_numbers_its_events_without_gaps_and_reads_them_in_pages() {
         let appended = store.append(&ended, &|_| true).await.unwrap();
         assert_eq!(appended, Appended::Done(bounds(6, 2)), "{name}");
         let pruned = store
-            .read_log(&AccountId::verified("alice"), "s1", 0, 10)
+            .read_log(&AccountId::verified("alice"), &s1(), 0, 10)
             .await
             .unwrap()
             .unwrap();
         assert_eq!(pruned.events.len(), 4);
         assert_eq!(pruned.pruned_through, 2);
-        assert_eq!(store.active_turn("s1").await.unwrap(), None);
+        assert_eq!(store.active_turn(&s1()).await.unwrap(), None);
     }
 }
 
@@ -765,8 +765,8 @@ async fn an_action_is_resolved_once_at_its_revision_for_its_build() {
         store.append(&asked, &|_| true).await.unwrap();
         let resolution = |account: &str, revision, digest: &str| Resolution {
             account: AccountId::verified(account),
-            session_id: "s1".into(),
-            action_id: "act1".into(),
+            session_id: "s1".parse().unwrap(),
+            action_id: "act1".to_owned().try_into().unwrap(),
             revision,
             digest: digest.into(),
             at_ms: 2_000,
@@ -815,11 +815,11 @@ async fn an_action_is_resolved_once_at_its_revision_for_its_build() {
             "{name}"
         );
         assert_eq!(
-            store.active_turn("s1").await.unwrap(),
+            store.active_turn(&s1()).await.unwrap(),
             Some(("t1".to_owned(), TurnState::Processing))
         );
         let page = store
-            .read_log(&AccountId::verified("alice"), "s1", 2, 10)
+            .read_log(&AccountId::verified("alice"), &s1(), 2, 10)
             .await
             .unwrap()
             .unwrap();
@@ -850,7 +850,7 @@ async fn a_turn_whose_lease_ran_out_is_claimed_by_one_other_runner() {
         let orphans = second.claim_orphans(12_000).await.unwrap();
         match engine {
             // One SQLite file has one process: opening it ends every earlier lease.
-            Engine::Sqlite(_) => assert_eq!(orphans, vec![("s1".into(), "t1".into())]),
+            Engine::Sqlite(_) => assert_eq!(orphans, vec![(s1(), "t1".into())]),
             Engine::Postgres(_) => assert!(orphans.is_empty(), "renewed, not orphaned"),
         }
         let orphans = second.claim_orphans(16_000).await.unwrap();
@@ -907,4 +907,9 @@ async fn an_idempotency_key_is_claimed_once_and_replays_its_answer() {
         // Expired: forgotten, and claimed again.
         assert_eq!(begin("k", "h", 30, 20).await, IdempotencyBegin::Started);
     }
+}
+
+/// The session the tests here write.
+fn s1() -> intent_models::SessionId {
+    "s1".parse().unwrap()
 }

@@ -16,7 +16,7 @@ use tokio::sync::watch;
 
 use super::sessions::{DRAFT_SEQ, Entry, SessionCache, Writer};
 use crate::clock::now;
-use crate::ids::AccountId;
+use crate::ids::{AccountId, SessionId};
 use crate::pipeline::{self, Pipeline};
 use crate::random;
 use crate::store::agent::{Appended, NewAction};
@@ -67,7 +67,7 @@ pub struct Turn {
     /// The account that started the turn.
     pub account: AccountId,
     /// The session.
-    pub session_id: String,
+    pub session_id: SessionId,
     /// The turn.
     pub turn_id: String,
     cancelled: watch::Receiver<bool>,
@@ -82,7 +82,7 @@ impl Turn {
         sessions: SessionCache,
         pipeline: Arc<Pipeline>,
         account: AccountId,
-        session_id: String,
+        session_id: SessionId,
         turn_id: String,
         cancelled: watch::Receiver<bool>,
     ) -> Self {

@@ -20,7 +20,7 @@ use super::sessions::{DRAFT_SEQ, Entry, SessionCache, Writer};
 use super::turn::{self, Turn, TurnError};
 use super::{Error, Refusal, Result};
 use crate::clock::{now, now_ms, seconds};
-use crate::ids::{AccountId, ActionId, SessionId};
+use crate::ids::{self, AccountId, ActionId, SessionId};
 use crate::pipeline::Pipeline;
 use crate::random;
 use crate::store::Store;
@@ -97,9 +97,10 @@ impl Turns {
     ) -> Result<ChatStartResponse> {
         let message: &str = &request.message;
         let session_id = match &request.session_id {
-            Some(id) => id.to_string(),
+            Some(id) => ids::session_id(id.to_string())
+                .map_err(|error| Error::InvalidParameter(error.to_string()))?,
             None => {
-                let id = random::id("ses");
+                let id = ids::new_session_id();
                 self.0
                     .sessions
                     .create(SessionRecord {
@@ -141,7 +142,7 @@ impl Turns {
             TurnStarted::Started { before_seq, bounds } => {
                 ReadPoint::new(before_seq, bounds.last_seq)
             }
-            TurnStarted::NoSession => return Err(Error::NoSession(session_id)),
+            TurnStarted::NoSession => return Err(Error::NoSession(session_id.to_string())),
             TurnStarted::Busy { turn_id } => return Err(Error::TurnInProgress { turn_id }),
         };
         let cursor = self.0.log.cursor(account, &session_id, at);
@@ -250,7 +251,7 @@ impl Turns {
     }
 
     /// Stops the active turn of `session`, if it runs here.
-    pub async fn stop(&self, session: &str) -> Result<()> {
+    pub async fn stop(&self, session: &SessionId) -> Result<()> {
         if let Some((turn_id, _)) = self.0.store.active_turn(session).await? {
             self.0.running.cancel(&turn_id);
         }
@@ -294,8 +295,8 @@ impl Turns {
         };
         let resolution = Resolution {
             account: account.clone(),
-            session_id: session.to_string(),
-            action_id: action.to_string(),
+            session_id: session.clone(),
+            action_id: action.clone(),
             revision: i64::try_from(request.revision.get()).unwrap_or(i64::MAX),
             digest,
             at_ms: now_ms(),
@@ -353,7 +354,7 @@ impl Turns {
 
     /// Runs the runtime for a turn in the background until it ends or awaits an action. A
     /// runtime that fails or panics ends the turn `failed`.
-    fn spawn(&self, account: &AccountId, session: &str, turn_id: &str, input: Input) {
+    fn spawn(&self, account: &AccountId, session: &SessionId, turn_id: &str, input: Input) {
         let inner = self.0.clone();
         let cancelled = inner.running.enter(turn_id);
         let turn = Arc::new(Turn::new(

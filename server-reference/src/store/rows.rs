@@ -4,7 +4,7 @@ use intent_models::TurnState;
 
 use super::agent::{Bounds, Resolution, Resolved, SessionRecord};
 use super::{Authorization, AuthorizationCode, DeviceGrant, DeviceStatus, Error, Result};
-use crate::ids::AccountId;
+use crate::ids::{AccountId, SessionId};
 
 /// A row struct, declared once, that reads itself from the columns of its fields' names on either
 /// engine: what `#[derive(sqlx::FromRow)]` writes, without compiling sqlx's macros and both
@@ -49,15 +49,17 @@ row! {
     }
 }
 
-impl From<SessionRow> for SessionRecord {
-    fn from(row: SessionRow) -> Self {
-        Self {
-            id: row.id,
+impl TryFrom<SessionRow> for SessionRecord {
+    type Error = Error;
+
+    fn try_from(row: SessionRow) -> Result<Self> {
+        Ok(Self {
+            id: session_id(row.id)?,
             account: AccountId::stored(row.account),
             title: row.title,
             archived: row.archived,
             updated_at: row.updated_at,
-        }
+        })
     }
 }
 
@@ -106,6 +108,11 @@ impl ActionRow {
 }
 
 /// The state stored as `name`.
+/// A stored session id, which was a [`SessionId`] when it was written.
+pub fn session_id(id: String) -> Result<SessionId> {
+    SessionId::try_from(id).map_err(|error| Error::Database(sqlx::Error::Decode(error.into())))
+}
+
 pub fn turn_state(name: &str) -> Result<TurnState> {
     name.parse().map_err(|_| {
         Error::Database(sqlx::Error::Decode(

@@ -43,7 +43,6 @@ impl EventLog {
         cursor: Option<&str>,
         last_event_id: Option<&str>,
     ) -> Result<impl Stream<Item = Followed> + Send + use<>> {
-        let session = session.as_str();
         self.0.sessions.owned(account, session).await?;
         let subscription = self.0.sessions.notifier().subscribe(session);
         let mut pending = VecDeque::new();
@@ -74,7 +73,7 @@ impl EventLog {
             send_page: resume.is_none() || !pending.is_empty(),
             log: self.clone(),
             account: account.clone(),
-            session: session.to_owned(),
+            session: session.clone(),
             after: at.after,
             seen: at.seen,
             subscription,
@@ -98,7 +97,7 @@ struct Projection {
     /// `Closing` was sent: the stream is over.
     closed: bool,
     account: AccountId,
-    session: String,
+    session: SessionId,
     /// The last event sent.
     after: i64,
     /// The last seq of the log the stream has seen.

@@ -102,7 +102,7 @@ impl EventLog {
     }
 
     /// A fresh cursor at `position` of `session` for `account`.
-    pub fn cursor(&self, account: &AccountId, session: &str, position: ReadPoint) -> String {
+    pub fn cursor(&self, account: &AccountId, session: &SessionId, position: ReadPoint) -> String {
         self.0
             .cursors
             .issue(account, session, position, self.expiry())
@@ -122,7 +122,6 @@ impl EventLog {
         session: &SessionId,
         request: &PageRequest,
     ) -> Result<Arc<Page>> {
-        let session = session.as_str();
         let wait = request.wait.unwrap_or(0);
         if !(0..=MAX_WAIT_MS).contains(&wait) {
             return Err(Error::InvalidParameter(format!(
@@ -169,7 +168,7 @@ impl EventLog {
                 woken = tokio::time::timeout_at(deadline, subscription.appended.changed()) => {
                     if matches!(woken, Ok(Err(_))) {
                         // The session was deleted while we waited.
-                        return Err(Error::NoSession(session.to_owned()));
+                        return Err(Error::NoSession(session.to_string()));
                     }
                 }
                 // The next round answers with the page it reads.
@@ -184,7 +183,7 @@ impl EventLog {
     async fn page_at(
         &self,
         account: &AccountId,
-        session: &str,
+        session: &SessionId,
         opened: Option<ReadPoint>,
         limit: i64,
     ) -> Result<Arc<Page>> {
@@ -195,7 +194,7 @@ impl EventLog {
             expires: self.expiry(),
         };
         let owned = |head: &Head| (head.record().account == *account).then(|| head.for_page(&key));
-        let no_session = || Error::NoSession(session.to_owned());
+        let no_session = || Error::NoSession(session.to_string());
         let (read, memo) = match self
             .0
             .sessions
@@ -235,7 +234,7 @@ impl EventLog {
     fn open(
         &self,
         account: &AccountId,
-        session: &str,
+        session: &SessionId,
         cursor: &str,
     ) -> Result<ReadPoint, CursorError> {
         self.0.cursors.open(account, session, cursor, now())
@@ -245,7 +244,7 @@ impl EventLog {
     async fn open_at(
         &self,
         account: &AccountId,
-        session: &str,
+        session: &SessionId,
         cursor: &str,
     ) -> Result<Result<ReadPoint, CursorError>> {
         let at = match self.open(account, session, cursor) {
@@ -257,18 +256,18 @@ impl EventLog {
     }
 
     /// The position before the first event of the retained log of `session`.
-    async fn retained_start(&self, account: &AccountId, session: &str) -> Result<ReadPoint> {
+    async fn retained_start(&self, account: &AccountId, session: &SessionId) -> Result<ReadPoint> {
         let read = self.bounds(account, session, 0).await?;
         Ok(ReadPoint::new(read.pruned_through, read.last_seq))
     }
 
     /// Where `account`'s `session` stands, with no events, as of `seen` at least.
-    async fn bounds(&self, account: &AccountId, session: &str, seen: i64) -> Result<LogRead> {
+    async fn bounds(&self, account: &AccountId, session: &SessionId, seen: i64) -> Result<LogRead> {
         self.0
             .sessions
             .read(account, session, i64::MAX, 0, seen)
             .await?
-            .ok_or_else(|| Error::NoSession(session.to_owned()))
+            .ok_or_else(|| Error::NoSession(session.to_string()))
     }
 
     /// A page of `read`, for `account`, after `after`, at most `limit` events, whose cursor
@@ -276,7 +275,7 @@ impl EventLog {
     fn make_page(
         &self,
         account: &AccountId,
-        session: &str,
+        session: &SessionId,
         after: i64,
         read: LogRead,
         limit: i64,
@@ -386,7 +385,7 @@ mod tests {
         };
         let store = Arc::new(Store::sqlite(dir, runner).await.unwrap());
         let record = SessionRecord {
-            id: SESSION.into(),
+            id: session_id(),
             account: account(),
             title: "t".into(),
             archived: false,
@@ -401,7 +400,7 @@ mod tests {
         let started = log
             .0
             .sessions
-            .start_turn(&account(), SESSION, TURN, messages(1))
+            .start_turn(&account(), &session_id(), TURN, messages(1))
             .await
             .unwrap();
         assert!(matches!(started, TurnStarted::Started { .. }));
@@ -430,7 +429,7 @@ mod tests {
         let appended = log
             .0
             .sessions
-            .append(SESSION, entry, Writer::Runtime)
+            .append(&session_id(), entry, Writer::Runtime)
             .await
             .unwrap();
         assert!(matches!(appended, Appended::Done(_)), "{appended:?}");
@@ -440,7 +439,7 @@ mod tests {
     /// head and the end.
     async fn same_reads(log: &EventLog, store: &Store) -> i64 {
         let bounds = store
-            .read_log(&account(), SESSION, 0, 0)
+            .read_log(&account(), &session_id(), 0, 0)
             .await
             .unwrap()
             .unwrap();
@@ -459,11 +458,11 @@ mod tests {
                 let from_log = log
                     .0
                     .sessions
-                    .read(&account(), SESSION, after, limit, 0)
+                    .read(&account(), &session_id(), after, limit, 0)
                     .await
                     .unwrap();
                 let from_store = store
-                    .read_log(&account(), SESSION, after, limit)
+                    .read_log(&account(), &session_id(), after, limit)
                     .await
                     .unwrap();
                 assert_eq!(from_log, from_store, "after {after}, limit {limit}");
@@ -472,7 +471,7 @@ mod tests {
         assert_eq!(
             log.0
                 .sessions
-                .read(&AccountId::verified("bob"), SESSION, 0, 10, 0)
+                .read(&AccountId::verified("bob"), &session_id(), 0, 10, 0)
                 .await
                 .unwrap(),
             None
@@ -593,12 +592,12 @@ mod tests {
         // A notification retires the head for every reader.
         append(&a, 1).await;
         let last = store
-            .read_log(&account(), SESSION, 0, 0)
+            .read_log(&account(), &session_id(), 0, 0)
             .await
             .unwrap()
             .unwrap()
             .last_seq;
-        b.0.sessions.write_heard(SESSION, Some(last - 1));
+        b.0.sessions.write_heard(&session_id(), Some(last - 1));
         let before = b
             .page(&account(), &session_id(), &PageRequest::default())
             .await
@@ -608,7 +607,7 @@ mod tests {
             fresh.to_model().events.len(),
             "a notification it holds"
         );
-        b.0.sessions.write_heard(SESSION, Some(last));
+        b.0.sessions.write_heard(&session_id(), Some(last));
         let after = b
             .page(&account(), &session_id(), &PageRequest::default())
             .await
@@ -620,22 +619,22 @@ mod tests {
 
         // A change of the session, and lost notifications, retire it too.
         a.0.sessions
-            .update(&account(), SESSION, Some("renamed"), None, 5)
+            .update(&account(), &session_id(), Some("renamed"), None, 5)
             .await
             .unwrap();
         assert_eq!(
             b.0.sessions
-                .session(&account(), SESSION)
+                .session(&account(), &session_id())
                 .await
                 .unwrap()
                 .unwrap()
                 .title,
             "t"
         );
-        b.0.sessions.write_heard(SESSION, None);
+        b.0.sessions.write_heard(&session_id(), None);
         assert_eq!(
             b.0.sessions
-                .session(&account(), SESSION)
+                .session(&account(), &session_id())
                 .await
                 .unwrap()
                 .unwrap()
@@ -643,13 +642,13 @@ mod tests {
             "renamed"
         );
         a.0.sessions
-            .update(&account(), SESSION, Some("again"), None, 6)
+            .update(&account(), &session_id(), Some("again"), None, 6)
             .await
             .unwrap();
         b.0.sessions.hearing_changes(false);
         assert_eq!(
             b.0.sessions
-                .session(&account(), SESSION)
+                .session(&account(), &session_id())
                 .await
                 .unwrap()
                 .unwrap()
@@ -657,12 +656,12 @@ mod tests {
             "again"
         );
         a.0.sessions
-            .update(&account(), SESSION, Some("deaf"), None, 7)
+            .update(&account(), &session_id(), Some("deaf"), None, 7)
             .await
             .unwrap();
         assert_eq!(
             b.0.sessions
-                .session(&account(), SESSION)
+                .session(&account(), &session_id())
                 .await
                 .unwrap()
                 .unwrap()
@@ -671,13 +670,13 @@ mod tests {
         );
         b.0.sessions.hearing_changes(true);
         a.0.sessions
-            .update(&account(), SESSION, Some("again"), None, 8)
+            .update(&account(), &session_id(), Some("again"), None, 8)
             .await
             .unwrap();
-        b.0.sessions.write_heard(SESSION, None);
+        b.0.sessions.write_heard(&session_id(), None);
         assert_eq!(
             b.0.sessions
-                .session(&account(), SESSION)
+                .session(&account(), &session_id())
                 .await
                 .unwrap()
                 .unwrap()
@@ -722,7 +721,7 @@ mod tests {
         }
         same_reads(&log, &store).await;
         let bounds = store
-            .read_log(&account(), SESSION, 0, 0)
+            .read_log(&account(), &session_id(), 0, 0)
             .await
             .unwrap()
             .unwrap();

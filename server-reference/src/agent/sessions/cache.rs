@@ -15,7 +15,7 @@ use crate::agent::notify::Notifier;
 use crate::agent::transitions::can_become;
 use crate::agent::{Error, Result};
 use crate::clock::now_ms;
-use crate::ids::AccountId;
+use crate::ids::{AccountId, SessionId};
 use crate::json::Encoded;
 use crate::store::agent::{
     Append, Appended, Bounds, LogRead, NewAction, Resolution, Resolved, SessionRecord, TurnStarted,
@@ -90,7 +90,7 @@ impl SessionCache {
     pub(crate) async fn read_stored(
         &self,
         account: &AccountId,
-        session: &str,
+        session: &SessionId,
         after: i64,
         limit: i64,
     ) -> Result<Option<LogRead>, store::Error> {
@@ -136,7 +136,7 @@ impl SessionCache {
     pub async fn start_turn(
         &self,
         account: &AccountId,
-        session: &str,
+        session: &SessionId,
         turn_id: &str,
         events: Vec<AgentEvent>,
     ) -> Result<TurnStarted, store::Error> {
@@ -153,7 +153,7 @@ impl SessionCache {
     /// if its current state accepts `writer` and the transition.
     pub async fn append(
         &self,
-        session: &str,
+        session: &SessionId,
         entry: Entry,
         writer: Writer,
     ) -> Result<Appended, store::Error> {
@@ -200,7 +200,7 @@ impl SessionCache {
     fn appended(
         &self,
         writing: Writing,
-        session: &str,
+        session: &SessionId,
         drafts: &[Map<String, Value>],
         bounds: Bounds,
         at_ms: i64,
@@ -216,7 +216,7 @@ impl SessionCache {
     }
 
     /// Hands a transient snapshot to the streams of `session`; it is never stored.
-    pub fn snapshot(&self, session: &str, snapshot: MessageSnapshot) {
+    pub fn snapshot(&self, session: &SessionId, snapshot: MessageSnapshot) {
         self.0.notifier.snapshot(session, snapshot);
     }
 
@@ -224,7 +224,7 @@ impl SessionCache {
     pub async fn session(
         &self,
         account: &AccountId,
-        id: &str,
+        id: &SessionId,
     ) -> Result<Option<SessionRecord>, store::Error> {
         let record = self.with_head(account, id, 0, |head| head.record().clone());
         Ok(record.await?.filter(|record| record.account == *account))
@@ -235,7 +235,7 @@ impl SessionCache {
     pub async fn session_view<E: From<store::Error>>(
         &self,
         account: &AccountId,
-        id: &str,
+        id: &SessionId,
         make: impl Fn(&SessionRecord) -> Result<Encoded<Session>, E>,
     ) -> Result<Option<Encoded<Session>>, E> {
         let owned = |head: &Head| {
@@ -251,7 +251,7 @@ impl SessionCache {
     pub async fn update(
         &self,
         account: &AccountId,
-        id: &str,
+        id: &SessionId,
         title: Option<&str>,
         archived: Option<bool>,
         at: i64,
@@ -273,7 +273,7 @@ impl SessionCache {
 
     /// Deletes `account`'s session `id` with its log, and ends its readers; whether it was
     /// `account`'s.
-    pub async fn delete(&self, account: &AccountId, id: &str) -> Result<bool, store::Error> {
+    pub async fn delete(&self, account: &AccountId, id: &SessionId) -> Result<bool, store::Error> {
         let writing = self.0.heads.write(id).await;
         let deleted = self.0.store.delete_session(account, id).await?;
         if deleted {
@@ -289,7 +289,7 @@ impl SessionCache {
     pub(crate) async fn read(
         &self,
         account: &AccountId,
-        session: &str,
+        session: &SessionId,
         after: i64,
         limit: i64,
         seen: i64,
@@ -312,7 +312,7 @@ impl SessionCache {
     pub(crate) async fn with_head<T>(
         &self,
         account: &AccountId,
-        session: &str,
+        session: &SessionId,
         seen: i64,
         read: impl Fn(&Head) -> T,
     ) -> Result<Option<T>, store::Error> {
@@ -329,7 +329,7 @@ impl SessionCache {
     async fn load(
         &self,
         account: &AccountId,
-        session: &str,
+        session: &SessionId,
         seen: i64,
     ) -> Result<Option<Head>, store::Error> {
         let writing = self.0.heads.write(session).await;
@@ -361,16 +361,16 @@ impl SessionCache {
     }
 
     /// `NoSession` unless `account` owns `session`.
-    pub(crate) async fn owned(&self, account: &AccountId, session: &str) -> Result<()> {
+    pub(crate) async fn owned(&self, account: &AccountId, session: &SessionId) -> Result<()> {
         match self.session(account, session).await? {
             Some(_) => Ok(()),
-            None => Err(Error::NoSession(session.to_owned())),
+            None => Err(Error::NoSession(session.to_string())),
         }
     }
 
     fn draft(
         &self,
-        session: &str,
+        session: &SessionId,
         turn_id: &str,
         events: Vec<AgentEvent>,
         next_state: Option<TurnState>,
@@ -379,7 +379,7 @@ impl SessionCache {
         let retention = i64::try_from(self.0.retention.as_millis()).unwrap_or(i64::MAX);
         let at_ms = now_ms();
         Append {
-            session_id: session.to_owned(),
+            session_id: session.clone(),
             turn_id: turn_id.to_owned(),
             events: events.into_iter().map(draft).collect(),
             next_state,

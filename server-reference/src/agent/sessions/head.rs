@@ -316,7 +316,7 @@ mod tests {
 
     fn record(title: &str) -> SessionRecord {
         SessionRecord {
-            id: "ses_0123456789abcdef0123456789abcdef".to_owned(),
+            id: "ses_0123456789abcdef0123456789abcdef".parse().unwrap(),
             account: crate::ids::AccountId::verified("acct"),
             title: title.to_owned(),
             archived: false,

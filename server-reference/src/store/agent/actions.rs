@@ -29,8 +29,8 @@ impl Store {
                     "SELECT turn_id, revision, pending, digest, request FROM actions
                      WHERE id = $1 AND session_id = $2",
                 )
-                .bind(&resolution.action_id)
-                .bind(&resolution.session_id),
+                .bind(resolution.action_id.as_str())
+                .bind(resolution.session_id.as_str()),
             )
             .await?;
         let Some(action) = row else {
@@ -43,7 +43,7 @@ impl Store {
         tx.execute(
             sql("UPDATE actions SET revision = $1, pending = FALSE WHERE id = $2")
                 .bind(revision)
-                .bind(&resolution.action_id),
+                .bind(resolution.action_id.as_str()),
         )
         .await?;
         tx.execute(

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use intent_models::TurnState;
 
-use crate::ids::AccountId;
+use crate::ids::{AccountId, SessionId};
 use crate::store::agent::{Append, Appended, Bounds, LogRead, event_body};
 use crate::store::engine::{Tx, sql};
 use crate::store::rows::{LogRow, turn_state};
@@ -14,13 +14,13 @@ use crate::store::{Result, Store};
 /// Locks session `id` (of `account`, when given) for the rest of the transaction; its last seq.
 pub(super) async fn lock_session(
     tx: &mut Tx,
-    id: &str,
+    id: &SessionId,
     account: Option<&AccountId>,
 ) -> Result<Option<i64>> {
     let row: Option<(i64,)> = tx
         .fetch_optional(
             sql("SELECT last_seq FROM sessions WHERE id = $1 AND ($2 IS NULL OR account = $2)")
-                .bind(id)
+                .bind(id.as_str())
                 .bind(account.map(AccountId::as_str))
                 .for_update(),
         )
@@ -37,7 +37,7 @@ pub(super) async fn write_events(tx: &mut Tx, append: &Append, last_seq: i64) ->
         seq += 1;
         tx.execute(
             sql("INSERT INTO events (session_id, seq, body, created_at) VALUES ($1, $2, $3, $4)")
-                .bind(&append.session_id)
+                .bind(append.session_id.as_str())
                 .bind(seq)
                 .bind(event_body(event, seq))
                 .bind(append.at_ms),
@@ -55,13 +55,13 @@ pub(super) async fn write_events(tx: &mut Tx, append: &Append, last_seq: i64) ->
                  RETURNING pruned_through")
             .bind(seq)
             .bind(append.at_ms / 1000)
-            .bind(&append.session_id)
+            .bind(append.session_id.as_str())
             .bind(append.prune_before_ms),
         )
         .await?;
     tx.execute(
         sql("DELETE FROM events WHERE session_id = $1 AND created_at < $2")
-            .bind(&append.session_id)
+            .bind(append.session_id.as_str())
             .bind(append.prune_before_ms),
     )
     .await?;
@@ -86,7 +86,7 @@ pub(super) async fn write_events(tx: &mut Tx, append: &Append, last_seq: i64) ->
                  VALUES ($1, $2, $3, $4, TRUE, $5, $6)",
             )
             .bind(&action.id)
-            .bind(&append.session_id)
+            .bind(append.session_id.as_str())
             .bind(&append.turn_id)
             .bind(action.revision)
             .bind(&action.digest)
@@ -94,7 +94,8 @@ pub(super) async fn write_events(tx: &mut Tx, append: &Append, last_seq: i64) ->
         )
         .await?;
     }
-    tx.notify(format!("{}:{seq}", append.session_id)).await?;
+    tx.notify(format!("{}:{seq}", append.session_id.as_str()))
+        .await?;
     Ok(Bounds {
         last_seq: seq,
         pruned_through,
@@ -116,7 +117,7 @@ impl Store {
             .fetch_optional(
                 sql("SELECT state FROM turns WHERE id = $1 AND session_id = $2")
                     .bind(&append.turn_id)
-                    .bind(&append.session_id),
+                    .bind(append.session_id.as_str()),
             )
             .await?;
         let Some((state,)) = row else {
@@ -136,7 +137,7 @@ impl Store {
     pub async fn read_log(
         &self,
         account: &AccountId,
-        session_id: &str,
+        session_id: &SessionId,
         after: i64,
         limit: i64,
     ) -> Result<Option<LogRead>> {
@@ -153,7 +154,7 @@ impl Store {
                      ) e ON TRUE
                      WHERE s.id = $1 AND s.account = $4
                      ORDER BY e.seq")
-                .bind(session_id)
+                .bind(session_id.as_str())
                 .bind(after)
                 .bind(limit)
                 .bind(account.as_str()),

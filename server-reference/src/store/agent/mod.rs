@@ -16,13 +16,13 @@ use std::sync::Arc;
 use intent_models::TurnState;
 use serde_json::{Map, Value};
 
-use crate::ids::AccountId;
+use crate::ids::{AccountId, ActionId, SessionId};
 
 /// A stored session.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionRecord {
     /// The session id.
-    pub id: String,
+    pub id: SessionId,
     /// The owning account.
     pub account: AccountId,
     /// The title.
@@ -37,7 +37,7 @@ pub struct SessionRecord {
 #[derive(Debug, Clone)]
 pub struct Append {
     /// The session.
-    pub session_id: String,
+    pub session_id: SessionId,
     /// The turn the events belong to.
     pub turn_id: String,
     /// The events as JSON objects; the store sets each one's `seq`.
@@ -133,9 +133,9 @@ pub struct Resolution {
     /// The account resolving.
     pub account: AccountId,
     /// The session.
-    pub session_id: String,
+    pub session_id: SessionId,
     /// The action.
-    pub action_id: String,
+    pub action_id: ActionId,
     /// The revision the result answers.
     pub revision: i64,
     /// The digest the result names.

@@ -1,6 +1,6 @@
 //! Sessions: created, read, changed and deleted, each change told to every process.
 
-use crate::ids::AccountId;
+use crate::ids::{AccountId, SessionId};
 use crate::store::agent::SessionRecord;
 use crate::store::engine::sql;
 use crate::store::rows::SessionRow;
@@ -16,7 +16,7 @@ impl Store {
                     "INSERT INTO sessions (id, account, title, archived, updated_at)
                      VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING",
                 )
-                .bind(&session.id)
+                .bind(session.id.as_str())
                 .bind(session.account.as_str())
                 .bind(&session.title)
                 .bind(session.archived)
@@ -27,7 +27,11 @@ impl Store {
     }
 
     /// The session `id` if `account` owns it.
-    pub async fn session(&self, account: &AccountId, id: &str) -> Result<Option<SessionRecord>> {
+    pub async fn session(
+        &self,
+        account: &AccountId,
+        id: &SessionId,
+    ) -> Result<Option<SessionRecord>> {
         let row: Option<SessionRow> = self
             .db
             .fetch_optional(
@@ -35,11 +39,11 @@ impl Store {
                     "SELECT id, account, title, archived, updated_at FROM sessions
                      WHERE id = $1 AND account = $2",
                 )
-                .bind(id)
+                .bind(id.as_str())
                 .bind(account.as_str()),
             )
             .await?;
-        Ok(row.map(SessionRecord::from))
+        row.map(SessionRecord::try_from).transpose()
     }
 
     /// Sets the title and/or the archived flag; the updated session if `account` owns it. The
@@ -47,7 +51,7 @@ impl Store {
     pub async fn update_session(
         &self,
         account: &AccountId,
-        id: &str,
+        id: &SessionId,
         title: Option<&str>,
         archived: Option<bool>,
         at: i64,
@@ -62,31 +66,31 @@ impl Store {
                 .bind(title)
                 .bind(archived)
                 .bind(at)
-                .bind(id)
+                .bind(id.as_str())
                 .bind(account.as_str()),
             )
             .await?;
         if row.is_some() {
-            tx.notify(format!("{id}:updated")).await?;
+            tx.notify(format!("{}:updated", id.as_str())).await?;
         }
         tx.commit().await?;
-        Ok(row.map(SessionRecord::from))
+        row.map(SessionRecord::try_from).transpose()
     }
 
     /// Deletes a session with its turns, log and actions; whether `account` owned it. The
     /// deletion is notified with it, so that the streams of the session on every process end.
-    pub async fn delete_session(&self, account: &AccountId, id: &str) -> Result<bool> {
+    pub async fn delete_session(&self, account: &AccountId, id: &SessionId) -> Result<bool> {
         let mut tx = self.db.begin().await?;
         let deleted = tx
             .execute(
                 sql("DELETE FROM sessions WHERE id = $1 AND account = $2")
-                    .bind(id)
+                    .bind(id.as_str())
                     .bind(account.as_str()),
             )
             .await?
             == 1;
         if deleted {
-            tx.notify(format!("{id}:deleted")).await?;
+            tx.notify(format!("{}:deleted", id.as_str())).await?;
         }
         tx.commit().await?;
         Ok(deleted)

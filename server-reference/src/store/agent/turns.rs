@@ -4,11 +4,11 @@
 use intent_models::TurnState;
 
 use super::log::{lock_session, write_events};
-use crate::ids::AccountId;
+use crate::ids::{AccountId, SessionId};
 use crate::store::account::{Meter, record_usage};
 use crate::store::agent::{Append, TurnStarted};
 use crate::store::engine::sql;
-use crate::store::rows::{SessionTurn, TurnRow};
+use crate::store::rows::{SessionTurn, TurnRow, session_id};
 use crate::store::{Result, Store};
 
 impl Store {
@@ -25,7 +25,7 @@ impl Store {
             .fetch_optional(
                 sql("SELECT id FROM turns
                      WHERE session_id = $1 AND state IN ('processing', 'awaiting_action')")
-                .bind(&append.session_id),
+                .bind(append.session_id.as_str()),
             )
             .await?;
         if let Some((turn_id,)) = active {
@@ -37,7 +37,7 @@ impl Store {
                  VALUES ($1, $2, 'processing', $3, $4, $5)",
             )
             .bind(&append.turn_id)
-            .bind(&append.session_id)
+            .bind(append.session_id.as_str())
             .bind(append.at_ms / 1000)
             .bind(&self.runner.id)
             .bind(append.at_ms + self.runner.lease_ms),
@@ -51,13 +51,13 @@ impl Store {
     }
 
     /// The session's turn that is processing or awaiting an action, with its state.
-    pub async fn active_turn(&self, session_id: &str) -> Result<Option<(String, TurnState)>> {
+    pub async fn active_turn(&self, session_id: &SessionId) -> Result<Option<(String, TurnState)>> {
         let row: Option<TurnRow> = self
             .db
             .fetch_optional(
                 sql("SELECT id, state FROM turns
                      WHERE session_id = $1 AND state IN ('processing', 'awaiting_action')")
-                .bind(session_id),
+                .bind(session_id.as_str()),
             )
             .await?;
         row.map(TurnRow::turn).transpose()
@@ -66,7 +66,7 @@ impl Store {
     /// Takes over every turn in `processing` whose runner's lease ended before `now_ms`, leasing
     /// it to this process, and returns them as (session, turn): one process claims each orphan,
     /// and a turn resumed meanwhile (with a fresh lease) is not one.
-    pub async fn claim_orphans(&self, now_ms: i64) -> Result<Vec<(String, String)>> {
+    pub async fn claim_orphans(&self, now_ms: i64) -> Result<Vec<(SessionId, String)>> {
         let rows: Vec<SessionTurn> = self
             .db
             .fetch_all(
@@ -78,10 +78,9 @@ impl Store {
                 .bind(now_ms),
             )
             .await?;
-        Ok(rows
-            .into_iter()
-            .map(|row| (row.session_id, row.id))
-            .collect())
+        rows.into_iter()
+            .map(|row| Ok((session_id(row.session_id)?, row.id)))
+            .collect()
     }
 
     /// Extends to `now_ms` plus the lease the leases of this process's processing turns.

@@ -1,17 +1,12 @@
-//! The one error type of the server, written as the error envelope of openapi.json:
-//! `{"error": {"code": "...", "message": "...", "details": {...}}}` with the status its code
-//! names. JSON extraction failures, store failures and the errors of every service go through
-//! it; each area maps its own errors beside them (`area/error.rs`), so that this module names
-//! no area.
+//! The one error of the server, as the interface writes it: the error envelope of openapi.json,
+//! `{"error": {"code": "...", "message": "...", "details": {...}}}`, with what its answer's
+//! headers say (a challenge, a time to wait). Store failures and the errors of every service
+//! become it; each area maps its own errors (`area/error.rs`), so that this module names no area.
+//! The HTTP layer (`http/error.rs`) alone turns it into a status and an answer.
 
-use axum::extract::rejection::JsonRejection;
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
 use intent_models::error::ConversionError;
 use intent_models::{ErrorCode, ErrorDetail, ErrorEnvelope};
 use serde_json::{Map, Value};
-
-use crate::json::Json;
 
 /// An error answered to the client.
 #[derive(Debug)]
@@ -68,14 +63,14 @@ impl ApiError {
         &self.message
     }
 
-    /// The HTTP status answered.
-    pub fn status(&self) -> StatusCode {
-        status_of(&self.code)
+    /// The `WWW-Authenticate` challenge to send.
+    pub fn challenge(&self) -> Option<&str> {
+        self.challenge.as_deref()
     }
 
-    /// The envelope answered, as JSON text.
-    pub fn body(&self) -> String {
-        serde_json::to_string(&self.envelope()).expect("an error envelope serializes")
+    /// The seconds to send as `Retry-After`.
+    pub fn retry_after(&self) -> Option<u64> {
+        self.retry_after
     }
 
     /// The envelope answered. It has no error of its own to answer with: every member is set
@@ -91,63 +86,6 @@ impl ApiError {
             .error(serde_json::to_value(detail).expect("an error detail serializes"))
             .try_into()
             .expect("every member of an error envelope is set")
-    }
-}
-
-/// The HTTP status each error code is answered with, as `x-status` in openapi.json gives it.
-pub fn status_of(code: &ErrorCode) -> StatusCode {
-    use ErrorCode::*;
-    match code {
-        InvalidRequest | InvalidParameter | InvalidCursor | ValidationFailed => {
-            StatusCode::BAD_REQUEST
-        }
-        Unauthorized => StatusCode::UNAUTHORIZED,
-        InsufficientScope => StatusCode::FORBIDDEN,
-        NotFound => StatusCode::NOT_FOUND,
-        MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-        TurnInProgress | TurnNotActive | RevisionConflict | ActionNotPending
-        | IdempotencyInFlight => StatusCode::CONFLICT,
-        CursorExpired => StatusCode::GONE,
-        PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-        UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-        BuildExpired | BuildInvalid | SimulationFailed | ChainMismatch | IdempotencyKeyReused
-        | CredentialsMissing => StatusCode::UNPROCESSABLE_ENTITY,
-        RateLimited => StatusCode::TOO_MANY_REQUESTS,
-        Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-        // `Internal`, and a code of another deployment, which this server never answers with.
-        _ => StatusCode::INTERNAL_SERVER_ERROR,
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let mut response = (self.status(), Json(self.envelope())).into_response();
-        if let Some(challenge) = self.challenge.and_then(|c| HeaderValue::from_str(&c).ok()) {
-            response
-                .headers_mut()
-                .insert(header::WWW_AUTHENTICATE, challenge);
-        }
-        if let Some(seconds) = self.retry_after {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
-        }
-        response
-    }
-}
-
-impl From<JsonRejection> for ApiError {
-    fn from(rejection: JsonRejection) -> Self {
-        match rejection {
-            JsonRejection::MissingJsonContentType(_) => Self::new(
-                ErrorCode::UnsupportedMediaType,
-                "expected a body of type application/json",
-            ),
-            JsonRejection::BytesRejection(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-                Self::new(ErrorCode::PayloadTooLarge, "the request body is too large")
-            }
-            other => Self::new(ErrorCode::InvalidRequest, other.body_text()),
-        }
     }
 }
 
@@ -175,20 +113,5 @@ impl From<ConversionError> for ApiError {
     fn from(error: ConversionError) -> Self {
         tracing::error!(%error, "an answer's model is incomplete");
         Self::internal()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::account;
-
-    #[test]
-    fn an_incomplete_model_is_a_bare_500_that_names_nothing_of_the_server() {
-        let missing = ConversionError::from("no value supplied for installed_at");
-        let api = ApiError::from(account::Error::Model(missing));
-        assert_eq!(api.status(), StatusCode::INTERNAL_SERVER_ERROR);
-        assert_eq!(api.message(), "internal error");
-        assert!(!api.body().contains("installed_at"), "{}", api.body());
     }
 }

@@ -17,6 +17,7 @@ pub mod config;
 pub mod error;
 mod http;
 pub mod ids;
+mod interface;
 mod json;
 mod keys;
 mod mcp;

@@ -17,7 +17,6 @@ mod turn;
 mod turn_service;
 
 pub use error::{Error, Refusal, Result};
-pub use http::SseKeepAlive;
 pub use log::{EventLog, Followed, PageRequest};
 pub use notify::{Hub, Notifier, Relay, Subscription};
 pub use page::Page;

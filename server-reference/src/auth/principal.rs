@@ -4,11 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::FromRequestParts;
-use axum::http::request::Parts;
-
 use crate::auth::token::AccessClaims;
-use crate::error::ApiError;
 use crate::ids::AccountId;
 
 /// The authenticated caller. Cheap to clone.
@@ -43,19 +39,5 @@ impl Principal {
         let end_ms = self.expires_at.saturating_add(1).saturating_mul(1000);
         let left = end_ms.saturating_sub(crate::clock::now_ms());
         Duration::from_millis(u64::try_from(left).unwrap_or(0))
-    }
-}
-
-/// The principal the gateway put on the request, taken from it (a clone would write its counts,
-/// which every worker thread writes); a handler reached without it, or taking it twice, is a
-/// bug.
-impl<S: Send + Sync> FromRequestParts<S> for Principal {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        parts.extensions.remove::<Principal>().ok_or_else(|| {
-            tracing::error!(path = %parts.uri.path(), "handler reached without the gateway's principal, or taking it twice");
-            ApiError::internal()
-        })
     }
 }

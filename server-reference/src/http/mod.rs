@@ -2,8 +2,9 @@
 //! handlers of the paths outside the three resources (health, readiness, the document).
 
 pub(crate) mod body_limit;
+mod error;
 pub(crate) mod gateway;
-pub(crate) mod openapi;
+pub(crate) mod operations;
 pub(crate) mod request_log;
 pub(crate) mod serve;
 
@@ -17,8 +18,9 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::auth::principal::Principal;
 use crate::error::ApiError;
-use crate::http::openapi::BodySchema;
+use crate::http::operations::BodySchema;
 use crate::ids::{self, SessionId};
 use crate::json::{self, Json};
 
@@ -159,7 +161,7 @@ pub trait Ready {
 
 /// `GET /openapi.json`: the document this server implements.
 pub async fn openapi() -> Response {
-    json::json(crate::http::openapi::TEXT)
+    json::json(crate::interface::TEXT)
 }
 
 /// Any path that no route serves.
@@ -173,4 +175,18 @@ pub async fn method_not_allowed() -> ApiError {
         ErrorCode::MethodNotAllowed,
         "method not allowed on this path",
     )
+}
+
+/// The principal the gateway put on the request, taken from it (a clone would write its counts,
+/// which every worker thread writes); a handler reached without it, or taking it twice, is a
+/// bug.
+impl<S: Send + Sync> FromRequestParts<S> for Principal {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        parts.extensions.remove::<Principal>().ok_or_else(|| {
+            tracing::error!(path = %parts.uri.path(), "handler reached without the gateway's principal, or taking it twice");
+            ApiError::internal()
+        })
+    }
 }

@@ -58,10 +58,7 @@ pub fn router(state: &AppState, api: &Router) -> Router {
 
 /// The tools of the operations of resource `name` (`agent` or `pipeline`).
 fn tools(name: &str) -> Arc<Tools> {
-    let (document, schemas) = (
-        crate::http::openapi::document(),
-        crate::http::openapi::schemas(),
-    );
+    let (document, schemas) = (crate::interface::document(), crate::interface::schemas());
     Arc::new(Tools::from_openapi(document, schemas, name))
 }
 

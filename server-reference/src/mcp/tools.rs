@@ -234,8 +234,8 @@ mod tests {
 
     fn tools(resource: &str) -> Tools {
         Tools::from_openapi(
-            crate::http::openapi::document(),
-            crate::http::openapi::schemas(),
+            crate::interface::document(),
+            crate::interface::schemas(),
             resource,
         )
     }

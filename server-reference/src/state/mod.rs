@@ -10,9 +10,8 @@ use axum::extract::FromRef;
 
 use crate::account::Account;
 use crate::agent::feed::{self, Feed};
-use crate::agent::{
-    self, EventLog, Hub, Notifier, Relay, SessionCache, Sessions, SseKeepAlive, Turns,
-};
+use crate::agent::http::SseKeepAlive;
+use crate::agent::{self, EventLog, Hub, Notifier, Relay, SessionCache, Sessions, Turns};
 use crate::auth::rate::RateLimits;
 use crate::auth::resource::Resource;
 use crate::auth::token::{self, Grant};
@@ -143,7 +142,7 @@ impl AppState {
             None => hub,
         };
         // The gateway's operations are read from openapi.json at start, not by the first request.
-        crate::http::openapi::operations();
+        crate::http::operations::all();
         let issuer = config
             .public_url
             .clone()

@@ -1,6 +1,5 @@
-//! The interface document this server implements, embedded in the binary and parsed once: served
-//! as it is at `/openapi.json`, and read for its operations (where each is, the scope and resource
-//! of its token, the schema of its body), which the gateway guards, and for the MCP tools.
+//! The operations of the interface document (where each is, the scope and resource of its token,
+//! the schema of its body), which the gateway guards.
 
 use std::sync::{Arc, LazyLock};
 
@@ -10,28 +9,10 @@ use intent_models::schema::{SchemaValidator, Schemas};
 use serde_json::Value;
 
 use crate::auth::resource::Resource;
+use crate::interface::{document, schemas};
 
-/// `openapi.json` as text.
-pub const TEXT: &str = include_str!("../../../openapi.json");
-
-static PARSED: LazyLock<(Value, Schemas)> = LazyLock::new(|| {
-    let document: Value = serde_json::from_str(TEXT).expect("the embedded openapi.json parses");
-    let schemas = Schemas::from_openapi(&document).expect("openapi.json has component schemas");
-    (document, schemas)
-});
-
-/// The document.
-pub fn document() -> &'static Value {
-    &PARSED.0
-}
-
-/// Its component schemas, converted to JSON Schema.
-pub fn schemas() -> &'static Schemas {
-    &PARSED.1
-}
-
-/// Its operations.
-pub fn operations() -> &'static Operations {
+/// The operations of the interface document.
+pub fn all() -> &'static Operations {
     static OPERATIONS: LazyLock<Operations> =
         LazyLock::new(|| Operations::from_openapi(document(), schemas()));
     &OPERATIONS
@@ -184,7 +165,7 @@ mod tests {
 
     #[test]
     fn finds_operations_by_method_and_template() {
-        let ops = operations();
+        let ops = all();
         let documented = openapi::operation_objects(document()).count();
         assert_eq!(
             ops.all.len(),

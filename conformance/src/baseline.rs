@@ -15,75 +15,16 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::check::Status;
-use crate::finding::Broke;
-use crate::run::{Outcome, Report};
+use crate::breaks::{Break, State};
+use crate::checks::Status;
 use crate::spec::Level;
+use crate::suite::{Outcome, Report};
 
 /// The format of a baseline file.
 pub const BASELINE_VERSION: u32 = 2;
 
 /// The format before fingerprints, still read.
 const UNFINGERPRINTED: u32 = 1;
-
-/// How a failure stands against a baseline.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum State {
-    /// The baseline does not hold it: it fails the run.
-    New,
-    /// The baseline holds it: it fails nothing.
-    Known,
-    /// The baseline holds a failure of this check, and the check passed.
-    Fixed,
-}
-
-impl State {
-    /// `new`, `known` or `fixed`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::New => "new",
-            Self::Known => "known",
-            Self::Fixed => "fixed",
-        }
-    }
-}
-
-/// One way a check failed, with its fingerprint.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Break {
-    /// Sixteen hex digits, the same in every run that breaks the fact the same way.
-    pub fingerprint: String,
-    /// How it broke, in words.
-    pub broke: String,
-    /// Against the run's baseline, when it has one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub baseline: Option<State>,
-}
-
-impl Break {
-    /// `broke`, as `check` (concerning `operation`) failed at `level`.
-    pub fn new(check: &str, level: Level, operation: Option<&str>, broke: &Broke) -> Self {
-        let broke = broke.to_string();
-        let parts = [check, level.as_str(), operation.unwrap_or_default(), &broke];
-        Self {
-            fingerprint: format!("{:016x}", fnv1a(&parts)),
-            broke,
-            baseline: None,
-        }
-    }
-}
-
-/// FNV-1a (64 bits) of `parts`, each ended by a zero byte: stable across builds and platforms,
-/// unlike the standard library's hasher.
-fn fnv1a(parts: &[&str]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in parts.iter().flat_map(|part| part.bytes().chain([0])) {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    hash
-}
 
 /// One known failure.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -266,10 +207,11 @@ pub fn compare(report: &mut Report, baseline: &Baseline, strict_normative: bool)
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::finding::Broke;
 
     #[test]
     fn known_breaks_pass_new_ones_fail_and_fixed_ones_are_named() {
-        let report = crate::run::fixture();
+        let report = crate::suite::fixture();
         // The fixture's one failure: pipeline.commit at the normative level, one break.
         let baseline = Baseline::of(&report);
         let [commit] = &baseline.known[..] else {
@@ -324,7 +266,7 @@ mod tests {
 
     #[test]
     fn a_report_or_a_baseline_file_reads_as_the_same_baseline_and_version_1_still_reads() {
-        let report = crate::run::fixture();
+        let report = crate::suite::fixture();
         let from_report = Baseline::parse(&serde_json::to_string(&report).unwrap()).unwrap();
         let file = serde_json::to_string(&Baseline::of(&report)).unwrap();
         assert_eq!(Baseline::parse(&file).unwrap(), from_report);

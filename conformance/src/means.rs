@@ -303,9 +303,9 @@ impl Default for Resolution {
     }
 }
 
-/// The two outcomes a resolution can send.
+/// The two outcomes a resolution can send: the decision on the reviewed request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum Decision {
     /// The client approves the reviewed request.
     Approve,
     /// The client rejects it.
@@ -329,15 +329,15 @@ impl Resolution {
     }
 
     /// The word this deployment gives `outcome`.
-    pub fn word(&self, outcome: Outcome) -> &str {
+    pub fn word(&self, outcome: Decision) -> &str {
         match outcome {
-            Outcome::Approve => &self.approve,
-            Outcome::Reject => &self.reject,
+            Decision::Approve => &self.approve,
+            Decision::Reject => &self.reject,
         }
     }
 
     /// The body that resolves at `revision` with `outcome`, naming the Build of `digest`.
-    pub fn body(&self, revision: i64, outcome: Outcome, digest: &str) -> Value {
+    pub fn body(&self, revision: i64, outcome: Decision, digest: &str) -> Value {
         let result = fill(&self.result, &|text| match text {
             "{outcome}" => Some(Some(Value::from(self.word(outcome)))),
             "{digest}" => Some(Some(Value::from(digest))),
@@ -511,7 +511,7 @@ mod tests {
         let raised = ours.action.read(&entry).unwrap();
         assert_eq!((raised.action.as_str(), raised.revision), ("a1", 2));
         assert_eq!(
-            ours.resolution.body(2, Outcome::Reject, &raised.digest),
+            ours.resolution.body(2, Decision::Reject, &raised.digest),
             json!({ "revision": 2, "result": { "outcome": "rejected", "digest": "sha256:01" } })
         );
         let bare = json!({ "type": "action", "turnId": "t1", "action": { "actionId": "a1" } });
@@ -535,7 +535,7 @@ mod tests {
         assert!(theirs.action.raised_in(&entry, "t1"));
         let raised = theirs.action.read(&entry).unwrap();
         assert_eq!(
-            theirs.resolution.body(1, Outcome::Approve, &raised.digest),
+            theirs.resolution.body(1, Decision::Approve, &raised.digest),
             json!({ "revision": 1, "result": { "decision": "yes", "of": "sha256:02" } })
         );
         let recorded = json!({ "kind": "decided", "approval": "a9", "decision": "no" });

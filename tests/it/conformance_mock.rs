@@ -9,9 +9,9 @@ use axum::body::{Body, to_bytes};
 use axum::extract::Request;
 use axum::http::{StatusCode, header};
 use axum::response::Response;
-use intent_conformance::check::Status;
-use intent_conformance::run::{DEFAULT_JOBS, Selection, run};
+use intent_conformance::checks::Status;
 use intent_conformance::spec::{Operation, spec};
+use intent_conformance::suite::{DEFAULT_JOBS, Selection, run};
 use intent_conformance::target::{Role, Settings, Target, Tokens};
 use serde_json::{Value, json};
 

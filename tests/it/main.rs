@@ -11,6 +11,7 @@ mod conformance_variations;
 mod deployment;
 mod fronts;
 mod full_disk;
+mod imports;
 mod key_rotation;
 mod mcp;
 mod model_strictness;

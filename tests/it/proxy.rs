@@ -12,9 +12,9 @@ use axum::extract::Request;
 use axum::middleware::{Next, from_fn};
 use axum::response::Response;
 use futures_util::StreamExt;
-use intent_conformance::check::Status;
+use intent_conformance::checks::Status;
 use intent_conformance::embedded::Embedded;
-use intent_conformance::proxy::{Proxy, Side, VIOLATIONS_HEADER, Violation};
+use intent_conformance::proxy::{Breach, Proxy, Side, VIOLATIONS_HEADER};
 use intent_conformance::report;
 use intent_conformance::spec::Level;
 use intent_conformance::target::Role;
@@ -189,7 +189,7 @@ async fn each_side_that_breaks_the_contract_is_named_with_its_pointer() {
     assert!(preflight.headers().get(VIOLATIONS_HEADER).is_none());
 
     let normative = proxy.ledger().report(proxy.upstream(), true);
-    let outcome = |report: &intent_conformance::run::Report, id: &str| {
+    let outcome = |report: &intent_conformance::suite::Report, id: &str| {
         let outcome = report.outcomes.iter().find(|outcome| outcome.id == id);
         outcome.unwrap().clone()
     };
@@ -220,14 +220,14 @@ async fn each_side_that_breaks_the_contract_is_named_with_its_pointer() {
     // The interface does not show startChat's body or answers (`x-profile-fills`): what breaks
     // them breaks our profile.
     let expected = [
-        Violation {
+        Breach {
             side: Side::Client,
             operation: "startChat".into(),
             pointer: "/body/message".into(),
             keyword: "type".into(),
             level: Level::Profile,
         },
-        Violation {
+        Breach {
             side: Side::Server,
             operation: "startChat".into(),
             pointer: "/body/turnId".into(),
@@ -336,7 +336,7 @@ async fn a_build_whose_simulation_lacks_gas_breaks_the_document_and_names_it() {
     // (it fails when this normative report does).
     let normative = proxy.ledger().report(proxy.upstream(), true);
     assert!(normative.failed(), "{}", report::console(&normative));
-    let violation = Violation {
+    let violation = Breach {
         side: Side::Server,
         operation: "evmBuild".into(),
         pointer: "/body/simulation/gas".into(),

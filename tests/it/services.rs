@@ -10,7 +10,7 @@ use intent_models::{
     ActionRequest, ActionResolutionRequest, ActionResult, AgentEvent, ChatStartRequest, TurnState,
 };
 use intent_server::AppState;
-use intent_server::agent::{Error, Followed, PageRequest, Refusal};
+use intent_server::agent::{Error, PageRequest, Refusal, StreamItem};
 use intent_server::ids::{AccountId, ActionId, SessionId};
 use intent_tests::TestServer;
 
@@ -29,7 +29,7 @@ async fn follow_until_settled(
 ) -> (Vec<AgentEvent>, TurnState, usize) {
     let followed = state
         .log()
-        .follow(&alice(), session, cursor, None)
+        .stream(&alice(), session, cursor, None)
         .await
         .unwrap();
     let mut followed = pin!(followed);
@@ -41,7 +41,7 @@ async fn follow_until_settled(
             .expect("the log moves on")
             .expect("the stream lasts while the session does");
         match item {
-            Followed::Page(page) => {
+            StreamItem::Page(page) => {
                 for event in page.to_model().events {
                     if let AgentEvent::TurnState { state, .. } = &event {
                         turn_state = *state;
@@ -49,9 +49,9 @@ async fn follow_until_settled(
                     events.push(event);
                 }
             }
-            Followed::Snapshot(_) => snapshots += 1,
-            Followed::Resync(reason) => panic!("an unexpected resync: {reason:?}"),
-            Followed::Closing => panic!("the log drained"),
+            StreamItem::Snapshot(_) => snapshots += 1,
+            StreamItem::Resync(reason) => panic!("an unexpected resync: {reason:?}"),
+            StreamItem::Closing => panic!("the log drained"),
         }
     }
     (events, turn_state, snapshots)

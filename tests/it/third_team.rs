@@ -28,10 +28,10 @@ use axum::response::Response;
 use futures_util::StreamExt;
 use serde_json::{Map, Value, json};
 
-use intent_conformance::check::Status;
+use intent_conformance::checks::Status;
 use intent_conformance::discover::discover;
 use intent_conformance::embedded::Embedded;
-use intent_conformance::run::{DEFAULT_JOBS, Report, Selection, run};
+use intent_conformance::suite::{DEFAULT_JOBS, Report, Selection, run};
 
 use crate::fronts::{failed_normative, is_event_stream, json_response};
 

@@ -5,8 +5,8 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use intent_conformance::check::Check;
 use intent_conformance::checks;
+use intent_conformance::checks::Check;
 use intent_conformance::facts::{self, Standing};
 use intent_conformance::spec::Level;
 use intent_conformance::spec::spec;

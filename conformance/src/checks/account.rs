@@ -4,7 +4,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use super::{read, run};
-use crate::check::{Category, Check};
+use crate::checks::{Category, Check};
 use crate::finding::excerpt;
 use crate::finding::{Verdict, ensure, profile, skip};
 use crate::target::{Role, Target};

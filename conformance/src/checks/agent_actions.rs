@@ -3,9 +3,9 @@
 use serde_json::{Value, json};
 
 use super::{fresh_key, read_log, run, settle, start_turn_saying};
-use crate::check::{Category, Check};
+use crate::checks::{Category, Check};
 use crate::finding::{Finding, Verdict, ensure, skip, through_means};
-use crate::means::{Outcome, inconclusive};
+use crate::means::{Decision, inconclusive};
 use crate::target::{Reply, Role, Target};
 
 const ON: &[&str] = &[
@@ -103,7 +103,7 @@ pub(super) async fn pending_action(target: &Target, token: &str) -> Result<Pendi
 
 impl Pending {
     /// A resolution body at `revision` with `outcome`, naming the reviewed Build.
-    pub(super) fn body(&self, target: &Target, revision: i64, outcome: Outcome) -> Value {
+    pub(super) fn body(&self, target: &Target, revision: i64, outcome: Decision) -> Value {
         let means = &target.settings.means.resolution;
         means.body(revision, outcome, &self.digest)
     }
@@ -161,12 +161,12 @@ impl Pending {
 async fn revision_conflict(target: &Target) -> Verdict {
     let token = &target.role(Role::Agent).await?;
     let pending = pending_action(target, token).await?;
-    let stale = pending.body(target, pending.revision + 1, Outcome::Reject);
+    let stale = pending.body(target, pending.revision + 1, Decision::Reject);
     pending
         .resolve(target, token, Some(&fresh_key("stale")), &stale)
         .await?
         .ensure_status(409, "a resolution naming a revision the action is not at")?;
-    let current = pending.body(target, pending.revision, Outcome::Reject);
+    let current = pending.body(target, pending.revision, Decision::Reject);
     pending
         .resolve(target, token, Some(&fresh_key("current")), &current)
         .await?
@@ -180,7 +180,7 @@ async fn revision_conflict(target: &Target) -> Verdict {
 async fn idempotency(target: &Target) -> Verdict {
     let token = &target.role(Role::Agent).await?;
     let pending = pending_action(target, token).await?;
-    let body = pending.body(target, pending.revision, Outcome::Reject);
+    let body = pending.body(target, pending.revision, Decision::Reject);
     pending
         .resolve(target, token, None, &body)
         .await?
@@ -216,7 +216,7 @@ async fn idempotency(target: &Target) -> Verdict {
             )
         },
     )?;
-    let other = pending.body(target, pending.revision, Outcome::Approve);
+    let other = pending.body(target, pending.revision, Decision::Approve);
     pending
         .resolve(target, token, Some(&key), &other)
         .await?
@@ -233,8 +233,8 @@ async fn reviewed_result(target: &Target) -> Verdict {
     let pending = pending_action(target, token).await?;
     let means = &target.settings.means.resolution;
     let other_digest = format!("sha256:{}", "0".repeat(64));
-    let wrong = means.body(pending.revision, Outcome::Approve, &other_digest);
-    if wrong == pending.body(target, pending.revision, Outcome::Approve) {
+    let wrong = means.body(pending.revision, Decision::Approve, &other_digest);
+    if wrong == pending.body(target, pending.revision, Decision::Approve) {
         return Err(inconclusive(
             "resolution",
             "the result template names no `{digest}`, so no result can name another Build",
@@ -244,7 +244,7 @@ async fn reviewed_result(target: &Target) -> Verdict {
         .resolve(target, token, Some(&fresh_key("digest")), &wrong)
         .await?
         .ensure_status(400, "a result naming another Build's digest")?;
-    let mut authored = pending.body(target, pending.revision, Outcome::Approve);
+    let mut authored = pending.body(target, pending.revision, Decision::Approve);
     if let Some(result) = authored["result"].as_object_mut() {
         let transaction =
             json!({ "to": "0x0000000000000000000000000000000000000000", "value": "1" });
@@ -254,7 +254,7 @@ async fn reviewed_result(target: &Target) -> Verdict {
             .await?
             .ensure_status(400, "a result carrying transaction fields")?;
     }
-    let reviewed = pending.body(target, pending.revision, Outcome::Reject);
+    let reviewed = pending.body(target, pending.revision, Decision::Reject);
     pending
         .resolve(target, token, Some(&fresh_key("reviewed")), &reviewed)
         .await?

@@ -8,7 +8,7 @@ use super::{
     TERMINAL, alter_signature, cursor_taken, poll, read_log, read_pages, run, seqs, settle,
     settled_session, start_turn, stream_request, stream_takes_cursor, text, turn_state,
 };
-use crate::check::{Category, Check};
+use crate::checks::{Category, Check};
 use crate::finding::excerpt;
 use crate::finding::{Finding, Verdict, ensure, fail, profile, skip};
 use crate::target::{Role, Target};
@@ -93,7 +93,7 @@ async fn round_trip(target: &Target) -> Verdict {
     let (_, second) = start_turn(target, token, Some(&session), "conformance: second turn").await?;
     // From the first turn's cursor, following `has_more` and each page's cursor at once: each
     // later event once, none before.
-    let after = follow(target, token, &session, &cursor, &second).await?;
+    let after = events_until_settled(target, token, &session, &cursor, &second).await?;
     let (whole, _) = read_log(target, token, &session).await?;
     ensure(!after.iter().any(|event| before.contains(event)), || {
         "the pages after a cursor repeat events delivered before it".into()
@@ -141,7 +141,7 @@ async fn round_trip(target: &Target) -> Verdict {
 /// The events after `cursor`, following each page's cursor as soon as it comes (a held poll of
 /// `wait=2000` each), until `turn` has reached a terminal state and no more is ready. A cursor
 /// that expires between two polls makes the check inconclusive.
-async fn follow(
+async fn events_until_settled(
     target: &Target,
     token: &str,
     session: &str,

@@ -6,7 +6,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use super::{fresh_key, read, run, settle, start_turn};
-use crate::check::{Category, Check};
+use crate::checks::{Category, Check};
 use crate::finding::excerpt;
 use crate::finding::{Finding, Verdict, ensure, profile};
 use crate::target::{Role, Target};

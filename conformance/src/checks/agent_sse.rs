@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::page_members::{PAGE_FIELDS, entry_kind};
 use super::{run, settle, start_turn, stream_request, text};
-use crate::check::{Category, Check};
+use crate::checks::{Category, Check};
 use crate::finding::{Broke, Finding, Verdict, ensure, fail, skip};
 use crate::means::inconclusive;
 use crate::spec::spec;

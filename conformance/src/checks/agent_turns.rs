@@ -3,7 +3,7 @@
 use reqwest::Method;
 
 use super::{TERMINAL, poll, run, settle, start_turn, start_turn_saying, turn_state, turn_states};
-use crate::check::{Category, Check};
+use crate::checks::{Category, Check};
 use crate::finding::{Verdict, ensure, profile, skip};
 use crate::target::{Role, Target};
 

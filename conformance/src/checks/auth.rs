@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::agent_actions::pending_action;
 use super::{read, read_log, run_on_operation, settle, start_turn, start_turn_saying};
-use crate::check::{Category, Check};
+use crate::checks::{Category, Check};
 use crate::finding::{Finding, Verdict, ensure, fail, profile, skip};
 use crate::spec::{Operation, spec};
 use crate::target::{
@@ -401,7 +401,7 @@ async fn isolation(target: &Target, operation: &'static Operation) -> Verdict {
     // The body the owner could send, so that only ownership can refuse the request.
     let (session, action, body) = if operation.template.contains("{actionId}") {
         let pending = pending_action(target, &owner).await?;
-        let body = pending.body(target, pending.revision, crate::means::Outcome::Reject);
+        let body = pending.body(target, pending.revision, crate::means::Decision::Reject);
         (pending.session, pending.action, body)
     } else {
         let message = format!("{marker} conformance: isolation from {WALLET}");

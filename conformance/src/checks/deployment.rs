@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::pipeline::EVM;
 use super::subjects::build_request;
 use super::{nanos, run, seqs, settle, settled_session, start_turn, text};
-use crate::check::{Category, Check};
+use crate::checks::{Category, Check};
 use crate::finding::{Finding, Verdict, ensure, fail};
 use crate::target::Reader;
 use crate::target::{Reply, Role, Target};

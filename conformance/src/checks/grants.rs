@@ -8,7 +8,7 @@ use super::agent_actions::pending_action;
 use super::pipeline::{EVM, SVM};
 use super::subjects::build_request;
 use super::{run, start_turn, text};
-use crate::check::{Category, Check};
+use crate::checks::{Category, Check};
 use crate::finding::{Finding, Verdict, ensure, skip};
 use crate::target::{Account, Reply, Role, Target, TokenRequest};
 
@@ -169,7 +169,7 @@ async fn grants(target: &Target) -> Verdict {
         Ok(pending) => {
             let resolve = only(target, "agent", "agent:actions:resolve").await?;
             let key = super::fresh_key("grants");
-            let body = pending.body(target, pending.revision, crate::means::Outcome::Reject);
+            let body = pending.body(target, pending.revision, crate::means::Decision::Reject);
             let reply = pending.resolve(target, &resolve, Some(&key), &body).await?;
             let_through(&reply, "agent:actions:resolve", "resolving an action")?;
             None

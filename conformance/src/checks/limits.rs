@@ -6,7 +6,7 @@ use reqwest::Method;
 use serde_json::Value;
 
 use super::{build_simulation, cursor_taken, poll, run, settled_session};
-use crate::check::{Category, Check};
+use crate::checks::{Category, Check};
 use crate::finding::excerpt;
 use crate::finding::{Verdict, ensure, fail, profile, skip};
 use crate::target::{Reply, Role, Target};

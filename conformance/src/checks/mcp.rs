@@ -15,7 +15,7 @@ use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
 use super::run;
-use crate::check::{Category, Check};
+use crate::checks::{Category, Check};
 use crate::finding::{Finding, Verdict, ensure, fail, profile, skip};
 use crate::target::{Reply, Role, Target};
 

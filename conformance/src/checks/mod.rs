@@ -7,6 +7,7 @@ mod agent_sessions;
 mod agent_sse;
 mod agent_turns;
 mod auth;
+mod check;
 mod deployment;
 mod grants;
 mod limits;
@@ -18,24 +19,25 @@ mod schema;
 mod stateful;
 pub mod subjects;
 
+pub use check::{Category, Check, Run, Status};
+
 use std::sync::LazyLock;
 use std::time::Instant;
 
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::check::Check;
 use crate::finding::{Finding, through_means};
 use crate::means::{StreamCursor, inconclusive};
 use crate::spec::{Operation, spec};
 use crate::target::{Call, Reply, Role, Target};
 
-/// Wraps an `async fn(&Target) -> Verdict` as a [`crate::check::Run`].
+/// Wraps an `async fn(&Target) -> Verdict` as a [`crate::checks::Run`].
 macro_rules! run {
     ($check:path) => {{
         fn run<'a>(
             target: &'a $crate::target::Target,
-            _: &'a $crate::check::Check,
+            _: &'a $crate::checks::Check,
         ) -> std::pin::Pin<
             Box<dyn std::future::Future<Output = $crate::finding::Verdict> + Send + 'a>,
         > {
@@ -46,13 +48,13 @@ macro_rules! run {
 }
 pub(crate) use run;
 
-/// Wraps an `async fn(&Target, &'static Operation) -> Verdict` as a [`crate::check::Run`] of a
+/// Wraps an `async fn(&Target, &'static Operation) -> Verdict` as a [`crate::checks::Run`] of a
 /// check made once per operation.
 macro_rules! run_on_operation {
     ($check:path) => {{
         fn run<'a>(
             target: &'a $crate::target::Target,
-            check: &'a $crate::check::Check,
+            check: &'a $crate::checks::Check,
         ) -> std::pin::Pin<
             Box<dyn std::future::Future<Output = $crate::finding::Verdict> + Send + 'a>,
         > {
@@ -100,7 +102,7 @@ pub fn all() -> &'static [Check] {
 ///   apps and credentials of the accounts that the others list;
 /// - `limits.rate-limit` spends the deployment's rate limit, which would make others wait.
 pub fn alone(check: &Check) -> bool {
-    use crate::check::Category;
+    use crate::checks::Category;
     match check.category {
         Category::Schema | Category::Limits | Category::Account => true,
         Category::Auth => {

@@ -13,10 +13,10 @@ use serde_json::{Map, Value, json};
 
 use super::agent_actions::pending_action;
 use super::{encode, read, run, start_turn};
-use crate::check::{Category, Check};
+use crate::checks::{Category, Check};
 use crate::finding::excerpt;
 use crate::finding::{Finding, Verdict, ensure, skip};
-use crate::means::Outcome;
+use crate::means::Decision;
 use crate::spec::{Operation, spec};
 use crate::target::{Role, Target};
 
@@ -357,7 +357,7 @@ async fn refused(target: &Target, profile: bool) -> Verdict {
             .iter()
             .find(|operation| operation.id == "resolveAction");
         if let Some(operation) = resolution {
-            let base = pending.body(target, pending.revision, Outcome::Reject);
+            let base = pending.body(target, pending.revision, Decision::Reject);
             cases.retain(|case| case.operation.id != "resolveAction");
             let theirs = body_cases(operation, Some(base));
             cases.extend(theirs.into_iter().filter(|case| case.profile == profile));

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::subjects::{build_request, lists, reference_build_request};
 use super::{alter_signature, nanos, read, run, text};
-use crate::check::{Category, Check};
+use crate::checks::{Category, Check};
 use crate::finding::{Broke, Finding, Verdict, ensure, fail, profile, skip};
 use crate::means::inconclusive;
 use crate::spec::spec;

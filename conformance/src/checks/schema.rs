@@ -4,11 +4,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::page_members::{PAGE_FIELDS, entry_kind};
 use super::{build_simulation, run};
-use crate::check::{Category, Check};
+use crate::checks::{Category, Check};
 use crate::finding::{Broke, Finding, Verdict, cite, ensure, skip};
 use crate::spec::Level;
 use crate::spec::spec;
-use crate::target::{Target, Violation};
+use crate::target::{BrokenBody, Target};
 
 pub(super) fn checks() -> Vec<Check> {
     vec![
@@ -250,7 +250,7 @@ async fn responses(target: &Target) -> Verdict {
     if seen == 0 {
         return skip("no response was seen in this run");
     }
-    let (normative, profile): (Vec<Violation>, Vec<Violation>) = target
+    let (normative, profile): (Vec<BrokenBody>, Vec<BrokenBody>) = target
         .violations()
         .into_iter()
         .partition(|violation| violation.level == Level::Normative);
@@ -280,7 +280,7 @@ async fn responses(target: &Target) -> Verdict {
 
 /// The distinct causes of `violations`, one clause each: what broke (array indices read as `*`),
 /// in how many responses, of which operations, most frequent first.
-fn listed(violations: &[Violation]) -> String {
+fn listed(violations: &[BrokenBody]) -> String {
     let mut causes: BTreeMap<String, (usize, BTreeSet<String>)> = BTreeMap::new();
     for violation in violations {
         let operation = operation_of(&violation.request);
@@ -326,7 +326,7 @@ mod tests {
 
     #[test]
     fn one_cause_seen_in_many_responses_is_listed_once_with_its_count_and_operations() {
-        let violation = |request: &str, errors: &[&str]| Violation {
+        let violation = |request: &str, errors: &[&str]| BrokenBody {
             check: "pipeline.build",
             request: request.into(),
             status: 200,

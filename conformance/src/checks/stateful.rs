@@ -11,7 +11,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use super::{encode, fresh_key, role_of, run_on_operation};
-use crate::check::{Category, Check};
+use crate::checks::{Category, Check};
 use crate::finding::{Finding, Verdict, ensure};
 use crate::generate::Rng;
 use crate::means::Chat;

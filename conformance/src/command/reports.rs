@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use clap::ValueEnum;
-use intent_conformance::{report, run};
+use intent_conformance::{report, suite};
 
 /// Where to write the reports, besides the console.
 #[derive(clap::Args)]
@@ -45,7 +45,7 @@ pub enum Levels {
 
 /// Prints the console summary of `report`: to standard error when the JSON report goes to
 /// standard output.
-pub fn console(report: &run::Report, files: &ReportFiles) {
+pub fn console(report: &suite::Report, files: &ReportFiles) {
     if files
         .json
         .as_ref()
@@ -59,7 +59,7 @@ pub fn console(report: &run::Report, files: &ReportFiles) {
 
 /// Writes `report` to each file given, as JSON, JUnit XML, HTML, Markdown and SARIF, and prints its
 /// GitHub annotations when asked (the failures its baseline knows as warnings).
-pub fn write_reports(report: &run::Report, files: &ReportFiles) -> Result<(), String> {
+pub fn write_reports(report: &suite::Report, files: &ReportFiles) -> Result<(), String> {
     let write = |path: &Option<PathBuf>, text: String| -> Result<(), String> {
         match path {
             Some(path) if path.as_os_str() == "-" => {
@@ -95,7 +95,7 @@ pub fn write_reports(report: &run::Report, files: &ReportFiles) -> Result<(), St
 }
 
 /// Writes the transcript of each check that ran into `dir`.
-pub fn write_transcripts(report: &run::Report, dir: &Path) -> Result<(), String> {
+pub fn write_transcripts(report: &suite::Report, dir: &Path) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     for (name, text) in report::transcripts(report) {
         let path = dir.join(name);

@@ -8,13 +8,13 @@ use std::process::ExitCode;
 use clap::{Parser, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use intent_conformance::baseline::{self, Baseline, Known};
-use intent_conformance::check::Status;
+use intent_conformance::checks::Status;
 use intent_conformance::config::{self, Layer};
 use intent_conformance::inputs::Inputs;
-use intent_conformance::run::{CheckEvent, Outcome, Selection};
 use intent_conformance::spec::spec;
+use intent_conformance::suite::{CheckEvent, Outcome, Selection};
 use intent_conformance::target::{Role, Target, TokenSource, Tokens};
-use intent_conformance::{checks, report, run};
+use intent_conformance::{checks, report, suite};
 
 use super::reports::{Levels, ReportFiles, console, write_reports, write_transcripts};
 
@@ -66,7 +66,7 @@ pub struct RunArgs {
     #[arg(long)]
     keep: bool,
     /// How many checks run at once; those that need the deployment to themselves run alone.
-    #[arg(long, env = "INTENT_CONFORMANCE_JOBS", default_value_t = run::DEFAULT_JOBS as u64,
+    #[arg(long, env = "INTENT_CONFORMANCE_JOBS", default_value_t = suite::DEFAULT_JOBS as u64,
           value_parser = clap::value_parser!(u64).range(1..))]
     jobs: u64,
     /// Which levels to run.
@@ -142,7 +142,7 @@ pub async fn run_command(args: RunArgs) -> Result<ExitCode, String> {
         ));
     }
     if args.list && args.reports.json.is_some() {
-        let text = serde_json::to_string_pretty(&run::listing(&selection));
+        let text = serde_json::to_string_pretty(&suite::listing(&selection));
         println!("{}", text.expect("checks serialize"));
         return Ok(ExitCode::SUCCESS);
     }
@@ -212,7 +212,7 @@ pub async fn run_command(args: RunArgs) -> Result<ExitCode, String> {
             }
         }
     };
-    let mut report = run::run(&target, &selection, args.jobs as usize, |event| {
+    let mut report = suite::run(&target, &selection, args.jobs as usize, |event| {
         match event {
             CheckEvent::Finished {
                 done,

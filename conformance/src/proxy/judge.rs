@@ -33,7 +33,7 @@ impl Side {
 
 /// One way an exchange broke openapi.json.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-pub struct Violation {
+pub struct Breach {
     /// Who broke it.
     pub side: Side,
     /// The `operationId`, or `METHOD path` for a request that is no operation of the document.
@@ -47,7 +47,7 @@ pub struct Violation {
     pub level: Level,
 }
 
-impl std::fmt::Display for Violation {
+impl std::fmt::Display for Breach {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
@@ -75,13 +75,13 @@ pub struct Request<'a> {
 
 /// The operation `request` is an instance of, `None` outside `/v1/` (OAuth, health, metadata)
 /// and for a CORS preflight (`OPTIONS`), which are not judged, and what the client broke.
-pub fn request(request: &Request<'_>) -> (Option<&'static Operation>, Vec<Violation>) {
+pub fn request(request: &Request<'_>) -> (Option<&'static Operation>, Vec<Breach>) {
     let (route, query) = request.path.split_once('?').unwrap_or((request.path, ""));
     if !route.starts_with("/v1/") || request.method == "OPTIONS" {
         return (None, Vec::new());
     }
     let Some(operation) = spec().operation(request.method, route) else {
-        let violation = Violation {
+        let violation = Breach {
             side: Side::Client,
             operation: format!("{} {route}", request.method),
             pointer: "/path".into(),
@@ -111,7 +111,7 @@ pub fn request(request: &Request<'_>) -> (Option<&'static Operation>, Vec<Violat
 
 /// What the server broke in answering `operation`'s `request` (its body) with `status` and
 /// `body` (empty for a stream, whose frames are judged one by one).
-pub fn response(operation: &Operation, request: &[u8], status: u16, body: &[u8]) -> Vec<Violation> {
+pub fn response(operation: &Operation, request: &[u8], status: u16, body: &[u8]) -> Vec<Breach> {
     let mut found = Found::new(Side::Server, operation);
     // The normative view judges every status (its own, its class's, or `default` for an error);
     // a status our profile does not declare is a profile violation.
@@ -135,7 +135,7 @@ pub fn response(operation: &Operation, request: &[u8], status: u16, body: &[u8])
 /// What the server broke in one frame of `operation`'s event stream (part 6): only `page`,
 /// `message` and `resync` events, a page's data an EventPage and its id its cursor, no id on a
 /// message.
-pub(crate) fn frame(operation: &Operation, frame: &Frame) -> Vec<Violation> {
+pub(crate) fn frame(operation: &Operation, frame: &Frame) -> Vec<Breach> {
     let mut found = Found::new(Side::Server, operation);
     match frame.event.as_str() {
         _ if frame.is_comment() => {}
@@ -168,7 +168,7 @@ struct Found {
     /// The level of what the operation itself rests on: an operation of our profile breaks
     /// nothing normative.
     ceiling: Level,
-    violations: Vec<Violation>,
+    violations: Vec<Breach>,
 }
 
 impl Found {
@@ -188,7 +188,7 @@ impl Found {
         } else {
             level
         };
-        self.violations.push(Violation {
+        self.violations.push(Breach {
             side: self.side,
             operation: self.operation.clone(),
             pointer: pointer.to_owned(),

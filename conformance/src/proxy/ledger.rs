@@ -5,12 +5,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use super::judge::Violation;
-use crate::baseline::Break;
-use crate::check::{Category, Status};
+use super::judge::Breach;
+use crate::breaks::Break;
+use crate::checks::{Category, Status};
 use crate::finding::Broke;
-use crate::run::{Outcome, REPORT_VERSION, Report};
 use crate::spec::{Level, spec};
+use crate::suite::{Outcome, REPORT_VERSION, Report};
 use crate::target::Coverage;
 
 /// The most distinct violations an outcome's message names; the rest are counted.
@@ -25,12 +25,12 @@ struct Traffic {
     exchanges: usize,
     statuses: BTreeSet<u16>,
     /// Each distinct violation and how many times it was seen.
-    violations: BTreeMap<Violation, usize>,
+    violations: BTreeMap<Breach, usize>,
 }
 
 impl Traffic {
     /// Counts each of `found` once more.
-    fn count(&mut self, found: &[Violation]) {
+    fn count(&mut self, found: &[Breach]) {
         for violation in found {
             *self.violations.entry(violation.clone()).or_default() += 1;
         }
@@ -61,7 +61,7 @@ impl Default for Ledger {
 impl Ledger {
     /// Notes one exchange of `operation` (`None`: a request that is no operation) answered
     /// with `status` (`None`: not answered), and what it broke.
-    pub fn exchange(&self, operation: Option<&str>, status: Option<u16>, found: &[Violation]) {
+    pub fn exchange(&self, operation: Option<&str>, status: Option<u16>, found: &[Breach]) {
         let mut traffic = self.traffic.lock().expect("traffic");
         let seen = traffic
             .entry(operation.unwrap_or_default().to_owned())
@@ -72,7 +72,7 @@ impl Ledger {
     }
 
     /// Notes what one more frame of `operation`'s stream broke.
-    pub fn frame(&self, operation: &str, found: &[Violation]) {
+    pub fn frame(&self, operation: &str, found: &[Breach]) {
         let mut traffic = self.traffic.lock().expect("traffic");
         traffic
             .entry(operation.to_owned())
@@ -144,7 +144,7 @@ fn outcome(
         .violations
         .iter()
         .partition(|(violation, _)| violation.level == Level::Normative);
-    let told = |violations: &[(&Violation, &usize)]| -> Vec<String> {
+    let told = |violations: &[(&Breach, &usize)]| -> Vec<String> {
         violations
             .iter()
             .map(|(violation, count)| format!("{violation} x{count}"))

@@ -19,7 +19,7 @@ use hyper::{Request, Response, StatusCode};
 use serde_json::json;
 use tokio::net::TcpListener;
 
-pub use judge::{Side, Violation};
+pub use judge::{Breach, Side};
 pub use ledger::Ledger;
 
 use crate::spec::Operation;
@@ -165,7 +165,7 @@ impl Proxy {
 
     /// Notes an exchange in the ledger and logs what it broke, one line each. A request
     /// outside the interface (OAuth, metadata, health) that broke nothing is not its business.
-    fn note(&self, operation: Option<&Operation>, status: Option<u16>, found: &[Violation]) {
+    fn note(&self, operation: Option<&Operation>, status: Option<u16>, found: &[Breach]) {
         if operation.is_none() && found.is_empty() {
             return;
         }
@@ -196,7 +196,7 @@ impl Proxy {
 }
 
 /// Logs one violation as it happens: it names no value.
-fn log(violation: &Violation) {
+fn log(violation: &Breach) {
     eprintln!("VIOLATION {violation}");
 }
 

@@ -2,8 +2,8 @@
 //! `::warning` for each such failure a baseline knows and for each inconclusive check (a means
 //! the deployment refuses, with the key to set), which the runner shows as annotations.
 
-use crate::check::Status;
-use crate::run::Report;
+use crate::checks::Status;
+use crate::suite::Report;
 
 /// The longest message an annotation carries; the JSON report has the whole.
 const MESSAGE: usize = 2000;

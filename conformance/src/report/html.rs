@@ -3,9 +3,9 @@
 
 use maud::{DOCTYPE, PreEscaped, html as page};
 
-use crate::check::Status;
+use crate::checks::Status;
 use crate::exchange::transcript;
-use crate::run::Report;
+use crate::suite::Report;
 
 const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}\
 table{border-collapse:collapse;width:100%}\

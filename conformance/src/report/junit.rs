@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use quick_junit::{NonSuccessKind, Property, TestCase, TestCaseStatus, TestSuite};
 
-use crate::check::Status;
-use crate::run::{Outcome, Report};
+use crate::checks::Status;
+use crate::suite::{Outcome, Report};
 
 /// The type of a known failure's `<skipped>`.
 const KNOWN: &str = "known";
@@ -98,7 +98,7 @@ mod tests {
 
     #[test]
     fn checks_become_cases_by_category_and_coverage_becomes_properties() {
-        let report = crate::run::fixture();
+        let report = crate::suite::fixture();
         let xml = junit(&report);
         let parsed = quick_junit::Report::deserialize_from_str(&xml).expect("valid JUnit XML");
         let suites: Vec<(&str, usize, usize)> = parsed

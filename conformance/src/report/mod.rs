@@ -9,8 +9,8 @@ mod summary;
 
 use std::fmt::Write as _;
 
-use crate::check::Status;
-use crate::run::{Outcome, Report};
+use crate::checks::Status;
+use crate::suite::{Outcome, Report};
 
 pub use github::github;
 pub use html::html;
@@ -249,7 +249,7 @@ fn line(out: &mut String, text: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::fixture;
+    use crate::suite::fixture;
 
     #[test]
     fn every_report_of_a_fixed_run_is_as_snapshotted() {

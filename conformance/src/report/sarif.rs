@@ -6,10 +6,10 @@
 
 use serde_json::{Value, json};
 
-use crate::baseline::{Break, State};
-use crate::check::Status;
-use crate::run::{Outcome, Report};
+use crate::breaks::{Break, State};
+use crate::checks::Status;
 use crate::spec::OPENAPI;
+use crate::suite::{Outcome, Report};
 
 /// Where the results point: the document, as this repository names it.
 const DOCUMENT: &str = "openapi.json";
@@ -127,7 +127,7 @@ mod tests {
         let schema: Value =
             serde_json::from_str(include_str!("../../schemas/sarif-schema-2.1.0.json")).unwrap();
         let validator = jsonschema::validator_for(&schema).unwrap();
-        let report = crate::run::fixture();
+        let report = crate::suite::fixture();
         let mut baselined = report.clone();
         let baseline = crate::baseline::Baseline::of(&report);
         crate::baseline::compare(&mut baselined, &baseline, false);

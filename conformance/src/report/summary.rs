@@ -5,8 +5,8 @@
 
 use std::fmt::Write as _;
 
-use crate::check::Status;
-use crate::run::{Outcome, Report};
+use crate::checks::Status;
+use crate::suite::{Outcome, Report};
 
 /// The longest message a line of the summary gives; the JSON report has the whole.
 const MESSAGE: usize = 500;

@@ -18,7 +18,7 @@ pub use credentials::{
     Tokens,
 };
 pub(crate) use record::checking;
-pub use record::{CleanUp, Coverage, Seen, Violation};
+pub use record::{BrokenBody, CleanUp, Coverage, Seen};
 pub(crate) use stream::Reader;
 
 use crate::finding::Finding;
@@ -229,7 +229,7 @@ impl Target {
     }
 
     /// Every schema violation found so far.
-    pub fn violations(&self) -> Vec<Violation> {
+    pub fn violations(&self) -> Vec<BrokenBody> {
         self.record.violations()
     }
 

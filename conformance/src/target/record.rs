@@ -15,7 +15,7 @@ use crate::spec::{Level, Operation, spec};
 
 /// A response body that broke its schema in openapi.json.
 #[derive(Debug, Clone)]
-pub struct Violation {
+pub struct BrokenBody {
     /// The check whose request got it.
     pub check: &'static str,
     /// `METHOD /path` as sent.
@@ -120,7 +120,7 @@ impl Coverage {
 #[derive(Default)]
 pub(crate) struct Record {
     seen: Mutex<Vec<Arc<Seen>>>,
-    violations: Mutex<Vec<Violation>>,
+    violations: Mutex<Vec<BrokenBody>>,
     /// The statuses answered per operation, keyed by `METHOD template`.
     answered: Mutex<BTreeMap<String, BTreeSet<u16>>>,
     /// What the run made and has not deleted (sessions, installed apps, saved credentials), by
@@ -135,7 +135,7 @@ impl Record {
     }
 
     /// Every schema violation found so far.
-    pub(crate) fn violations(&self) -> Vec<Violation> {
+    pub(crate) fn violations(&self) -> Vec<BrokenBody> {
         self.violations.lock().expect("violations").clone()
     }
 
@@ -232,15 +232,18 @@ impl Record {
         let judged =
             operation.and_then(|operation| spec().judge(operation, sent, (status, body, text)));
         if let Some(judged) = judged {
-            self.violations.lock().expect("violations").push(Violation {
-                check,
-                request: request.clone(),
-                status,
-                level: judged.level,
-                errors: judged.errors,
-                broke: judged.broke,
-                exchange: exchange.clone(),
-            });
+            self.violations
+                .lock()
+                .expect("violations")
+                .push(BrokenBody {
+                    check,
+                    request: request.clone(),
+                    status,
+                    level: judged.level,
+                    errors: judged.errors,
+                    broke: judged.broke,
+                    exchange: exchange.clone(),
+                });
         }
         self.seen
             .lock()

@@ -11,7 +11,7 @@ use intent_models::ErrorEnvelope;
 use reqwest::header::{HeaderMap, WWW_AUTHENTICATE};
 use serde_json::Value;
 
-use crate::auth::Resource;
+use crate::resource::Resource;
 use crate::retry::retry_after;
 
 /// `Result` with the SDK's [`Error`].
@@ -308,13 +308,6 @@ impl From<progenitor_client::Error<ErrorEnvelope>> for Error {
 /// required member left out of a builder): the SDK refuses it before sending.
 impl From<intent_models::error::ConversionError> for Error {
     fn from(error: intent_models::error::ConversionError) -> Self {
-        invalid(error)
-    }
-}
-
-/// A parameter of the generated client that does not hold its schema.
-impl From<crate::raw::types::error::ConversionError> for Error {
-    fn from(error: crate::raw::types::error::ConversionError) -> Self {
         invalid(error)
     }
 }

@@ -695,7 +695,7 @@ pub mod types {
 pub struct Client {
     pub(crate) baseurl: String,
     pub(crate) client: reqwest::Client,
-    pub(crate) inner: crate::hooks::ClientContext,
+    pub(crate) inner: crate::context::ClientContext,
 }
 impl Client {
     /// Create a new client.
@@ -703,7 +703,7 @@ impl Client {
     /// `baseurl` is the base URL provided to the internal
     /// `reqwest::Client`, and should include a scheme and hostname,
     /// as well as port and a path stem if applicable.
-    pub fn new(baseurl: &str, inner: crate::hooks::ClientContext) -> Self {
+    pub fn new(baseurl: &str, inner: crate::context::ClientContext) -> Self {
         #[cfg(not(target_arch = "wasm32"))]
         let client = {
             let dur = ::std::time::Duration::from_secs(15u64);
@@ -724,7 +724,7 @@ impl Client {
     pub fn new_with_client(
         baseurl: &str,
         client: reqwest::Client,
-        inner: crate::hooks::ClientContext,
+        inner: crate::context::ClientContext,
     ) -> Self {
         Self {
             baseurl: baseurl.to_string(),
@@ -733,7 +733,7 @@ impl Client {
         }
     }
 }
-impl ClientInfo<crate::hooks::ClientContext> for Client {
+impl ClientInfo<crate::context::ClientContext> for Client {
     fn api_version() -> &'static str {
         "1.0.0"
     }
@@ -743,7 +743,7 @@ impl ClientInfo<crate::hooks::ClientContext> for Client {
     fn client(&self) -> &reqwest::Client {
         &self.client
     }
-    fn inner(&self) -> &crate::hooks::ClientContext {
+    fn inner(&self) -> &crate::context::ClientContext {
         &self.inner
     }
 }
@@ -751,7 +751,7 @@ const _: () = {
     #[allow(dead_code)]
     fn assert_client_hooks()
     where
-        Client: ClientHooks<crate::hooks::ClientContext>,
+        Client: ClientHooks<crate::context::ClientContext>,
     {
     }
 };

@@ -3,7 +3,6 @@
 //! failure the [`RetryPolicy`] retries (a keyed call's duplicate still in flight among them) is
 //! sent again, each call gets its timeout, and each sending is a `tracing` span.
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use progenitor_client::{ClientHooks, ClientInfo, OperationInfo};
@@ -12,40 +11,10 @@ use reqwest::{Request, Response, ResponseBuilderExt, StatusCode};
 use serde_json::Value;
 
 use crate::Error;
-use crate::auth::Tokens;
+use crate::context::ClientContext;
 use crate::error::{request_id, undecodable};
 use crate::raw::Client;
-use crate::retry::{Outcome, RetryPolicy};
-use crate::sealed::Jwks;
-
-/// What every call of the generated [`Client`] carries: the token sources, the retry policy, the
-/// per-request timeout and the deadline of a turn. [`Intent`](crate::Intent)'s builder sets it
-/// up; the default sends calls without a token, with the default [`RetryPolicy`], no timeout
-/// and a 5-minute turn deadline.
-#[derive(Clone, Debug)]
-pub struct ClientContext {
-    pub(crate) tokens: Tokens,
-    pub(crate) retry: RetryPolicy,
-    pub(crate) timeout: Option<Duration>,
-    pub(crate) turn_deadline: Duration,
-    /// The deployment's published keys, once fetched; every clone of the client shares them.
-    pub(crate) jwks: Arc<Mutex<Option<Jwks>>>,
-}
-
-/// How long a turn may take to settle unless the builder says otherwise.
-pub(crate) const TURN_DEADLINE: Duration = Duration::from_secs(300);
-
-impl Default for ClientContext {
-    fn default() -> Self {
-        Self {
-            tokens: Tokens::default(),
-            retry: RetryPolicy::default(),
-            timeout: None,
-            turn_deadline: TURN_DEADLINE,
-            jwks: Arc::default(),
-        }
-    }
-}
+use crate::retry::{Attempt, RetryPolicy};
 
 /// Operations whose answer is a stream: no timeout cuts them.
 const STREAMS: &[&str] = &["stream_chat_events"];
@@ -108,9 +77,9 @@ impl ClientHooks<ClientContext> for Client {
                 other => (other, false),
             };
             let outcome = if in_flight {
-                Outcome::InFlight
+                Attempt::InFlight
             } else {
-                Outcome::of(&sent)
+                Attempt::of(&sent)
             };
             let delay = retry.delay(attempt, &method, keyed, outcome);
             match (again, delay) {

@@ -5,6 +5,7 @@
 pub mod account;
 pub mod agent;
 pub mod auth;
+mod context;
 pub mod error;
 #[allow(clippy::all, clippy::pedantic, missing_docs)]
 mod generated;
@@ -12,6 +13,7 @@ mod hooks;
 mod intent;
 pub mod pipeline;
 pub mod raw;
+mod resource;
 mod retry;
 pub mod sealed;
 

@@ -19,5 +19,12 @@
 //!
 //! Its errors ([`Error`]) convert into the SDK's [`Error`](crate::Error) with `?` or `From`.
 
+pub use crate::context::ClientContext;
 pub use crate::generated::*;
-pub use crate::hooks::ClientContext;
+
+/// A parameter of the generated client that does not hold its schema.
+impl From<types::error::ConversionError> for crate::Error {
+    fn from(error: types::error::ConversionError) -> Self {
+        crate::error::invalid(error)
+    }
+}

@@ -114,7 +114,7 @@ impl RetryPolicy {
         attempt: u32,
         method: &Method,
         keyed: bool,
-        outcome: Outcome<'_>,
+        outcome: Attempt<'_>,
     ) -> Option<Duration> {
         if attempt >= self.max_attempts {
             return None;
@@ -125,10 +125,10 @@ impl RetryPolicy {
                 Method::GET | Method::HEAD | Method::PUT | Method::DELETE
             );
         let retry_after = match outcome {
-            Outcome::NotSent => None,
-            Outcome::TimedOut | Outcome::Failed if repeatable => None,
-            Outcome::InFlight if keyed => None,
-            Outcome::Answered(status, headers) if repeatable && retried_status(status.as_u16()) => {
+            Attempt::NotSent => None,
+            Attempt::TimedOut | Attempt::Failed if repeatable => None,
+            Attempt::InFlight if keyed => None,
+            Attempt::Answered(status, headers) if repeatable && retried_status(status.as_u16()) => {
                 retry_after(headers)
             }
             _ => return None,
@@ -160,9 +160,9 @@ impl RetryPolicy {
     }
 }
 
-/// How one sending of a call ended, as far as retrying goes.
+/// How one attempt of a call ended, as far as retrying goes.
 #[derive(Debug, Clone, Copy)]
-pub(crate) enum Outcome<'a> {
+pub(crate) enum Attempt<'a> {
     /// The request never reached the server (a connect error).
     NotSent,
     /// No answer in time.
@@ -175,7 +175,7 @@ pub(crate) enum Outcome<'a> {
     InFlight,
 }
 
-impl<'a> Outcome<'a> {
+impl<'a> Attempt<'a> {
     /// The outcome of `sent`.
     pub(crate) fn of(sent: &'a Result<reqwest::Response, reqwest::Error>) -> Self {
         match sent {
@@ -218,28 +218,28 @@ mod tests {
     fn idempotent_calls_are_retried_on_the_statuses_and_a_post_only_with_a_key_or_unsent() {
         let policy = RetryPolicy::default();
         let none = HeaderMap::new();
-        let unavailable = Outcome::Answered(StatusCode::SERVICE_UNAVAILABLE, &none);
-        let delay = |method: Method, keyed: bool, outcome: Outcome<'_>| {
+        let unavailable = Attempt::Answered(StatusCode::SERVICE_UNAVAILABLE, &none);
+        let delay = |method: Method, keyed: bool, outcome: Attempt<'_>| {
             policy.delay(1, &method, keyed, outcome)
         };
         assert!(delay(Method::GET, false, unavailable).is_some());
         assert!(delay(Method::DELETE, false, unavailable).is_some());
         assert!(delay(Method::POST, false, unavailable).is_none());
         assert!(delay(Method::POST, true, unavailable).is_some());
-        assert!(delay(Method::POST, false, Outcome::NotSent).is_some());
-        assert!(delay(Method::POST, false, Outcome::TimedOut).is_none());
+        assert!(delay(Method::POST, false, Attempt::NotSent).is_some());
+        assert!(delay(Method::POST, false, Attempt::TimedOut).is_none());
         assert!(
-            delay(Method::GET, false, Outcome::Failed).is_some(),
+            delay(Method::GET, false, Attempt::Failed).is_some(),
             "a lost connection"
         );
-        assert!(delay(Method::POST, true, Outcome::Failed).is_some());
-        assert!(delay(Method::POST, false, Outcome::Failed).is_none());
-        let internal = Outcome::Answered(StatusCode::INTERNAL_SERVER_ERROR, &none);
+        assert!(delay(Method::POST, true, Attempt::Failed).is_some());
+        assert!(delay(Method::POST, false, Attempt::Failed).is_none());
+        let internal = Attempt::Answered(StatusCode::INTERNAL_SERVER_ERROR, &none);
         assert!(delay(Method::GET, false, internal).is_some());
-        let unimplemented = Outcome::Answered(StatusCode::NOT_IMPLEMENTED, &none);
+        let unimplemented = Attempt::Answered(StatusCode::NOT_IMPLEMENTED, &none);
         assert!(delay(Method::GET, false, unimplemented).is_none());
-        assert!(delay(Method::POST, true, Outcome::InFlight).is_some());
-        assert!(delay(Method::POST, false, Outcome::InFlight).is_none());
+        assert!(delay(Method::POST, true, Attempt::InFlight).is_some());
+        assert!(delay(Method::POST, false, Attempt::InFlight).is_none());
         assert!(
             policy.delay(3, &Method::GET, false, unavailable).is_none(),
             "3 attempts"
@@ -255,7 +255,7 @@ mod tests {
         assert!(never.spent(1));
         assert!(
             never
-                .delay(1, &Method::GET, false, Outcome::NotSent)
+                .delay(1, &Method::GET, false, Attempt::NotSent)
                 .is_none()
         );
     }
@@ -266,7 +266,7 @@ mod tests {
             RetryPolicy::default().backoff(Duration::from_millis(100), Duration::from_millis(300));
         let mut asked = HeaderMap::new();
         asked.insert(RETRY_AFTER, "2".parse().unwrap());
-        let limited = Outcome::Answered(StatusCode::TOO_MANY_REQUESTS, &asked);
+        let limited = Attempt::Answered(StatusCode::TOO_MANY_REQUESTS, &asked);
         assert_eq!(
             policy.delay(1, &Method::GET, false, limited),
             Some(Duration::from_secs(2))

@@ -3,7 +3,7 @@
 
 mod catalog;
 mod error;
-pub(crate) mod http;
+pub(crate) mod routes;
 mod service;
 mod statement;
 

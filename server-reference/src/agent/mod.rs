@@ -5,11 +5,11 @@
 pub mod cursor;
 mod error;
 pub(crate) mod feed;
-pub(crate) mod http;
 mod log;
 mod notify;
 mod page;
 mod reference;
+pub(crate) mod routes;
 mod runtime;
 mod sessions;
 mod transitions;
@@ -17,12 +17,12 @@ mod turn;
 mod turn_service;
 
 pub use error::{Error, Refusal, Result};
-pub use log::{EventLog, Followed, PageRequest};
+pub use log::{EventLog, PageRequest, StreamItem};
 pub use notify::{Hub, Notifier, Relay, Subscription};
 pub use page::Page;
 pub use reference::ReferenceRuntime;
 pub use runtime::Runtime;
 pub use sessions::{Entry, SessionCache, Sessions, WeakCache, Writer};
 pub use transitions::can_become;
-pub use turn::{Outcome, Turn, TurnError};
+pub use turn::{RunEnd, Turn, TurnError};
 pub use turn_service::{Turns, resolution_hash};

@@ -2,7 +2,7 @@
 //! appends) and a broadcast of transient message snapshots. A reader subscribes before it reads
 //! the log, so that no append between its read and its wait goes unnoticed. [`Notifier`] is the
 //! seam; [`Hub`] serves one process, and on PostgreSQL the store's notifications from every
-//! process feed it too (`store::Shared::follow_notifications`), while [`Relay`] hands this
+//! process feed it too (`store::Shared::listen`), while [`Relay`] hands this
 //! process's snapshots to the others. A lost wake-up only delays a reader, which re-reads from
 //! its position.
 

@@ -15,7 +15,7 @@ use intent_models::{ActionRequest, ActionResult, PipelineBuildRequest, PipelineC
 use serde_json::{Map, Value, json};
 
 use super::runtime::Runtime;
-use super::turn::{Outcome, Turn, TurnError};
+use super::turn::{RunEnd, Turn, TurnError};
 use crate::pipeline::erc20;
 
 /// The deterministic runtime of the reference server.
@@ -87,11 +87,11 @@ const HELP: &str = "I can send ETH, USDC or DAI on the devnet: say \"send 0.5 ET
 
 #[async_trait]
 impl Runtime for ReferenceRuntime {
-    async fn start(&self, turn: &Turn, intent: &str) -> Result<Outcome, TurnError> {
+    async fn start(&self, turn: &Turn, intent: &str) -> Result<RunEnd, TurnError> {
         match parse(intent) {
             Intent::Other => {
                 turn.say(HELP).await?;
-                Ok(Outcome::Complete)
+                Ok(RunEnd::Complete)
             }
             Intent::Wait(duration) => {
                 let input = object(json!({ "milliseconds": duration.as_millis() as u64 }));
@@ -101,7 +101,7 @@ impl Runtime for ReferenceRuntime {
                     .await?;
                 turn.say(&format!("Waited {} ms.", duration.as_millis()))
                     .await?;
-                Ok(Outcome::Complete)
+                Ok(RunEnd::Complete)
             }
             Intent::Send {
                 amount,
@@ -159,7 +159,7 @@ impl Runtime for ReferenceRuntime {
                     "Review the transfer of {amount} {asset} to {to} and approve it to commit."
                 ))
                 .await?;
-                Ok(Outcome::AwaitAction {
+                Ok(RunEnd::AwaitAction {
                     title: format!("Send {amount} {asset} to {to}"),
                     build: Box::new(build),
                 })
@@ -172,10 +172,10 @@ impl Runtime for ReferenceRuntime {
         turn: &Turn,
         request: &ActionRequest,
         result: &ActionResult,
-    ) -> Result<Outcome, TurnError> {
+    ) -> Result<RunEnd, TurnError> {
         if let ActionResult::Rejected { .. } = result {
             turn.say("Cancelled: nothing was sent.").await?;
-            return Ok(Outcome::Complete);
+            return Ok(RunEnd::Complete);
         }
         let call = turn
             .tool_call(
@@ -195,7 +195,7 @@ impl Runtime for ReferenceRuntime {
                     .unwrap_or_default();
                 turn.say(&format!("Committed {}: transaction {id}.", request.title))
                     .await?;
-                Ok(Outcome::Complete)
+                Ok(RunEnd::Complete)
             }
             Err(error) => {
                 let output = json!({ "code": error.code(), "message": error.to_string() });

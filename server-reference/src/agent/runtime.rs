@@ -5,19 +5,19 @@
 use async_trait::async_trait;
 use intent_models::{ActionRequest, ActionResult};
 
-use super::turn::{Outcome, Turn, TurnError};
+use super::turn::{RunEnd, Turn, TurnError};
 
 /// Turns intents into events. Implementations write through [`Turn`] and return how the step
 /// ended; the driver writes the final state.
 #[async_trait]
 pub trait Runtime: Send + Sync + 'static {
     /// Starts a turn from the user's intent.
-    async fn start(&self, turn: &Turn, intent: &str) -> Result<Outcome, TurnError>;
+    async fn start(&self, turn: &Turn, intent: &str) -> Result<RunEnd, TurnError>;
     /// Continues a turn after the client resolved its action.
     async fn resume(
         &self,
         turn: &Turn,
         request: &ActionRequest,
         result: &ActionResult,
-    ) -> Result<Outcome, TurnError>;
+    ) -> Result<RunEnd, TurnError>;
 }

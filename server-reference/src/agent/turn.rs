@@ -22,7 +22,7 @@ use crate::random;
 use crate::store::agent::{Appended, NewAction};
 
 /// How a runtime's run of a turn ended: the turn is complete or waits for its action.
-pub enum Outcome {
+pub enum RunEnd {
     /// The turn is complete.
     Complete,
     /// The client must approve or reject `build`.
@@ -230,7 +230,7 @@ impl Turn {
     }
 
     /// Ends the turn as `outcome` says.
-    pub(super) async fn finish(&self, outcome: Outcome) -> Result<(), TurnError> {
+    pub(super) async fn finish(&self, outcome: RunEnd) -> Result<(), TurnError> {
         let at = now();
         let turn_state = |state| AgentEvent::TurnState {
             created_at: at,
@@ -239,7 +239,7 @@ impl Turn {
             turn_id: self.turn_id.clone(),
         };
         match outcome {
-            Outcome::Complete => {
+            RunEnd::Complete => {
                 self.append(
                     vec![turn_state(TurnState::Complete)],
                     Some(TurnState::Complete),
@@ -247,7 +247,7 @@ impl Turn {
                 )
                 .await
             }
-            Outcome::AwaitAction { title, build } => {
+            RunEnd::AwaitAction { title, build } => {
                 let action = action_request(title, *build)?;
                 let new_action = NewAction {
                     id: action.action_id.to_string(),

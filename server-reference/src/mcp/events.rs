@@ -16,7 +16,7 @@ use serde_json::json;
 
 use super::api::{Api, principal};
 use super::tools::percent_encode;
-use crate::agent::Followed;
+use crate::agent::StreamItem;
 use crate::ids::SessionId;
 
 const SCHEME: &str = "intent://sessions/";
@@ -119,7 +119,7 @@ pub async fn listen(api: &Api, context: SubscriptionContext) -> Result<(), McpEr
         let Ok(log) = api
             .state()
             .log()
-            .follow(&principal.account, &session, None, None)
+            .stream(&principal.account, &session, None, None)
             .await
         else {
             continue;
@@ -127,7 +127,7 @@ pub async fn listen(api: &Api, context: SubscriptionContext) -> Result<(), McpEr
         let sink = context.sink().clone();
         followers.push(async move {
             // The first page is the log as it stands; each one after it is an append.
-            let pages = log.filter(|item| std::future::ready(matches!(item, Followed::Page(_))));
+            let pages = log.filter(|item| std::future::ready(matches!(item, StreamItem::Page(_))));
             let mut pages = std::pin::pin!(pages);
             pages.next().await;
             while pages.next().await.is_some() {

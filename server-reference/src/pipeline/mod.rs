@@ -6,7 +6,7 @@ mod abi;
 pub mod catalog;
 pub mod devnet;
 mod error;
-pub(crate) mod http;
+pub(crate) mod routes;
 pub mod seal;
 mod service;
 mod simulation;

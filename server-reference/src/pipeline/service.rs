@@ -397,7 +397,7 @@ fn descriptor(
 
 fn app_descriptor(
     app: &catalog::App,
-    operation: &catalog::Operation,
+    operation: &catalog::AppOperation,
 ) -> Result<OperationDescriptor, ConversionError> {
     let href = match app.chain {
         PipelineChain::Evm => "/v1/pipeline/evm/build",

@@ -10,17 +10,17 @@ use axum::extract::FromRef;
 
 use crate::account::Account;
 use crate::agent::feed::{self, Feed};
-use crate::agent::http::SseKeepAlive;
+use crate::agent::routes::SseKeepAlive;
 use crate::agent::{self, EventLog, Hub, Notifier, Relay, SessionCache, Sessions, Turns};
 use crate::auth::rate::RateLimits;
 use crate::auth::resource::Resource;
 use crate::auth::token::{self, Grant};
 use crate::config::{Config, OAuthClient};
-use crate::http::gateway::Gateway;
 use crate::keys::sealer::Sealer;
 use crate::keys::signing::SigningKeys;
 use crate::pipeline::Pipeline;
 use crate::store::{self, Runner, Store};
+use crate::web::gateway::Gateway;
 use crate::{clock, random};
 
 /// Why the server could not start.
@@ -142,7 +142,7 @@ impl AppState {
             None => hub,
         };
         // The gateway's operations are read from openapi.json at start, not by the first request.
-        crate::http::operations::all();
+        crate::web::endpoints::all();
         let issuer = config
             .public_url
             .clone()
@@ -159,7 +159,7 @@ impl AppState {
         if let Some(shared) = shared {
             cache.hearing_changes(false);
             let feed = Feed::new(fed, cache.downgrade());
-            tokio::spawn(async move { shared.follow_notifications(feed).await });
+            tokio::spawn(async move { shared.listen(feed).await });
         }
         let turns = Turns::new(
             cache.clone(),
@@ -253,7 +253,7 @@ impl AppState {
     }
 }
 
-impl crate::http::Ready for AppState {
+impl crate::web::Ready for AppState {
     async fn unready(&self) -> Option<&'static str> {
         if self.log().is_draining() {
             return Some("draining");

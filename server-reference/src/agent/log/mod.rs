@@ -7,9 +7,9 @@ use std::time::Duration;
 use serde::Deserialize;
 use tokio::time::Instant;
 
-mod follow;
+mod stream;
 
-pub use follow::Followed;
+pub use stream::StreamItem;
 
 use super::cursor::{CursorError, CursorKey, ReadPoint};
 use super::page::{Page, PageKey};

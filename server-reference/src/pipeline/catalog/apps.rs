@@ -10,7 +10,7 @@ use super::evm_assets::{
     set_approval_for_all,
 };
 use super::svm_assets::{sol_transfer, spl_transfer};
-use super::{App, Operation};
+use super::{App, AppOperation};
 
 /// Every app.
 pub static APPS: LazyLock<Vec<App>> = LazyLock::new(|| {
@@ -20,7 +20,7 @@ pub static APPS: LazyLock<Vec<App>> = LazyLock::new(|| {
             description: "Native, ERC-20, ERC-721 and ERC-1155 transfers and approvals on the EVM devnet.",
             chain: PipelineChain::Evm,
             operations: vec![
-                Operation::new(
+                AppOperation::new(
                     "native-transfer",
                     json!({
                         "type": "object",
@@ -39,7 +39,7 @@ pub static APPS: LazyLock<Vec<App>> = LazyLock::new(|| {
                     }),
                     native_transfer,
                 ),
-                Operation::new(
+                AppOperation::new(
                     "erc20-transfer",
                     json!({
                         "type": "object",
@@ -59,7 +59,7 @@ pub static APPS: LazyLock<Vec<App>> = LazyLock::new(|| {
                     }),
                     erc20_transfer,
                 ),
-                Operation::new(
+                AppOperation::new(
                     "erc20-approve",
                     json!({
                         "type": "object",
@@ -79,7 +79,7 @@ pub static APPS: LazyLock<Vec<App>> = LazyLock::new(|| {
                     }),
                     erc20_approve,
                 ),
-                Operation::new(
+                AppOperation::new(
                     "erc721-transfer",
                     json!({
                         "type": "object",
@@ -93,7 +93,7 @@ pub static APPS: LazyLock<Vec<App>> = LazyLock::new(|| {
                     }),
                     erc721_transfer,
                 ),
-                Operation::new(
+                AppOperation::new(
                     "erc1155-transfer",
                     json!({
                         "type": "object",
@@ -108,7 +108,7 @@ pub static APPS: LazyLock<Vec<App>> = LazyLock::new(|| {
                     }),
                     erc1155_transfer,
                 ),
-                Operation::new(
+                AppOperation::new(
                     "set-approval-for-all",
                     json!({
                         "type": "object",
@@ -129,7 +129,7 @@ pub static APPS: LazyLock<Vec<App>> = LazyLock::new(|| {
             description: "SOL and SPL token transfers on the SVM devnet.",
             chain: PipelineChain::Svm,
             operations: vec![
-                Operation::new(
+                AppOperation::new(
                     "sol-transfer",
                     json!({
                         "type": "object",
@@ -148,7 +148,7 @@ pub static APPS: LazyLock<Vec<App>> = LazyLock::new(|| {
                     }),
                     sol_transfer,
                 ),
-                Operation::new(
+                AppOperation::new(
                     "spl-transfer",
                     json!({
                         "type": "object",

@@ -24,7 +24,7 @@ pub struct App {
     /// The chain its actions run on.
     pub chain: PipelineChain,
     /// Its operations.
-    pub operations: Vec<Operation>,
+    pub operations: Vec<AppOperation>,
 }
 
 /// A JSON Schema with its compiled validator.
@@ -59,7 +59,7 @@ impl Schema {
 }
 
 /// An operation that turns a checked input into actions.
-pub struct Operation {
+pub struct AppOperation {
     /// The operation name.
     pub name: &'static str,
     /// The input's schema.
@@ -75,7 +75,7 @@ pub struct Assembled {
     pub title: String,
 }
 
-impl Operation {
+impl AppOperation {
     fn new(
         name: &'static str,
         input_schema: Value,
@@ -97,7 +97,7 @@ impl Operation {
 
 impl App {
     /// The operation called `name`, or 404.
-    pub fn operation(&self, name: &str) -> Result<&Operation, Error> {
+    pub fn operation(&self, name: &str) -> Result<&AppOperation, Error> {
         let what = format!("app {} has no operation", self.name);
         named(&self.operations, |op| op.name, name, &what)
     }

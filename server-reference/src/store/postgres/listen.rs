@@ -41,7 +41,7 @@ pub struct Relayed {
 
 /// Listens on `pool` until it closes, on a new connection whenever one is lost; `own` is this
 /// process's runner id, whose relayed snapshots it ignores.
-pub async fn follow(pool: PgPool, own: &str, notified: impl Notified) {
+pub async fn listen(pool: PgPool, own: &str, notified: impl Notified) {
     while !pool.is_closed() {
         match PgListener::connect_with(&pool).await {
             Ok(mut listener) => {

@@ -73,8 +73,8 @@ impl Shared {
 
     /// Tells `notified` what every process on the database appends and deletes and what the
     /// others relay, until the store closes.
-    pub async fn follow_notifications(&self, notified: impl Notified) {
-        listen::follow(self.pool.clone(), &self.runner, notified).await;
+    pub async fn listen(&self, notified: impl Notified) {
+        listen::listen(self.pool.clone(), &self.runner, notified).await;
     }
 
     /// Hands `snapshot` of `session` to the other processes. One too large for a notification

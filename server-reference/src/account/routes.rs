@@ -15,9 +15,9 @@ use serde::Deserialize;
 use super::Account;
 use crate::auth::principal::Principal;
 use crate::error::ApiError;
-use crate::http::{ApiJson, ApiPath, ApiQuery};
 use crate::ids::{ApplicationId, CredentialName};
 use crate::json::Json;
+use crate::web::{ApiJson, ApiPath, ApiQuery};
 
 /// Routes under `/v1/account`, over any state that holds the [`Account`] service.
 pub fn router<S>() -> Router<S>

@@ -8,9 +8,9 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
-use crate::baseline::{Break, State};
-use crate::check::{Category, Check, Status};
+use crate::breaks::{Break, State};
 use crate::checks;
+use crate::checks::{Category, Check, Status};
 use crate::exchange::Exchange;
 use crate::finding::{Broke, Finding, Tally, Teller, Told, told};
 use crate::spec::Level;
@@ -459,7 +459,13 @@ pub async fn run(
         warnings: Vec::new(),
         cleanup: None,
     };
-    report.facts = crate::facts::reached(&report.outcomes);
+    report.facts = crate::facts::reached(|id| {
+        report.outcomes.iter().any(|outcome| {
+            outcome.id == id
+                && matches!(outcome.status, Status::Pass | Status::Fail)
+                && outcome.assertions > 0
+        })
+    });
     report.warnings = warnings(&report, &target.settings.means);
     (progress.tell)(&CheckEvent::RunFinished {
         summary: report.summary(),
@@ -605,9 +611,9 @@ fn warnings(report: &Report, means: &crate::means::Means) -> Vec<String> {
 /// skip, two operations of which one was answered with a success, and a warning.
 #[cfg(test)]
 pub(crate) fn fixture() -> Report {
-    use crate::check::Category;
-    use crate::run::Outcome;
+    use crate::checks::Category;
     use crate::spec::Level;
+    use crate::suite::Outcome;
     use crate::target::Coverage;
     let outcome = |id: &str, status, message: Option<&str>| Outcome {
         id: id.to_owned(),
@@ -668,7 +674,7 @@ pub(crate) fn fixture() -> Report {
     failed.reproduce = Some(exchange.curl());
     failed.exchanges = vec![exchange];
     Report {
-        version: crate::run::REPORT_VERSION,
+        version: crate::suite::REPORT_VERSION,
         target: "http://127.0.0.1:1".into(),
         started: 1_795_000_000,
         millis: 100,

@@ -2,9 +2,9 @@
 //! handlers of the paths outside the three resources (health, readiness, the document).
 
 pub(crate) mod body_limit;
+pub(crate) mod endpoints;
 mod error;
 pub(crate) mod gateway;
-pub(crate) mod operations;
 pub(crate) mod request_log;
 pub(crate) mod serve;
 
@@ -20,9 +20,9 @@ use serde_json::Value;
 
 use crate::auth::principal::Principal;
 use crate::error::ApiError;
-use crate::http::operations::BodySchema;
 use crate::ids::{self, SessionId};
 use crate::json::{self, Json};
+use crate::web::endpoints::BodySchema;
 
 /// A JSON body that holds against its operation's schema in openapi.json (the gateway's
 /// [`BodySchema`]); a missing content type is 415, an oversized body 413, anything else 400.

@@ -12,10 +12,10 @@ use crate::auth::resource::Resource;
 use crate::interface::{document, schemas};
 
 /// The operations of the interface document.
-pub fn all() -> &'static Operations {
-    static OPERATIONS: LazyLock<Operations> =
-        LazyLock::new(|| Operations::from_openapi(document(), schemas()));
-    &OPERATIONS
+pub fn all() -> &'static Endpoints {
+    static ENDPOINTS: LazyLock<Endpoints> =
+        LazyLock::new(|| Endpoints::from_openapi(document(), schemas()));
+    &ENDPOINTS
 }
 
 /// The schema of an operation's JSON request body in openapi.json.
@@ -25,7 +25,7 @@ pub struct BodySchema(pub Arc<SchemaValidator>);
 /// One operation of openapi.json: where it is, what a token needs to reach it, and the schema
 /// of its body.
 #[derive(Clone)]
-pub struct Operation {
+pub struct Endpoint {
     /// `None` for an MCP endpoint, which takes any method.
     method: Option<Method>,
     /// Path segments; `None` stands for a `{parameter}`.
@@ -44,15 +44,15 @@ const MAX_SEGMENTS: usize = 8;
 
 /// Every operation of openapi.json, indexed by its count of path segments.
 #[derive(Clone)]
-pub struct Operations {
+pub struct Endpoints {
     /// Sorted by their count of segments, stably: within a count, in the document's order.
-    all: Vec<Operation>,
+    all: Vec<Endpoint>,
     /// Where the operations of each count start in `all`: those of `n` segments are
     /// `all[starts[n]..starts[n + 1]]`.
     starts: [usize; MAX_SEGMENTS + 2],
 }
 
-impl Operations {
+impl Endpoints {
     /// Reads the operations of `document`: path, method, the one scope of `security`, the
     /// resource of `x-resource` and the schema of the JSON request body. The two MCP endpoints
     /// (any method, no body schema: JSON-RPC is the MCP layer's) are guarded by their
@@ -80,7 +80,7 @@ impl Operations {
                     });
                     BodySchema(Arc::new(validator))
                 });
-            operations.push(Operation {
+            operations.push(Endpoint {
                 method: Some(method.clone()),
                 segments,
                 scope: scope.to_owned(),
@@ -89,7 +89,7 @@ impl Operations {
             });
         }
         for resource in [Resource::AgentMcp, Resource::PipelineMcp] {
-            operations.push(Operation {
+            operations.push(Endpoint {
                 method: None,
                 segments: resource
                     .path()
@@ -126,7 +126,7 @@ impl Operations {
 
     /// The operation at `method` and `path`, if any.
     /// HEAD is guarded like the GET it stands for.
-    pub fn find(&self, method: &Method, path: &str) -> Option<&Operation> {
+    pub fn find(&self, method: &Method, path: &str) -> Option<&Endpoint> {
         let method = if method == Method::HEAD {
             &Method::GET
         } else {

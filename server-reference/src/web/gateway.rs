@@ -2,7 +2,7 @@
 //! the bearer token (signature, expiry, issuer, and an audience equal to the operation's
 //! resource), checks the operation's scope, and hands handlers a
 //! [`Principal`](crate::auth::principal::Principal), never the token, and the operation's
-//! [`BodySchema`](crate::http::operations::BodySchema), against which [`crate::http::ApiJson`]
+//! [`BodySchema`](crate::web::endpoints::BodySchema), against which [`crate::web::ApiJson`]
 //! checks the body.
 
 use std::convert::Infallible;
@@ -23,8 +23,8 @@ use crate::auth::token::TokenError;
 use crate::auth::token_cache::VerifiedTokens;
 use crate::clock::now;
 use crate::error::ApiError;
-use crate::http::operations;
 use crate::keys::signing::SigningKeys;
+use crate::web::endpoints;
 
 /// What the gateway checks a request with. Cheap to clone.
 #[derive(Clone)]
@@ -111,7 +111,7 @@ where
 /// operation's resource, grants its scope and is within its rate limit; else the answer: 401,
 /// 403 or 429.
 fn admit(checks: &Checks, mut request: Request) -> Result<Request, Box<Response>> {
-    let Some(operation) = operations::all().find(request.method(), request.uri().path()) else {
+    let Some(operation) = endpoints::all().find(request.method(), request.uri().path()) else {
         return Ok(request);
     };
     let resource = operation.resource;

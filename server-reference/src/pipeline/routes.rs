@@ -12,8 +12,8 @@ use serde_json::Value;
 use super::{Lifecycle, Pipeline};
 use crate::auth::principal::Principal;
 use crate::error::ApiError;
-use crate::http::{ApiJson, ApiPath};
 use crate::json::Json;
+use crate::web::{ApiJson, ApiPath};
 
 /// Routes under `/v1/pipeline`, over any state that holds the [`Pipeline`].
 pub fn router<S>() -> Router<S>

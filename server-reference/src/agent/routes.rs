@@ -17,13 +17,13 @@ use intent_models::{
 };
 use serde::Deserialize;
 
-use super::{EventLog, Followed, PageRequest, Sessions, Turns};
+use super::{EventLog, PageRequest, Sessions, StreamItem, Turns};
 use crate::auth::principal::Principal;
 use crate::error::ApiError;
-use crate::http::{ApiJson, ApiPath, ApiQuery, IdempotencyKey, SessionPath};
 use crate::ids::ActionId;
 use crate::json::Encoded;
 use crate::json::Json;
+use crate::web::{ApiJson, ApiPath, ApiQuery, IdempotencyKey, SessionPath};
 
 /// How often an SSE stream with nothing to send comments that it is alive.
 #[derive(Debug, Clone, Copy)]
@@ -135,7 +135,7 @@ async fn stream(
         .get("last-event-id")
         .map(|id| id.to_str().unwrap_or_default());
     let followed = log
-        .follow(
+        .stream(
             &principal.account,
             &session,
             query.cursor.as_deref(),
@@ -152,19 +152,21 @@ async fn stream(
 
 /// The SSE frame of a followed item: a `page` with its cursor as id, a `message` without one,
 /// or a `resync`.
-fn frame(item: Followed) -> Option<Event> {
+fn frame(item: StreamItem) -> Option<Event> {
     match item {
-        Followed::Page(page) => Some(
+        StreamItem::Page(page) => Some(
             Event::default()
                 .event("page")
                 .id(page.cursor())
                 .data(page.json().text()),
         ),
-        Followed::Snapshot(snapshot) => Event::default().event("message").json_data(&snapshot).ok(),
-        Followed::Closing => Some(
+        StreamItem::Snapshot(snapshot) => {
+            Event::default().event("message").json_data(&snapshot).ok()
+        }
+        StreamItem::Closing => Some(
             Event::default().comment("the server is draining; resume from the id of the last page"),
         ),
-        Followed::Resync(reason) => Resync::builder()
+        StreamItem::Resync(reason) => Resync::builder()
             .reason(reason)
             .try_into()
             .ok()

@@ -1,4 +1,4 @@
-//! Following a session's log as a stream (the SSE projection, part 6): pages as events are
+//! A session's log as a stream (the SSE projection, part 6): pages as events are
 //! appended, with transient snapshots between them, a resync where no safe delta exists, and an
 //! end when the server drains.
 
@@ -15,9 +15,9 @@ use crate::ids::{AccountId, SessionId};
 /// Events per SSE `page`.
 const STREAM_PAGE: i64 = 100;
 
-/// One item of a followed log.
+/// One item of a streamed log.
 #[derive(Debug, Clone)]
-pub enum Followed {
+pub enum StreamItem {
     /// A durable page; its cursor resumes after it.
     Page(Page),
     /// A transient snapshot of a message being written.
@@ -36,13 +36,13 @@ impl EventLog {
     /// invalid, 410 expired) before any event; a Last-Event-ID that does not open starts the
     /// stream with a resync, since a browser resends it on its own and cannot act on a status.
     /// The stream ends when the session is deleted or the store fails.
-    pub async fn follow(
+    pub async fn stream(
         &self,
         account: &AccountId,
         session: &SessionId,
         cursor: Option<&str>,
         last_event_id: Option<&str>,
-    ) -> Result<impl Stream<Item = Followed> + Send + use<>> {
+    ) -> Result<impl Stream<Item = StreamItem> + Send + use<>> {
         self.0.sessions.owned(account, session).await?;
         let subscription = self.0.sessions.notifier().subscribe(session);
         let mut pending = VecDeque::new();
@@ -59,7 +59,7 @@ impl EventLog {
         let at = match resume {
             Some(Ok(at)) => at,
             Some(Err(error)) => {
-                pending.push_back(Followed::Resync(match error {
+                pending.push_back(StreamItem::Resync(match error {
                     CursorError::Invalid => ResyncReason::CursorInvalid,
                     CursorError::Expired => ResyncReason::CursorExpired,
                 }));
@@ -89,7 +89,7 @@ impl EventLog {
     }
 }
 
-/// One follower's position in the log.
+/// One stream's position in the log.
 struct Projection {
     log: EventLog,
     /// Ends the stream when the server drains.
@@ -104,14 +104,14 @@ struct Projection {
     seen: i64,
     subscription: Subscription,
     /// Items to send before reading the log again.
-    pending: VecDeque<Followed>,
+    pending: VecDeque<StreamItem>,
     /// Send a page even when it is empty: the reader needs a cursor to start from.
     send_page: bool,
 }
 
 impl Projection {
     /// The next item; `None` ends the stream (the session was deleted, or the store failed).
-    async fn next(&mut self) -> Option<Followed> {
+    async fn next(&mut self) -> Option<StreamItem> {
         if self.closed {
             return None;
         }
@@ -145,7 +145,7 @@ impl Projection {
                 // The reader fell behind the retained log: no safe delta exists.
                 self.after = read.pruned_through;
                 self.send_page = true;
-                return Some(Followed::Resync(ResyncReason::Lagged));
+                return Some(StreamItem::Resync(ResyncReason::Lagged));
             }
             if !read.events.is_empty() || self.send_page {
                 self.send_page = false;
@@ -159,12 +159,12 @@ impl Projection {
                     expires,
                 );
                 self.after = page.after();
-                return Some(Followed::Page(page));
+                return Some(StreamItem::Page(page));
             }
             tokio::select! {
                 _ = self.draining.wait_for(|draining| *draining) => {
                     self.closed = true;
-                    return Some(Followed::Closing);
+                    return Some(StreamItem::Closing);
                 }
                 changed = self.subscription.appended.changed() => {
                     if changed.is_err() {
@@ -172,7 +172,7 @@ impl Projection {
                     }
                 }
                 snapshot = self.subscription.snapshots.recv() => match snapshot {
-                    Ok(snapshot) => return Some(Followed::Snapshot(snapshot)),
+                    Ok(snapshot) => return Some(StreamItem::Snapshot(snapshot)),
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
                 },

@@ -1,26 +1,115 @@
 //! The EVM operations of `evm-assets`: native, ERC-20, ERC-721 and ERC-1155 transfers and
-//! approvals, ABI-encoded against the devnet's contracts.
+//! approvals, ABI-encoded against the devnet's contracts, each with its input.
 
 use intent_models::PipelineAction;
 use revm::primitives::{Address, U256};
-use serde_json::{Map, Value, json};
+use serde_json::json;
 
+use super::input::input;
 use super::{Assembled, to_base_units};
 use crate::pipeline::Error;
 use crate::pipeline::abi::{Abi, call_data};
 use crate::pipeline::devnet::evm::{Contract, Standard};
 
-pub(super) fn native_transfer(input: &Map<String, Value>, step: u64) -> Result<Assembled, Error> {
-    let text = |key: &str| input[key].as_str().unwrap_or_default().to_owned();
-    let amount = text("amount");
+/// The pattern of an EVM address.
+const ADDRESS: &str = "^0x[0-9a-fA-F]{40}$";
+/// The pattern of a decimal amount of at most 18 fraction digits.
+const AMOUNT: &str = "^[0-9]{1,40}(\\.[0-9]{1,18})?$";
+/// The pattern of a `uint256` in decimal.
+const UINT: &str = "^[0-9]{1,78}$";
+
+input! {
+    /// `native-transfer`.
+    NativeTransfer {
+        required chain_id "chainId": u64 = { "type": "integer", "minimum": 1 },
+        required from "from": String = { "type": "string", "pattern": ADDRESS },
+        required to "to": String = { "type": "string", "pattern": ADDRESS },
+        required amount "amount": String = {
+            "type": "string",
+            "description": "Amount of the native coin, in whole units (18 decimals).",
+            "pattern": AMOUNT
+        },
+    }
+}
+
+input! {
+    /// `erc20-transfer`.
+    Erc20Transfer {
+        required chain_id "chainId": u64 = { "type": "integer", "minimum": 1 },
+        required from "from": String = { "type": "string", "pattern": ADDRESS },
+        required token "token": String = { "type": "string", "pattern": ADDRESS },
+        required to "to": String = { "type": "string", "pattern": ADDRESS },
+        required amount "amount": String = {
+            "type": "string",
+            "description": "Amount in whole tokens; the token's decimals apply.",
+            "pattern": AMOUNT
+        },
+    }
+}
+
+input! {
+    /// `erc20-approve`.
+    Erc20Approve {
+        required chain_id "chainId": u64 = { "type": "integer", "minimum": 1 },
+        required from "from": String = { "type": "string", "pattern": ADDRESS },
+        required token "token": String = { "type": "string", "pattern": ADDRESS },
+        required spender "spender": String = { "type": "string", "pattern": ADDRESS },
+        required amount "amount": String = {
+            "type": "string",
+            "description": "Allowance in whole tokens, or `unlimited`.",
+            "pattern": "^([0-9]{1,40}(\\.[0-9]{1,18})?|unlimited)$"
+        },
+    }
+}
+
+input! {
+    /// `erc721-transfer`.
+    Erc721Transfer {
+        required chain_id "chainId": u64 = { "type": "integer", "minimum": 1 },
+        required from "from": String = { "type": "string", "pattern": ADDRESS },
+        required token "token": String = { "type": "string", "pattern": ADDRESS },
+        required to "to": String = { "type": "string", "pattern": ADDRESS },
+        required token_id "tokenId": String = { "type": "string", "pattern": UINT },
+    }
+}
+
+input! {
+    /// `erc1155-transfer`.
+    Erc1155Transfer {
+        required chain_id "chainId": u64 = { "type": "integer", "minimum": 1 },
+        required from "from": String = { "type": "string", "pattern": ADDRESS },
+        required token "token": String = { "type": "string", "pattern": ADDRESS },
+        required to "to": String = { "type": "string", "pattern": ADDRESS },
+        required id "id": String = { "type": "string", "pattern": UINT },
+        required amount "amount": String = { "type": "string", "pattern": UINT },
+    }
+}
+
+input! {
+    /// `set-approval-for-all`.
+    SetApprovalForAll {
+        required chain_id "chainId": u64 = { "type": "integer", "minimum": 1 },
+        required from "from": String = { "type": "string", "pattern": ADDRESS },
+        required token "token": String = { "type": "string", "pattern": ADDRESS },
+        required operator "operator": String = { "type": "string", "pattern": ADDRESS },
+        required approved "approved": bool = { "type": "boolean" },
+    }
+}
+
+pub(super) fn native_transfer(input: NativeTransfer, step: u64) -> Result<Assembled, Error> {
+    let NativeTransfer {
+        chain_id,
+        from,
+        to,
+        amount,
+    } = input;
     let wei = to_base_units(&amount, 18)
         .ok_or_else(|| Error::Invalid("amount is out of range".to_owned()))?;
-    let to = text("to");
     let action = json!({
         "chain": "evm",
         "step": step,
-        "chainId": input["chainId"],
-        "from": text("from"),
+        "chainId": chain_id,
+        "from": from,
         "to": to,
         "value": wei,
         "data": "0x",
@@ -32,10 +121,8 @@ pub(super) fn native_transfer(input: &Map<String, Value>, step: u64) -> Result<A
     })
 }
 
-/// The contract an operation names in `token`, or 400 when the devnet has none of `standards`
-/// there.
-fn token(input: &Map<String, Value>, standards: &[Standard]) -> Result<&'static Contract, Error> {
-    let address = input["token"].as_str().unwrap_or_default();
+/// The contract at `address`, or 400 when the devnet has none of `standards` there.
+fn token(address: &str, standards: &[Standard]) -> Result<&'static Contract, Error> {
     crate::pipeline::devnet::evm::contract(address)
         .filter(|c| standards.contains(&c.standard))
         .ok_or_else(|| {
@@ -63,112 +150,128 @@ fn uint(decimal: &str) -> Result<Abi<'static>, Error> {
     Ok(Abi::Word(value))
 }
 
-/// One EVM call action to `to` with `data`.
+/// One EVM call action from `from` on chain `chain_id` to `to` with `data`.
 fn call(
-    input: &Map<String, Value>,
+    (chain_id, from): (u64, &str),
     step: u64,
     to: &str,
     data: String,
     description: String,
 ) -> Result<PipelineAction, Error> {
     let action = json!({
-        "chain": "evm", "step": step, "chainId": input["chainId"],
-        "from": input["from"], "to": to, "value": "0", "data": data,
+        "chain": "evm", "step": step, "chainId": chain_id,
+        "from": from, "to": to, "value": "0", "data": data,
         "description": description,
     });
     serde_json::from_value(action).map_err(|e| Error::Invalid(e.to_string()))
 }
 
-pub(super) fn erc20_transfer(input: &Map<String, Value>, step: u64) -> Result<Assembled, Error> {
-    let token = token(input, &[Standard::Erc20])?;
-    let text = |key: &str| input[key].as_str().unwrap_or_default().to_owned();
-    let (amount, to) = (text("amount"), text("to"));
-    let units = to_base_units(&amount, token.decimals.unwrap_or_default().into())
+pub(super) fn erc20_transfer(input: Erc20Transfer, step: u64) -> Result<Assembled, Error> {
+    let token = token(&input.token, &[Standard::Erc20])?;
+    let (amount, to) = (&input.amount, &input.to);
+    let units = to_base_units(amount, token.decimals.unwrap_or_default().into())
         .ok_or_else(|| Error::Invalid("amount has too many decimals".to_owned()))?;
     // transfer(address,uint256)
-    let data = call_data([0xa9, 0x05, 0x9c, 0xbb], &[address(&to)?, uint(&units)?]);
+    let data = call_data([0xa9, 0x05, 0x9c, 0xbb], &[address(to)?, uint(&units)?]);
     let description = format!("Transfer {amount} {} to {to}", token.symbol);
+    let sender = (input.chain_id, input.from.as_str());
     Ok(Assembled {
-        actions: vec![call(input, step, token.address, data, description)?],
+        actions: vec![call(sender, step, token.address, data, description)?],
         title: format!("Send {amount} {}", token.symbol),
     })
 }
 
-pub(super) fn erc20_approve(input: &Map<String, Value>, step: u64) -> Result<Assembled, Error> {
-    let token = token(input, &[Standard::Erc20])?;
-    let text = |key: &str| input[key].as_str().unwrap_or_default().to_owned();
-    let (amount, spender) = (text("amount"), text("spender"));
+pub(super) fn erc20_approve(input: Erc20Approve, step: u64) -> Result<Assembled, Error> {
+    let token = token(&input.token, &[Standard::Erc20])?;
+    let (amount, spender) = (&input.amount, &input.spender);
     let allowance = if amount == "unlimited" {
         Abi::Word(U256::MAX)
     } else {
-        let units = to_base_units(&amount, token.decimals.unwrap_or_default().into())
+        let units = to_base_units(amount, token.decimals.unwrap_or_default().into())
             .ok_or_else(|| Error::Invalid("amount has too many decimals".to_owned()))?;
         uint(&units)?
     };
     // approve(address,uint256)
-    let data = call_data([0x09, 0x5e, 0xa7, 0xb3], &[address(&spender)?, allowance]);
+    let data = call_data([0x09, 0x5e, 0xa7, 0xb3], &[address(spender)?, allowance]);
     let description = format!("Approve {spender} to spend {amount} {}", token.symbol);
+    let sender = (input.chain_id, input.from.as_str());
     Ok(Assembled {
-        actions: vec![call(input, step, token.address, data, description)?],
+        actions: vec![call(sender, step, token.address, data, description)?],
         title: format!("Approve {amount} {}", token.symbol),
     })
 }
 
-pub(super) fn erc721_transfer(input: &Map<String, Value>, step: u64) -> Result<Assembled, Error> {
-    let token = token(input, &[Standard::Erc721])?;
-    let text = |key: &str| input[key].as_str().unwrap_or_default().to_owned();
-    let (from, to, id) = (text("from"), text("to"), text("tokenId"));
+pub(super) fn erc721_transfer(input: Erc721Transfer, step: u64) -> Result<Assembled, Error> {
+    let token = token(&input.token, &[Standard::Erc721])?;
+    let (from, to, id) = (&input.from, &input.to, &input.token_id);
     // safeTransferFrom(address,address,uint256)
     let data = call_data(
         [0x42, 0x84, 0x2e, 0x0e],
-        &[address(&from)?, address(&to)?, uint(&id)?],
+        &[address(from)?, address(to)?, uint(id)?],
     );
     let description = format!("Transfer {} #{id} to {to}", token.symbol);
     Ok(Assembled {
-        actions: vec![call(input, step, token.address, data, description)?],
+        actions: vec![call(
+            (input.chain_id, from),
+            step,
+            token.address,
+            data,
+            description,
+        )?],
         title: format!("Send {} #{id}", token.symbol),
     })
 }
 
-pub(super) fn erc1155_transfer(input: &Map<String, Value>, step: u64) -> Result<Assembled, Error> {
-    let token = token(input, &[Standard::Erc1155])?;
-    let text = |key: &str| input[key].as_str().unwrap_or_default().to_owned();
-    let (from, to, id, amount) = (text("from"), text("to"), text("id"), text("amount"));
+pub(super) fn erc1155_transfer(input: Erc1155Transfer, step: u64) -> Result<Assembled, Error> {
+    let token = token(&input.token, &[Standard::Erc1155])?;
+    let (from, to, id, amount) = (&input.from, &input.to, &input.id, &input.amount);
     // safeTransferFrom(address,address,uint256,uint256,bytes) with empty data
     let args = [
-        address(&from)?,
-        address(&to)?,
-        uint(&id)?,
-        uint(&amount)?,
+        address(from)?,
+        address(to)?,
+        uint(id)?,
+        uint(amount)?,
         Abi::Bytes(&[]),
     ];
     let data = call_data([0xf2, 0x42, 0x43, 0x2a], &args);
     let description = format!("Transfer {amount} of {} id {id} to {to}", token.symbol);
     Ok(Assembled {
-        actions: vec![call(input, step, token.address, data, description)?],
+        actions: vec![call(
+            (input.chain_id, from),
+            step,
+            token.address,
+            data,
+            description,
+        )?],
         title: format!("Send {amount} {} #{id}", token.symbol),
     })
 }
 
 pub(super) fn set_approval_for_all(
-    input: &Map<String, Value>,
+    input: SetApprovalForAll,
     step: u64,
 ) -> Result<Assembled, Error> {
-    let token = token(input, &[Standard::Erc721, Standard::Erc1155])?;
-    let operator = input["operator"].as_str().unwrap_or_default().to_owned();
-    let approved = input["approved"].as_bool().unwrap_or_default();
+    let token = token(&input.token, &[Standard::Erc721, Standard::Erc1155])?;
+    let (operator, approved) = (&input.operator, input.approved);
     // setApprovalForAll(address,bool)
     let data = call_data(
         [0xa2, 0x2c, 0xb4, 0x65],
         &[
-            address(&operator)?,
+            address(operator)?,
             Abi::Word(U256::from(u8::from(approved))),
         ],
     );
     let verb = if approved { "Allow" } else { "Revoke" };
     let description = format!("{verb} {operator} as operator of every {}", token.symbol);
+    let sender = (input.chain_id, input.from.as_str());
     Ok(Assembled {
-        actions: vec![call(input, step, token.address, data, description.clone())?],
+        actions: vec![call(
+            sender,
+            step,
+            token.address,
+            data,
+            description.clone(),
+        )?],
         title: description,
     })
 }

@@ -1,9 +1,10 @@
 //! The catalog: apps whose operations assemble actions, and skills whose operations answer
-//! request-local results. Every operation has the JSON Schema of its input, checked with the
-//! `jsonschema` crate before anything runs.
+//! request-local results. Every operation takes an input type whose JSON Schema is made from the
+//! same members ([`input`]), checked with the `jsonschema` crate before anything runs.
 
 mod apps;
 mod evm_assets;
+mod input;
 mod skills;
 mod svm_assets;
 
@@ -11,6 +12,7 @@ use intent_models::{PipelineAction, PipelineChain};
 use serde_json::{Map, Value, json};
 
 use super::Error;
+use input::Input;
 
 pub use apps::APPS;
 pub use skills::SKILLS;
@@ -64,7 +66,7 @@ pub struct AppOperation {
     pub name: &'static str,
     /// The input's schema.
     pub input: Schema,
-    assemble: fn(&Map<String, Value>, u64) -> Result<Assembled, Error>,
+    assemble: Box<dyn Fn(Value, u64) -> Result<Assembled, Error> + Send + Sync>,
 }
 
 /// Actions assembled by an operation, and a title for people.
@@ -76,23 +78,27 @@ pub struct Assembled {
 }
 
 impl AppOperation {
-    fn new(
-        name: &'static str,
-        input_schema: Value,
-        assemble: fn(&Map<String, Value>, u64) -> Result<Assembled, Error>,
-    ) -> Self {
+    /// Operation `name`, which `assemble`s actions from its input `T`.
+    fn new<T: Input>(name: &'static str, assemble: fn(T, u64) -> Result<Assembled, Error>) -> Self {
         Self {
             name,
-            input: Schema::new(input_schema),
-            assemble,
+            input: Schema::new(T::schema()),
+            assemble: Box::new(move |input, step| assemble(typed(name, input)?, step)),
         }
     }
 
     /// Checks `input` against the input schema, then assembles its actions from `step` on.
     pub fn assemble(&self, input: &Map<String, Value>, step: u64) -> Result<Assembled, Error> {
-        self.input.check(self.name, &Value::Object(input.clone()))?;
+        let input = Value::Object(input.clone());
+        self.input.check(self.name, &input)?;
         (self.assemble)(input, step)
     }
+}
+
+/// `input`, which the schema of operation `name` admitted, as the operation's type: 400 when a
+/// value is beyond what the type holds (a number too large, say).
+fn typed<T: Input>(name: &str, input: Value) -> Result<T, Error> {
+    serde_json::from_value(input).map_err(|error| Error::Invalid(format!("{name}: {error}")))
 }
 
 impl App {
@@ -132,14 +138,23 @@ pub struct SkillOperation {
     pub name: &'static str,
     /// The input's schema.
     pub input: Schema,
-    run: fn(&Value) -> Value,
+    run: Box<dyn Fn(Value) -> Result<Value, Error> + Send + Sync>,
 }
 
 impl SkillOperation {
+    /// Operation `name`, which answers its input `T` by `run`.
+    fn new<T: Input>(name: &'static str, run: fn(T) -> Value) -> Self {
+        Self {
+            name,
+            input: Schema::new(T::schema()),
+            run: Box::new(move |input| Ok(run(typed(name, input)?))),
+        }
+    }
+
     /// Checks `input` against the input schema, then runs the operation.
     pub fn run(&self, input: &Value) -> Result<Value, Error> {
         self.input.check(self.name, input)?;
-        Ok((self.run)(input))
+        (self.run)(input.clone())
     }
 }
 

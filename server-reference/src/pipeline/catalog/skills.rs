@@ -5,7 +5,8 @@ use std::sync::LazyLock;
 
 use serde_json::{Value, json};
 
-use super::{Schema, Skill, SkillOperation};
+use super::input::input;
+use super::{Skill, SkillOperation};
 use crate::pipeline::devnet::evm::{CHAIN_ID, GAS_PRICE_WEI};
 
 /// Every skill.
@@ -14,41 +15,37 @@ pub static SKILLS: LazyLock<Vec<Skill>> = LazyLock::new(|| {
         Skill {
             name: "address",
             description: "Address checks.",
-            operations: vec![SkillOperation {
-                name: "validate",
-                input: Schema::new(json!({
-                    "type": "object",
-                    "required": ["address"],
-                    "properties": { "address": { "type": "string", "maxLength": 128 } },
-                    "additionalProperties": false
-                })),
-                run: validate_address,
-            }],
+            operations: vec![SkillOperation::new("validate", validate_address)],
         },
         Skill {
             name: "fees",
             description: "Fee quotes on the devnet.",
-            operations: vec![SkillOperation {
-                name: "quote",
-                input: Schema::new(json!({
-                    "type": "object",
-                    "required": ["chainId"],
-                    "properties": {
-                        "chainId": { "type": "integer", "minimum": 1 },
-                        "gasUnits": { "type": "integer", "minimum": 21000, "maximum": 30000000 }
-                    },
-                    "additionalProperties": false
-                })),
-                run: quote_fee,
-            }],
+            operations: vec![SkillOperation::new("quote", quote_fee)],
         },
     ]
 });
 
+input! {
+    /// `address.validate`.
+    ValidateAddress {
+        required address "address": String = { "type": "string", "maxLength": 128 },
+    }
+}
+
+input! {
+    /// `fees.quote`.
+    QuoteFee {
+        required chain_id "chainId": u64 = { "type": "integer", "minimum": 1 },
+        optional gas_units "gasUnits": Option<u64> = {
+            "type": "integer", "minimum": 21000, "maximum": 30000000
+        },
+    }
+}
+
 /// Whether `address` is an EVM address (with its EIP-55 form; mixed case must be the checksum)
 /// or an SVM one.
-pub(super) fn validate_address(input: &Value) -> Value {
-    let text = input["address"].as_str().unwrap_or_default();
+pub(super) fn validate_address(input: ValidateAddress) -> Value {
+    let text = input.address.as_str();
     let parsed = text
         .strip_prefix("0x")
         .filter(|hex| hex.len() == 40)
@@ -75,12 +72,12 @@ pub(super) fn validate_address(input: &Value) -> Value {
 }
 
 /// The fee of `gasUnits` (a plain transfer by default) at the devnet's gas price.
-pub(super) fn quote_fee(input: &Value) -> Value {
-    let chain_id = input["chainId"].as_u64().unwrap_or_default();
+pub(super) fn quote_fee(input: QuoteFee) -> Value {
+    let chain_id = input.chain_id;
     if chain_id != CHAIN_ID {
         return json!({ "chainId": chain_id, "known": false });
     }
-    let units = input["gasUnits"].as_u64().unwrap_or(21_000);
+    let units = input.gas_units.unwrap_or(21_000);
     let price = GAS_PRICE_WEI;
     json!({
         "chainId": chain_id,

@@ -1,23 +1,56 @@
 //! The SVM operations of `svm-assets`: SOL transfers (System program) and SPL transfers
-//! (Associated Token Account and SPL Token programs).
+//! (Associated Token Account and SPL Token programs), each with its input.
 
 use intent_models::PipelineAction;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
+use super::input::input;
 use super::{Assembled, to_base_units};
 use crate::pipeline::Error;
 use crate::pipeline::devnet::svm;
 
-/// One SVM action paid by the input's `from`.
+/// The pattern of a base58 SVM address.
+const BASE58: &str = "^[1-9A-HJ-NP-Za-km-z]{32,44}$";
+
+input! {
+    /// `sol-transfer`.
+    SolTransfer {
+        required cluster "cluster": String = { "type": "string", "minLength": 1, "maxLength": 64 },
+        required from "from": String = { "type": "string", "pattern": BASE58 },
+        required to "to": String = { "type": "string", "pattern": BASE58 },
+        required amount "amount": String = {
+            "type": "string",
+            "description": "Amount in SOL (9 decimals).",
+            "pattern": "^[0-9]{1,11}(\\.[0-9]{1,9})?$"
+        },
+    }
+}
+
+input! {
+    /// `spl-transfer`.
+    SplTransfer {
+        required cluster "cluster": String = { "type": "string", "minLength": 1, "maxLength": 64 },
+        required from "from": String = { "type": "string", "pattern": BASE58 },
+        required mint "mint": String = { "type": "string", "pattern": BASE58 },
+        required to "to": String = { "type": "string", "pattern": BASE58 },
+        required amount "amount": String = {
+            "type": "string",
+            "description": "Amount in whole tokens; the mint's decimals apply. The recipient's associated token account is created when missing.",
+            "pattern": "^[0-9]{1,20}(\\.[0-9]{1,9})?$"
+        },
+    }
+}
+
+/// One SVM action on `cluster` paid by `fee_payer`.
 fn svm_action(
-    input: &Map<String, Value>,
+    (cluster, fee_payer): (&str, &str),
     step: u64,
     instructions: Vec<Value>,
     description: String,
 ) -> Result<PipelineAction, Error> {
     let action = json!({
-        "chain": "svm", "step": step, "cluster": input["cluster"],
-        "feePayer": input["from"], "instructions": instructions,
+        "chain": "svm", "step": step, "cluster": cluster,
+        "feePayer": fee_payer, "instructions": instructions,
         "description": description,
     });
     serde_json::from_value(action).map_err(|e| Error::Invalid(e.to_string()))
@@ -46,16 +79,16 @@ fn base_units_u64(amount: &str, decimals: u8) -> Result<u64, Error> {
         .ok_or_else(|| Error::Invalid("amount is out of range".to_owned()))
 }
 
-/// An SVM address of an input, or 400.
-fn svm_address(input: &Map<String, Value>, key: &str) -> Result<solana_address::Address, Error> {
-    let text = input[key].as_str().unwrap_or_default();
+/// The SVM address `text` of the input's member `key`, or 400.
+fn svm_address(text: &str, key: &str) -> Result<solana_address::Address, Error> {
     text.parse()
         .map_err(|_| Error::Invalid(format!("{key} is not a 32-byte base58 address")))
 }
 
-pub(super) fn sol_transfer(input: &Map<String, Value>, step: u64) -> Result<Assembled, Error> {
-    let (from, to) = (svm_address(input, "from")?, svm_address(input, "to")?);
-    let amount = input["amount"].as_str().unwrap_or_default();
+pub(super) fn sol_transfer(input: SolTransfer, step: u64) -> Result<Assembled, Error> {
+    let from = svm_address(&input.from, "from")?;
+    let to = svm_address(&input.to, "to")?;
+    let amount = &input.amount;
     let lamports = base_units_u64(amount, 9)?;
     // SystemInstruction::Transfer: index 2 (u32), then lamports (u64), little-endian.
     let data = [&2u32.to_le_bytes()[..], &lamports.to_le_bytes()].concat();
@@ -67,7 +100,7 @@ pub(super) fn sol_transfer(input: &Map<String, Value>, step: u64) -> Result<Asse
     );
     Ok(Assembled {
         actions: vec![svm_action(
-            input,
+            (&input.cluster, &input.from),
             step,
             vec![transfer],
             format!("Transfer {amount} SOL to {to}"),
@@ -76,12 +109,13 @@ pub(super) fn sol_transfer(input: &Map<String, Value>, step: u64) -> Result<Asse
     })
 }
 
-pub(super) fn spl_transfer(input: &Map<String, Value>, step: u64) -> Result<Assembled, Error> {
-    let (from, to) = (svm_address(input, "from")?, svm_address(input, "to")?);
-    let mint_address = svm_address(input, "mint")?;
+pub(super) fn spl_transfer(input: SplTransfer, step: u64) -> Result<Assembled, Error> {
+    let from = svm_address(&input.from, "from")?;
+    let to = svm_address(&input.to, "to")?;
+    let mint_address = svm_address(&input.mint, "mint")?;
     let mint = svm::mint(&mint_address.to_string())
         .ok_or_else(|| Error::Invalid(format!("no SPL mint of the devnet is at {mint_address}")))?;
-    let amount = input["amount"].as_str().unwrap_or_default();
+    let amount = &input.amount;
     let units = base_units_u64(amount, mint.decimals)?;
     let source = svm::associated_token_account(&from, &mint_address).to_string();
     let destination = svm::associated_token_account(&to, &mint_address).to_string();
@@ -114,7 +148,7 @@ pub(super) fn spl_transfer(input: &Map<String, Value>, step: u64) -> Result<Asse
     let description = format!("Transfer {amount} {} to {to}", mint.symbol);
     Ok(Assembled {
         actions: vec![svm_action(
-            input,
+            (&input.cluster, &input.from),
             step,
             vec![create, transfer],
             description,

@@ -2,7 +2,7 @@
 //! schemathesis's baseline and oasdiff's ignore file do).
 //!
 //! Each way a check failed is a [`Break`] with a **fingerprint**: a hash of the check, the level
-//! it failed at, the operation it concerns, and how the answer broke the fact ([`Broke`]: the
+//! it failed at, the operation it concerns, and how the answer broke the fact ([`Broke`](crate::finding::Broke): the
 //! status expected and seen, the JSON pointer and schema keyword, or the assertion's message
 //! without its values), never of ids, times, cursors or ports. A break whose fingerprint the
 //! baseline holds is *known*; any other is *new*, even inside a check that already failed, and

@@ -3,7 +3,7 @@
 //! A request flows one way: the `web::gateway` verifies its bearer token and hands
 //! on a `Principal`; the area's `http` module parses it and calls a service
 //! ([`agent::Turns`], [`agent::EventLog`], [`pipeline::Pipeline`], `account::Account`); the
-//! service writes the [`store`], sessions through the [`agent::SessionCache`], which wakes the
+//! service writes the [`store`], sessions through the `agent::SessionCache`, which wakes the
 //! readers of pages and SSE streams. Services know nothing of HTTP, so another front door can call them.
 //! [`AppState::open`] opens the data dir; [`app`] builds the router, separate from `main`.
 

@@ -2,7 +2,7 @@
 //! read by long-poll pages and by SSE, and action resolution. Every call is scoped to the
 //! caller's account: another account's session is not found.
 
-pub mod cursor;
+pub(crate) mod cursor;
 mod error;
 pub(crate) mod feed;
 mod log;
@@ -18,11 +18,11 @@ mod turn_service;
 
 pub use error::{Error, Refusal, Result};
 pub use log::{EventLog, PageRequest, StreamItem};
-pub use notify::{Hub, Notifier, Relay, Subscription};
+pub(crate) use notify::{Hub, Notifier, Relay};
 pub use page::Page;
 pub use reference::ReferenceRuntime;
 pub use runtime::Runtime;
-pub use sessions::{Entry, SessionCache, Sessions, WeakCache, Writer};
-pub use transitions::can_become;
+pub(crate) use sessions::{SessionCache, WeakCache};
+pub use sessions::Sessions;
 pub use turn::{RunEnd, Turn, TurnError};
 pub use turn_service::{Turns, resolution_hash};

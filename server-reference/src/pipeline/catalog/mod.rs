@@ -1,6 +1,6 @@
 //! The catalog: apps whose operations assemble actions, and skills whose operations answer
 //! request-local results. Every operation takes an input type whose JSON Schema is made from the
-//! same members ([`input`]), checked with the `jsonschema` crate before anything runs.
+//! same members (`input.rs`), checked with the `jsonschema` crate before anything runs.
 
 mod apps;
 mod evm_assets;

@@ -2,7 +2,7 @@
 //! `{"error": {"code": "...", "message": "...", "details": {...}}}`, with what its answer's
 //! headers say (a challenge, a time to wait). Store failures and the errors of every service
 //! become it; each area maps its own errors (`area/error.rs`), so that this module names no area.
-//! The HTTP layer (`http/error.rs`) alone turns it into a status and an answer.
+//! The HTTP layer (`web/error.rs`) alone turns it into a status and an answer.
 
 use intent_models::error::ConversionError;
 use intent_models::{ErrorCode, ErrorDetail, ErrorEnvelope};

@@ -1,7 +1,7 @@
 //! Reference server of the Pipeline, Agent and Account interface.
 //!
 //! A request flows one way: the `web::gateway` verifies its bearer token and hands
-//! on a `Principal`; the area's `http` module parses it and calls a service
+//! on a `Principal`; the area's `routes` module parses it and calls a service
 //! ([`agent::Turns`], [`agent::EventLog`], [`pipeline::Pipeline`], `account::Account`); the
 //! service writes the [`store`], sessions through the `agent::SessionCache`, which wakes the
 //! readers of pages and SSE streams. Services know nothing of HTTP, so another front door can call them.

@@ -1,5 +1,5 @@
 //! The services under the HTTP layer, called directly as a second front door would call them:
-//! a turn started through `Turns`, followed and paged through the `EventLog`, and resolved with
+//! a turn started through `Turns`, streamed and paged through the `EventLog`, and resolved with
 //! an idempotency key, with no HTTP request in between.
 
 use std::pin::pin;

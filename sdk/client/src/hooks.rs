@@ -1,4 +1,4 @@
-//! The generated [`Client`]'s hooks and what every call carries ([`ClientContext`]): each request
+//! The generated [`Client`]'s hooks, over the [`ClientContext`] every call carries: each request
 //! gets its resource's token as it is sent, a 401 is answered by renewing the token once, a
 //! failure the [`RetryPolicy`] retries (a keyed call's duplicate still in flight among them) is
 //! sent again, each call gets its timeout, and each sending is a `tracing` span.

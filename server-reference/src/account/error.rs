@@ -6,7 +6,7 @@ use intent_models::error::ConversionError;
 use crate::error::ApiError;
 use crate::store;
 
-/// An Account failure. The HTTP layer turns it into the error envelope.
+/// An Account failure. It becomes the error envelope (`ApiError`, below), which the HTTP layer answers.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A path parameter is malformed.

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::ApiError;
 use crate::store;
 
-/// An Agent failure. The HTTP layer turns it into the error envelope.
+/// An Agent failure. It becomes the error envelope (`ApiError`, below), which the HTTP layer answers.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A parameter is out of its range.

@@ -75,8 +75,8 @@ impl Notified for Feed {
     }
 }
 
-/// The outbox of this process's snapshots, relayed to the others through `shared` until the log
-/// that writes it is gone.
+/// The outbox of this process's snapshots, relayed to the others through `shared` until the
+/// notifier that writes it is gone.
 pub(crate) fn relay_snapshots(shared: Shared) -> mpsc::Sender<(String, MessageSnapshot)> {
     let (outbox, relayed) = mpsc::channel(SNAPSHOT_OUTBOX);
     tokio::spawn(relay(shared, relayed));

@@ -22,7 +22,7 @@ pub(crate) use notify::{Hub, Notifier, Relay};
 pub use page::Page;
 pub use reference::ReferenceRuntime;
 pub use runtime::Runtime;
-pub(crate) use sessions::{SessionCache, WeakCache};
 pub use sessions::Sessions;
+pub(crate) use sessions::{SessionCache, WeakCache};
 pub use turn::{RunEnd, Turn, TurnError};
 pub use turn_service::{Turns, resolution_hash};

@@ -15,7 +15,8 @@ use tokio::sync::{broadcast, mpsc, watch};
 /// Snapshots a slow SSE reader may fall behind by before it skips some (they are transient).
 const SNAPSHOT_BUFFER: usize = 64;
 
-/// Wakes the readers of sessions' logs. Only the event log calls it.
+/// Wakes the readers of sessions' logs: the session cache tells it each write, the event log
+/// subscribes its readers.
 pub trait Notifier: Send + Sync + 'static {
     /// Subscribes to `session`'s appends and snapshots from now on.
     fn subscribe(&self, session: &str) -> Subscription;

@@ -1,5 +1,5 @@
 //! The Agent's HTTP layer: routes under `/v1/agent`, each a few lines that parse, call a service
-//! and answer JSON, and the SSE framing of a followed log.
+//! and answer JSON, and the SSE framing of a streamed log.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -150,7 +150,7 @@ async fn stream(
     Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(keep_alive)))
 }
 
-/// The SSE frame of a followed item: a `page` with its cursor as id, a `message` without one,
+/// The SSE frame of a streamed item: a `page` with its cursor as id, a `message` without one,
 /// or a `resync`.
 fn frame(item: StreamItem) -> Option<Event> {
     match item {

@@ -3,7 +3,7 @@
 use intent_models::TurnState;
 
 /// Whether a turn in state `from` may enter `to`, as `TurnState.x-transitions` in
-/// openapi.json says. Terminal states go nowhere. The event log checks every transition here.
+/// openapi.json says. Terminal states go nowhere. The session cache checks every transition here.
 pub fn can_become(from: TurnState, to: TurnState) -> bool {
     use TurnState::*;
     matches!(

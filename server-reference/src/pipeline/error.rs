@@ -7,7 +7,7 @@ use serde_json::Value;
 use crate::error::ApiError;
 use crate::store;
 
-/// A Pipeline failure. The HTTP layer turns it into the error envelope.
+/// A Pipeline failure. It becomes the error envelope (`ApiError`, below), which the HTTP layer answers.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// No app, skill or operation of that name.

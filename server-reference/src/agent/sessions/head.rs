@@ -1,5 +1,5 @@
 //! The in-memory head of active sessions: each one's record, the bounds of its log and its
-//! latest events, as the store holds them. The event log keeps it: every write to a session
+//! latest events, as the store holds them. The session cache ([`SessionCache`](super::SessionCache)) keeps it: every write to a session
 //! runs under that session's write lock, and updates the head after the store commits, so a
 //! page at or near the head is served without the store, byte for byte as the store would
 //! serve it.

@@ -75,7 +75,7 @@ pub struct Bounds {
 }
 
 /// The stored body of a draft event at `seq`: the draft with its `seq` set, as JSON text. The
-/// event log's in-memory head keeps the same bytes.
+/// session cache's in-memory head keeps the same bytes.
 pub fn event_body(draft: &Map<String, Value>, seq: i64) -> String {
     let mut body = draft.clone();
     body.insert("seq".to_owned(), Value::from(seq));

@@ -95,6 +95,63 @@ async fn a_cursor_expiring_mid_stream_restarts_the_page_follower() {
     assert_eq!(got, [Some(1), Some(2), None, Some(1), Some(2)]);
 }
 
+/// A page that says the log has more is followed by the next one, asked for while the page is
+/// decoded; each event comes once and in order, and a page that only seemed to have more (an
+/// event's own `has_more` member) leaves the follower where it was.
+#[tokio::test]
+async fn a_page_follower_reads_ahead_and_gives_each_event_once() {
+    let server = MockServer::start().await;
+    let events = format!("/v1/agent/chat/{SESSION}");
+    let more = |cursor: &str, seqs: &[u64]| {
+        let mut page = page(cursor, seqs);
+        page["has_more"] = json!(true);
+        page
+    };
+    let mut last = page("c3", &[5]);
+    // Tolerated: an event member of a name the page has too.
+    last["events"][0]["has_more"] = json!(true);
+    let answers = [
+        (None, more("c1", &[1, 2])),
+        (Some("c1"), more("c2", &[3, 4])),
+        (Some("c2"), last),
+        (Some("c3"), page("c3", &[])),
+    ];
+    for (cursor, body) in answers {
+        let mock = Mock::given(method("GET")).and(path(&events));
+        let mock = match cursor {
+            Some(cursor) => mock.and(query_param("cursor", cursor)),
+            None => mock.and(query_param_is_missing("cursor")),
+        };
+        mock.respond_with(ResponseTemplate::new(200).set_body_json(body))
+            .mount(&server)
+            .await;
+    }
+
+    let intent = intent(&server);
+    let mut stream = Box::pin(intent.agent().follow(SESSION, None));
+    let seqs: Vec<u64> = items(&mut stream, 5)
+        .await
+        .into_iter()
+        .map(|item| match item.unwrap() {
+            LogItem::Event { event, .. } => event.seq(),
+            other => panic!("only events: {other:?}"),
+        })
+        .collect();
+    assert_eq!(seqs, [1, 2, 3, 4, 5]);
+    let asked = server.received_requests().await.unwrap();
+    let at = |cursor: &str| {
+        asked
+            .iter()
+            .filter(|request| request.url.query().unwrap_or_default().contains(cursor))
+            .count()
+    };
+    assert_eq!(
+        (at("cursor=c1"), at("cursor=c2")),
+        (1, 1),
+        "each page asked once"
+    );
+}
+
 #[tokio::test]
 async fn sse_resync_restarts_and_a_dropped_connection_resumes_from_the_last_page() {
     let server = MockServer::start().await;

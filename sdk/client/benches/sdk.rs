@@ -29,8 +29,9 @@ const PER_PAGE: u64 = 100;
 const CALLS: u32 = 3_000;
 const TOKEN: &str = "bench-token";
 
-/// A page of `tool_result` events as the reference server writes it (each entry's `type` first).
-fn page(cursor: &str, seqs: std::ops::RangeInclusive<u64>) -> String {
+/// A page of `tool_result` events as the reference server writes it (its cursor first, each
+/// entry's `type` first).
+fn page(cursor: &str, seqs: std::ops::RangeInclusive<u64>, has_more: bool) -> String {
     let events: Vec<String> = seqs
         .map(|seq| {
             let event = AgentEvent::ToolResult {
@@ -46,7 +47,7 @@ fn page(cursor: &str, seqs: std::ops::RangeInclusive<u64>) -> String {
         })
         .collect();
     format!(
-        r#"{{"session_id":"{SESSION}","cursor":"{cursor}","events":[{}],"has_more":false}}"#,
+        r#"{{"cursor":"{cursor}","events":[{}],"has_more":{has_more},"session_id":"{SESSION}"}}"#,
         events.join(",")
     )
 }
@@ -57,7 +58,7 @@ fn sse_pages() -> Vec<(String, String)> {
         .map(|p| {
             let first = p * PER_PAGE + 1;
             let cursor = format!("c{p}");
-            let data = page(&cursor, first..=first + PER_PAGE - 1);
+            let data = page(&cursor, first..=first + PER_PAGE - 1, false);
             (cursor, data)
         })
         .collect()
@@ -67,6 +68,8 @@ fn sse_pages() -> Vec<(String, String)> {
 #[derive(serde::Deserialize)]
 struct BarePage {
     events: Vec<OnePassEvent>,
+    cursor: String,
+    has_more: bool,
 }
 
 /// The baseline: the same pages' JSON decoded into the typed models with nothing around it, in
@@ -128,41 +131,63 @@ async fn sse(server: &Canned, bare: f64) {
 }
 
 async fn pages(server: &Canned, bare: f64) {
-    let events = 500;
+    // A log of `count` pages of `events`, each page's cursor leading to the next, as a reader
+    // catching up reads it.
+    let (count, events) = (40, 500);
     let chat = format!("/v1/agent/chat/{SESSION}");
-    server.answer(&chat, "application/json", page("c", 1..=events));
+    for index in 0..count {
+        let first = index * events + 1;
+        let more = index + 1 < count;
+        let body = page(&format!("c{}", index + 1), first..=first + events - 1, more);
+        let at = match index {
+            0 => chat.clone(),
+            _ => format!("{chat}?cursor=c{index}"),
+        };
+        server.answer(&at, "application/json", body);
+    }
     let http = reqwest::Client::new();
     let intent = intent(server, http.clone());
-    let rounds = 40;
     let url = format!("{}{chat}", server.uri);
-    // Best of 5 each, as for the stream: a bare GET with the same decode, then the follower.
+    let total = count * events;
+    // Best of 5 each, as for the stream: bare GETs with the same decode, each after the cursor
+    // of the page before, then the follower.
     let mut bare_get = Duration::MAX;
     let mut follow = Duration::MAX;
     for _ in 0..5 {
         let began = Instant::now();
-        for _ in 0..rounds {
-            let request = http.get(&url).bearer_auth(TOKEN);
+        let mut cursor: Option<String> = None;
+        let mut read = 0;
+        loop {
+            let mut request = http.get(&url).bearer_auth(TOKEN);
+            if let Some(cursor) = &cursor {
+                request = request.query(&[("cursor", cursor)]);
+            }
             let body = request.send().await.unwrap().bytes().await.unwrap();
             let page: BarePage = serde_json::from_slice(&body).unwrap();
-            assert_eq!(page.events.len() as u64, events);
+            read += page.events.len() as u64;
+            if !page.has_more {
+                break;
+            }
+            cursor = Some(page.cursor);
         }
+        assert_eq!(read, total);
         bare_get = bare_get.min(began.elapsed());
         let began = Instant::now();
-        for _ in 0..rounds {
-            let mut stream = Box::pin(intent.agent().follow(SESSION, None));
-            for _ in 0..events {
-                stream.next().await.unwrap().unwrap();
-            }
+        let mut stream = Box::pin(intent.agent().follow(SESSION, None));
+        for _ in 0..total {
+            stream.next().await.unwrap().unwrap();
         }
         follow = follow.min(began.elapsed());
     }
-    let total = rounds * events;
     let fetched = total as f64 / bare_get.as_secs_f64();
-    println!("bare GET + decode (pages of {events}): {fetched:.0} events/s (best of 5)");
+    println!(
+        "bare GETs + decode ({count} pages of {events}, one after another): {fetched:.0} events/s \
+         (best of 5)"
+    );
     let rate = total as f64 / follow.as_secs_f64();
     println!(
-        "follow (pages of {events}): {total} events in {:.1} ms: {rate:.0} events/s (best of 5), \
-         {:.2}x the bare decode, {:.2}x the bare GET + decode",
+        "follow ({count} pages of {events}): {total} events in {:.1} ms: {rate:.0} events/s (best \
+         of 5), {:.2}x the bare decode, {:.2}x the bare GETs + decode",
         follow.as_secs_f64() * 1e3,
         rate / bare,
         rate / fetched
@@ -300,7 +325,15 @@ async fn serve(connection: tokio::net::TcpStream, answers: Arc<Mutex<HashMap<Str
             return;
         }
         let target = line.split(' ').nth(1).unwrap_or_default();
-        let path = target.split('?').next().unwrap_or_default().to_owned();
+        // Answered by path, and by path and cursor where an answer is canned for that cursor.
+        let (path, query) = target.split_once('?').unwrap_or((target, ""));
+        let cursor = query
+            .split('&')
+            .find_map(|pair| pair.strip_prefix("cursor="));
+        let path = match cursor {
+            Some(cursor) => format!("{path}?cursor={cursor}"),
+            None => path.to_owned(),
+        };
         loop {
             line.clear();
             if lines.read_line(&mut line).await.unwrap_or(0) == 0 {

@@ -259,7 +259,7 @@ impl<'a> Call<'a> {
     }
 
     /// Sends the request and returns the response unread, for streams; only its status is
-    /// recorded, for the coverage, and its exchange, whose frames [`super::Reader`] adds.
+    /// recorded, for the coverage, and its exchange, whose frames the stream `Reader` adds.
     pub async fn open(self) -> Result<reqwest::Response, Finding> {
         let what = format!("{} {}", self.method, self.path);
         let (mut response, exchange) = self.dispatch(&what).await?;

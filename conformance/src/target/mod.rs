@@ -1,5 +1,5 @@
-//! The deployment under test: its address, the tokens the run holds ([`credentials`]), the
-//! requests the checks make ([`call`]) and what the run records of the answers ([`record`]).
+//! The deployment under test: its address, the tokens the run holds (`credentials.rs`), the
+//! requests the checks make (`call.rs`) and what the run records of the answers (`record.rs`).
 
 mod call;
 mod credentials;

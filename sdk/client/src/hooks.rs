@@ -204,10 +204,21 @@ async fn in_flight(conflict: Response) -> (reqwest::Result<Response>, bool) {
 /// answer with `read`, or the error it names.
 pub(crate) async fn call<T>(
     client: &Client,
-    mut request: Request,
+    request: Request,
     operation_id: &'static str,
     read: fn(&[u8]) -> serde_json::Result<T>,
 ) -> Result<T, Error> {
+    let (status, body) = send(client, request, operation_id).await?;
+    read(&body).map_err(|e| undecodable(Some(status), e, &body))
+}
+
+/// Sends `request` as [`call`] does: the status and body of a success, or the error an answer
+/// of 400 or more names.
+pub(crate) async fn send(
+    client: &Client,
+    mut request: Request,
+    operation_id: &'static str,
+) -> Result<(u16, Vec<u8>), Error> {
     let info = OperationInfo { operation_id };
     client
         .pre::<intent_models::ErrorEnvelope>(&mut request, &info)
@@ -227,7 +238,7 @@ pub(crate) async fn call<T>(
             body.get("error").cloned().unwrap_or(body),
         ));
     }
-    read(&bytes).map_err(|e| undecodable(Some(status), e, &bytes))
+    Ok((status, bytes.into()))
 }
 
 /// The openapi.json operationId of progenitor's method name: `start_chat` is `startChat`.

@@ -9,13 +9,6 @@ use intent_models::ErrorCode;
 use crate::error::ApiError;
 use crate::json::Json;
 
-impl ApiError {
-    /// The HTTP status answered.
-    pub fn status(&self) -> StatusCode {
-        status_of(self.code())
-    }
-}
-
 /// The HTTP status each error code is answered with, as `x-status` in openapi.json gives it.
 fn status_of(code: &ErrorCode) -> StatusCode {
     use ErrorCode::*;
@@ -43,7 +36,7 @@ fn status_of(code: &ErrorCode) -> StatusCode {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut response = (self.status(), Json(self.envelope())).into_response();
+        let mut response = (status_of(self.code()), Json(self.envelope())).into_response();
         if let Some(challenge) = self.challenge().and_then(|c| HeaderValue::from_str(c).ok()) {
             response
                 .headers_mut()
@@ -84,7 +77,7 @@ mod tests {
     fn an_incomplete_model_is_a_bare_500_that_names_nothing_of_the_server() {
         let missing = ConversionError::from("no value supplied for installed_at");
         let api = ApiError::from(account::Error::Model(missing));
-        assert_eq!(api.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(status_of(api.code()), StatusCode::INTERNAL_SERVER_ERROR);
         assert_eq!(api.message(), "internal error");
         let body = serde_json::to_string(&api.envelope()).unwrap();
         assert!(!body.contains("installed_at"), "{body}");

@@ -21,8 +21,11 @@ pub(crate) struct Poll {
     ahead: Option<(String, Asked)>,
 }
 
-/// A page asked for: its JSON, once it comes.
-type Asked = JoinHandle<Result<Vec<u8>, Error>>;
+/// A page asked for, once it comes.
+type Asked = JoinHandle<Answer>;
+
+/// A page's status and JSON, or the error its request ended with.
+type Answer = Result<(u16, Vec<u8>), Error>;
 
 impl Poll {
     /// The projection of `session` through `client`, whose calls the follower sends once: its
@@ -32,6 +35,25 @@ impl Poll {
             client: client.sending_once(),
             session,
             ahead: None,
+        }
+    }
+
+    /// `getChatEvents` after `cursor`, sent through the hooks: the page's status and JSON.
+    fn ask(&self, cursor: Option<&str>) -> impl Future<Output = Answer> + Send + use<> {
+        let client = self.client.clone();
+        let path = progenitor_client::encode_path(self.session.as_str());
+        let mut request = client
+            .client()
+            .get(format!("{}/v1/agent/chat/{path}", client.baseurl()))
+            .header(ACCEPT, "application/json")
+            .query(&[("wait", LONG_POLL_MS)]);
+        if let Some(cursor) = cursor {
+            request = request.query(&[("cursor", cursor)]);
+        }
+        let request = request.build();
+        async move {
+            let request = request.map_err(Error::Transport)?;
+            crate::hooks::send(&client, request, "getChatEvents").await
         }
     }
 
@@ -57,35 +79,30 @@ impl Transport for Poll {
     }
 
     async fn read(&mut self, _: &mut (), cursor: Option<&str>) -> Option<Result<Frame, Error>> {
-        let body = match self.ahead.take() {
+        let answer = match self.ahead.take() {
             Some((at, task)) if Some(at.as_str()) == cursor => match task.await {
-                Ok(body) => body,
+                Ok(answer) => answer,
                 // The task panicked: ask again.
-                Err(_) => fetch(self.client.clone(), self.session.clone(), cursor).await,
+                Err(_) => self.ask(cursor).await,
             },
             other => {
                 if let Some((_, task)) = other {
                     task.abort();
                 }
-                fetch(self.client.clone(), self.session.clone(), cursor).await
+                self.ask(cursor).await
             }
         };
-        let body = match body {
-            Ok(body) => body,
+        let (status, body) = match answer {
+            Ok(answer) => answer,
             Err(error) => return Some(Err(error)),
         };
         if let Some(next) = next_cursor(&body) {
-            let asked = fetch(
-                self.client.clone(),
-                self.session.clone(),
-                Some(next.to_owned()),
-            );
-            let task = tokio::spawn(asked);
+            let task = tokio::spawn(self.ask(Some(next)));
             self.ahead = Some((next.to_owned(), task));
             // Let the request go out before the page is decoded.
             tokio::task::yield_now().await;
         }
-        let page = Page::from_json(&body).map_err(|error| undecodable(None, error, &body));
+        let page = Page::from_json(&body).map_err(|error| undecodable(Some(status), error, &body));
         let asked_right = match (&page, &self.ahead) {
             (Ok(page), Some((at, _))) => page.has_more && page.cursor == *at,
             _ => true,
@@ -95,25 +112,6 @@ impl Transport for Poll {
         }
         Some(page.map(Frame::Page))
     }
-}
-
-/// `getChatEvents` after `cursor`, sent through the hooks: the page's JSON.
-async fn fetch(
-    client: Client,
-    session: SessionId,
-    cursor: Option<impl AsRef<str>>,
-) -> Result<Vec<u8>, Error> {
-    let path = progenitor_client::encode_path(session.as_str());
-    let mut request = client
-        .client()
-        .get(format!("{}/v1/agent/chat/{path}", client.baseurl()))
-        .header(ACCEPT, "application/json")
-        .query(&[("wait", LONG_POLL_MS)]);
-    if let Some(cursor) = cursor {
-        request = request.query(&[("cursor", cursor.as_ref())]);
-    }
-    let request = request.build().map_err(Error::Transport)?;
-    crate::hooks::call(&client, request, "getChatEvents", |json| Ok(json.to_vec())).await
 }
 
 /// The cursor of the page `json` when it says the log has more and names its cursor where no

@@ -25,6 +25,7 @@ const MAX_WAIT_MS: i64 = 30_000;
 /// Events per page unless `limit` says otherwise, and the most it may say.
 const DEFAULT_LIMIT: i64 = 100;
 const MAX_LIMIT: i64 = 500;
+
 /// Reads every session's log for its clients: it opens and issues their cursors, answers their
 /// pages from the session cache, and subscribes their long-polls and streams to its notifier
 /// (ending their waits itself when the server drains). Cheap to clone.

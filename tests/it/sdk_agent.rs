@@ -403,3 +403,25 @@ async fn an_error_names_the_request_the_server_logged_and_a_bad_input_converts_w
         Err(intent_sdk::Error::InvalidInput(_))
     ));
 }
+
+/// A log of several pages, followed from its start against the reference server (which writes
+/// a page's cursor first, so the follower asks for each next page while it decodes one): every
+/// event once, in order, as a single read of the whole log gives them.
+#[tokio::test]
+async fn a_log_of_several_pages_is_followed_each_event_once_in_order() {
+    let server = TestServer::start().await;
+    let intent = server.intent("alice");
+    let agent = intent.agent();
+    let session = agent.run_turn("hello", None).await.unwrap().session_id;
+    // Pages hold 100 events unless asked otherwise: more than two pages' worth.
+    let per_turn = agent.read_log(&session).await.unwrap().len();
+    for _ in 0..250 / per_turn {
+        agent.run_turn("hello", Some(&session)).await.unwrap();
+    }
+    let logged = agent.read_log(&session).await.unwrap();
+    assert!(logged.len() > 250, "{} events", logged.len());
+    let mut stream = Box::pin(agent.follow(&session, None));
+    let followed = seqs(&take(&mut stream, logged.len()).await);
+    let read: Vec<Option<u64>> = logged.iter().map(|event| Some(event.seq())).collect();
+    assert_eq!(followed, read);
+}

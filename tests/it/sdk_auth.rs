@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use intent_models::ChatStartRequest;
-use intent_sdk::Intent;
 use intent_sdk::auth::{FileTokenStore, OAuth, Resource, StaticToken, TokenSource, TokenStore};
+use intent_sdk::{Intent, RetryPolicy};
 use intent_tests::{TEST_CLIENT, TEST_REDIRECT_URI, TestServer};
 
 use crate::oauth::{decide, param, redirect_query};
@@ -166,6 +166,19 @@ async fn a_401_refreshes_once_and_retries_once() {
         1,
         "no refresh while the token works"
     );
+
+    // Renewing a rejected token is not a retry: a client that retries nothing still renews.
+    let source = Arc::new(Stale {
+        good: server.token("alice", Resource::Agent, &["agent:write"]),
+        refreshes: AtomicUsize::new(0),
+    });
+    let once = Intent::builder(server.base_url())
+        .token(Resource::Agent, source.clone())
+        .retry(RetryPolicy::none())
+        .build()
+        .unwrap();
+    start_chat(&once).await.unwrap();
+    assert_eq!(source.refreshes.load(Ordering::SeqCst), 1);
 
     // A static token cannot refresh: the 401 comes back typed.
     let fixed = with_agent(&server, StaticToken::new("stale"));

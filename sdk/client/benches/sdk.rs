@@ -7,9 +7,14 @@
 //! 2. overhead: time per call of `Intent` (the token put on by the hooks, typed errors), against
 //!    a bare reqwest GET of the same address with the same token, and against the request the
 //!    SDK sends (the same headers: the generated client adds `accept` and `api-version`) sent
-//!    bare with its body decoded into the same typed model.
+//!    bare with its body decoded into the same typed model. Measured twice: on one thread
+//!    (a current-thread runtime, the canned server on it too), where a call's time is the work
+//!    of the client and the server and the difference is the SDK's own; and on the multi-thread
+//!    runtime, where each call also waits for threads to wake, which moves a difference by
+//!    several µs from run to run.
 //!
-//! Run: `cargo bench -p intent-sdk --bench sdk` (`-- decode` or `-- calls` for one part)
+//! Run: `cargo bench -p intent-sdk --bench sdk` (`-- decode` or `-- calls` for one part;
+//! `-- alone-sdk` and `-- alone-bare` to count a call's instructions, see `main`)
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -194,14 +199,54 @@ async fn pages(server: &Canned, bare: f64) {
     );
 }
 
-async fn overhead(server: &Canned) {
-    let session =
-        json!({ "id": SESSION, "updatedAt": 1_795_000_000, "archived": false, "title": "bench" });
-    let read = format!("/v1/agent/sessions/{SESSION}");
-    server.answer(&read, "application/json", session.to_string());
-    let http = reqwest::Client::new();
-    let intent = intent(server, http.clone());
-    let url = format!("{}{read}", server.uri);
+/// The three calls `overhead` compares, of one session read.
+struct Calls {
+    http: reqwest::Client,
+    intent: Intent,
+    url: String,
+}
+
+impl Calls {
+    fn of(server: &Canned) -> Self {
+        let session = json!({ "id": SESSION, "updatedAt": 1_795_000_000, "archived": false, "title": "bench" });
+        let read = format!("/v1/agent/sessions/{SESSION}");
+        server.answer(&read, "application/json", session.to_string());
+        let http = reqwest::Client::new();
+        let intent = intent(server, http.clone());
+        let url = format!("{}{read}", server.uri);
+        Self { http, intent, url }
+    }
+
+    /// Call `which`: 0 a bare GET, 1 the SDK's request sent bare and decoded into the typed
+    /// model, 2 the SDK's call.
+    async fn make(&self, which: usize) {
+        match which {
+            0 => {
+                let request = self.http.get(&self.url).bearer_auth(TOKEN);
+                let body = request.send().await.unwrap().bytes().await.unwrap();
+                assert!(!body.is_empty());
+            }
+            1 => {
+                let request = self
+                    .http
+                    .get(&self.url)
+                    .bearer_auth(TOKEN)
+                    .header("accept", "application/json")
+                    .header("api-version", "1.0.0");
+                let body = request.send().await.unwrap().bytes().await.unwrap();
+                let decoded: intent_sdk::models::Session = serde_json::from_slice(&body).unwrap();
+                assert_eq!(decoded.title, "bench");
+            }
+            _ => {
+                let session = self.intent.agent().session(SESSION).await.unwrap();
+                assert_eq!(session.title, "bench");
+            }
+        }
+    }
+}
+
+async fn overhead(server: &Canned, runtime: &str) {
+    let calls = Calls::of(server);
     // Per round: a bare GET, the SDK's request sent bare and decoded into the typed model, and
     // the SDK's call, each timed alone. Interleaved, so that all three see the same server and
     // the same warm connection pool, in an order that turns each round so that none always
@@ -212,28 +257,7 @@ async fn overhead(server: &Canned) {
         for turn in 0..3 {
             let which = (round as usize + turn) % 3;
             let began = Instant::now();
-            match which {
-                0 => {
-                    let request = http.get(&url).bearer_auth(TOKEN);
-                    let body = request.send().await.unwrap().bytes().await.unwrap();
-                    assert!(!body.is_empty());
-                }
-                1 => {
-                    let request = http
-                        .get(&url)
-                        .bearer_auth(TOKEN)
-                        .header("accept", "application/json")
-                        .header("api-version", "1.0.0");
-                    let body = request.send().await.unwrap().bytes().await.unwrap();
-                    let decoded: intent_sdk::models::Session =
-                        serde_json::from_slice(&body).unwrap();
-                    assert_eq!(decoded.title, "bench");
-                }
-                _ => {
-                    let session = intent.agent().session(SESSION).await.unwrap();
-                    assert_eq!(session.title, "bench");
-                }
-            }
+            calls.make(which).await;
             times[which] = began.elapsed();
         }
         rounds.push(times);
@@ -247,7 +271,7 @@ async fn overhead(server: &Canned) {
     // Paired: the median of each round's difference, steadier than a difference of medians.
     let over = |i: usize| median(rounds.iter().map(|r| micros(r[2]) - micros(r[i])).collect());
     println!(
-        "per call ({CALLS} rounds): p50 bare reqwest {:.1} µs, the same request bare + typed decode {:.1} µs, \
+        "per call, {runtime} ({CALLS} rounds): p50 bare reqwest {:.1} µs, the same request bare + typed decode {:.1} µs, \
          SDK {:.1} µs; SDK overhead (paired median) over bare {:.1} µs, over the same request bare + typed decode {:.1} µs",
         p50(0),
         p50(1),
@@ -266,20 +290,47 @@ fn intent(server: &Canned, http: reqwest::Client) -> Intent {
         .unwrap()
 }
 
-#[tokio::main]
-async fn main() {
+fn main() {
     // `-- decode` or `-- calls` runs one part alone (to profile it).
     let only = std::env::args().skip(1).find(|arg| !arg.starts_with('-'));
     let runs = |part: &str| only.as_deref().is_none_or(|only| only == part);
-    let server = Canned::start().await;
+    let threads = tokio::runtime::Runtime::new().unwrap();
     if runs("decode") {
-        let bare = bare_decode();
-        sse(&server, bare).await;
-        pages(&server, bare).await;
+        threads.block_on(async {
+            let server = Canned::start().await;
+            let bare = bare_decode();
+            sse(&server, bare).await;
+            pages(&server, bare).await;
+        });
+    }
+    // `-- alone-sdk` or `-- alone-bare` makes 1,000 SDK calls, or as many of the same request
+    // sent bare and decoded, on one thread: under callgrind, the difference of the two totals
+    // over 1,000 is what the SDK adds per call in instructions.
+    if let Some(which) = only.as_deref().and_then(|only| match only {
+        "alone-bare" => Some(1),
+        "alone-sdk" => Some(2),
+        _ => None,
+    }) {
+        one_thread().block_on(async {
+            let calls = Calls::of(&Canned::start().await);
+            for _ in 0..1_000 {
+                calls.make(which).await;
+            }
+        });
+        return;
     }
     if runs("calls") {
-        overhead(&server).await;
+        one_thread().block_on(async { overhead(&Canned::start().await, "one thread").await });
+        threads.block_on(async { overhead(&Canned::start().await, "multi-thread").await });
     }
+}
+
+/// A current-thread runtime: a call's wait on it is the work of the client and the server.
+fn one_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
 }
 
 /// A loopback HTTP/1.1 server that answers every request on a keep-alive connection with the

@@ -65,14 +65,15 @@ impl ClientHooks<ClientContext> for Client {
     async fn exec(&self, mut request: Request, info: &OperationInfo) -> reqwest::Result<Response> {
         let retry = &self.inner().retry;
         let method = request.method().clone();
-        let keyed = request.headers().contains_key("idempotency-key");
+        // Only an unsafe method's key makes a call repeatable or a 409 a duplicate in flight.
+        let keyed = !method.is_safe() && request.headers().contains_key("idempotency-key");
         let mut attempt = 1;
         loop {
-            let again = retry.retries().then(|| request.try_clone()).flatten();
+            let again = retry.retries().then(|| copy_of(&request)).flatten();
             let sent = self.traced(request, again.as_ref(), info, attempt).await;
             let (sent, in_flight) = match sent {
                 Ok(response) if keyed && response.status() == StatusCode::CONFLICT => {
-                    in_flight(response).await
+                    Box::pin(in_flight(response)).await
                 }
                 other => (other, false),
             };
@@ -125,9 +126,11 @@ impl Client {
             tracing::Instrument::instrument(self.authorized(request, spare), span.clone()).await;
         match &sent {
             Ok(response) => {
-                span.record("status", response.status().as_u16());
-                if let Some(id) = request_id(response.headers()) {
-                    span.record("request_id", id);
+                if !span.is_disabled() {
+                    span.record("status", response.status().as_u16());
+                    if let Some(id) = request_id(response.headers()) {
+                        span.record("request_id", id);
+                    }
                 }
                 tracing::debug!(parent: &span, status = response.status().as_u16(), "answered");
             }
@@ -136,39 +139,66 @@ impl Client {
         sent
     }
 
-    /// Sends `request`; a 401 is answered by renewing the token and sending it once more (a copy
-    /// of `spare` when there is one, else of `request` made before sending).
+    /// Sends `request`; a 401 to a bearer token is answered by renewing the token and sending
+    /// the request once more (a copy of `spare` when there is one, else of `request` made
+    /// before sending).
     async fn authorized(
         &self,
         request: Request,
         spare: Option<&Request>,
     ) -> reqwest::Result<Response> {
-        let Ok(Some(source)) = self.inner().tokens.source_for(request.url()) else {
-            return self.client().execute(request).await;
-        };
-        let copy = if spare.is_some() {
-            None
+        let bearing = request.headers().contains_key(AUTHORIZATION);
+        let copy = if spare.is_none() && bearing {
+            copy_of(&request)
         } else {
-            request.try_clone()
+            None
         };
-        let sent = request.headers().get(AUTHORIZATION).cloned();
         let response = self.client().execute(request).await?;
         if response.status() != StatusCode::UNAUTHORIZED {
             return Ok(response);
         }
-        let again = copy.or_else(|| spare.and_then(Request::try_clone));
-        // A renewal that fails leaves the 401 as the answer; the next request's `pre` runs the
-        // source again and reports its error.
-        let (Some(mut again), Some(sent)) = (again, sent.as_ref().and_then(bearer)) else {
-            return Ok(response);
-        };
-        match source.refresh(sent).await {
-            Ok(Some(fresh)) if bear(&mut again, &fresh).is_ok() => {
-                self.client().execute(again).await
-            }
+        match copy.or_else(|| spare.and_then(copy_of)) {
+            Some(again) if bearing => Box::pin(self.renewed(again, response)).await,
             _ => Ok(response),
         }
     }
+
+    /// `again`, a copy of a request `rejected` with a 401, sent once more with the token its
+    /// resource's source renews; a renewal that fails leaves the 401 as the answer (the next
+    /// request's `pre` runs the source again and reports its error).
+    async fn renewed(&self, mut again: Request, rejected: Response) -> reqwest::Result<Response> {
+        let Ok(Some(source)) = self.inner().tokens.source_for(again.url()) else {
+            return Ok(rejected);
+        };
+        let Some(sent) = again.headers().get(AUTHORIZATION).and_then(bearer) else {
+            return Ok(rejected);
+        };
+        let sent = sent.to_owned();
+        match source.refresh(&sent).await {
+            Ok(Some(fresh)) if bear(&mut again, &fresh).is_ok() => {
+                self.client().execute(again).await
+            }
+            _ => Ok(rejected),
+        }
+    }
+}
+
+/// A copy of `request` to send again, or `None` when its body is a stream. reqwest's
+/// `try_clone` gives each copy extensions of its own even where there are none (a call's
+/// only extension is its timeout).
+fn copy_of(request: &Request) -> Option<Request> {
+    let body = match request.body() {
+        Some(body) => Some(reqwest::Body::from(body.as_bytes()?.to_vec())),
+        None => None,
+    };
+    let mut copy = Request::new(request.method().clone(), request.url().clone());
+    *copy.headers_mut() = request.headers().clone();
+    *copy.version_mut() = request.version();
+    if let Some(timeout) = request.timeout() {
+        *copy.timeout_mut() = Some(*timeout);
+    }
+    *copy.body_mut() = body;
+    Some(copy)
 }
 
 /// `conflict` read whole, and whether it is a 409 `idempotency_in_flight`; the answer is handed
@@ -256,7 +286,10 @@ fn operation_id(method: &str) -> String {
 }
 
 fn bear(request: &mut Request, token: &str) -> Result<(), Error> {
-    let mut value = HeaderValue::from_str(&format!("Bearer {token}"))
+    let mut header = String::with_capacity("Bearer ".len() + token.len());
+    header.push_str("Bearer ");
+    header.push_str(token);
+    let mut value = HeaderValue::try_from(header)
         .map_err(|_| Error::Token("the token is not a valid header value".to_owned()))?;
     value.set_sensitive(true);
     request.headers_mut().insert(AUTHORIZATION, value);

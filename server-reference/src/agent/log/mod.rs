@@ -195,7 +195,11 @@ impl EventLog {
             limit,
             expires: self.expiry(),
         };
-        let owned = |head: &Head| (head.record().account == *account).then(|| head.for_page(&key));
+        let owned = |head: &Head| {
+            head.record()
+                .is_owned_by(account)
+                .then(|| head.for_page(&key))
+        };
         let no_session = || Error::NoSession(session.to_string());
         let (read, memo) = match self
             .0
@@ -341,6 +345,8 @@ mod tests {
             "&&wait=-1&cursor=&limit=05&",
             "cursor",
             "other=1&other=2&=x&limit=3",
+            "cursor=a=b&wait=0",
+            "limit=7&cursor=été",
         ];
         for query in plain {
             let read: PageRequest = serde_urlencoded::from_str(query).unwrap();

@@ -227,7 +227,7 @@ impl SessionCache {
         id: &SessionId,
     ) -> Result<Option<SessionRecord>, store::Error> {
         let record = self.with_head(account, id, 0, |head| head.record().clone());
-        Ok(record.await?.filter(|record| record.account == *account))
+        Ok(record.await?.filter(|record| record.is_owned_by(account)))
     }
 
     /// `account`'s session `id` in the view `make` makes of its record; from its head when it is
@@ -239,7 +239,8 @@ impl SessionCache {
         make: impl Fn(&SessionRecord) -> Result<Encoded<Session>, E>,
     ) -> Result<Option<Encoded<Session>>, E> {
         let owned = |head: &Head| {
-            (head.record().account == *account)
+            head.record()
+                .is_owned_by(account)
                 .then(|| head.view(&make))
                 .transpose()
         };
@@ -294,8 +295,11 @@ impl SessionCache {
         limit: i64,
         seen: i64,
     ) -> Result<Option<LogRead>, store::Error> {
-        let owned =
-            |head: &Head| (head.record().account == *account).then(|| head.read(after, limit));
+        let owned = |head: &Head| {
+            head.record()
+                .is_owned_by(account)
+                .then(|| head.read(after, limit))
+        };
         match self
             .with_head(account, session, seen, owned)
             .await?

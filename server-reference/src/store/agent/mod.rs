@@ -33,6 +33,13 @@ pub struct SessionRecord {
     pub updated_at: i64,
 }
 
+impl SessionRecord {
+    /// Whether `account` owns the session: another account's session is none of its own.
+    pub fn is_owned_by(&self, account: &AccountId) -> bool {
+        self.account == *account
+    }
+}
+
 /// Events to append to a session's log, for one turn, in one transaction.
 #[derive(Debug, Clone)]
 pub struct Append {

@@ -4,20 +4,21 @@
 
 use std::sync::LazyLock;
 
+use intent_models::openapi::Document;
 use intent_models::schema::Schemas;
-use serde_json::Value;
 
 /// `openapi.json` as text.
 pub const TEXT: &str = include_str!("../../openapi.json");
 
-static PARSED: LazyLock<(Value, Schemas)> = LazyLock::new(|| {
-    let document: Value = serde_json::from_str(TEXT).expect("the embedded openapi.json parses");
-    let schemas = Schemas::from_openapi(&document).expect("openapi.json has component schemas");
+static PARSED: LazyLock<(Document, Schemas)> = LazyLock::new(|| {
+    let document = Document::parse(TEXT).expect("the embedded openapi.json parses");
+    let schemas =
+        Schemas::from_openapi(document.value()).expect("openapi.json has component schemas");
     (document, schemas)
 });
 
-/// The document.
-pub fn document() -> &'static Value {
+/// The document, its operations read.
+pub fn document() -> &'static Document {
     &PARSED.0
 }
 

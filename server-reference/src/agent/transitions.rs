@@ -21,8 +21,7 @@ mod tests {
 
     #[test]
     fn transitions_follow_the_profile_in_openapi_json() {
-        let table =
-            &crate::interface::document()["components"]["schemas"]["TurnState"]["x-transitions"];
+        let table = &crate::interface::document().schema("TurnState").unwrap()["x-transitions"];
         let states = [
             TurnState::Processing,
             TurnState::Complete,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{HeaderValue, Method, Request, header};
-use intent_models::openapi;
+use intent_models::openapi::{Document, Operation};
 use intent_models::schema::{SchemaValidator, Schemas};
 use rmcp::model::{JsonObject, Tool};
 use serde_json::{Map, Value, json};
@@ -38,20 +38,16 @@ impl Tools {
     /// The tools of the operations of `document` (whose component `schemas` are given
     /// converted) whose `x-resource` is `resource` (`agent` or `pipeline`), but those answering
     /// `text/event-stream`.
-    pub fn from_openapi(document: &Value, schemas: &Schemas, resource: &str) -> Self {
-        let mut tools = Vec::new();
-        for (path, method, op) in openapi::operation_objects(document) {
-            let Ok(method) = method.to_uppercase().parse::<Method>() else {
-                continue;
-            };
-            let streams = op
-                .pointer("/responses/200/content/text~1event-stream")
-                .is_some();
-            if op["x-resource"] != resource || streams {
-                continue;
-            }
-            tools.push(OperationTool::new(document, schemas, method, path, op));
-        }
+    pub fn from_openapi(document: &Document, schemas: &Schemas, resource: &str) -> Self {
+        let tools = document
+            .operations()
+            .iter()
+            .filter(|op| op.resource.as_deref() == Some(resource) && !op.streams())
+            .filter_map(|op| {
+                let method = op.method.parse::<Method>().ok()?;
+                Some(OperationTool::new(document, schemas, method, op))
+            })
+            .collect();
         Self(tools)
     }
 
@@ -67,38 +63,37 @@ impl Tools {
 }
 
 impl OperationTool {
-    fn new(document: &Value, schemas: &Schemas, method: Method, path: &str, op: &Value) -> Self {
-        let name = op["operationId"]
-            .as_str()
-            .expect("every operation has an operationId");
+    /// The tool of `op`, sent as `method`. Its texts (the operation's summary, description and
+    /// profile note, each parameter's description) are read from the objects as written.
+    fn new(document: &Document, schemas: &Schemas, method: Method, op: &Operation) -> Self {
+        assert!(!op.id.is_empty(), "every operation has an operationId");
+        let object = &op.object;
+        let descriptions = object["parameters"].as_array().into_iter().flatten();
+        let descriptions =
+            descriptions.map(|parameter| document.resolve(parameter)["description"].as_str());
         let mut properties = Map::new();
         let mut required = Vec::new();
         let mut parameters = Vec::new();
-        for parameter in op["parameters"].as_array().into_iter().flatten() {
-            let parameter = openapi::resolve(document, parameter);
-            let location = match parameter["in"].as_str() {
-                Some("path") => Location::Path,
-                Some("query") => Location::Query,
-                Some("header") => Location::Header,
+        for (parameter, description) in op.parameters.iter().zip(descriptions) {
+            let location = match parameter.location.as_str() {
+                "path" => Location::Path,
+                "query" => Location::Query,
+                "header" => Location::Header,
                 _ => continue,
             };
-            let parameter_name = parameter["name"].as_str().unwrap_or_default().to_owned();
-            let mut schema = schemas.inlined(&parameter["schema"]);
-            if let (Some(description), Value::Object(schema)) =
-                (parameter["description"].as_str(), &mut schema)
-            {
+            let mut schema = schemas.inlined(&parameter.schema);
+            if let (Some(description), Value::Object(schema)) = (description, &mut schema) {
                 schema.insert("description".into(), description.into());
             }
-            if parameter["required"] == true {
-                required.push(Value::String(parameter_name.clone()));
+            if parameter.required {
+                required.push(Value::String(parameter.name.clone()));
             }
-            properties.insert(parameter_name.clone(), schema);
-            parameters.push((parameter_name, location));
+            properties.insert(parameter.name.clone(), schema);
+            parameters.push((parameter.name.clone(), location));
         }
-        let body = op.pointer("/requestBody/content/application~1json/schema");
-        if let Some(body) = body {
+        if let Some(body) = &op.body {
             properties.insert("body".into(), schemas.inlined(body));
-            if op.pointer("/requestBody/required") == Some(&Value::Bool(true)) {
+            if object.pointer("/requestBody/required") == Some(&Value::Bool(true)) {
                 required.push("body".into());
             }
         }
@@ -110,27 +105,24 @@ impl OperationTool {
         });
         // The summary and the description, then the reference profile's own sentences about
         // the operation (`x-profile-note`), which this server follows.
-        let mut description = [op["summary"].as_str(), op["description"].as_str()]
+        let mut description = [object["summary"].as_str(), object["description"].as_str()]
             .into_iter()
             .flatten()
             .collect::<Vec<_>>()
             .join(". ");
-        if let Some(note) = op["x-profile-note"].as_str() {
+        if let Some(note) = object["x-profile-note"].as_str() {
             description.push(' ');
             description.push_str(note);
         }
-        let mut tool = Tool::new(name.to_owned(), description, object(input.clone()));
+        let mut tool = Tool::new(op.id.clone(), description, json_object(input.clone()));
         if let Some(output) = output_schema(schemas, op) {
-            tool = tool.with_raw_output_schema(object(output));
+            tool = tool.with_raw_output_schema(json_object(output));
         }
         Self {
             tool,
-            scope: op["security"][0]["oauth2"][0]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
+            scope: op.scopes.first().cloned().unwrap_or_default(),
             method,
-            template: path.to_owned(),
+            template: op.template.clone(),
             parameters,
             input: schemas
                 .inline(&input)
@@ -190,9 +182,9 @@ impl OperationTool {
 
 /// The schema of the first success response with a JSON body, as an object schema: MCP asks
 /// an `outputSchema` for objects, so a `oneOf` of objects gains `type: object`.
-fn output_schema(schemas: &Schemas, op: &Value) -> Option<Value> {
-    let responses = op["responses"].as_object()?;
-    let schema = responses
+fn output_schema(schemas: &Schemas, op: &Operation) -> Option<Value> {
+    let schema = op
+        .responses
         .iter()
         .filter(|(status, _)| status.starts_with('2'))
         .find_map(|(_, response)| response.pointer("/content/application~1json/schema"))?;
@@ -208,7 +200,7 @@ fn output_schema(schemas: &Schemas, op: &Value) -> Option<Value> {
     Some(output)
 }
 
-fn object(value: Value) -> Arc<JsonObject> {
+fn json_object(value: Value) -> Arc<JsonObject> {
     match value {
         Value::Object(map) => Arc::new(map),
         _ => unreachable!("tool schemas are built as objects"),

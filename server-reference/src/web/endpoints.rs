@@ -4,9 +4,8 @@
 use std::sync::{Arc, LazyLock};
 
 use axum::http::Method;
-use intent_models::openapi;
+use intent_models::openapi::Document;
 use intent_models::schema::{SchemaValidator, Schemas};
-use serde_json::Value;
 
 use crate::auth::resource::Resource;
 use crate::interface::{document, schemas};
@@ -57,29 +56,23 @@ impl Endpoints {
     /// resource of `x-resource` and the schema of the JSON request body. The two MCP endpoints
     /// (any method, no body schema: JSON-RPC is the MCP layer's) are guarded by their
     /// resource's scope.
-    pub fn from_openapi(document: &Value, schemas: &Schemas) -> Self {
+    pub fn from_openapi(document: &Document, schemas: &Schemas) -> Self {
         let mut operations = Vec::new();
-        for (path, method, op) in openapi::operation_objects(document) {
-            let Ok(method) = method.to_uppercase().parse::<Method>() else {
+        for op in document.operations() {
+            let Ok(method) = op.method.parse::<Method>() else {
                 continue;
             };
-            let scope = op["security"][0]["oauth2"][0].as_str();
-            let resource = op["x-resource"].as_str().and_then(Resource::from_name);
-            let (Some(scope), Some(resource)) = (scope, resource) else {
-                panic!("openapi.json: {method} {path} lacks a scope or x-resource");
+            let resource = op.resource.as_deref().and_then(Resource::from_name);
+            let (Some(scope), Some(resource)) = (op.scopes.first(), resource) else {
+                panic!("openapi.json: {} lacks a scope or x-resource", op.reference);
             };
-            let segments = path
-                .split('/')
-                .map(|s| (!(s.starts_with('{') && s.ends_with('}'))).then(|| s.to_owned()))
-                .collect();
-            let body = op
-                .pointer("/requestBody/content/application~1json/schema")
-                .map(|schema| {
-                    let validator = schemas.inline(schema).unwrap_or_else(|error| {
-                        panic!("openapi.json: the body schema of {method} {path}: {error}")
-                    });
-                    BodySchema(Arc::new(validator))
+            let segments = op.segments().map(|s| s.map(str::to_owned)).collect();
+            let body = op.body.as_ref().map(|schema| {
+                let validator = schemas.inline(schema).unwrap_or_else(|error| {
+                    panic!("openapi.json: the body schema of {}: {error}", op.reference)
                 });
+                BodySchema(Arc::new(validator))
+            });
             operations.push(Endpoint {
                 method: Some(method.clone()),
                 segments,
@@ -166,7 +159,7 @@ mod tests {
     #[test]
     fn finds_operations_by_method_and_template() {
         let ops = all();
-        let documented = openapi::operation_objects(document()).count();
+        let documented = document().operations().len();
         assert_eq!(
             ops.all.len(),
             documented + 2,

@@ -3,10 +3,9 @@
 
 use intent_models::PipelineAction;
 use revm::primitives::{Address, U256};
-use serde_json::json;
 
 use super::input::input;
-use super::{Assembled, to_base_units};
+use super::{Assembled, positive, refused, to_base_units};
 use crate::pipeline::Error;
 use crate::pipeline::abi::{Abi, call_data};
 use crate::pipeline::devnet::evm::{Contract, Standard};
@@ -105,18 +104,14 @@ pub(super) fn native_transfer(input: NativeTransfer, step: u64) -> Result<Assemb
     } = input;
     let wei = to_base_units(&amount, 18)
         .ok_or_else(|| Error::Invalid("amount is out of range".to_owned()))?;
-    let action = json!({
-        "chain": "evm",
-        "step": step,
-        "chainId": chain_id,
-        "from": from,
-        "to": to,
-        "value": wei,
-        "data": "0x",
-        "description": format!("Transfer {amount} ETH to {to}"),
-    });
+    let description = format!("Transfer {amount} ETH to {to}");
+    let send = Send {
+        to: &to,
+        value: wei,
+        data: "0x".to_owned(),
+    };
     Ok(Assembled {
-        actions: vec![serde_json::from_value(action).map_err(|e| Error::Invalid(e.to_string()))?],
+        actions: vec![evm_action((chain_id, &from), step, send, description)?],
         title: format!("Send {amount} ETH"),
     })
 }
@@ -150,20 +145,46 @@ fn uint(decimal: &str) -> Result<Abi<'static>, Error> {
     Ok(Abi::Word(value))
 }
 
-/// One EVM call action from `from` on chain `chain_id` to `to` with `data`.
-fn call(
+/// What an EVM action sends: `value` wei and call `data` (0x-prefixed hex) to `to`.
+struct Send<'a> {
+    to: &'a str,
+    value: String,
+    data: String,
+}
+
+/// One EVM action from `from` on chain `chain_id`.
+fn evm_action(
     (chain_id, from): (u64, &str),
+    step: u64,
+    send: Send<'_>,
+    description: String,
+) -> Result<PipelineAction, Error> {
+    Ok(PipelineAction::Evm {
+        chain_id: positive("chainId", chain_id)?,
+        data: send.data.try_into().map_err(refused)?,
+        description: Some(description),
+        from: from.parse().map_err(refused)?,
+        gas_limit: None,
+        step: positive("step", step)?,
+        to: send.to.parse().map_err(refused)?,
+        value: send.value.try_into().map_err(refused)?,
+    })
+}
+
+/// One EVM call action from `from` on chain `chain_id` to `to` with `data`, sending no value.
+fn call(
+    sender: (u64, &str),
     step: u64,
     to: &str,
     data: String,
     description: String,
 ) -> Result<PipelineAction, Error> {
-    let action = json!({
-        "chain": "evm", "step": step, "chainId": chain_id,
-        "from": from, "to": to, "value": "0", "data": data,
-        "description": description,
-    });
-    serde_json::from_value(action).map_err(|e| Error::Invalid(e.to_string()))
+    let send = Send {
+        to,
+        value: "0".to_owned(),
+        data,
+    };
+    evm_action(sender, step, send, description)
 }
 
 pub(super) fn erc20_transfer(input: Erc20Transfer, step: u64) -> Result<Assembled, Error> {

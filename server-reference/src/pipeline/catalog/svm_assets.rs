@@ -1,11 +1,10 @@
 //! The SVM operations of `svm-assets`: SOL transfers (System program) and SPL transfers
 //! (Associated Token Account and SPL Token programs), each with its input.
 
-use intent_models::PipelineAction;
-use serde_json::{Value, json};
+use intent_models::{PipelineAction, SvmAccountMeta, SvmInstruction};
 
 use super::input::input;
-use super::{Assembled, to_base_units};
+use super::{Assembled, positive, refused, to_base_units};
 use crate::pipeline::Error;
 use crate::pipeline::devnet::svm;
 
@@ -45,31 +44,42 @@ input! {
 fn svm_action(
     (cluster, fee_payer): (&str, &str),
     step: u64,
-    instructions: Vec<Value>,
+    instructions: Vec<SvmInstruction>,
     description: String,
 ) -> Result<PipelineAction, Error> {
-    let action = json!({
-        "chain": "svm", "step": step, "cluster": cluster,
-        "feePayer": fee_payer, "instructions": instructions,
-        "description": description,
-    });
-    serde_json::from_value(action).map_err(|e| Error::Invalid(e.to_string()))
+    Ok(PipelineAction::Svm {
+        cluster: cluster.parse().map_err(refused)?,
+        description: Some(description),
+        fee_payer: fee_payer.parse().map_err(refused)?,
+        instructions,
+        step: positive("step", step)?,
+    })
 }
 
 /// An SVM instruction to `program` over `accounts` (address, signer, writable).
-fn svm_instruction(program: &str, accounts: &[(&str, bool, bool)], data: &[u8]) -> Value {
+fn svm_instruction(
+    program: &str,
+    accounts: &[(&str, bool, bool)],
+    data: &[u8],
+) -> Result<SvmInstruction, Error> {
     use base64::Engine;
-    let accounts: Vec<Value> = accounts
+    let accounts = accounts
         .iter()
-        .map(|(pubkey, signer, writable)| {
-            json!({ "pubkey": pubkey, "isSigner": signer, "isWritable": writable })
+        .map(|&(pubkey, signer, writable)| {
+            SvmAccountMeta::builder()
+                .pubkey(pubkey)
+                .is_signer(signer)
+                .is_writable(writable)
+                .try_into()
         })
-        .collect();
-    json!({
-        "programId": program,
-        "accounts": accounts,
-        "data": base64::engine::general_purpose::STANDARD.encode(data),
-    })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(refused)?;
+    SvmInstruction::builder()
+        .program_id(program)
+        .accounts(accounts)
+        .data(base64::engine::general_purpose::STANDARD.encode(data))
+        .try_into()
+        .map_err(refused)
 }
 
 /// A decimal amount in base units as a `u64`, or 400.
@@ -97,7 +107,7 @@ pub(super) fn sol_transfer(input: SolTransfer, step: u64) -> Result<Assembled, E
         svm::SYSTEM_PROGRAM,
         &[(&from, true, true), (&to, false, true)],
         &data,
-    );
+    )?;
     Ok(Assembled {
         actions: vec![svm_action(
             (&input.cluster, &input.from),
@@ -132,7 +142,7 @@ pub(super) fn spl_transfer(input: SplTransfer, step: u64) -> Result<Assembled, E
             (svm::TOKEN_PROGRAM, false, false),
         ],
         &[1],
-    );
+    )?;
     // TokenInstruction::TransferChecked: tag 12, amount (u64, little-endian), decimals.
     let data = [&[12u8][..], &units.to_le_bytes(), &[mint.decimals]].concat();
     let transfer = svm_instruction(
@@ -144,7 +154,7 @@ pub(super) fn spl_transfer(input: SplTransfer, step: u64) -> Result<Assembled, E
             (&from, true, false),
         ],
         &data,
-    );
+    )?;
     let description = format!("Transfer {amount} {} to {to}", mint.symbol);
     Ok(Assembled {
         actions: vec![svm_action(

@@ -132,7 +132,13 @@ impl Client {
                         span.record("request_id", id);
                     }
                 }
-                tracing::debug!(parent: &span, status = response.status().as_u16(), "answered");
+                // The event carries both too, for a subscriber (or `log`) that takes no spans.
+                tracing::debug!(
+                    parent: &span,
+                    status = response.status().as_u16(),
+                    request_id = request_id(response.headers()),
+                    "answered"
+                );
             }
             Err(error) => tracing::debug!(parent: &span, %error, "not answered"),
         }
@@ -147,19 +153,21 @@ impl Client {
         request: Request,
         spare: Option<&Request>,
     ) -> reqwest::Result<Response> {
-        let bearing = request.headers().contains_key(AUTHORIZATION);
-        let copy = if spare.is_none() && bearing {
-            copy_of(&request)
-        } else {
+        if !request.headers().contains_key(AUTHORIZATION) {
+            return self.client().execute(request).await;
+        }
+        let copy = if spare.is_some() {
             None
+        } else {
+            copy_of(&request)
         };
         let response = self.client().execute(request).await?;
         if response.status() != StatusCode::UNAUTHORIZED {
             return Ok(response);
         }
         match copy.or_else(|| spare.and_then(copy_of)) {
-            Some(again) if bearing => Box::pin(self.renewed(again, response)).await,
-            _ => Ok(response),
+            Some(again) => Box::pin(self.renewed(again, response)).await,
+            None => Ok(response),
         }
     }
 
@@ -183,21 +191,19 @@ impl Client {
     }
 }
 
-/// A copy of `request` to send again, or `None` when its body is a stream. reqwest's
-/// `try_clone` gives each copy extensions of its own even where there are none (a call's
-/// only extension is its timeout).
+/// A copy of `request` to send again, or `None` when its body is a stream. Without a body, it
+/// is made here: reqwest's `try_clone` gives each copy extensions of its own even where there
+/// are none (a call's only extension is its timeout). With one, `try_clone` shares its bytes.
 fn copy_of(request: &Request) -> Option<Request> {
-    let body = match request.body() {
-        Some(body) => Some(reqwest::Body::from(body.as_bytes()?.to_vec())),
-        None => None,
-    };
+    if request.body().is_some() {
+        return request.try_clone();
+    }
     let mut copy = Request::new(request.method().clone(), request.url().clone());
     *copy.headers_mut() = request.headers().clone();
     *copy.version_mut() = request.version();
     if let Some(timeout) = request.timeout() {
         *copy.timeout_mut() = Some(*timeout);
     }
-    *copy.body_mut() = body;
     Some(copy)
 }
 

@@ -107,8 +107,8 @@ impl RetryPolicy {
     }
 
     /// The delay before sending again a call that was sent `attempt` times and ended in
-    /// `outcome`, or `None` when it is not sent again. `keyed`: the call carries an
-    /// `Idempotency-Key`.
+    /// `outcome`, or `None` when it is not sent again. `keyed`: the call's method is
+    /// not a safe one and it carries an `Idempotency-Key`.
     pub(crate) fn delay(
         &self,
         attempt: u32,

@@ -105,13 +105,16 @@ pub(super) fn native_transfer(input: NativeTransfer, step: u64) -> Result<Assemb
     let wei = to_base_units(&amount, 18)
         .ok_or_else(|| Error::Invalid("amount is out of range".to_owned()))?;
     let description = format!("Transfer {amount} ETH to {to}");
-    let send = Send {
-        to: &to,
-        value: wei,
-        data: "0x".to_owned(),
-    };
+    let sender = (chain_id, from.as_str());
     Ok(Assembled {
-        actions: vec![evm_action((chain_id, &from), step, send, description)?],
+        actions: vec![evm_action(
+            sender,
+            step,
+            &to,
+            wei,
+            "0x".to_owned(),
+            description,
+        )?],
         title: format!("Send {amount} ETH"),
     })
 }
@@ -145,29 +148,25 @@ fn uint(decimal: &str) -> Result<Abi<'static>, Error> {
     Ok(Abi::Word(value))
 }
 
-/// What an EVM action sends: `value` wei and call `data` (0x-prefixed hex) to `to`.
-struct Send<'a> {
-    to: &'a str,
-    value: String,
-    data: String,
-}
-
-/// One EVM action from `from` on chain `chain_id`.
+/// One EVM action from `from` on chain `chain_id` sending `value` wei and call `data`
+/// (0x-prefixed hex) to `to`.
 fn evm_action(
     (chain_id, from): (u64, &str),
     step: u64,
-    send: Send<'_>,
+    to: &str,
+    value: String,
+    data: String,
     description: String,
 ) -> Result<PipelineAction, Error> {
     Ok(PipelineAction::Evm {
         chain_id: positive("chainId", chain_id)?,
-        data: send.data.try_into().map_err(refused)?,
+        data: data.try_into().map_err(refused)?,
         description: Some(description),
         from: from.parse().map_err(refused)?,
         gas_limit: None,
         step: positive("step", step)?,
-        to: send.to.parse().map_err(refused)?,
-        value: send.value.try_into().map_err(refused)?,
+        to: to.parse().map_err(refused)?,
+        value: value.try_into().map_err(refused)?,
     })
 }
 
@@ -179,12 +178,7 @@ fn call(
     data: String,
     description: String,
 ) -> Result<PipelineAction, Error> {
-    let send = Send {
-        to,
-        value: "0".to_owned(),
-        data,
-    };
-    evm_action(sender, step, send, description)
+    evm_action(sender, step, to, "0".to_owned(), data, description)
 }
 
 pub(super) fn erc20_transfer(input: Erc20Transfer, step: u64) -> Result<Assembled, Error> {

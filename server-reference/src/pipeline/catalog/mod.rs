@@ -176,8 +176,6 @@ pub fn app(name: &str) -> Result<&'static App, Error> {
     named(&APPS, |app| app.name, name, "no app")
 }
 
-/// `amount` (decimal, at most `decimals` fraction digits) in base units, as a decimal string
-/// of at most 78 digits.
 /// An assembled value the model refused, as a 400 that says why.
 fn refused(error: impl std::fmt::Display) -> Error {
     Error::Invalid(error.to_string())
@@ -189,6 +187,8 @@ fn positive(what: &str, number: u64) -> Result<std::num::NonZeroU64, Error> {
         .ok_or_else(|| Error::Invalid(format!("{what} must be at least 1")))
 }
 
+/// `amount` (decimal, at most `decimals` fraction digits) in base units, as a decimal string
+/// of at most 78 digits.
 fn to_base_units(amount: &str, decimals: usize) -> Option<String> {
     let (whole, fraction) = amount.split_once('.').unwrap_or((amount, ""));
     if fraction.len() > decimals {

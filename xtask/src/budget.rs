@@ -4,7 +4,6 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::Value;
 
@@ -62,7 +61,7 @@ pub fn run(root: &Path) -> Result<(), String> {
 
 /// The distinct packages (name and version) `cargo tree` lists for one build on this host.
 fn crates(root: &Path, args: &[&str]) -> Result<usize, String> {
-    let output = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+    let output = crate::cargo()
         .current_dir(root)
         .args(["tree", "--locked", "--prefix", "none", "--format", "{p}"])
         .args(args)

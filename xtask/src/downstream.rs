@@ -11,7 +11,6 @@
 
 use std::fs;
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::Value;
 
@@ -47,8 +46,7 @@ pub fn check(root: &Path, name: &str, document: Value) -> Result<(), String> {
     )
     .map_err(|e| format!("copying the downstream app: {e}"))?;
 
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let output = Command::new(cargo)
+    let output = crate::cargo()
         .current_dir(&workspace)
         .env("CARGO_TARGET_DIR", downstream.join("target"))
         .args(["check", "--quiet", "-p", "downstream"])

@@ -51,7 +51,7 @@ pub fn run(root: &Path, rev: &str) -> Result<(), String> {
         &["clean", "-p", "intent-server", "-p", "intent-models"][..],
         &["build", "-p", "intent-server", "--bin", "intent-server"],
     ] {
-        let done = Command::new("cargo")
+        let done = crate::cargo()
             .args(step)
             .env("CARGO_TARGET_DIR", root.join("target/fixtures"))
             .current_dir(&source)

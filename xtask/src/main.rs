@@ -13,7 +13,7 @@ mod release;
 mod sync;
 
 use std::path::PathBuf;
-use std::process::ExitCode;
+use std::process::{Command, ExitCode};
 
 use sync::Mode;
 
@@ -61,4 +61,13 @@ fn workspace_root() -> PathBuf {
         .parent()
         .expect("xtask lives one level below the workspace root")
         .to_path_buf()
+}
+
+/// A `cargo` command: the cargo that started this task where one did, else the one on `PATH`.
+/// Cargo keeps the real clock: a clock preloaded into this process (CI's year-ahead pass preloads
+/// libfaketime into every test binary) would hang it, so the preload is not passed on.
+fn cargo() -> Command {
+    let mut command = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    command.env_remove("LD_PRELOAD");
+    command
 }

@@ -517,7 +517,8 @@ pub(crate) fn nanos() -> u128 {
 }
 
 /// Polls the log until `turn` reaches a terminal state (within the run's turn timeout); returns
-/// the log.
+/// the log. Once the run has waited a whole turn timeout for a state `profile.turnState` never
+/// gave, and read none before, a turn whose state it does not give is inconclusive at once.
 pub(crate) async fn settle(
     target: &Target,
     token: &str,
@@ -533,13 +534,19 @@ pub(crate) async fn settle(
         if state.is_some_and(|state| TERMINAL.contains(&state)) {
             return Ok((events, cursor));
         }
-        if Instant::now() > deadline && state.is_none() {
-            return Err(inconclusive(
-                "turnState",
-                format!("the log never told the state of turn {turn} where the means says"),
-            ));
+        let timed_out = Instant::now() > deadline;
+        let refused = target.turn_state_refused(state.is_some(), timed_out);
+        if state.is_none() && (timed_out || refused) {
+            let what = if timed_out {
+                format!("the log never told the state of turn {turn} where the means says")
+            } else {
+                format!(
+                    "the log told no state of turn {turn} where the means says, nor of an earlier turn within the turn timeout"
+                )
+            };
+            return Err(inconclusive("turnState", what));
         }
-        if Instant::now() > deadline {
+        if timed_out {
             return Err(Finding::Fail(format!(
                 "turn {turn} did not reach a terminal state within {} s (--turn-timeout)",
                 timeout.as_secs()

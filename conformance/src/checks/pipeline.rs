@@ -232,9 +232,11 @@ fn to_fresh_recipient(request: &mut Value) {
 /// How many times a Build another check of this process made already is built again.
 const REBUILDS: usize = 3;
 
-/// A Build made from `request` that no other check of this process has: a Build of the same
-/// request in the same second is the same Build, which commits once, so a digest made before is
-/// built again a second later (a configured request is the deployment's own, sent as it is).
+/// A Build made from `request` that no other check of this process has made on this deployment:
+/// a Build of the same request in the same second is the same Build, which commits once, so a
+/// digest made before is built again a second later (a configured request is the deployment's
+/// own, sent as it is). Runs against other deployments (such as tests' servers, each with its own
+/// key and store) never wait on each other.
 async fn build_from(
     target: &Target,
     token: &str,
@@ -244,8 +246,9 @@ async fn build_from(
     static MADE: LazyLock<Mutex<HashSet<String>>> = LazyLock::new(Mutex::default);
     let mut build = build_once(target, token, path, &request).await?;
     for _ in 0..REBUILDS {
-        let digest = build["digest"].as_str().unwrap_or_default().to_owned();
-        if MADE.lock().expect("the digests made").insert(digest) {
+        let digest = build["digest"].as_str().unwrap_or_default();
+        let made = format!("{} {digest}", target.base());
+        if MADE.lock().expect("the digests made").insert(made) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(1100)).await;

@@ -228,6 +228,14 @@ impl Target {
         self.record.seen()
     }
 
+    /// Notes whether a poll of a turn's log `read` its state where `profile.turnState` says,
+    /// and whether the turn timeout has `timed_out`; whether the means is refused on this
+    /// deployment: a whole turn timeout passed without a state, and no turn's state was read
+    /// before.
+    pub(crate) fn turn_state_refused(&self, read: bool, timed_out: bool) -> bool {
+        self.record.turn_state(read, timed_out)
+    }
+
     /// Every schema violation found so far.
     pub fn violations(&self) -> Vec<BrokenBody> {
         self.record.violations()

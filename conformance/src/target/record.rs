@@ -126,12 +126,28 @@ pub(crate) struct Record {
     /// What the run made and has not deleted (sessions, installed apps, saved credentials), by
     /// the path that deletes it, with the token that made it.
     made: Mutex<BTreeMap<String, String>>,
+    /// What the run learnt of the `profile.turnState` means: `Some(true)` once a turn's state
+    /// was read through it, `Some(false)` once a whole turn timeout passed without one.
+    turn_state: Mutex<Option<bool>>,
 }
 
 impl Record {
     /// Every response seen so far (shared, not copied: a run sees hundreds).
     pub(crate) fn seen(&self) -> Vec<Arc<Seen>> {
         self.seen.lock().expect("seen responses").clone()
+    }
+
+    /// Notes that a turn's state was `read` through `profile.turnState`, or that a whole turn
+    /// timeout passed without one (`read` false); whether the means is refused: a timeout passed
+    /// without a state and none was read before, so that no later turn is waited for in vain.
+    pub(crate) fn turn_state(&self, read: bool, timed_out: bool) -> bool {
+        let mut known = self.turn_state.lock().expect("turn state means");
+        if read {
+            *known = Some(true);
+        } else if timed_out {
+            known.get_or_insert(false);
+        }
+        *known == Some(false)
     }
 
     /// Every schema violation found so far.
@@ -263,6 +279,25 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn the_turn_state_means_is_refused_only_after_a_timeout_with_no_state_read_before() {
+        let record = Record::default();
+        assert!(!record.turn_state(false, false), "nothing known yet");
+        assert!(record.turn_state(false, true), "a timeout without a state");
+        assert!(record.turn_state(false, false), "refused for the next turn");
+        assert!(!record.turn_state(true, false), "a state read proves it");
+        assert!(
+            !record.turn_state(false, true),
+            "a proved means stays proved"
+        );
+        let proved = Record::default();
+        assert!(!proved.turn_state(true, false));
+        assert!(
+            !proved.turn_state(false, true),
+            "a slow turn on a proved means"
+        );
+    }
 
     fn exchange(method: Method, path: &str, status: u16) -> Exchange {
         let url = format!("http://deployment.test{path}").parse().unwrap();

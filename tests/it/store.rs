@@ -1,6 +1,6 @@
 //! The store, method by method, on both engines: SQLite in a temporary data dir always, and
 //! PostgreSQL (a new database on the server `INTENT_TEST_DATABASE_URL` names) when it is set, as
-//! in CI's second pass.
+//! in CI's PostgreSQL pass.
 
 use intent_models::TurnState;
 use intent_server::ids::AccountId;

@@ -233,7 +233,7 @@ impl Target {
     /// deployment: a whole turn timeout passed without a state, and no turn's state was read
     /// before.
     pub(crate) fn turn_state_refused(&self, read: bool, timed_out: bool) -> bool {
-        self.record.turn_state(read, timed_out)
+        self.record.turn_state_refused(read, timed_out)
     }
 
     /// Every schema violation found so far.

@@ -140,7 +140,7 @@ impl Record {
     /// Notes that a turn's state was `read` through `profile.turnState`, or that a whole turn
     /// timeout passed without one (`read` false); whether the means is refused: a timeout passed
     /// without a state and none was read before, so that no later turn is waited for in vain.
-    pub(crate) fn turn_state(&self, read: bool, timed_out: bool) -> bool {
+    pub(crate) fn turn_state_refused(&self, read: bool, timed_out: bool) -> bool {
         let mut known = self.turn_state.lock().expect("turn state means");
         if read {
             *known = Some(true);
@@ -283,18 +283,30 @@ mod tests {
     #[test]
     fn the_turn_state_means_is_refused_only_after_a_timeout_with_no_state_read_before() {
         let record = Record::default();
-        assert!(!record.turn_state(false, false), "nothing known yet");
-        assert!(record.turn_state(false, true), "a timeout without a state");
-        assert!(record.turn_state(false, false), "refused for the next turn");
-        assert!(!record.turn_state(true, false), "a state read proves it");
         assert!(
-            !record.turn_state(false, true),
+            !record.turn_state_refused(false, false),
+            "nothing known yet"
+        );
+        assert!(
+            record.turn_state_refused(false, true),
+            "a timeout without a state"
+        );
+        assert!(
+            record.turn_state_refused(false, false),
+            "refused for the next turn"
+        );
+        assert!(
+            !record.turn_state_refused(true, false),
+            "a state read proves it"
+        );
+        assert!(
+            !record.turn_state_refused(false, true),
             "a proved means stays proved"
         );
         let proved = Record::default();
-        assert!(!proved.turn_state(true, false));
+        assert!(!proved.turn_state_refused(true, false));
         assert!(
-            !proved.turn_state(false, true),
+            !proved.turn_state_refused(false, true),
             "a slow turn on a proved means"
         );
     }

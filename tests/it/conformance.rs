@@ -1450,6 +1450,42 @@ async fn rate_limit_probe_passes_a_limited_server_and_fails_an_unlimited_one() {
     assert!(message.unwrap().contains("got no 429"));
 }
 
+/// Holds the first stream request that carries a cursor until the embedded cursor lifetime has
+/// passed, as a stalled machine would.
+async fn stall_first_resume(
+    State(stalled): State<Arc<std::sync::atomic::AtomicBool>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let resumes = request.uri().path().ends_with("/stream")
+        && request.uri().query().is_some_and(|q| q.contains("cursor="));
+    if resumes && !stalled.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        let ttl = intent_conformance::embedded::CURSOR_TTL;
+        tokio::time::sleep(ttl + std::time::Duration::from_millis(1500)).await;
+    }
+    next.run(request).await
+}
+
+#[tokio::test]
+async fn a_stream_resumed_with_a_cursor_past_its_lifetime_is_tried_again_not_failed() {
+    let stalled = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let layer = from_fn_with_state(stalled.clone(), stall_first_resume);
+    let server = Embedded::start_with(move |app| app.layer(layer))
+        .await
+        .expect("the embedded server starts");
+    let selection = Selection {
+        only: vec!["agent.sse.resume".into()],
+        ..Selection::default()
+    };
+    let report = run(&server.target(), &selection, DEFAULT_JOBS, |_| {}).await;
+    assert!(
+        stalled.load(std::sync::atomic::Ordering::SeqCst),
+        "no stream was resumed"
+    );
+    assert_eq!(not_passed(&report), BTreeSet::new(), "{}", report.summary());
+    assert_eq!(report.count(Status::Pass), 1, "{}", report.summary());
+}
+
 fn not_passed(report: &Report) -> BTreeSet<String> {
     report
         .outcomes

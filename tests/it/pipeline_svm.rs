@@ -270,11 +270,13 @@ async fn the_svm_lifecycle_examples_of_openapi_json_are_accepted() {
     }
 }
 
-/// Needs 2.1 s: Builds live 1 s here, counted in whole seconds, so the Build is surely expired
-/// 2 s on, when the check is that staging it gets `build_expired`.
+/// Needs 2.1 s: on a second server, Builds live 1 s, counted in whole seconds, so a Build is
+/// surely expired 2 s on, when the check is that staging it gets `build_expired`. The refusals
+/// for chain, tampering and account are judged on a server whose Builds outlive a stalled
+/// machine, so that none of them can meet an expired Build first.
 #[tokio::test]
 async fn builds_stay_on_their_chain_and_are_refused_tampered_or_expired() {
-    let server = TestServer::start_with(|config| config.build_ttl(Duration::from_secs(1))).await;
+    let server = TestServer::start().await;
     let alice = execute(&server, "alice");
     let (status, error) = post(&server, "evm/build", &alice, &sol(RECIPIENT, "1")).await;
     assert_eq!(
@@ -302,8 +304,12 @@ async fn builds_stay_on_their_chain_and_are_refused_tampered_or_expired() {
         (422, Some("build_invalid"))
     );
 
+    let brief = TestServer::start_with(|config| config.build_ttl(Duration::from_secs(1))).await;
+    let alice = execute(&brief, "alice");
+    let (status, build) = stage(&brief, &alice, &sol(RECIPIENT, "1")).await;
+    assert_eq!(status, 200, "{build}");
     tokio::time::sleep(Duration::from_millis(2_100)).await;
-    let (status, error) = stage(&server, &alice, &build).await;
+    let (status, error) = stage(&brief, &alice, &build).await;
     assert_eq!(
         (status, error["error"]["code"].as_str()),
         (422, Some("build_expired"))

@@ -60,7 +60,12 @@ async fn open(
     cursor: Option<&str>,
 ) -> Result<Reader, Finding> {
     let (path, call) = stream_request(target, token, session, cursor);
-    let response = call.open().await?;
+    reader(&path, call.open().await?)
+}
+
+/// The stream `response` answered to `GET path`: it must be a success of type
+/// `text/event-stream`.
+fn reader(path: &str, response: reqwest::Response) -> Result<Reader, Finding> {
     let status = response.status().as_u16();
     if !(200..300).contains(&status) {
         return fail(format!("GET {path}: {status}"));
@@ -213,10 +218,40 @@ async fn ids(target: &Target) -> Verdict {
     Ok(())
 }
 
+/// How many times `resume` tries when the turn between its two streams outlives the cursor.
+const RESUME_ATTEMPTS: usize = 3;
+
 async fn resume(target: &Target) -> Verdict {
     let token = &target.role(Role::Agent).await?;
+    let mut held = Vec::new();
+    while held.len() < RESUME_ATTEMPTS {
+        match resume_once(target, token).await? {
+            Resumed::Judged => return Ok(()),
+            Resumed::Expired(age) => held.push(format!("{} ms", age.as_millis())),
+        }
+    }
+    skip(format!(
+        "inconclusive: each of {RESUME_ATTEMPTS} reopened streams answered 410 to a cursor held \
+         past the lifetime --cursor-ttl gives ({}), while a turn ran",
+        held.join(", ")
+    ))
+}
+
+/// What one attempt of `resume` came to.
+enum Resumed {
+    /// The fact was judged, and held.
+    Judged,
+    /// The reopened stream answered 410 to a cursor that may have outlived the lifetime the
+    /// run was given, this long after the first stream was asked for: an expired cursor gives
+    /// 410 (part 7), so this attempt proves nothing.
+    Expired(Duration),
+}
+
+async fn resume_once(target: &Target, token: &str) -> Result<Resumed, Finding> {
     let (session, first) = start_turn(target, token, None, "conformance: before the break").await?;
     let (before, _) = settle(target, token, &session, &first).await?;
+    // No cursor of this stream was issued before it was asked for.
+    let asked = Instant::now();
     // The cursor of the last `page` event the stream gave, kept for the reconnect (part 6): the
     // page that has no more after it.
     let mut first_stream = open(target, token, &session, None).await?;
@@ -244,7 +279,14 @@ async fn resume(target: &Target) -> Verdict {
     )
     .await?;
     let (all, _) = settle(target, token, &session, &second).await?;
-    let mut reader = open(target, token, &session, Some(&cursor)).await?;
+    let (path, call) = stream_request(target, token, &session, Some(&cursor));
+    let response = call.open().await?;
+    let age = asked.elapsed();
+    let outlived = target.settings.cursor_ttl.is_some_and(|ttl| age >= ttl);
+    if response.status().as_u16() == 410 && outlived {
+        return Ok(Resumed::Expired(age));
+    }
+    let mut reader = reader(&path, response)?;
     if !all.starts_with(&before) {
         return skip("inconclusive: the reconcile pages do not start with the log read before");
     }
@@ -286,7 +328,8 @@ async fn resume(target: &Target) -> Verdict {
             missed.len(),
             crate::finding::excerpt(&Value::from(streamed.clone()).to_string())
         )
-    })
+    })?;
+    Ok(Resumed::Judged)
 }
 
 /// The frames `reader` sends until it has been quiet for 1.5 s (at most 10 s).

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::num::NonZeroU64;
 use std::str::FromStr;
+use std::sync::{LazyLock, Mutex};
 
 use base64::Engine;
 use intent_models::error::ConversionError;
@@ -144,6 +145,10 @@ struct Tokens {
     amount: u64,
 }
 
+/// The cluster at genesis, made once per process and copied for each server: loading its
+/// programs compiles them, which every server of a test process would otherwise repeat.
+static GENESIS: LazyLock<Mutex<Cluster>> = LazyLock::new(|| Mutex::new(Cluster::made()));
+
 impl Cluster {
     /// What each of `keys` holds now.
     fn holdings(&self, keys: &[Address]) -> Vec<Holding> {
@@ -169,11 +174,9 @@ impl Cluster {
             })
             .collect()
     }
-}
 
-impl Ledger for Cluster {
     /// The state at genesis: programs, funded accounts, mints and token accounts.
-    fn genesis() -> Self {
+    fn made() -> Self {
         // The devnet holds no keys: signatures are not verified, and each transaction carries a
         // derived id in their place (see `transaction_id`).
         let mut svm = LiteSVM::new()
@@ -216,6 +219,15 @@ impl Ledger for Cluster {
             }
         }
         Self { svm }
+    }
+}
+
+impl Ledger for Cluster {
+    fn genesis() -> Self {
+        GENESIS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     fn run(

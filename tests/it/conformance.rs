@@ -1486,6 +1486,45 @@ async fn a_stream_resumed_with_a_cursor_past_its_lifetime_is_tried_again_not_fai
     assert_eq!(report.count(Status::Pass), 1, "{}", report.summary());
 }
 
+/// Holds the first commit of a Build that spends 0.6 (`pipeline.commit-resimulates`'s) until
+/// the Build is past its `expiresAt`, as a stalled machine would.
+async fn stall_first_spend(
+    State(stalled): State<Arc<std::sync::atomic::AtomicBool>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let (parts, body) = request.into_parts();
+    let bytes = to_bytes(body, usize::MAX).await.unwrap_or_default();
+    let text = String::from_utf8_lossy(&bytes);
+    let spends = text.contains("\"attestation\"") && text.contains("600000000000000000");
+    if spends && !stalled.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        let ttl = intent_conformance::embedded::BUILD_TTL;
+        tokio::time::sleep(ttl + std::time::Duration::from_millis(1500)).await;
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}
+
+#[tokio::test]
+async fn a_build_that_expires_before_its_commit_is_made_again_not_inconclusive() {
+    let stalled = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let layer = from_fn_with_state(stalled.clone(), stall_first_spend);
+    let server = Embedded::start_with(move |app| app.layer(layer))
+        .await
+        .expect("the embedded server starts");
+    let selection = Selection {
+        only: vec!["pipeline.commit-resimulates".into()],
+        ..Selection::default()
+    };
+    let report = run(&server.target(), &selection, DEFAULT_JOBS, |_| {}).await;
+    assert!(
+        stalled.load(std::sync::atomic::Ordering::SeqCst),
+        "no spend was committed"
+    );
+    assert_eq!(not_passed(&report), BTreeSet::new(), "{}", report.summary());
+    assert_eq!(report.count(Status::Pass), 1, "{}", report.summary());
+}
+
 fn not_passed(report: &Report) -> BTreeSet<String> {
     report
         .outcomes

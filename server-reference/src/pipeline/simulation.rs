@@ -100,12 +100,13 @@ fn guard(
         .try_into()
 }
 
-/// The lifetime left before `expires_at`: failed once passed, a warning when short.
+/// The lifetime left before `expires_at`: failed once passed (as a commit is refused only
+/// after `expires_at`, not in its second), a warning when short.
 fn expiry_guard(expires_at: i64, now: i64) -> Result<PipelineGuardResult, ConversionError> {
     let left = expires_at.saturating_sub(now);
     PipelineGuardResult::builder()
         .name("expiry_window")
-        .status(if left <= 0 {
+        .status(if left < 0 {
             GuardStatus::Failed
         } else if left < EXPIRY_WARNING_SECS {
             GuardStatus::Warning
@@ -114,4 +115,18 @@ fn expiry_guard(expires_at: i64, now: i64) -> Result<PipelineGuardResult, Conver
         })
         .message(format!("{} seconds left before expiresAt", left.max(0)))
         .try_into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_expiry_guard_fails_only_after_the_second_of_expires_at_as_a_commit_is_refused() {
+        let status = |now| expiry_guard(100, now).expect("a guard").status;
+        assert_eq!(status(100 - EXPIRY_WARNING_SECS), GuardStatus::Passed);
+        assert_eq!(status(99), GuardStatus::Warning);
+        assert_eq!(status(100), GuardStatus::Warning);
+        assert_eq!(status(101), GuardStatus::Failed);
+    }
 }

@@ -1450,40 +1450,67 @@ async fn rate_limit_probe_passes_a_limited_server_and_fails_an_unlimited_one() {
     assert!(message.unwrap().contains("got no 429"));
 }
 
-/// Holds the first stream request that carries a cursor until the embedded cursor lifetime has
-/// passed, as a stalled machine would.
-async fn stall_first_resume(
-    State(stalled): State<Arc<std::sync::atomic::AtomicBool>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let resumes = request.uri().path().ends_with("/stream")
-        && request.uri().query().is_some_and(|q| q.contains("cursor="));
-    if resumes && !stalled.swap(true, std::sync::atomic::Ordering::SeqCst) {
+/// Which requests [`stall_first_cursor`] holds: the first whose path ends with `suffix` and
+/// whose query holds a cursor and `limit`.
+#[derive(Clone)]
+struct Stall {
+    stalled: Arc<std::sync::atomic::AtomicBool>,
+    suffix: &'static str,
+    limit: &'static str,
+}
+
+/// Holds the first request [`Stall`] names until the embedded cursor lifetime has passed, as a
+/// stalled machine would.
+async fn stall_first_cursor(State(stall): State<Stall>, request: Request, next: Next) -> Response {
+    let query = request.uri().query().unwrap_or_default();
+    let held = request.uri().path().ends_with(stall.suffix)
+        && query.contains("cursor=")
+        && query.contains(stall.limit);
+    if held
+        && !stall
+            .stalled
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+    {
         let ttl = intent_conformance::embedded::CURSOR_TTL;
         tokio::time::sleep(ttl + std::time::Duration::from_millis(1500)).await;
     }
     next.run(request).await
 }
 
-#[tokio::test]
-async fn a_stream_resumed_with_a_cursor_past_its_lifetime_is_tried_again_not_failed() {
+/// `check` against an embedded server that holds its first request with a cursor (at a path
+/// ending with `suffix`, with `limit` in its query) past the cursor's lifetime: it passes.
+async fn passes_a_stalled_cursor(check: &str, suffix: &'static str, limit: &'static str) {
     let stalled = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let layer = from_fn_with_state(stalled.clone(), stall_first_resume);
+    let stall = Stall {
+        stalled: stalled.clone(),
+        suffix,
+        limit,
+    };
+    let layer = from_fn_with_state(stall, stall_first_cursor);
     let server = Embedded::start_with(move |app| app.layer(layer))
         .await
         .expect("the embedded server starts");
     let selection = Selection {
-        only: vec!["agent.sse.resume".into()],
+        only: vec![check.into()],
         ..Selection::default()
     };
     let report = run(&server.target(), &selection, DEFAULT_JOBS, |_| {}).await;
     assert!(
         stalled.load(std::sync::atomic::Ordering::SeqCst),
-        "no stream was resumed"
+        "{check} sent no such cursor"
     );
     assert_eq!(not_passed(&report), BTreeSet::new(), "{}", report.summary());
     assert_eq!(report.count(Status::Pass), 1, "{}", report.summary());
+}
+
+#[tokio::test]
+async fn a_stream_resumed_with_a_cursor_past_its_lifetime_is_tried_again_not_failed() {
+    passes_a_stalled_cursor("agent.sse.resume", "/stream", "").await;
+}
+
+#[tokio::test]
+async fn a_log_read_whose_cursor_outlives_its_lifetime_starts_again_without_one() {
+    passes_a_stalled_cursor("agent.events.round-trip", "", "limit=2").await;
 }
 
 /// Holds the first commit of a Build that spends 0.6 (`pipeline.commit-resimulates`'s) until

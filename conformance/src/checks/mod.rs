@@ -419,9 +419,15 @@ fn page_path(session: &str, query: &str, cursor: Option<&str>) -> String {
     }
 }
 
+/// How many times `read_pages` starts again from the reconcile page when a cursor it holds
+/// has outlived the lifetime the run was given.
+const READ_RESTARTS: usize = 3;
+
 /// The session's log page by page from the reconcile page, each poll with `query` (such as
 /// `limit=2`), following cursors while `has_more`; returns the pages' events and the cursor
-/// after the last page.
+/// after the last page. A 410 to a cursor that may have outlived `--cursor-ttl` (counted from
+/// the request that got it) is an expired cursor, after which the client starts again without
+/// one (part 7); a 410 to a younger cursor fails.
 pub(crate) async fn read_pages(
     target: &Target,
     token: &str,
@@ -430,8 +436,22 @@ pub(crate) async fn read_pages(
 ) -> Result<(Vec<Vec<Value>>, String), Finding> {
     let mut pages = Vec::new();
     let mut cursor: Option<String> = None;
+    // When the request that got `cursor` was sent.
+    let mut asked = Instant::now();
+    let mut restarts = 0;
     for _ in 0..1000 {
+        let sent = Instant::now();
         let reply = poll(target, token, session, cursor.as_deref(), query).await?;
+        let outlived = target
+            .settings
+            .cursor_ttl
+            .is_some_and(|ttl| asked.elapsed() >= ttl);
+        if reply.status == 410 && cursor.is_some() && outlived && restarts < READ_RESTARTS {
+            restarts += 1;
+            pages.clear();
+            cursor = None;
+            continue;
+        }
         reply.ensure_success("reading the event log")?;
         let events = reply.body["events"]
             .as_array()
@@ -462,6 +482,7 @@ pub(crate) async fn read_pages(
             return Ok((pages, next));
         }
         cursor = Some(next);
+        asked = sent;
     }
     Err(Finding::Fail("has_more stayed true for 1000 pages".into()))
 }

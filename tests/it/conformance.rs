@@ -1450,43 +1450,44 @@ async fn rate_limit_probe_passes_a_limited_server_and_fails_an_unlimited_one() {
     assert!(message.unwrap().contains("got no 429"));
 }
 
-/// Which requests [`stall_first_cursor`] holds: the first whose path ends with `suffix` and
-/// whose query holds a cursor and `limit`.
+/// Which request [`stall_first`] holds, and how long: the first that `holds` (given its parts
+/// and its body), until `lifetime` has passed, as a stalled machine would.
 #[derive(Clone)]
 struct Stall {
     stalled: Arc<std::sync::atomic::AtomicBool>,
-    suffix: &'static str,
-    limit: &'static str,
+    holds: fn(&axum::http::request::Parts, &str) -> bool,
+    lifetime: std::time::Duration,
 }
 
-/// Holds the first request [`Stall`] names until the embedded cursor lifetime has passed, as a
-/// stalled machine would.
-async fn stall_first_cursor(State(stall): State<Stall>, request: Request, next: Next) -> Response {
-    let query = request.uri().query().unwrap_or_default();
-    let held = request.uri().path().ends_with(stall.suffix)
-        && query.contains("cursor=")
-        && query.contains(stall.limit);
+async fn stall_first(State(stall): State<Stall>, request: Request, next: Next) -> Response {
+    let (parts, body) = request.into_parts();
+    let bytes = to_bytes(body, usize::MAX).await.unwrap_or_default();
+    let held = (stall.holds)(&parts, &String::from_utf8_lossy(&bytes));
     if held
         && !stall
             .stalled
             .swap(true, std::sync::atomic::Ordering::SeqCst)
     {
-        let ttl = intent_conformance::embedded::CURSOR_TTL;
-        tokio::time::sleep(ttl + std::time::Duration::from_millis(1500)).await;
+        tokio::time::sleep(stall.lifetime + std::time::Duration::from_millis(1500)).await;
     }
-    next.run(request).await
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
 }
 
-/// `check` against an embedded server that holds its first request with a cursor (at a path
-/// ending with `suffix`, with `limit` in its query) past the cursor's lifetime: it passes.
-async fn passes_a_stalled_cursor(check: &str, suffix: &'static str, limit: &'static str) {
+/// `check` alone against an embedded server that holds the first request `holds` past
+/// `lifetime`: it passes.
+async fn passes_a_stall(
+    check: &str,
+    holds: fn(&axum::http::request::Parts, &str) -> bool,
+    lifetime: std::time::Duration,
+) {
     let stalled = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let stall = Stall {
         stalled: stalled.clone(),
-        suffix,
-        limit,
+        holds,
+        lifetime,
     };
-    let layer = from_fn_with_state(stall, stall_first_cursor);
+    let layer = from_fn_with_state(stall, stall_first);
     let server = Embedded::start_with(move |app| app.layer(layer))
         .await
         .expect("the embedded server starts");
@@ -1497,59 +1498,54 @@ async fn passes_a_stalled_cursor(check: &str, suffix: &'static str, limit: &'sta
     let report = run(&server.target(), &selection, DEFAULT_JOBS, |_| {}).await;
     assert!(
         stalled.load(std::sync::atomic::Ordering::SeqCst),
-        "{check} sent no such cursor"
+        "{check} sent no request to hold"
     );
     assert_eq!(not_passed(&report), BTreeSet::new(), "{}", report.summary());
     assert_eq!(report.count(Status::Pass), 1, "{}", report.summary());
+}
+
+/// Whether the request's query carries a cursor and `also`.
+fn cursor_and(parts: &axum::http::request::Parts, also: &str) -> bool {
+    let query = parts.uri.query().unwrap_or_default();
+    query.contains("cursor=") && query.contains(also)
 }
 
 #[tokio::test]
 async fn a_stream_resumed_with_a_cursor_past_its_lifetime_is_tried_again_not_failed() {
-    passes_a_stalled_cursor("agent.sse.resume", "/stream", "").await;
+    let resume = |parts: &axum::http::request::Parts, _: &str| {
+        parts.uri.path().ends_with("/stream") && cursor_and(parts, "")
+    };
+    passes_a_stall(
+        "agent.sse.resume",
+        resume,
+        intent_conformance::embedded::CURSOR_TTL,
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn a_log_read_whose_cursor_outlives_its_lifetime_starts_again_without_one() {
-    passes_a_stalled_cursor("agent.events.round-trip", "", "limit=2").await;
-}
-
-/// Holds the first commit of a Build that spends 0.6 (`pipeline.commit-resimulates`'s) until
-/// the Build is past its `expiresAt`, as a stalled machine would.
-async fn stall_first_spend(
-    State(stalled): State<Arc<std::sync::atomic::AtomicBool>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let (parts, body) = request.into_parts();
-    let bytes = to_bytes(body, usize::MAX).await.unwrap_or_default();
-    let text = String::from_utf8_lossy(&bytes);
-    let spends = text.contains("\"attestation\"") && text.contains("600000000000000000");
-    if spends && !stalled.swap(true, std::sync::atomic::Ordering::SeqCst) {
-        let ttl = intent_conformance::embedded::BUILD_TTL;
-        tokio::time::sleep(ttl + std::time::Duration::from_millis(1500)).await;
-    }
-    next.run(Request::from_parts(parts, Body::from(bytes)))
-        .await
+    let second_page = |parts: &axum::http::request::Parts, _: &str| cursor_and(parts, "limit=2");
+    passes_a_stall(
+        "agent.events.round-trip",
+        second_page,
+        intent_conformance::embedded::CURSOR_TTL,
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn a_build_that_expires_before_its_commit_is_made_again_not_inconclusive() {
-    let stalled = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let layer = from_fn_with_state(stalled.clone(), stall_first_spend);
-    let server = Embedded::start_with(move |app| app.layer(layer))
-        .await
-        .expect("the embedded server starts");
-    let selection = Selection {
-        only: vec!["pipeline.commit-resimulates".into()],
-        ..Selection::default()
+    // The commit of one of `pipeline.commit-resimulates`'s two spends of 0.6.
+    let spend = |_: &axum::http::request::Parts, body: &str| {
+        body.contains("\"attestation\"") && body.contains("600000000000000000")
     };
-    let report = run(&server.target(), &selection, DEFAULT_JOBS, |_| {}).await;
-    assert!(
-        stalled.load(std::sync::atomic::Ordering::SeqCst),
-        "no spend was committed"
-    );
-    assert_eq!(not_passed(&report), BTreeSet::new(), "{}", report.summary());
-    assert_eq!(report.count(Status::Pass), 1, "{}", report.summary());
+    passes_a_stall(
+        "pipeline.commit-resimulates",
+        spend,
+        intent_conformance::embedded::BUILD_TTL,
+    )
+    .await;
 }
 
 fn not_passed(report: &Report) -> BTreeSet<String> {

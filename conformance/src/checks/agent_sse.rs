@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::page_members::{PAGE_FIELDS, entry_kind};
-use super::{run, settle, start_turn, stream_request, text};
+use super::{Tried, run, settle, start_turn, stream_request, text, tried};
 use crate::checks::{Category, Check};
 use crate::finding::{Broke, Finding, Verdict, ensure, fail, skip};
 use crate::means::inconclusive;
@@ -218,36 +218,12 @@ async fn ids(target: &Target) -> Verdict {
     Ok(())
 }
 
-/// How many times `resume` tries when the turn between its two streams outlives the cursor.
-const RESUME_ATTEMPTS: usize = 3;
-
 async fn resume(target: &Target) -> Verdict {
     let token = &target.role(Role::Agent).await?;
-    let mut held = Vec::new();
-    while held.len() < RESUME_ATTEMPTS {
-        match resume_once(target, token).await? {
-            Resumed::Judged => return Ok(()),
-            Resumed::Expired(age) => held.push(format!("{} ms", age.as_millis())),
-        }
-    }
-    skip(format!(
-        "inconclusive: each of {RESUME_ATTEMPTS} reopened streams answered 410 to a cursor held \
-         past the lifetime --cursor-ttl gives ({}), while a turn ran",
-        held.join(", ")
-    ))
+    tried(|| resume_once(target, token)).await
 }
 
-/// What one attempt of `resume` came to.
-enum Resumed {
-    /// The fact was judged, and held.
-    Judged,
-    /// The reopened stream answered 410 to a cursor that may have outlived the lifetime the
-    /// run was given, this long after the first stream was asked for: an expired cursor gives
-    /// 410 (part 7), so this attempt proves nothing.
-    Expired(Duration),
-}
-
-async fn resume_once(target: &Target, token: &str) -> Result<Resumed, Finding> {
+async fn resume_once(target: &Target, token: &str) -> Result<Tried, Finding> {
     let (session, first) = start_turn(target, token, None, "conformance: before the break").await?;
     let (before, _) = settle(target, token, &session, &first).await?;
     // No cursor of this stream was issued before it was asked for.
@@ -281,10 +257,13 @@ async fn resume_once(target: &Target, token: &str) -> Result<Resumed, Finding> {
     let (all, _) = settle(target, token, &session, &second).await?;
     let (path, call) = stream_request(target, token, &session, Some(&cursor));
     let response = call.open().await?;
-    let age = asked.elapsed();
-    let outlived = target.settings.cursor_ttl.is_some_and(|ttl| age >= ttl);
-    if response.status().as_u16() == 410 && outlived {
-        return Ok(Resumed::Expired(age));
+    // An expired cursor gives 410 (part 7): then this try proves nothing.
+    if response.status().as_u16() == 410 && target.settings.cursor_outlived(asked) {
+        return Ok(Tried::Outlived(format!(
+            "the reopened stream answered 410 to a cursor held {} ms, past the lifetime \
+             --cursor-ttl gives, while a turn ran",
+            asked.elapsed().as_millis()
+        )));
     }
     let mut reader = reader(&path, response)?;
     if !all.starts_with(&before) {
@@ -329,7 +308,7 @@ async fn resume_once(target: &Target, token: &str) -> Result<Resumed, Finding> {
             crate::finding::excerpt(&Value::from(streamed.clone()).to_string())
         )
     })?;
-    Ok(Resumed::Judged)
+    Ok(Tried::Judged)
 }
 
 /// The frames `reader` sends until it has been quiet for 1.5 s (at most 10 s).

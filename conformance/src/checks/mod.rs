@@ -27,7 +27,7 @@ use std::time::Instant;
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::finding::{Finding, through_means};
+use crate::finding::{Finding, Verdict, skip, through_means};
 use crate::means::{StreamCursor, inconclusive};
 use crate::spec::{Operation, spec};
 use crate::target::{Call, Reply, Role, Target};
@@ -442,10 +442,7 @@ pub(crate) async fn read_pages(
     for _ in 0..1000 {
         let sent = Instant::now();
         let reply = poll(target, token, session, cursor.as_deref(), query).await?;
-        let outlived = target
-            .settings
-            .cursor_ttl
-            .is_some_and(|ttl| asked.elapsed() >= ttl);
+        let outlived = target.settings.cursor_outlived(asked);
         if reply.status == 410 && cursor.is_some() && outlived && restarts < READ_RESTARTS {
             restarts += 1;
             pages.clear();
@@ -535,6 +532,38 @@ pub(crate) fn nanos() -> u128 {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default()
         .as_nanos()
+}
+
+/// How many times a check that holds a cursor or a Build across other requests tries, when
+/// what it holds outlives its lifetime before the fact is judged.
+const TRIES: usize = 3;
+
+/// What one try of such a check came to.
+pub(crate) enum Tried {
+    /// The fact was judged, and held.
+    Judged,
+    /// What the try held outlived its lifetime first (said how), so it proves nothing.
+    Outlived(String),
+}
+
+/// `once` up to [`TRIES`] times, until a try is judged; inconclusive when what every try held
+/// outlived its lifetime first.
+pub(crate) async fn tried<F, Fut>(mut once: F) -> Verdict
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Tried, Finding>>,
+{
+    let mut outlived = Vec::new();
+    while outlived.len() < TRIES {
+        match once().await? {
+            Tried::Judged => return Ok(()),
+            Tried::Outlived(how) => outlived.push(how),
+        }
+    }
+    skip(format!(
+        "inconclusive: in each of {TRIES} tries, {}",
+        outlived.join("; ")
+    ))
 }
 
 /// Polls the log until `turn` reaches a terminal state (within the run's turn timeout); returns

@@ -10,7 +10,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use super::subjects::{build_request, lists, reference_build_request};
-use super::{alter_signature, nanos, read, run, text};
+use super::{Tried, alter_signature, nanos, read, run, text, tried};
 use crate::checks::{Category, Check};
 use crate::finding::{Broke, Finding, Verdict, ensure, fail, profile, skip};
 use crate::means::inconclusive;
@@ -443,21 +443,9 @@ fn native_transfer(example: &Value, from: &str, amount: &str) -> Value {
     } }] })
 }
 
-/// How many times `resimulates` tries when a Build it holds reaches its `expiresAt` before it
-/// is judged.
-const RESIMULATE_ATTEMPTS: usize = 3;
-
 async fn resimulates(target: &Target) -> Verdict {
     let token = &target.role(Role::Pipeline).await?;
-    for _ in 0..RESIMULATE_ATTEMPTS {
-        if let Some(verdict) = resimulates_once(target, token).await? {
-            return Ok(verdict);
-        }
-    }
-    skip(format!(
-        "inconclusive: in each of {RESIMULATE_ATTEMPTS} tries a Build reached its expiresAt \
-         before it was judged"
-    ))
+    tried(|| resimulates_once(target, token)).await
 }
 
 /// Whether `build`'s `expiresAt` is at most a second away, so that what a commit of it is
@@ -468,8 +456,13 @@ fn expiring(build: &Value) -> bool {
         .is_some_and(|expires| now() + 1 >= expires)
 }
 
-/// One try of `resimulates`: `None` when a Build reached its `expiresAt` first.
-async fn resimulates_once(target: &Target, token: &str) -> Result<Option<()>, Finding> {
+/// What a try of `resimulates` came to when a Build it holds reached its `expiresAt` first.
+fn build_outlived() -> Tried {
+    Tried::Outlived("a Build reached its expiresAt before it was judged".into())
+}
+
+/// One try of `resimulates`.
+async fn resimulates_once(target: &Target, token: &str) -> Result<Tried, Finding> {
     let example = reference_build_request(EVM)?;
     let funder = text(&example, "/operations/0/input/from")?;
     // A fresh account with exactly 1 coin, and two Builds that each spend 0.6 of it.
@@ -484,7 +477,7 @@ async fn resimulates_once(target: &Target, token: &str) -> Result<Option<()>, Fi
         ));
     }
     match commit_fresh(target, token, EVM, &funded.body).await {
-        Err(_) if expiring(&funded.body) => return Ok(None),
+        Err(_) if expiring(&funded.body) => return Ok(build_outlived()),
         other => other?,
     };
     let mut spends = Vec::new();
@@ -509,19 +502,19 @@ async fn resimulates_once(target: &Target, token: &str) -> Result<Option<()>, Fi
         spends.push(build);
     }
     match commit_fresh(target, token, EVM, &spends[0]).await {
-        Err(_) if expiring(&spends[0]) => return Ok(None),
+        Err(_) if expiring(&spends[0]) => return Ok(build_outlived()),
         other => other?,
     };
     let second = present(target, token, EVM, &spends[1]).await?;
     // Refused once expired, it would be refused for its age, not for the spend.
     if expiring(&spends[1]) {
-        return Ok(None);
+        return Ok(build_outlived());
     }
     refused(
         &second,
         "the second spend of 0.6, which the first left the account unable to pay",
     )?;
-    Ok(Some(()))
+    Ok(Tried::Judged)
 }
 
 /// Commits `build` at `path`. The document asks a commit to be accepted; our profile's result

@@ -50,6 +50,14 @@ pub struct Settings {
 /// How long a turn may take to settle unless `--turn-timeout` says otherwise.
 pub const DEFAULT_TURN_TIMEOUT: Duration = Duration::from_secs(20);
 
+impl Settings {
+    /// Whether a cursor got by a request sent at `asked` may have outlived the deployment's
+    /// cursor lifetime, so that a 410 to it is an expired cursor (part 7), not a failure.
+    pub(crate) fn cursor_outlived(&self, asked: std::time::Instant) -> bool {
+        self.cursor_ttl.is_some_and(|ttl| asked.elapsed() >= ttl)
+    }
+}
+
 impl Default for Settings {
     fn default() -> Self {
         Self {

@@ -4,10 +4,12 @@
 //!
 //! The crates are copied into a workspace of their own under `target/downstream/<name>` (in
 //! `CARGO_TARGET_DIR` where that is set, as CI sets it to a cache kept between runs), with the
-//! repository's `Cargo.lock` (the same dependency versions). The app is checked (`cargo check`:
-//! what compiles is the question, not the binary) in `target/downstream/target`, which every such
-//! workspace shares and which is kept between runs, so that only the changed crates are checked
-//! again.
+//! repository's `Cargo.lock` (the same dependency versions) and profiles. The app is checked
+//! (`cargo check`: what compiles is the question, not the binary) in the repository's target
+//! directory: its dependencies are those of the two crates alone, checked once there for every
+//! such workspace and for `cargo doc -p intent-models -p intent-sdk`, so that only the changed
+//! crates are checked again. (Cargo holds that directory's lock only while it builds, not while
+//! the tests run.)
 
 use std::fs;
 use std::path::Path;
@@ -48,7 +50,7 @@ pub fn check(root: &Path, name: &str, document: Value) -> Result<(), String> {
 
     let output = crate::cargo()
         .current_dir(&workspace)
-        .env("CARGO_TARGET_DIR", downstream.join("target"))
+        .env("CARGO_TARGET_DIR", &target)
         .args(["check", "--quiet", "-p", "downstream"])
         .output()
         .map_err(|e| format!("running cargo: {e}"))?;

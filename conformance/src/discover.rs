@@ -93,7 +93,7 @@ pub async fn discover(target: &Target) -> Result<Discovery, String> {
         Some(state) => found.set("turnState", &state, &ours.turn_state, "a turn's state read"),
         None => found
             .notes
-            .push("turnState: no entry tells the turn's state in a word of part 2.9".into()),
+            .push("turnState: no entry tells the turn's state in a state of part 3".into()),
     }
     match probe.cursor_parameter(&session, &cursor, &seen).await? {
         Some(name) => {
@@ -319,7 +319,7 @@ async fn page(target: &Target, token: &str, session: &str, query: &str) -> Resul
 }
 
 /// The turn-state means of `turn` once it settles (or `turn_timeout` passes), read where an
-/// entry of `session`'s log holds both its id and a word of part 2.9.
+/// entry of `session`'s log holds both its id and a state of part 3.
 async fn settle(
     target: &Target,
     token: &str,
@@ -461,7 +461,7 @@ impl Probe<'_> {
     }
 
     /// The state of `turn` once settled, read where an entry holds both its id and a word of
-    /// part 2.9.
+    /// part 3.
     async fn turn(&self, session: &str, turn: &str) -> Result<Option<TurnState>, String> {
         settle(self.target, self.token, session, turn).await
     }
@@ -509,8 +509,9 @@ impl Probe<'_> {
             }
             Some((means, entry)) => Ok((means, session, entry)),
             None => Err(format!(
-                "no entry holding a Build's digest, an id and a revision after {prompt:?} (set \
-                 inputs.actionChat)"
+                "no entry holding a Build's digest beside an id and a revision after {prompt:?}: \
+                 where the turn raised an action, set profile.action to where its entry carries \
+                 it; where it raised none, set inputs.actionChat to a message that does"
             )),
         })
     }
@@ -561,18 +562,11 @@ impl Probe<'_> {
     }
 }
 
-/// The turn-state means `event` shows, with its word, when it holds `turn` and a word of part
-/// 2.9 beside a member that names its kind.
+/// The turn-state means `event` shows, with its word, when it holds `turn` and a state of part 3
+/// beside a member that names its kind.
 fn turn_state(event: &Value, turn: &str) -> Option<(TurnState, String)> {
-    const STATES: [&str; 5] = [
-        "processing",
-        "complete",
-        "failed",
-        "interrupted",
-        "awaiting_action",
-    ];
     let turn_id = leaf(event, &|_, text| text == turn)?;
-    let state = leaf(event, &|_, text| STATES.contains(&text))?;
+    let state = leaf(event, &|_, text| crate::checks::TURN_STATES.contains(&text))?;
     let (kind, value) = kind_of(event)?;
     let word = event.pointer(&state)?.as_str()?.to_owned();
     let means = TurnState {
@@ -592,28 +586,43 @@ fn kind_of(event: &Value) -> Option<(String, String)> {
     })
 }
 
-/// The action means `event` shows when it holds `turn` and an object with a Build's `digest`
-/// beside an id and a revision.
+/// The pointers of the action id and revision that `holder` (at `at`) holds: a member named
+/// `id`, else one whose name ends in `id` and holds neither the turn nor a session; and an
+/// integer whose name begins with `rev`.
+fn id_and_revision(holder: &Value, at: &str, turn: &str) -> Option<(String, String)> {
+    let holder = holder.as_object()?;
+    let ids = holder.iter().filter(|(name, value)| {
+        let lower = name.to_ascii_lowercase();
+        value.is_string() && lower.ends_with("id") && *value != turn && !lower.contains("session")
+    });
+    let (name, _) = ids.min_by_key(|(name, _)| name.as_str() != "id")?;
+    let revision = holder.iter().find_map(|(name, value)| {
+        (value.is_i64() && name.to_ascii_lowercase().starts_with("rev"))
+            .then(|| format!("{at}/{name}"))
+    })?;
+    Some((format!("{at}/{name}"), revision))
+}
+
+/// The action means `event` shows when it holds `turn` and a Build's `digest` inside an object
+/// with an id and a revision.
 fn action_entry(event: &Value, turn: &str) -> Option<ActionEntry> {
     let turn_id = leaf(event, &|_, text| text == turn)?;
     let digest = leaf(event, &|path, text| {
         path.last().is_some_and(|name| name == "digest") && text.starts_with("sha256:")
     })?;
     let build = digest.strip_suffix("/digest")?.to_owned();
-    let parent = build.rsplit_once('/').map_or("", |(parent, _)| parent);
-    let holder = event.pointer(parent)?.as_object()?;
-    // The action's id: a member named `id`, else one whose name ends in `id` and holds neither
-    // the turn nor a session.
-    let ids = holder.iter().filter(|(name, value)| {
-        let lower = name.to_ascii_lowercase();
-        value.is_string() && lower.ends_with("id") && *value != turn && !lower.contains("session")
-    });
-    let (name, _) = ids.min_by_key(|(name, _)| name.as_str() != "id")?;
-    let id = format!("{parent}/{name}");
-    let revision = holder.iter().find_map(|(name, value)| {
-        (value.is_i64() && name.to_ascii_lowercase().starts_with("rev"))
-            .then(|| format!("{parent}/{name}"))
-    })?;
+    // The action's id and revision: in the nearest object that holds the Build, at any depth
+    // (an entry may carry the ActionRequest nested, as part 1 says).
+    let mut parent = build.as_str();
+    let (id, revision) = loop {
+        parent = parent.rsplit_once('/').map_or("", |(up, _)| up);
+        if let Some(found) = id_and_revision(event.pointer(parent)?, parent, turn) {
+            break found;
+        }
+        if parent.is_empty() {
+            return None;
+        }
+    };
     let (kind, value) = kind_of(event)?;
     Some(ActionEntry {
         kind,

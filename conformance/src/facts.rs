@@ -120,9 +120,9 @@ pub struct Reached {
     pub unasserted: Vec<String>,
 }
 
-/// The facts a run reached, where `asserted` tells whether the run's check of that id asserted
-/// what it checks.
-pub fn reached(asserted: impl Fn(&str) -> bool) -> Reached {
+/// The facts a run reached, where `asserted(check, fact)` tells whether the run's check of that
+/// id asserted that fact on an answer.
+pub fn reached(asserted: impl Fn(&str, &str) -> bool) -> Reached {
     let checks = crate::checks::all();
     let mut reached = Reached::default();
     for fact in all() {
@@ -130,7 +130,7 @@ pub fn reached(asserted: impl Fn(&str) -> bool) -> Reached {
         if by.is_empty() {
             continue;
         }
-        let asserted = by.iter().any(|id| asserted(id));
+        let asserted = by.iter().any(|id| asserted(id, &fact.id));
         let list = if asserted {
             &mut reached.asserted
         } else {

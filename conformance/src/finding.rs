@@ -154,6 +154,8 @@ struct Ledger {
     broke: Mutex<Vec<Broke>>,
     /// The `profile` keys it went through, and whether the deployment proved each.
     means: Mutex<BTreeMap<&'static str, bool>>,
+    /// The facts of the document it has asserted on an answer, where it tells them one by one.
+    facts: Mutex<Vec<&'static str>>,
     teller: Option<(usize, Teller)>,
 }
 
@@ -206,6 +208,8 @@ pub struct Tally {
     pub broke: Vec<Broke>,
     /// The means it went through, by `profile` key.
     pub means: Vec<MeansUse>,
+    /// The facts it told it asserted, for a check that asserts several one after another.
+    pub facts: Vec<&'static str>,
 }
 
 /// A `profile` key a check went through, and whether the deployment proved that means (a
@@ -255,6 +259,7 @@ pub async fn told<F: Future>(body: F, teller: Option<(usize, Teller)>) -> (F::Ou
                         verified: *verified,
                     })
                     .collect(),
+                facts: ledger.facts.lock().expect("ledger").clone(),
             });
             (output, tally)
         })
@@ -323,6 +328,13 @@ pub(crate) fn through_means(key: &'static str, proved: bool) {
     });
 }
 
+/// The running check has asserted the fact `id` of `conformance/facts.json` on an answer from
+/// its subject. A check that asserts several facts one after another tells each, so that a
+/// failure part way claims only those it reached.
+pub(crate) fn asserted_fact(id: &'static str) {
+    let _ = LEDGER.try_with(|ledger| ledger.facts.lock().expect("ledger").push(id));
+}
+
 /// A warning of the running check: shown with its outcome, it judges nothing.
 pub(crate) fn warn(message: String) {
     let _ = LEDGER.try_with(|ledger| {
@@ -374,6 +386,13 @@ pub fn fail<T>(message: impl Into<String>) -> Result<T, Finding> {
     let message = message.into();
     asserted(false, Some(&message));
     Err(Finding::Fail(message))
+}
+
+/// A failure with `message`, as a value: an assertion that did not hold.
+pub fn failure(message: impl Into<String>) -> Finding {
+    let message = message.into();
+    asserted(false, Some(&message));
+    Finding::Fail(message)
 }
 
 /// The first 300 characters of `text`, for messages.

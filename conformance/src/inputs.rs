@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 /// The inputs a deployment gives the suite (config key `inputs`).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, serde::Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Inputs {
     /// A build request body for `POST /v1/pipeline/evm/build`.
@@ -23,11 +23,26 @@ pub struct Inputs {
     pub action_chat: Option<String>,
     /// An app to install and the credentials it needs.
     pub install: Option<Install>,
+    /// An app operation to read (`GET /v1/pipeline/apps/{app}/operations/{operation}`).
+    pub app_operation: Option<AppOperation>,
+    /// Two build request bodies for `POST /v1/pipeline/evm/build` that each pass alone but
+    /// together spend more than their account holds, for the re-simulation at commit.
+    pub overspend: Option<[Value; 2]>,
+}
+
+/// An app operation of the deployment's catalog.
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct AppOperation {
+    /// The app's name.
+    pub app: String,
+    /// The operation's name.
+    pub operation: String,
 }
 
 /// A skill operation call: `POST /v1/pipeline/skills/{skill}/operations/{operation}` with
 /// `input`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct SkillCall {
     /// The skill's name.
@@ -39,7 +54,7 @@ pub struct SkillCall {
 }
 
 /// An app and the credentials that let it install.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Install {
     /// The app's id in the account's app list.
@@ -58,6 +73,8 @@ impl Inputs {
             chat: self.chat.or_else(|| other.chat.clone()),
             action_chat: self.action_chat.or_else(|| other.action_chat.clone()),
             install: self.install.or_else(|| other.install.clone()),
+            app_operation: self.app_operation.or_else(|| other.app_operation.clone()),
+            overspend: self.overspend.or_else(|| other.overspend.clone()),
         }
     }
 }

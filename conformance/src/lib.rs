@@ -23,6 +23,7 @@ pub mod facts;
 pub mod finding;
 pub mod generate;
 pub mod inputs;
+pub mod keys;
 pub mod means;
 pub mod proxy;
 pub mod report;

@@ -31,6 +31,9 @@ enum Command {
     /// Forwards an app's traffic to a deployment and checks both directions against
     /// openapi.json, reporting like `run` on SIGINT or SIGTERM and every `--flush` seconds.
     Proxy(ProxyArgs),
+    /// Prints every key of the config file's `profile` and `inputs`: its default, its meaning
+    /// and an example.
+    Keys,
 }
 
 fn main() -> ExitCode {
@@ -38,6 +41,10 @@ fn main() -> ExitCode {
     let ran = match Cli::parse().command {
         Command::Run(args) => runtime.block_on(run_command(*args)),
         Command::Proxy(args) => runtime.block_on(proxy_command(args)),
+        Command::Keys => {
+            print!("{}", intent_conformance::keys::reference());
+            Ok(ExitCode::SUCCESS)
+        }
     };
     match ran {
         Ok(code) => code,

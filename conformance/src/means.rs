@@ -38,7 +38,7 @@ use serde_json::{Value, json};
 use crate::finding::Finding;
 
 /// The means of reaching a deployment (config key `profile`).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct Means {
     /// The query parameter that carries an event page's cursor (part 4.2 does not show its name).
@@ -53,6 +53,8 @@ pub struct Means {
     pub resolution: Resolution,
     /// How a Build is presented for commit (part 4.1 does not show the request body).
     pub commit: Commit,
+    /// How a credential is saved before an install (part 4.3 shows no way to save one).
+    pub credential: Credential,
     /// How a stream is opened from a cursor (part 6 does not show it); `None`: as the poll
     /// takes its cursor.
     pub stream_cursor: Option<StreamCursor>,
@@ -62,7 +64,7 @@ pub struct Means {
 }
 
 /// Where a stream takes the cursor it resumes from (config key `profile.streamCursor`).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub enum StreamCursor {
     /// In the query parameter of this name.
@@ -85,6 +87,7 @@ impl Means {
             ("action", self.action != ours.action),
             ("resolution", self.resolution != ours.resolution),
             ("commit", self.commit != ours.commit),
+            ("credential", self.credential != ours.credential),
             ("streamCursor", self.stream_cursor.is_some()),
             ("errorCode", self.error_code.is_some()),
         ]
@@ -117,6 +120,7 @@ impl Default for Means {
             action: ActionEntry::default(),
             resolution: Resolution::default(),
             commit: Commit::default(),
+            credential: Credential::default(),
             stream_cursor: None,
             error_code: None,
         }
@@ -269,7 +273,7 @@ impl ActionEntry {
 
 /// How an action is resolved (config key `profile.resolution`); the body, `{ revision, result }`,
 /// is the document's, the result's members are not.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct Resolution {
     /// The HTTP method.
@@ -348,7 +352,7 @@ impl Resolution {
 }
 
 /// Where the log records an action's result (config key `profile.resolution.resultEntry`).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct ResultEntry {
     /// JSON pointer to the member that names an entry's kind.
@@ -389,7 +393,7 @@ fn is_entry(event: &Value, (kind, value): (&str, &str), (id, of): (&str, &str)) 
 }
 
 /// How a Build is presented for commit (config key `profile.commit`).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct Commit {
     /// The request body: the string `{build}` becomes the Build.
@@ -409,6 +413,55 @@ impl Commit {
     pub fn request(&self, build: &Value) -> Value {
         fill(&self.body, &|text| {
             (text == "{build}").then(|| Some(build.clone()))
+        })
+        .unwrap_or(Value::Null)
+    }
+}
+
+/// How a credential an app needs is saved (config key `profile.credential`).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct Credential {
+    /// The HTTP method.
+    pub method: String,
+    /// The path, with `{applicationId}` and `{name}` replaced.
+    pub path: String,
+    /// The request body: the strings `{name}` and `{value}` become the credential's.
+    pub body: Value,
+}
+
+impl Default for Credential {
+    fn default() -> Self {
+        Self {
+            method: "PUT".into(),
+            path: "/v1/account/apps/{applicationId}/secrets/{name}".into(),
+            body: json!({ "value": "{value}" }),
+        }
+    }
+}
+
+impl Credential {
+    /// The HTTP method, in any case as configured; `PUT` when it names none.
+    pub fn http_method(&self) -> reqwest::Method {
+        self.method
+            .to_ascii_uppercase()
+            .parse()
+            .unwrap_or(reqwest::Method::PUT)
+    }
+
+    /// The path that saves `name` for the app `application`.
+    pub fn path(&self, application: i64, name: &str) -> String {
+        self.path
+            .replace("{applicationId}", &application.to_string())
+            .replace("{name}", name)
+    }
+
+    /// The body that saves `value` as `name`.
+    pub fn request(&self, name: &str, value: &str) -> Value {
+        fill(&self.body, &|text| match text {
+            "{name}" => Some(Some(Value::from(name))),
+            "{value}" => Some(Some(Value::from(value))),
+            _ => None,
         })
         .unwrap_or(Value::Null)
     }

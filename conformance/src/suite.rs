@@ -123,6 +123,9 @@ pub struct Outcome {
     /// The `profile` keys it went through, each with whether the deployment proved it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub means: Vec<crate::finding::MeansUse>,
+    /// The facts it told it asserted one by one, where it asserts several in turn.
+    #[serde(skip)]
+    pub facts: Vec<&'static str>,
     /// How long it took, in milliseconds.
     pub millis: u64,
     /// For a check that failed or broke, a `curl` line that sends its last request again (the
@@ -136,6 +139,18 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// Whether it asserted the fact `id` on an answer from its subject: a pass asserted all its
+    /// facts; a failure or a skip part way the ones it told it reached, or (a failing check that
+    /// tells none) all of them once it asserted anything.
+    pub fn asserted(&self, id: &str) -> bool {
+        match self.status {
+            Status::Pass => self.assertions > 0,
+            Status::Fail if self.facts.is_empty() => self.assertions > 0,
+            Status::Fail | Status::Skip => self.facts.contains(&id),
+            _ => false,
+        }
+    }
+
     /// Whether it failed or broke only in ways the run's baseline knows.
     pub fn is_known(&self) -> bool {
         self.baseline == Some(State::Known)
@@ -459,12 +474,11 @@ pub async fn run(
         warnings: Vec::new(),
         cleanup: None,
     };
-    report.facts = crate::facts::reached(|id| {
-        report.outcomes.iter().any(|outcome| {
-            outcome.id == id
-                && matches!(outcome.status, Status::Pass | Status::Fail)
-                && outcome.assertions > 0
-        })
+    report.facts = crate::facts::reached(|check, fact| {
+        report
+            .outcomes
+            .iter()
+            .any(|outcome| outcome.id == check && outcome.asserted(fact))
     });
     report.warnings = warnings(&report, &target.settings.means);
     (progress.tell)(&CheckEvent::RunFinished {
@@ -515,6 +529,12 @@ async fn run_one(
             )),
         ),
         Ok(Ok(Ok(()))) => (Status::Pass, None),
+        Ok(Ok(Err(Finding::Fail(message)))) if tally.assertions == 0 => (
+            Status::Error,
+            Some(format!(
+                "the check failed without asserting anything on an answer, a defect of the suite: {message}"
+            )),
+        ),
         Ok(Ok(Err(Finding::Fail(message)))) => (Status::Fail, Some(message)),
         Ok(Ok(Err(Finding::Error(message)))) => (Status::Error, Some(message)),
         Ok(Ok(Err(Finding::Skip(reason)))) => (Status::Skip, Some(reason)),
@@ -557,6 +577,7 @@ fn outcome(
         profile_findings: tally.profile_findings,
         warnings: tally.warnings,
         means: tally.means,
+        facts: tally.facts,
         millis: took.as_millis() as u64,
         reproduce,
         exchanges: tally.exchanges,
@@ -633,6 +654,7 @@ pub(crate) fn fixture() -> Report {
             key: "commit",
             verified: true,
         }],
+        facts: Vec::new(),
         millis: 12,
         reproduce: None,
         exchanges: Vec::new(),

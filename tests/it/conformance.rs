@@ -216,6 +216,7 @@ impl Fault {
                 "mcp.audience",
             ],
             Fault::IgnoresScopes => &[
+                "agent.actions.resolution",
                 "auth.matrix.startChat",
                 "auth.matrix.getChatEvents",
                 "auth.matrix.streamChatEvents",

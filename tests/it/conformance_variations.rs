@@ -94,7 +94,8 @@ fn catalog_inputs() -> Inputs {
         "svmStage": { "app": "svm-assets", "operations": [{ "operation": "sol-transfer",
             "input": { "cluster": "localnet", "from": svm,
                        "to": "4Nd1mBQtrMJVYVfKf2PJy9NZUZdTAsp7D4xWLs4gDB4T", "amount": "0.01" } }] },
-        "skillCall": { "skill": "fees", "operation": "quote", "input": { "chainId": 31337 } }
+        "skillCall": { "skill": "fees", "operation": "quote", "input": { "chainId": 31337 } },
+        "appOperation": { "app": "evm-assets", "operation": "native-transfer" }
     }))
     .expect("inputs")
 }

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use super::{read, run};
 use crate::checks::{Category, Check};
 use crate::finding::excerpt;
-use crate::finding::{Verdict, ensure, profile, skip};
+use crate::finding::{Verdict, ensure, profile};
 use crate::target::{Role, Target};
 
 pub(super) fn checks() -> Vec<Check> {
@@ -83,8 +83,11 @@ async fn install_and_remove(target: &Target) -> Verdict {
     let app_path = format!("/v1/account/apps/{}", install.application_id);
     let secret_path = |name: &str| format!("{app_path}/secrets/{name}");
     let call = |method: Method, path: String| target.request(method, &path).bearer(token).send();
-    // From nothing installed and no credential saved (uninstalling is our profile's means).
-    call(Method::DELETE, app_path.clone()).await?;
+    // From nothing installed and no credential saved (uninstalling is our profile's means): a
+    // deployment that cannot uninstall may answer an app still installed with a success, so the
+    // refusal while a credential is missing is judged only from nothing installed.
+    let uninstalled = call(Method::DELETE, app_path.clone()).await?;
+    let from_nothing = (200..300).contains(&uninstalled.status) || uninstalled.status == 404;
     for name in install.credentials.keys() {
         let removed = call(Method::DELETE, secret_path(name)).await?;
         ensure(
@@ -101,30 +104,45 @@ async fn install_and_remove(target: &Target) -> Verdict {
         )?;
     }
     let missing = call(Method::POST, app_path.clone()).await?;
-    ensure(
-        (400..500).contains(&missing.status) && missing.body.get("error").is_some(),
-        || {
-            format!(
-                "POST {app_path} without its required credentials: {} {}, not a refusal in the envelope",
-                missing.status,
-                excerpt(&missing.text)
-            )
-        },
-    )?;
+    if from_nothing {
+        ensure(
+            (400..500).contains(&missing.status) && missing.body.get("error").is_some(),
+            || {
+                format!(
+                    "POST {app_path} without its required credentials: {} {}, not a refusal in the envelope",
+                    missing.status,
+                    excerpt(&missing.text)
+                )
+            },
+        )?;
+    } else {
+        crate::finding::warn(format!(
+            "DELETE {app_path} answered {}, so the app may still be installed: the refusal of an install while a credential is missing was not judged",
+            uninstalled.status
+        ));
+    }
+    let means = &target.settings.means.credential;
     for (name, value) in &install.credentials {
+        let path = means.path(install.application_id, name);
         let saved = target
-            .request(Method::PUT, &secret_path(name))
+            .request(means.http_method(), &path)
             .bearer(token)
-            .json(&json!({ "value": value }))
+            .json(&means.request(name, value))
             .send()
             .await?;
-        if !(200..300).contains(&saved.status) {
-            return skip(format!(
-                "inconclusive: saving a credential (PUT {}, our profile's means) was answered {}",
-                secret_path(name),
-                saved.status
+        let took = (200..300).contains(&saved.status);
+        crate::finding::through_means("credential", took);
+        if !took {
+            return Err(crate::means::inconclusive(
+                "credential",
+                format!(
+                    "saving a credential ({} {path}) was answered {}",
+                    means.http_method(),
+                    saved.status
+                ),
             ));
         }
+        target.made(&secret_path(name), token);
     }
     let installed = call(Method::POST, app_path.clone()).await?;
     ensure(

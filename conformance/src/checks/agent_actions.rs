@@ -16,6 +16,15 @@ const ON: &[&str] = &[
 pub(super) fn checks() -> Vec<Check> {
     vec![
         Check {
+            id: "agent.actions.resolution".into(),
+            category: Category::AgentActions,
+            requirement: "Through a proven resolution means, a resolution MUST be refused, and leave the action unresolved, without a token holding `agent:actions:resolve` or without an idempotency key, and when its result names another Build than the reviewed one; caller-authored transaction fields MUST NOT change the action's payload; and the reviewed result MUST be accepted (the refusals' statuses are profile assertions).",
+            section: "4.2, 5.6",
+            rests_on: vec!["#/components/schemas/ActionResolutionRequest"],
+            operation: None,
+            run: run!(resolution),
+        },
+        Check {
             id: "agent.actions.revision-conflict".into(),
             category: Category::AgentActions,
             requirement: "A resolution naming another revision than the action's current one MUST be refused with 409 and leave the action pending.",
@@ -156,6 +165,139 @@ impl Pending {
         }
         call.send().await
     }
+}
+
+/// Fails unless `reply`, to a resolution sent `how`, is a refusal (a 4xx, never 404 or 405,
+/// which do not reach the action); `status` is the profile's.
+fn refused(reply: &Reply, how: &str, status: u16) -> Verdict {
+    ensure((400..500).contains(&reply.status), || {
+        format!(
+            "a resolution {how} was answered {} {}, not refused",
+            reply.status,
+            crate::finding::excerpt(&reply.text)
+        )
+    })?;
+    crate::finding::profile(reply.status == status, || {
+        format!(
+            "the profile refuses a resolution {how} with {status}; got {}",
+            reply.status
+        )
+    });
+    Ok(())
+}
+
+/// The facts of parts 4.2 and 5.6 on a resolution, asserted at their own level once the means
+/// that reaches the action is proved ([`pending_action`]).
+async fn resolution(target: &Target) -> Verdict {
+    use crate::finding::asserted_fact;
+    let token = &target.role(Role::Agent).await?;
+    let pending = pending_action(target, token).await?;
+    [
+        "1.action-durable-event",
+        "6.actions-durable",
+        "1.action-needs-response",
+    ]
+    .into_iter()
+    .for_each(asserted_fact);
+    let means = &target.settings.means.resolution;
+    let reviewed = pending.body(target, pending.revision, Decision::Reject);
+    let request = crate::target::TokenRequest::new(
+        crate::target::Account::Primary,
+        "agent",
+        &["agent:read", "agent:write"],
+    );
+    let unscoped = target.token(&request).await?;
+    asserted_fact("4.2.resolution-scope");
+    asserted_fact("5.6.resolve-scope");
+    let reply = pending
+        .resolve(target, &unscoped, Some(&fresh_key("unscoped")), &reviewed)
+        .await?;
+    refused(&reply, "with a token without agent:actions:resolve", 403)?;
+    asserted_fact("4.2.resolution-idempotency-key");
+    let reply = pending.resolve(target, token, None, &reviewed).await?;
+    refused(
+        &reply,
+        &format!("without {}", means.idempotency_header),
+        400,
+    )?;
+    let other_digest = format!("sha256:{}", "0".repeat(64));
+    let wrong = means.body(pending.revision, Decision::Reject, &other_digest);
+    if wrong != reviewed {
+        asserted_fact("4.2.reviewed-result");
+        let reply = pending
+            .resolve(target, token, Some(&fresh_key("other-build")), &wrong)
+            .await?;
+        refused(&reply, "whose result names another Build", 400)?;
+    } else {
+        crate::finding::warn(
+            "the result template names no `{digest}`, so no result named another Build".into(),
+        );
+    }
+    // Caller-authored transaction fields: refused, or accepted without changing the payload.
+    let mut authored = reviewed.clone();
+    let caller = "0x00000000000000000000000000000000000c0de5";
+    let accepted = match authored["result"].as_object_mut() {
+        Some(result) => {
+            let transaction = json!({ "to": caller, "value": "1", "data": "0xdeadbeef" });
+            result.insert("transaction".into(), transaction);
+            let reply = pending
+                .resolve(target, token, Some(&fresh_key("authored")), &authored)
+                .await?;
+            (200..300).contains(&reply.status)
+        }
+        None => false,
+    };
+    if !accepted {
+        asserted_fact("4.2.resolution-body");
+        let reply = pending
+            .resolve(target, token, Some(&fresh_key("reviewed")), &reviewed)
+            .await?;
+        ensure((200..300).contains(&reply.status), || {
+            format!(
+                "the reviewed result, at the action's revision {}, was answered {} {}",
+                pending.revision,
+                reply.status,
+                crate::finding::excerpt(&reply.text)
+            )
+        })?;
+    }
+    // The payload: the action's entries still carry the reviewed Build, and none the caller's
+    // transaction.
+    asserted_fact("4.2.no-caller-transaction");
+    let (events, _) = read_log(target, token, &pending.session).await?;
+    let action = &target.settings.means.action;
+    for event in &events {
+        let Ok(raised) = action.read(event) else {
+            continue;
+        };
+        if raised.action != pending.action {
+            continue;
+        }
+        ensure(raised.digest == pending.digest, || {
+            format!(
+                "after the resolutions, action {} carries the Build {}, not the reviewed {}",
+                pending.action, raised.digest, pending.digest
+            )
+        })?;
+        ensure(!event.to_string().contains(caller), || {
+            format!(
+                "after a result carried transaction fields, action {}'s entry carries them: {}",
+                pending.action,
+                crate::finding::excerpt(&event.to_string())
+            )
+        })?;
+    }
+    // No refused resolution had an effect: the log records one result at most.
+    let results = events
+        .iter()
+        .filter(|event| means.result_entry.outcome(event, &pending.action).is_some())
+        .count();
+    ensure(results <= 1, || {
+        format!(
+            "the log records {results} results for action {}, where one resolution was accepted",
+            pending.action
+        )
+    })
 }
 
 async fn revision_conflict(target: &Target) -> Verdict {

@@ -165,7 +165,7 @@ async fn events_until_settled(
             return Ok(events);
         }
         if Instant::now() > deadline {
-            return Err(Finding::Fail(format!(
+            return Err(crate::finding::failure(format!(
                 "following the log, turn {turn} reached no terminal state within {} s",
                 target.settings.turn_timeout.as_secs()
             )));

@@ -139,8 +139,9 @@ async fn event_names(target: &Target) -> Verdict {
         match frame.event.as_str() {
             "page" => {
                 pages += 1;
-                let data: Value = serde_json::from_str(&frame.data)
-                    .map_err(|e| Finding::Fail(format!("a page whose data is not JSON: {e}")))?;
+                let data: Value = serde_json::from_str(&frame.data).map_err(|e| {
+                    crate::finding::failure(format!("a page whose data is not JSON: {e}"))
+                })?;
                 let errors = page.errors(&data);
                 if !errors.is_empty() {
                     let violations = page.violations(&data);

@@ -2,7 +2,10 @@
 
 use reqwest::Method;
 
-use super::{TERMINAL, poll, run, settle, start_turn, start_turn_saying, turn_state, turn_states};
+use super::{
+    TERMINAL, TURN_STATES, poll, run, settle, settle_watching, start_turn, start_turn_saying,
+    turn_state, turn_states,
+};
 use crate::checks::{Category, Check};
 use crate::finding::{Verdict, ensure, profile, skip};
 use crate::target::{Role, Target};
@@ -33,18 +36,12 @@ pub(super) fn checks() -> Vec<Check> {
 async fn terminal(target: &Target) -> Verdict {
     let token = &target.role(Role::Agent).await?;
     let (session, turn) = start_turn(target, token, None, "conformance: hello").await?;
-    let (events, cursor) = settle(target, token, &session, &turn).await?;
+    let (events, cursor) = settle_watching(target, token, (&session, &turn), true).await?;
     let states: Vec<&str> = turn_states(target, &events, &turn).collect();
-    let known = [
-        "processing",
-        "complete",
-        "failed",
-        "interrupted",
-        "awaiting_action",
-    ];
-    ensure(states.iter().all(|state| known.contains(state)), || {
-        format!("turn {turn} went through {states:?}, beyond the five states of part 3")
-    })?;
+    ensure(
+        states.iter().all(|state| TURN_STATES.contains(state)),
+        || format!("turn {turn} went through {states:?}, beyond the five states of part 3"),
+    )?;
     let ends = states
         .iter()
         .filter(|state| TERMINAL.contains(state))

@@ -154,7 +154,7 @@ async fn sse_resume(target: &Target) -> Verdict {
             continue;
         }
         let page: Value = serde_json::from_str(&frame.data)
-            .map_err(|e| Finding::Fail(format!("a page frame that is not JSON: {e}")))?;
+            .map_err(|e| crate::finding::failure(format!("a page frame that is not JSON: {e}")))?;
         let first = page["events"][0]["seq"].as_i64();
         return ensure(first == Some(last + 1), || {
             format!(

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use super::agent_actions::pending_action;
 use super::pipeline::{EVM, SVM};
 use super::subjects::build_request;
-use super::{run, start_turn, text};
+use super::{run, start_turn};
 use crate::checks::{Category, Check};
 use crate::finding::{Finding, Verdict, ensure, skip};
 use crate::target::{Account, Reply, Role, Target, TokenRequest};
@@ -17,7 +17,7 @@ pub(super) fn checks() -> Vec<Check> {
         Check {
             id: "auth.oauth".into(),
             category: Category::Auth,
-            requirement: "The authorization, token and device code addresses under the base URL MUST answer as OAuth endpoints, and the token endpoint MUST know the authorization-code and device grants.",
+            requirement: "The authorization, token and device code addresses under the base URL MUST answer as OAuth endpoints: a redirect of the authorization endpoint to the client's `redirect_uri` MUST carry `code` or `error` and the `state` sent (a sign-in page is an answer), and the token endpoint MUST know the authorization-code and device grants.",
             section: "5.1, 5.3",
             rests_on: vec!["#/components/securitySchemes/oauth2"],
             operation: None,
@@ -98,16 +98,69 @@ async fn oauth(target: &Target) -> Verdict {
             crate::finding::excerpt(&reply.text)
         )
     })?;
-    let authorize_path = "/api/auth/oauth2/authorize?response_type=code&client_id=conformance\
-        &redirect_uri=http%3A%2F%2F127.0.0.1%2Fcallback&code_challenge_method=S256\
-        &code_challenge=E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM";
-    let reply = target.request(Method::GET, authorize_path).send().await?;
+    authorization_endpoint(target).await
+}
+
+/// The callback the suite names as its `redirect_uri`, and the `state` it sends.
+const CALLBACK: &str = "http://127.0.0.1/callback";
+const STATE: &str = "conformance-state-7f3a";
+
+/// `GET /api/auth/oauth2/authorize` judged where it answers (RFC 6749 4.1.1, 4.1.2): a redirect
+/// to the client's `redirect_uri` must carry `code` or `error` and the `state` sent; a redirect
+/// elsewhere, or a page, asks a person to sign in; an OAuth error refuses the request. The
+/// redirect is never followed.
+async fn authorization_endpoint(target: &Target) -> Verdict {
+    let path = format!(
+        "/api/auth/oauth2/authorize?response_type=code&client_id=conformance\
+         &redirect_uri={}&state={STATE}&code_challenge_method=S256\
+         &code_challenge=E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM",
+        super::encode(CALLBACK)
+    );
+    let reply = target.request(Method::GET, &path).send().await?;
     ensure(
         !matches!(reply.status, 404 | 405) && reply.status < 500,
         || {
             format!(
                 "GET /api/auth/oauth2/authorize: {}, not an authorization endpoint",
                 reply.status
+            )
+        },
+    )?;
+    if !(300..400).contains(&reply.status) {
+        return Ok(());
+    }
+    let location = reply
+        .headers
+        .get(reqwest::header::LOCATION)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default();
+    let Ok(to) = reqwest::Url::parse(target.base()).and_then(|base| base.join(location)) else {
+        return crate::finding::fail(format!(
+            "GET /api/auth/oauth2/authorize: {} with no usable Location ({location:?})",
+            reply.status
+        ));
+    };
+    let mut back = to.clone();
+    back.set_query(None);
+    back.set_fragment(None);
+    if back.as_str() != CALLBACK {
+        // A sign-in page, or another step of the authorization server's.
+        return Ok(());
+    }
+    let query: Vec<(String, String)> = to.query_pairs().into_owned().collect();
+    let has = |name: &str| query.iter().any(|(key, _)| key == name);
+    ensure(has("code") || has("error"), || {
+        format!(
+            "the authorization redirect to the redirect_uri carries neither code nor error: {location}"
+        )
+    })?;
+    ensure(
+        query
+            .iter()
+            .any(|(key, value)| key == "state" && value == STATE),
+        || {
+            format!(
+                "the authorization redirect does not carry the state sent ({STATE}): {location}"
             )
         },
     )
@@ -120,14 +173,36 @@ async fn only(target: &Target, resource: &str, scope: &str) -> Result<String, Fi
         .await
 }
 
-/// Fails when `reply`, to `what` sent with a token holding `scope`, is 401 or 403.
+/// Fails when `reply`, to `what` sent with a token holding `scope`, is 401 or 403. Tells the
+/// fact of `scope`'s grant asserted.
 fn let_through(reply: &Reply, scope: &str, what: &str) -> Verdict {
+    if let Some(fact) = scope_fact(scope) {
+        crate::finding::asserted_fact("5.4.http-resource-ids");
+        crate::finding::asserted_fact(fact);
+    }
     ensure(!matches!(reply.status, 401 | 403), || {
         format!(
             "{what} with a token holding {scope}: {} {}",
             reply.status,
             crate::finding::excerpt(&reply.text)
         )
+    })
+}
+
+/// The fact of `conformance/facts.json` that says what `scope` grants.
+fn scope_fact(scope: &str) -> Option<&'static str> {
+    Some(match scope {
+        "agent:read" => "5.scope-agent-read",
+        "agent:write" => "5.scope-agent-write",
+        "agent:actions:resolve" => "5.scope-agent-actions-resolve",
+        "pipeline:catalog" => "5.scope-pipeline-catalog",
+        "pipeline:execute" => "5.scope-pipeline-execute",
+        "account:apps:write" => "5.scope-account-apps-write",
+        "account:credentials:write" => "5.scope-account-credentials-write",
+        "account:usage:read" => "5.scope-account-usage-read",
+        "mcp:agent" => "5.scope-mcp-agent",
+        "mcp:pipeline" => "5.scope-mcp-pipeline",
+        _ => return None,
     })
 }
 
@@ -163,20 +238,20 @@ async fn grants(target: &Target) -> Verdict {
     granted(target, write, Method::POST, "/v1/agent/chat", Some(&chat)).await?;
     let body = json!({ "title": "conformance: granted", "archived": false });
     granted(target, write, Method::PATCH, &session_path, Some(&body)).await?;
-    // An action to resolve exists only where the runtime raises one; else the check says what
-    // it could not try once the rest has held.
-    let unresolved = match pending_action(target, agent).await {
+    // An action to resolve exists only where the runtime raises one, and an MCP resource only
+    // where the deployment serves one: what could not be tried is said once the rest has held.
+    let mut untried = Vec::new();
+    match pending_action(target, agent).await {
         Ok(pending) => {
             let resolve = only(target, "agent", "agent:actions:resolve").await?;
             let key = super::fresh_key("grants");
             let body = pending.body(target, pending.revision, crate::means::Decision::Reject);
             let reply = pending.resolve(target, &resolve, Some(&key), &body).await?;
             let_through(&reply, "agent:actions:resolve", "resolving an action")?;
-            None
         }
-        Err(Finding::Skip(reason)) => Some(reason),
+        Err(Finding::Skip(reason)) => untried.push(format!("agent:actions:resolve ({reason})")),
         Err(other) => return Err(other),
-    };
+    }
     for (resource, scope, path) in [
         ("agent-mcp", "mcp:agent", "/v1/agent/mcp"),
         ("pipeline-mcp", "mcp:pipeline", "/v1/pipeline/mcp"),
@@ -192,25 +267,31 @@ async fn grants(target: &Target) -> Verdict {
             .json(&initialize)
             .send()
             .await?;
-        let_through(&reply, scope, &format!("POST {path} initialize"))?;
+        // An MCP resource is no operation of the document: a 404 or 405 is one not served, where
+        // nothing the scope grants was reached.
+        match reply.status {
+            404 | 405 => untried.push(format!("{scope} (POST {path} answered {})", reply.status)),
+            _ => let_through(&reply, scope, &format!("POST {path} initialize"))?,
+        }
     }
     pipeline_grants(target).await?;
     account_grants(target).await?;
-    match unresolved {
-        Some(reason) => skip(format!(
-            "the other grants held; agent:actions:resolve was not tried: {reason}"
+    match untried.is_empty() {
+        true => Ok(()),
+        false => skip(format!(
+            "the other grants held; not tried: {}",
+            untried.join("; ")
         )),
-        None => Ok(()),
     }
 }
 
 async fn pipeline_grants(target: &Target) -> Verdict {
-    let request = build_request(target, EVM).await?;
-    let (app, operation) = (
-        text(&request, "/app")?,
-        text(&request, "/operations/0/operation")?,
+    let named = super::subjects::app_operation(target).await?;
+    let path = format!(
+        "/v1/pipeline/apps/{}/operations/{}",
+        super::encode(&named.app),
+        super::encode(&named.operation)
     );
-    let path = format!("/v1/pipeline/apps/{app}/operations/{operation}");
     let catalog = ("pipeline", "pipeline:catalog");
     granted(target, catalog, Method::GET, &path, None).await?;
     // Execution is subject to a policy gate (part 5), which may answer 403: only a 401 says
@@ -224,6 +305,7 @@ async fn pipeline_grants(target: &Target) -> Verdict {
             .json(&body)
             .send()
             .await?;
+        crate::finding::asserted_fact("5.scope-pipeline-execute");
         ensure(reply.status != 401, || {
             format!("POST {path} with a token holding pipeline:execute: 401")
         })?;

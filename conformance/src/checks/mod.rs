@@ -128,12 +128,21 @@ pub(crate) fn role_of(operation: &Operation) -> Role {
 /// Turn states that end polling (part 3).
 pub(crate) const TERMINAL: [&str; 4] = ["complete", "failed", "interrupted", "awaiting_action"];
 
+/// Every turn state of part 3.
+pub(crate) const TURN_STATES: [&str; 5] = [
+    "processing",
+    "complete",
+    "failed",
+    "interrupted",
+    "awaiting_action",
+];
+
 /// A string member of a JSON body, or a failure naming it.
 pub(crate) fn text<'a>(body: &'a Value, pointer: &str) -> Result<&'a str, Finding> {
     body.pointer(pointer)
         .and_then(Value::as_str)
         .ok_or_else(|| {
-            Finding::Fail(format!(
+            crate::finding::failure(format!(
                 "no string at {pointer} in {}",
                 crate::finding::excerpt(&body.to_string())
             ))
@@ -180,7 +189,7 @@ pub(crate) async fn start_turn_saying(
         ));
     }
     if !(200..300).contains(&reply.status) {
-        return Err(Finding::Fail(format!(
+        return Err(crate::finding::failure(format!(
             "starting a turn: got {} {}",
             reply.status,
             crate::finding::excerpt(&reply.text)
@@ -452,7 +461,7 @@ pub(crate) async fn read_pages(
         reply.ensure_success("reading the event log")?;
         let events = reply.body["events"]
             .as_array()
-            .ok_or_else(|| Finding::Fail("an EventPage without `events`".into()))?;
+            .ok_or_else(|| crate::finding::failure("an EventPage without `events`"))?;
         // A page after a cursor that holds nothing new, only the pages before it again, did not
         // read the cursor: the means is not this deployment's, and following `has_more` would
         // not end. (One that repeats some besides new ones read it, and is judged elsewhere.)
@@ -481,7 +490,9 @@ pub(crate) async fn read_pages(
         cursor = Some(next);
         asked = sent;
     }
-    Err(Finding::Fail("has_more stayed true for 1000 pages".into()))
+    Err(crate::finding::failure(
+        "has_more stayed true for 1000 pages",
+    ))
 }
 
 /// The session's whole log; returns the events and the cursor after the last one.
@@ -575,12 +586,34 @@ pub(crate) async fn settle(
     session: &str,
     turn: &str,
 ) -> Result<(Vec<Value>, String), Finding> {
+    settle_watching(target, token, (session, turn), false).await
+}
+
+/// [`settle`], and with `strict` a failure as soon as the means, having read a state of part 3
+/// for the turn, reads one that is none of part 3's: for the check of part 3's states.
+pub(crate) async fn settle_watching(
+    target: &Target,
+    token: &str,
+    (session, turn): (&str, &str),
+    strict: bool,
+) -> Result<(Vec<Value>, String), Finding> {
     let timeout = target.settings.turn_timeout;
     let deadline = Instant::now() + timeout;
     loop {
         let (events, cursor) = read_log(target, token, session).await?;
         let state = turn_state(target, &events, turn);
         through_means("turnState", state.is_some());
+        let states: Vec<&str> = turn_states(target, &events, turn).collect();
+        let odd = states
+            .iter()
+            .find(|state| !TURN_STATES.contains(state))
+            .filter(|_| states.iter().any(|state| TURN_STATES.contains(state)));
+        if let Some(odd) = odd.filter(|_| strict) {
+            return Err(crate::finding::failure(format!(
+                "turn {turn} is in the state {odd:?}, which is none of part 3's ({})",
+                TURN_STATES.join(", ")
+            )));
+        }
         if state.is_some_and(|state| TERMINAL.contains(&state)) {
             return Ok((events, cursor));
         }
@@ -597,8 +630,15 @@ pub(crate) async fn settle(
             return Err(inconclusive("turnState", what));
         }
         if timed_out {
-            return Err(Finding::Fail(format!(
-                "turn {turn} did not reach a terminal state within {} s (--turn-timeout)",
+            let latest = match state {
+                Some(state) if !TURN_STATES.contains(&state) => {
+                    format!("; its latest state, {state:?}, is none of part 3's")
+                }
+                Some(state) => format!("; its latest state is {state:?}"),
+                None => String::new(),
+            };
+            return Err(crate::finding::failure(format!(
+                "turn {turn} did not reach a terminal state within {} s (--turn-timeout){latest}",
                 timeout.as_secs()
             )));
         }

@@ -85,7 +85,7 @@ pub(super) fn checks() -> Vec<Check> {
         Check {
             id: "pipeline.commit-resimulates".into(),
             category: Category::Pipeline,
-            requirement: "A commit MUST re-simulate the Build against the chain as it then is: of two Builds that each pass alone but together overspend an account, the second MUST be refused at commit.",
+            requirement: "A commit MUST re-simulate the Build against the chain as it then is: of two Builds that each pass alone but together overspend an account, the second MUST NOT be committed as passing: refused in the envelope, or answered with a simulation that failed (the refusal is a profile assertion).",
             section: "1, 3",
             rests_on: vec!["POST /v1/pipeline/evm/build"],
             operation: None,
@@ -339,7 +339,7 @@ async fn digest(target: &Target) -> Verdict {
         let build = fresh_build(target, token, path).await?;
         let object = build
             .as_object()
-            .ok_or_else(|| Finding::Fail("a Build that is not an object".into()))?;
+            .ok_or_else(|| crate::finding::failure("a Build that is not an object"))?;
         let expected = intent_models::digest::build_digest(object);
         ensure(build["digest"] == expected.as_str(), || {
             format!(
@@ -369,25 +369,28 @@ async fn attestation(target: &Target) -> Verdict {
         Ok(response) => response.json().await,
         Err(error) => Err(error),
     }
-    .map_err(|e| Finding::Fail(format!("GET {jwks_uri}: {e}")))?;
+    .map_err(|e| crate::finding::failure(format!("GET {jwks_uri}: {e}")))?;
     for path in [EVM, SVM] {
         let build = fresh_build(target, token, path).await?;
         let jws = text(&build, "/attestation")?;
-        let header = jsonwebtoken::decode_header(jws)
-            .map_err(|e| Finding::Fail(format!("{path}: the attestation is not a JWS: {e}")))?;
+        let header = jsonwebtoken::decode_header(jws).map_err(|e| {
+            crate::finding::failure(format!("{path}: the attestation is not a JWS: {e}"))
+        })?;
         let kid = header.kid.unwrap_or_default();
         let jwk = jwks.find(&kid).ok_or_else(|| {
-            Finding::Fail(format!(
+            crate::finding::failure(format!(
                 "{path}: the JWKS has no key {kid:?}, which signed the attestation"
             ))
         })?;
         let key = DecodingKey::from_jwk(jwk)
-            .map_err(|e| Finding::Fail(format!("the JWKS key {kid:?}: {e}")))?;
+            .map_err(|e| crate::finding::failure(format!("the JWKS key {kid:?}: {e}")))?;
         let mut validation = Validation::new(header.alg);
         validation.validate_exp = false;
         validation.required_spec_claims.clear();
         let attested: Attested = jsonwebtoken::decode(jws, &key, &validation)
-            .map_err(|e| Finding::Fail(format!("{path}: the attestation does not verify: {e}")))?
+            .map_err(|e| {
+                crate::finding::failure(format!("{path}: the attestation does not verify: {e}"))
+            })?
             .claims;
         let asserted = json!([attested.digest, attested.app, attested.exp]);
         let content = json!([build["digest"], build["origin"]["app"], build["expiresAt"]]);
@@ -461,42 +464,28 @@ fn build_outlived() -> Tried {
     Tried::Outlived("a Build reached its expiresAt before it was judged".into())
 }
 
-/// One try of `resimulates`.
+/// One try of `resimulates`: the two spends of `inputs.overspend`, else two of 0.6 from a fresh
+/// account the reference catalog funds with 1 coin.
 async fn resimulates_once(target: &Target, token: &str) -> Result<Tried, Finding> {
-    let example = reference_build_request(EVM)?;
-    let funder = text(&example, "/operations/0/input/from")?;
-    // A fresh account with exactly 1 coin, and two Builds that each spend 0.6 of it.
-    let funding = native_transfer(&example, funder, "1");
-    let account = text(&funding, "/operations/0/input/to")?.to_owned();
-    let funded = lifecycle(target, token, EVM, &funding).await?;
-    if funded.status != 200 {
-        return skip(format!(
-            "needs the reference catalog's {NATIVE_TRANSFER}, to move a known amount: POST {EVM} \
-             answered {}",
-            funded.status
-        ));
-    }
-    match commit_fresh(target, token, EVM, &funded.body).await {
-        Err(_) if expiring(&funded.body) => return Ok(build_outlived()),
-        other => other?,
+    let requests = match &target.settings.inputs.overspend {
+        Some(given) => given.to_vec(),
+        None => match reference_spends(target, token).await? {
+            Ok(requests) => requests,
+            Err(tried) => return Ok(tried),
+        },
     };
     let mut spends = Vec::new();
-    for _ in 0..2 {
-        let build = build_from(
-            target,
-            token,
-            EVM,
-            native_transfer(&example, &account, "0.6"),
-        )
-        .await?;
+    for request in requests {
+        let build = build_from(target, token, EVM, request).await?;
         // A Build may be staged, without a simulation (part 2.1): only a failed one stops.
         if let Some(other) = build["simulation"]["status"]
             .as_str()
             .filter(|s| *s != "passed")
         {
             return skip(format!(
-                "inconclusive: after 1 coin was committed to a fresh account, spending 0.6 of it \
-                 simulated {other}, so the two spends do not each pass alone"
+                "inconclusive: a spend that should pass alone simulated {other}, so the two spends \
+                 do not each pass alone; set inputs.overspend to two build requests that each \
+                 pass alone and together overspend"
             ));
         }
         spends.push(build);
@@ -510,11 +499,48 @@ async fn resimulates_once(target: &Target, token: &str) -> Result<Tried, Finding
     if expiring(&spends[1]) {
         return Ok(build_outlived());
     }
-    refused(
-        &second,
-        "the second spend of 0.6, which the first left the account unable to pay",
-    )?;
+    // The document says a commit re-simulates, not how a failed re-simulation is answered: a
+    // refusal in the envelope, or a result whose simulation failed. Our profile refuses.
+    let failed_result =
+        (200..300).contains(&second.status) && second.body["simulation"]["status"] == "failed";
+    if !failed_result {
+        refused(
+            &second,
+            "the second spend, which the first left the account unable to pay,",
+        )?;
+    }
+    profile(!failed_result, || {
+        "the profile refuses a commit whose re-simulation fails; it was answered a result whose simulation failed".into()
+    });
     Ok(Tried::Judged)
+}
+
+/// Two build requests of 0.6 each from a fresh account that the reference catalog funds with 1
+/// coin (committed here), or what the try came to when the funding's Build expired first.
+async fn reference_spends(
+    target: &Target,
+    token: &str,
+) -> Result<Result<Vec<Value>, Tried>, Finding> {
+    let example = reference_build_request(EVM)?;
+    let funder = text(&example, "/operations/0/input/from")?;
+    let funding = native_transfer(&example, funder, "1");
+    let account = text(&funding, "/operations/0/input/to")?.to_owned();
+    let funded = lifecycle(target, token, EVM, &funding).await?;
+    if funded.status != 200 {
+        return skip(format!(
+            "needs the reference catalog's {NATIVE_TRANSFER}, to move a known amount (POST {EVM} \
+             answered {}); set inputs.overspend to two build requests that each pass alone and \
+             together overspend",
+            funded.status
+        ));
+    }
+    match commit_fresh(target, token, EVM, &funded.body).await {
+        Err(_) if expiring(&funded.body) => return Ok(Err(build_outlived())),
+        other => other?,
+    };
+    Ok(Ok((0..2)
+        .map(|_| native_transfer(&example, &account, "0.6"))
+        .collect()))
 }
 
 /// Commits `build` at `path`. The document asks a commit to be accepted; our profile's result
@@ -686,17 +712,29 @@ async fn control(target: &Target, token: &str, build: Value) -> Verdict {
 
 async fn operation_descriptor(target: &Target) -> Verdict {
     let token = &target.role(Role::Pipeline).await?;
-    let request = build_request(target, EVM).await?;
-    let app = text(&request, "/app")?;
-    let operation = text(&request, "/operations/0/operation")?;
-    let path = format!("/v1/pipeline/apps/{app}/operations/{operation}");
+    let named = super::subjects::app_operation(target).await?;
+    let path = format!(
+        "/v1/pipeline/apps/{}/operations/{}",
+        super::encode(&named.app),
+        super::encode(&named.operation)
+    );
     let reply = target
         .request(Method::GET, &path)
         .bearer(token)
         .send()
         .await?;
+    crate::finding::asserted_fact("4.1.app-operation");
+    crate::finding::asserted_fact("1.catalog-operations");
     reply.ensure_status(200, &format!("GET {path}"))?;
     let descriptor = &reply.body;
+    [
+        "2.10.descriptor-fields",
+        "2.10.kind-operation",
+        "2.10.method",
+        "2.10.input-schema",
+    ]
+    .into_iter()
+    .for_each(crate::finding::asserted_fact);
     ensure(descriptor.is_object(), || {
         format!("GET {path} answered {}, not an object", descriptor)
     })?;
@@ -709,12 +747,13 @@ async fn operation_descriptor(target: &Target) -> Verdict {
     ensure(member("name").is_none_or(Value::is_string), || {
         format!("name {}", descriptor["name"])
     })?;
-    let methods = ["GET", "POST", "PUT", "PATCH", "DELETE"];
+    // An HTTP method is a token (RFC 9110 9.1, 5.6.2): HEAD and OPTIONS are ones too.
+    let tchar = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
     ensure(
         member("method").is_none_or(|method| {
             method
                 .as_str()
-                .is_some_and(|method| methods.contains(&method.to_ascii_uppercase().as_str()))
+                .is_some_and(|method| !method.is_empty() && method.chars().all(tchar))
         }),
         || format!("method {}, not an HTTP method", descriptor["method"]),
     )?;
@@ -744,10 +783,11 @@ async fn operation_descriptor(target: &Target) -> Verdict {
         ["kind", "name", "method", "href", "inputSchema"]
             .iter()
             .all(|name| member(name).is_some())
-            && descriptor["name"] == operation,
+            && descriptor["name"] == named.operation.as_str(),
         || {
             format!(
-                "the profile's descriptor has all five members, named {operation}: {descriptor}"
+                "the profile's descriptor has all five members, named {}: {descriptor}",
+                named.operation
             )
         },
     );

@@ -11,7 +11,7 @@ use reqwest::Method;
 use serde_json::Value;
 
 use crate::finding::{Finding, skip};
-use crate::inputs::{Install, SkillCall};
+use crate::inputs::{AppOperation, Install, SkillCall};
 use crate::spec::{Operation, spec};
 use crate::target::{Role, Target};
 
@@ -75,6 +75,41 @@ pub async fn build_request(target: &Target, path: &str) -> Result<Value, Finding
         ));
     }
     Ok(request)
+}
+
+/// The app operation to read: the configured `appOperation`, else the app and first operation
+/// of openapi.json's build request example where the catalog lists them. A configured
+/// `evmBuild` is the deployment's own shape, which the suite does not read names from.
+pub async fn app_operation(target: &Target) -> Result<AppOperation, Finding> {
+    let inputs = &target.settings.inputs;
+    if let Some(named) = &inputs.app_operation {
+        return Ok(named.clone());
+    }
+    if inputs.evm_build.is_some() {
+        return skip(
+            "needs an app operation of the deployment's catalog; set inputs.appOperation (`{\"app\", \"operation\"}`) in the config file",
+        );
+    }
+    let request = build_request(target, "/v1/pipeline/evm/build")
+        .await
+        .map_err(|finding| match finding {
+            Finding::Skip(reason) => Finding::Skip(format!(
+                "{reason}, or inputs.appOperation (`{{\"app\", \"operation\"}}`)"
+            )),
+            other => other,
+        })?;
+    let name = |pointer: &str| {
+        request
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    match (name("/app"), name("/operations/0/operation")) {
+        (Some(app), Some(operation)) => Ok(AppOperation { app, operation }),
+        _ => Err(Finding::Error(
+            "openapi.json's build request example names no app and operation".into(),
+        )),
+    }
 }
 
 /// Whether `entries` (apps or skills) hold `name` with the operation `operation`.
@@ -207,8 +242,8 @@ pub async fn install(target: &Target) -> Result<Install, Finding> {
 }
 
 /// The path of `operation` on the deployment: `session` and `action` for their parameters, and
-/// for every other one the run's own value where the document shows only an example (the app and
-/// operation of the build request it sends, the skill operation it calls, the app it installs
+/// for every other one the run's own value where the document shows only an example (the app
+/// operation it reads, the skill operation it calls, the app it installs
 /// and the first credential that app needs), else that example. Each source the template needs
 /// is read once.
 pub(crate) async fn path_of(
@@ -223,20 +258,13 @@ pub(crate) async fn path_of(
         true => skill_call(target).await.ok(),
         false => None,
     };
-    let build = match needs("app") {
-        true => build_request(target, "/v1/pipeline/evm/build").await.ok(),
+    let app = match needs("app") {
+        true => app_operation(target).await.ok(),
         false => None,
     };
     let installed = match needs("applicationId") || needs("name") {
         true => install(target).await.ok(),
         false => None,
-    };
-    let built = |pointer: &str| {
-        build
-            .as_ref()?
-            .pointer(pointer)?
-            .as_str()
-            .map(str::to_owned)
     };
     let object = spec()
         .operation_object(&operation.method, template)
@@ -253,8 +281,8 @@ pub(crate) async fn path_of(
             "actionId" => Some(action.to_owned()),
             "skill" => skill.as_ref().map(|call| call.skill.clone()),
             "operation" if skill.is_some() => skill.as_ref().map(|call| call.operation.clone()),
-            "app" => built("/app"),
-            "operation" => built("/operations/0/operation"),
+            "app" => app.as_ref().map(|named| named.app.clone()),
+            "operation" => app.as_ref().map(|named| named.operation.clone()),
             "applicationId" => installed.as_ref().map(|app| app.application_id.to_string()),
             "name" => installed
                 .as_ref()

@@ -194,6 +194,7 @@ fn outcome(
         },
         warnings: Vec::new(),
         means: Vec::new(),
+        facts: Vec::new(),
         millis: 0,
         reproduce: None,
         exchanges: Vec::new(),

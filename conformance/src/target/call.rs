@@ -305,7 +305,8 @@ impl<'a> Call<'a> {
         crate::finding::exchanged(exchange);
         if (200..300).contains(&status) {
             let record = &self.target.record;
-            record.created(&self.method, &self.path, &body, self.bearer);
+            let means = &self.target.settings.means;
+            record.created((&self.method, &self.path), &body, self.bearer, means);
         }
         Ok(Reply {
             status,

@@ -89,8 +89,11 @@ pub struct Target {
 impl Target {
     /// A deployment at `base` (such as `https://staging.example.com`).
     pub fn new(base: &str, tokens: Tokens, settings: Settings) -> Self {
+        // An answer is judged where it is given: a redirect (an OAuth authorization endpoint's,
+        // above all) is the answer, never followed to an address the suite made up.
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(45))
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .expect("an HTTP client");
         Self {
@@ -252,6 +255,12 @@ impl Target {
     /// Every operation of openapi.json, in its order, with the statuses answered so far.
     pub fn coverage(&self) -> Vec<Coverage> {
         self.record.coverage()
+    }
+
+    /// Notes that the run made what `path` deletes (a credential saved through
+    /// `profile.credential`), with `token`, for the clean-up.
+    pub(crate) fn made(&self, path: &str, token: &str) {
+        self.record.made(path.to_owned(), token.to_owned());
     }
 
     /// Deletes everything the run made and did not delete (credentials, then apps, then

@@ -189,17 +189,19 @@ impl Record {
 
     /// Notes what a successful request created or deleted: the sessions the run starts, the apps
     /// it installs and the credentials it saves.
+    /// A chat answer names its session at `means.chat.sessionId`.
     pub(crate) fn created(
         &self,
-        method: &Method,
-        path: &str,
+        (method, path): (&Method, &str),
         body: &Value,
         bearer: Option<String>,
+        means: &crate::means::Means,
     ) {
         let route = path.split('?').next().unwrap_or(path);
         let made = match (method.as_str(), route) {
-            ("POST", "/v1/agent/chat") => body["sessionId"]
-                .as_str()
+            ("POST", "/v1/agent/chat") => body
+                .pointer(&means.chat.session_id)
+                .and_then(Value::as_str)
                 .map(|session| format!("/v1/agent/sessions/{session}")),
             ("POST", _) if route.starts_with("/v1/account/apps/") => Some(route.to_owned()),
             ("PUT", _) if route.contains("/secrets/") => Some(route.to_owned()),
@@ -210,8 +212,13 @@ impl Record {
             _ => None,
         };
         if let (Some(made), Some(token)) = (made, bearer) {
-            self.made.lock().expect("made").entry(made).or_insert(token);
+            self.made(made, token);
         }
+    }
+
+    /// Notes that the run made what `path` deletes, with `token`.
+    pub(crate) fn made(&self, path: String, token: String) {
+        self.made.lock().expect("made").entry(path).or_insert(token);
     }
 
     /// Takes what the run made and has not deleted, in the order to delete it (credentials, then
@@ -355,22 +362,42 @@ mod tests {
         let record = Record::default();
         let token = || Some("t".to_owned());
         let chat = |session: &str| json!({ "sessionId": session });
-        record.created(&Method::POST, "/v1/agent/chat", &chat("s1"), token());
-        record.created(&Method::POST, "/v1/agent/chat", &chat("s2"), token());
-        record.created(&Method::POST, "/v1/account/apps/7", &Value::Null, token());
         record.created(
-            &Method::PUT,
-            "/v1/account/apps/7/secrets/k",
-            &Value::Null,
+            (&Method::POST, "/v1/agent/chat"),
+            &chat("s1"),
             token(),
+            &crate::means::Means::default(),
         );
         record.created(
-            &Method::DELETE,
-            "/v1/agent/sessions/s2",
+            (&Method::POST, "/v1/agent/chat"),
+            &chat("s2"),
+            token(),
+            &crate::means::Means::default(),
+        );
+        record.created(
+            (&Method::POST, "/v1/account/apps/7"),
             &Value::Null,
             token(),
+            &crate::means::Means::default(),
         );
-        record.created(&Method::GET, "/v1/agent/sessions/s1", &Value::Null, token());
+        record.created(
+            (&Method::PUT, "/v1/account/apps/7/secrets/k"),
+            &Value::Null,
+            token(),
+            &crate::means::Means::default(),
+        );
+        record.created(
+            (&Method::DELETE, "/v1/agent/sessions/s2"),
+            &Value::Null,
+            token(),
+            &crate::means::Means::default(),
+        );
+        record.created(
+            (&Method::GET, "/v1/agent/sessions/s1"),
+            &Value::Null,
+            token(),
+            &crate::means::Means::default(),
+        );
         let made: Vec<String> = record
             .take_made()
             .into_iter()

@@ -55,7 +55,15 @@ const CURSOR_NAMES: [&str; 10] = [
 ];
 
 /// The members that may name an entry's kind.
-const KIND_MEMBERS: [&str; 4] = ["type", "kind", "event", "name"];
+const KIND_MEMBERS: [&str; 7] = [
+    "type",
+    "kind",
+    "event",
+    "name",
+    "category",
+    "eventType",
+    "event_type",
+];
 
 /// The resolution paths tried where an action's entry links none.
 const RESOLUTION_PATHS: [&str; 4] = [
@@ -72,8 +80,8 @@ pub async fn discover(target: &Target) -> Result<Discovery, String> {
     let ours = Means::default();
     let Some((chat, session, turn)) = chat(target, &token).await? else {
         found.notes.push(format!(
-            "chat: none of the bodies {CHAT_SHAPES:?} started a turn whose session then exists; \
-             the rest needs one"
+            "chat: neither the config file's profile.chat nor any of the bodies {CHAT_SHAPES:?} \
+             started a turn whose session then exists; the rest needs one: set profile.chat"
         ));
         return Ok(found);
     };
@@ -83,20 +91,16 @@ pub async fn discover(target: &Target) -> Result<Discovery, String> {
         &ours.chat,
         "a turn started and its session exists",
     );
-    let probe = Probe {
+    let mut probe = Probe {
         target,
         token: &token,
         chat,
+        cursor_parameter: None,
     };
     let (seen, cursor) = probe.first_page(&session).await?;
-    match probe.turn(&session, &turn).await? {
-        Some(state) => found.set("turnState", &state, &ours.turn_state, "a turn's state read"),
-        None => found
-            .notes
-            .push("turnState: no entry tells the turn's state in a state of part 3".into()),
-    }
     match probe.cursor_parameter(&session, &cursor, &seen).await? {
         Some(name) => {
+            probe.cursor_parameter = Some(name.clone());
             found.set(
                 "cursorParameter",
                 &name,
@@ -114,6 +118,12 @@ pub async fn discover(target: &Target) -> Result<Discovery, String> {
         None => found.notes.push(format!(
             "cursorParameter: none of {CURSOR_NAMES:?} moved the page"
         )),
+    }
+    match probe.turn(&session, &turn).await? {
+        Some(state) => found.set("turnState", &state, &ours.turn_state, "a turn's state read"),
+        None => found
+            .notes
+            .push("turnState: no entry tells the turn's state in a state of part 3".into()),
     }
     // A turn after the cursor, which a stream opened there must send.
     let (_, second) = probe.start(Some(&session)).await?;
@@ -224,8 +234,15 @@ const SESSION_NAMES: [&str; 9] = [
 const TURN_NAMES: [&str; 3] = ["turnid", "turn_id", "turn"];
 
 /// The chat means whose turn starts in a session that then exists, and whose second turn in
-/// that session is answered with it; that session and its second turn.
+/// that session is answered with it; that session and its second turn. A `profile.chat` the
+/// config file sets is tried first.
 async fn chat(target: &Target, token: &str) -> Result<Option<(Chat, String, String)>, String> {
+    let configured = &target.settings.means.chat;
+    if *configured != Chat::default()
+        && let Some((session, turn)) = chat_through(target, token, configured).await?
+    {
+        return Ok(Some((configured.clone(), session, turn)));
+    }
     for (message, _) in CHAT_SHAPES {
         let first = json!({ message: "conformance: discover" });
         let Ok(first) = started(target, token, &first, None).await? else {
@@ -237,7 +254,7 @@ async fn chat(target: &Target, token: &str) -> Result<Option<(Chat, String, Stri
         }
         // The member that names the session: a second turn asked for in it, once the first
         // settles, starts there.
-        settle(target, token, &first.session, &first.turn).await?;
+        settle(target, token, (&first.session, &first.turn), None).await?;
         let pointers = (first.session_id.as_str(), first.turn_id.as_str());
         for (_, member) in CHAT_SHAPES {
             let next = json!({ message: "conformance: discover", member: first.session });
@@ -255,6 +272,29 @@ async fn chat(target: &Target, token: &str) -> Result<Option<(Chat, String, Stri
         }
     }
     Ok(None)
+}
+
+/// The session and second turn of two turns started through `means`, when the first's session
+/// then exists and the second, asked for in it, starts there.
+async fn chat_through(
+    target: &Target,
+    token: &str,
+    means: &Chat,
+) -> Result<Option<(String, String)>, String> {
+    let pointers = Some((means.session_id.as_str(), means.turn_id.as_str()));
+    let first = means.request("conformance: discover", None);
+    let Ok(first) = started(target, token, &first, pointers).await? else {
+        return Ok(None);
+    };
+    if !(200..300).contains(&page(target, token, &first.session, "").await?.status) {
+        return Ok(None);
+    }
+    settle(target, token, (&first.session, &first.turn), None).await?;
+    let next = means.request("conformance: discover", Some(&first.session));
+    Ok(match started(target, token, &next, pointers).await? {
+        Ok(second) if second.session == first.session => Some((second.session, second.turn)),
+        _ => None,
+    })
 }
 
 /// A turn a chat request started: where its answer names the session and turn, and their ids.
@@ -319,17 +359,17 @@ async fn page(target: &Target, token: &str, session: &str, query: &str) -> Resul
 }
 
 /// The turn-state means of `turn` once it settles (or `turn_timeout` passes), read where an
-/// entry of `session`'s log holds both its id and a state of part 3.
+/// entry of `session`'s log holds both its id and a state of part 3. With the cursor parameter
+/// found, the whole log is read; before, its first page.
 async fn settle(
     target: &Target,
     token: &str,
-    session: &str,
-    turn: &str,
+    (session, turn): (&str, &str),
+    parameter: Option<&str>,
 ) -> Result<Option<TurnState>, String> {
     let deadline = Instant::now() + target.settings.turn_timeout;
     loop {
-        let reply = page(target, token, session, "").await?;
-        let events = reply.body["events"].as_array().cloned().unwrap_or_default();
+        let events = log(target, token, session, parameter).await?;
         let state = events
             .iter()
             .rev()
@@ -342,6 +382,30 @@ async fn settle(
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// The events of `session`'s log: every page through the cursor `parameter` (at most 100), else
+/// the first.
+async fn log(
+    target: &Target,
+    token: &str,
+    session: &str,
+    parameter: Option<&str>,
+) -> Result<Vec<Value>, String> {
+    let mut events = Vec::new();
+    let mut query = String::new();
+    for _ in 0..100 {
+        let reply = page(target, token, session, &query).await?;
+        events.extend(reply.body["events"].as_array().cloned().unwrap_or_default());
+        let next = reply.body["cursor"].as_str();
+        match (parameter, next, reply.body["has_more"].as_bool()) {
+            (Some(parameter), Some(cursor), Some(true)) => {
+                query = format!("{parameter}={}", crate::checks::encode(cursor));
+            }
+            _ => break,
+        }
+    }
+    Ok(events)
 }
 
 /// Whether the last member name of `path` is one of `names` (in any case), or is `id` in an
@@ -389,6 +453,8 @@ struct Probe<'a> {
     target: &'a Target,
     token: &'a str,
     chat: Chat,
+    /// The cursor parameter, once found.
+    cursor_parameter: Option<String>,
 }
 
 impl Probe<'_> {
@@ -463,7 +529,8 @@ impl Probe<'_> {
     /// The state of `turn` once settled, read where an entry holds both its id and a word of
     /// part 3.
     async fn turn(&self, session: &str, turn: &str) -> Result<Option<TurnState>, String> {
-        settle(self.target, self.token, session, turn).await
+        let parameter = self.cursor_parameter.as_deref();
+        settle(self.target, self.token, (session, turn), parameter).await
     }
 
     /// How a stream takes `cursor`: its first page sends events and none of `seen`.
@@ -498,8 +565,8 @@ impl Probe<'_> {
             .unwrap_or(REFERENCE_ACTION_CHAT);
         let (session, turn) = self.start_saying(None, prompt).await?;
         self.turn(&session, &turn).await?;
-        let (_, page) = self.page(&session, "").await?;
-        let events = page["events"].as_array().cloned().unwrap_or_default();
+        let parameter = self.cursor_parameter.as_deref();
+        let events = log(self.target, self.token, &session, parameter).await?;
         let found = events
             .iter()
             .find_map(|event| action_entry(event, &turn).map(|means| (means, event.clone())));
@@ -587,13 +654,14 @@ fn kind_of(event: &Value) -> Option<(String, String)> {
 }
 
 /// The pointers of the action id and revision that `holder` (at `at`) holds: a member named
-/// `id`, else one whose name ends in `id` and holds neither the turn nor a session; and an
-/// integer whose name begins with `rev`.
+/// `id`, else one whose name ends in `id` or `ref` and holds neither the turn nor a session; and
+/// an integer whose name begins with `rev`.
 fn id_and_revision(holder: &Value, at: &str, turn: &str) -> Option<(String, String)> {
     let holder = holder.as_object()?;
     let ids = holder.iter().filter(|(name, value)| {
         let lower = name.to_ascii_lowercase();
-        value.is_string() && lower.ends_with("id") && *value != turn && !lower.contains("session")
+        let named = lower.ends_with("id") || lower.ends_with("ref");
+        value.is_string() && named && *value != turn && !lower.contains("session")
     });
     let (name, _) = ids.min_by_key(|(name, _)| name.as_str() != "id")?;
     let revision = holder.iter().find_map(|(name, value)| {

@@ -12,6 +12,7 @@ mod deployment;
 mod fronts;
 mod full_disk;
 mod imports;
+mod independent;
 mod key_rotation;
 mod mcp;
 mod model_strictness;

@@ -60,6 +60,7 @@ pub(super) fn checks() -> Vec<Check> {
 /// A pending action: its session, id, revision and Build digest.
 pub(super) struct Pending {
     pub(super) session: String,
+    turn: String,
     pub(super) action: String,
     pub(super) revision: i64,
     digest: String,
@@ -102,6 +103,7 @@ pub(super) async fn pending_action(target: &Target, token: &str) -> Result<Pendi
     through_means("action", true);
     let pending = Pending {
         session,
+        turn,
         action: raised.action,
         revision: raised.revision,
         digest: raised.digest,
@@ -164,6 +166,20 @@ impl Pending {
             call = call.header(&means.idempotency_header, key);
         }
         call.send().await
+    }
+}
+
+/// Waits until the turn of `pending`, resolved, no longer awaits the action (within the turn
+/// timeout).
+async fn went_on(target: &Target, token: &str, pending: &Pending) -> Verdict {
+    let deadline = std::time::Instant::now() + target.settings.turn_timeout;
+    loop {
+        let (events, _) = super::settle(target, token, &pending.session, &pending.turn).await?;
+        let state = super::turn_state(target, &events, &pending.turn);
+        if state != Some("awaiting_action") || std::time::Instant::now() > deadline {
+            return Ok(());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     }
 }
 
@@ -233,13 +249,18 @@ async fn resolution(target: &Target) -> Verdict {
             "the result template names no `{digest}`, so no result named another Build".into(),
         );
     }
-    // Caller-authored transaction fields: refused, or accepted without changing the payload.
-    let mut authored = reviewed.clone();
+    // Caller-authored transaction fields, at the result's top level and under `transaction`,
+    // approving: refused, or accepted without reaching the payload or what the turn does.
     let caller = "0x00000000000000000000000000000000000c0de5";
+    let mut authored = pending.body(target, pending.revision, Decision::Approve);
     let accepted = match authored["result"].as_object_mut() {
         Some(result) => {
-            let transaction = json!({ "to": caller, "value": "1", "data": "0xdeadbeef" });
-            result.insert("transaction".into(), transaction);
+            let fields = json!({ "to": caller, "from": caller, "amount": "1", "value": "1",
+                                 "data": "0xdeadbeef" });
+            for (name, value) in fields.as_object().into_iter().flatten() {
+                result.entry(name.clone()).or_insert_with(|| value.clone());
+            }
+            result.insert("transaction".into(), fields);
             let reply = pending
                 .resolve(target, token, Some(&fresh_key("authored")), &authored)
                 .await?;
@@ -247,7 +268,10 @@ async fn resolution(target: &Target) -> Verdict {
         }
         None => false,
     };
-    if !accepted {
+    if accepted {
+        // The turn goes on from the action: what it then does is in the log.
+        went_on(target, token, &pending).await?;
+    } else {
         asserted_fact("4.2.resolution-body");
         let reply = pending
             .resolve(target, token, Some(&fresh_key("reviewed")), &reviewed)
@@ -261,28 +285,28 @@ async fn resolution(target: &Target) -> Verdict {
             )
         })?;
     }
-    // The payload: the action's entries still carry the reviewed Build, and none the caller's
-    // transaction.
+    // The payload: the action's entries still carry the reviewed Build, and no entry but a
+    // result's carries the caller's transaction.
     asserted_fact("4.2.no-caller-transaction");
     let (events, _) = read_log(target, token, &pending.session).await?;
     let action = &target.settings.means.action;
     for event in &events {
-        let Ok(raised) = action.read(event) else {
-            continue;
-        };
-        if raised.action != pending.action {
+        if means.result_entry.outcome(event, &pending.action).is_some() {
             continue;
         }
-        ensure(raised.digest == pending.digest, || {
-            format!(
-                "after the resolutions, action {} carries the Build {}, not the reviewed {}",
-                pending.action, raised.digest, pending.digest
-            )
-        })?;
+        if let Ok(raised) = action.read(event)
+            && raised.action == pending.action
+        {
+            ensure(raised.digest == pending.digest, || {
+                format!(
+                    "after the resolutions, action {} carries the Build {}, not the reviewed {}",
+                    pending.action, raised.digest, pending.digest
+                )
+            })?;
+        }
         ensure(!event.to_string().contains(caller), || {
             format!(
-                "after a result carried transaction fields, action {}'s entry carries them: {}",
-                pending.action,
+                "a result's caller-authored transaction fields reached the log beyond the result: {}",
                 crate::finding::excerpt(&event.to_string())
             )
         })?;

@@ -302,7 +302,19 @@ async fn another_resource(
 ) -> Verdict {
     let (resource, _) = resource_and_scope(operation);
     let other = other_role(resource);
-    let token = match target.role(other).await {
+    // Bound to another resource and holding every scope of this one's, so that only the binding
+    // can refuse it; the other role's own token where the token source mints none.
+    let bound_elsewhere = TokenRequest::new(
+        Account::Primary,
+        &other.request().resource,
+        scopes_of(resource),
+    );
+    let token = match target.token(&bound_elsewhere).await {
+        Ok(token) => Ok(token),
+        Err(Finding::Skip(_)) => target.role(other).await,
+        Err(other) => Err(other),
+    };
+    let token = match token {
         Ok(token) => token,
         Err(Finding::Skip(reason)) => {
             skipped.push(format!("another resource: {reason}"));

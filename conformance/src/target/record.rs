@@ -203,7 +203,14 @@ impl Record {
                 .pointer(&means.chat.session_id)
                 .and_then(Value::as_str)
                 .map(|session| format!("/v1/agent/sessions/{session}")),
-            ("POST", _) if route.starts_with("/v1/account/apps/") => Some(route.to_owned()),
+            // An install: `/v1/account/apps/{applicationId}`, nothing after it.
+            ("POST", _)
+                if route
+                    .strip_prefix("/v1/account/apps/")
+                    .is_some_and(|id| !id.contains('/')) =>
+            {
+                Some(route.to_owned())
+            }
             ("PUT", _) if route.contains("/secrets/") => Some(route.to_owned()),
             ("DELETE", _) => {
                 self.made.lock().expect("made").remove(route);

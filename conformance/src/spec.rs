@@ -292,6 +292,28 @@ impl Spec {
         })
     }
 
+    /// A validator for the schema of `operation`'s parameter `name` in the normative view, and
+    /// whether the view requires it; `None` where the view has no such parameter (one of our
+    /// profile's, such as the cursor).
+    pub fn normative_parameter(
+        &self,
+        operation: &Operation,
+        name: &str,
+    ) -> Option<(Option<Arc<SchemaValidator>>, bool)> {
+        let normative = self
+            .normative
+            .by_template(&operation.method, &operation.template)?;
+        let parameter = normative.parameter(name)?;
+        let key = format!(
+            "normative {} {} parameter {name}",
+            operation.method, operation.template
+        );
+        let schema = self.cached(key, || {
+            self.normative_schemas.inline(&parameter.schema).ok()
+        });
+        Some((schema, parameter.required))
+    }
+
     /// A validator for an inline schema of the document, such as a parameter's.
     pub fn inline(&self, schema: &Value) -> Option<SchemaValidator> {
         self.schemas.inline(schema).ok()

@@ -139,16 +139,14 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    /// Whether it asserted the fact `id` on an answer from its subject: a pass asserted all its
-    /// facts; a failure or a skip part way the ones it told it reached, or (a failing check that
-    /// tells none) all of them once it asserted anything.
+    /// Whether it asserted the fact `id` on an answer from its subject: a check that tells the
+    /// facts it reaches, the ones it told; else, once it asserted anything, all of its facts when
+    /// it passed or failed.
     pub fn asserted(&self, id: &str) -> bool {
-        match self.status {
-            Status::Pass => self.assertions > 0,
-            Status::Fail if self.facts.is_empty() => self.assertions > 0,
-            Status::Fail | Status::Skip => self.facts.contains(&id),
-            _ => false,
+        if !self.facts.is_empty() {
+            return self.facts.contains(&id);
         }
+        matches!(self.status, Status::Pass | Status::Fail) && self.assertions > 0
     }
 
     /// Whether it failed or broke only in ways the run's baseline knows.

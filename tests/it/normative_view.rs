@@ -79,7 +79,7 @@ fn the_view_declares_every_path_parameter_and_keeps_no_profile_mark_but_required
     let mut kept = Vec::new();
     marks(view.value(), &mut kept);
     kept.sort();
-    assert_eq!(kept, ["authorizationUrl", "default", "default", "tokenUrl"]);
+    assert_eq!(kept, ["default", "default"]);
     let ids: Vec<&str> = view.operations().iter().map(|op| op.id.as_str()).collect();
     assert!(
         !ids.contains(&"resolveAction"),

@@ -147,8 +147,10 @@ fn document() -> String {
          `x-profile-fills` is gone; a page gets the same verdict from the long-poll and from the \
          stream. A check that passes without asserting anything is the suite's error.\n\n\
          `auth.matrix.<operationId>` tries each operation without a token, with malformed ones, \
-         with a token of another resource (401) and with one holding every scope of its resource \
-         but its own (403). `auth.isolation.<operationId>` sends a second account's request for \
+         with a token of another resource holding this one's scopes (refused in the envelope: \
+         401 or 403 on the lifecycle endpoints, which declare both; the profile's 401 a profile \
+         assertion) and with one holding every scope of its resource but its own (403 where part \
+         5 names the scope, else a profile assertion). `auth.isolation.<operationId>` sends a second account's request for \
          the first account's session: whatever the status, the answer must carry none of the \
          session's data and change nothing (that it is the answer a missing session gets is a \
          profile finding). Tokens come from `--token-command` (or the seven token flags); a case no token \

@@ -76,7 +76,7 @@ pub(super) fn checks() -> Vec<Check> {
         Check {
             id: "agent.events.wake".into(),
             category: Category::AgentEvents,
-            requirement: "A poll held with `wait` MUST be answered with a success before `wait` milliseconds have passed (being held until an event is appended, and answered with it at once, is a profile assertion).",
+            requirement: "A poll held with `wait` MUST be answered with a success within `wait` milliseconds, allowing 5 s for the network (being held until an event is appended, and answered with it at once, is a profile assertion).",
             section: "4.2",
             rests_on: ON.to_vec(),
             operation: None,

@@ -33,7 +33,11 @@ pub(super) fn checks() -> Vec<Check> {
     let isolation = isolated.map(|operation| Check {
         id: format!("auth.isolation.{}", operation.id).into(),
         category: Category::Auth,
-        requirement: "Another account's request MUST get the answer a missing session gets, and MUST change nothing; another account MUST see none of the account's apps and credentials.",
+        requirement: if operation.template.starts_with("/v1/account/") {
+            "Another account MUST see none of the account's apps and credentials."
+        } else {
+            "Another account's request MUST carry none of the session's data and MUST change nothing (that it gets the answer a missing session gets is a profile assertion)."
+        },
         section: "1",
         rests_on: vec![&operation.reference],
         operation: Some(operation),

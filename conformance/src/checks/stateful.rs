@@ -27,7 +27,7 @@ pub(super) fn checks() -> Vec<Check> {
         .map(|operation| Check {
             id: format!("stateful.{}", operation.id).into(),
             category: Category::Stateful,
-            requirement: "Following the links of openapi.json from this operation, with every other input generated from its schema, each answer MUST be a status the operation declares, hold against its schema and be no server error, and the id each link passes MUST resolve (no 404).",
+            requirement: "Following the links of openapi.json from this operation, with every other input generated from its schema, each answer MUST be a status the operation declares, hold against its schema and be no server error outside the error envelope (one inside it is a profile assertion), and the id each link passes MUST resolve (no 404).",
             section: "4",
             rests_on: vec![&operation.reference],
             operation: Some(operation),
@@ -379,8 +379,14 @@ fn judge(step: &Step, promise: Option<&Value>, broken: &mut Vec<(Level, String)>
     let profiled = spec().is_profile(&step.operation.reference);
     let at = |level: Level| if profiled { Level::Profile } else { level };
     let what = format!("{} answered {}", step.name, reply.status);
+    // Any status may carry the envelope (part 7.2): a server error in it is the profile's to
+    // avoid, one outside it breaks part 7.1.
     if reply.status >= 500 {
-        broken.push((at(Level::Normative), format!("{what}, a server error")));
+        let level = match reply.body.get("error") {
+            Some(_) => Level::Profile,
+            None => Level::Normative,
+        };
+        broken.push((at(level), format!("{what}, a server error")));
     }
     if let Some(judged) = spec().judge(
         step.operation,
@@ -466,12 +472,16 @@ mod tests {
         broken.clear();
         judge(&missing, None, &mut broken);
         assert!(broken.is_empty(), "{broken:?}");
+        // A server error in the envelope is the profile's to avoid; one outside it breaks 7.1.
         let failed = step(
             "getSession",
             500,
             json!({"error": {"code": "internal", "message": "x"}}),
         );
         judge(&failed, None, &mut broken);
+        assert_eq!(broken[0].0, Level::Profile, "{broken:?}");
+        broken.clear();
+        judge(&step("getSession", 500, json!("boom")), None, &mut broken);
         assert_eq!(broken[0].0, Level::Normative, "{broken:?}");
     }
 }

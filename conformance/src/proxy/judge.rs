@@ -2,6 +2,8 @@
 //! levels: the request is the client's to get right, the status, the body and each SSE frame
 //! the server's. A violation names where and which rule, never a value, which may be a secret.
 
+use std::sync::Arc;
+
 use intent_models::schema::{self, SchemaValidator};
 use percent_encoding::percent_decode_str;
 use reqwest::header::{AUTHORIZATION, HeaderMap};
@@ -133,8 +135,8 @@ pub fn response(operation: &Operation, request: &[u8], status: u16, body: &[u8])
 }
 
 /// What the server broke in one frame of `operation`'s event stream (part 6): only `page`,
-/// `message` and `resync` events, a page's data an EventPage and its id its cursor, no id on a
-/// message.
+/// `message` and `resync` events and a page's data an EventPage; a page's id its cursor and no
+/// id on a message at the profile level.
 pub(crate) fn frame(operation: &Operation, frame: &Frame) -> Vec<Breach> {
     let mut found = Found::new(Side::Server, operation);
     match frame.event.as_str() {
@@ -150,11 +152,12 @@ pub(crate) fn frame(operation: &Operation, frame: &Frame) -> Vec<Breach> {
                 profile.as_deref(),
             );
             let cursor = page.as_ref().and_then(|page| page["cursor"].as_str());
+            // A page's id being its cursor, and a message having none, are our profile's.
             if frame.id.is_none() || frame.id.as_deref() != cursor {
-                found.push("/sse/id", "id", Level::Normative);
+                found.push("/sse/id", "id", Level::Profile);
             }
         }
-        "message" if frame.id.is_some() => found.push("/sse/id", "id", Level::Normative),
+        "message" if frame.id.is_some() => found.push("/sse/id", "id", Level::Profile),
         "message" | "resync" => {}
         _ => found.push("/sse/event", "enum", Level::Normative),
     }
@@ -276,18 +279,29 @@ fn parameters(
             _ => continue,
         };
         let pointer = format!("/{place}/{name}");
+        // Judged normatively as the normative view has it (its schema, whether it is required),
+        // and only where that holds, as our profile has it.
+        let normative = spec().normative_parameter(operation, name);
         let Some(value) = value else {
             if parameter["required"] == true {
-                found.push(&pointer, "required", Level::Normative);
+                let stated = normative.as_ref().is_some_and(|(_, required)| *required);
+                let level = if stated {
+                    Level::Normative
+                } else {
+                    Level::Profile
+                };
+                found.push(&pointer, "required", level);
             }
             continue;
         };
-        let Some(schema) = spec().parameter(operation, name) else {
-            continue;
-        };
         let typed = typed(&value, &parameter["schema"]);
-        if let Some(violation) = schema.violations(&typed).first() {
-            found.push(&pointer, &violation.keyword, Level::Normative);
+        let broken = |schema: Option<Arc<SchemaValidator>>| {
+            schema.and_then(|schema| schema.violations(&typed).first().map(|v| v.keyword.clone()))
+        };
+        if let Some(keyword) = broken(normative.and_then(|(schema, _)| schema)) {
+            found.push(&pointer, &keyword, Level::Normative);
+        } else if let Some(keyword) = broken(spec().parameter(operation, name)) {
+            found.push(&pointer, &keyword, Level::Profile);
         }
     }
 }

@@ -2,7 +2,7 @@
 //! `$ref` followed), a request's operation by path matching, and the normative view
 //! ([`normative`]), by the rule `docs/profile.md` states.
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 /// The HTTP methods an OpenAPI Path Item Object can hold, lower-case.
 const METHODS: [&str; 8] = [
@@ -329,6 +329,8 @@ const REQUIRED_KEYWORDS: [&str; 3] = ["default", "authorizationUrl", "tokenUrl"]
 /// - a keyword its object lists in `x-profile-fills` is gone, but for one OAS requires
 ///   ([`REQUIRED_KEYWORDS`]); a response that lists `status` there (its key) stands as its
 ///   class (`200` as `2XX`: any success);
+/// - a success response marked `x-profile: reference`, where no other success stays, leaves
+///   `2XX` with its description and no content: the operation succeeds, with a body not shown;
 /// - a `oneOf` with a branch that accepts anything is an `anyOf` (a value that holds against
 ///   another branch holds against that one too, so "one of" can only mean "or");
 /// - no `x-profile`, `x-profile-note` or `x-profile-fills` is left but the marks of kept fills.
@@ -419,6 +421,17 @@ fn prune(value: &mut Value, removed: &[String], place: Place) {
                         let class = status.chars().next().unwrap_or('2');
                         members.insert(format!("{class}XX"), response);
                     }
+                }
+                // A success the profile marks whole: the operation still succeeds, so its class
+                // stays, without content, or `default` (the error envelope) would cover it.
+                let success = |status: &str| status.starts_with('2');
+                let kept = statuses_in(members).any(|(status, r)| success(status) && !is_marked(r));
+                let marked = statuses_in(members)
+                    .find(|(status, r)| success(status) && is_marked(r))
+                    .map(|(_, r)| r["description"].as_str().unwrap_or("Success").to_owned());
+                if let (Some(description), false) = (marked, kept) {
+                    members.retain(|status, r| !(success(status) && is_marked(r)));
+                    members.insert("2XX".into(), json!({ "description": description }));
                 }
             }
             let mut kept = Vec::new();

@@ -319,10 +319,7 @@ pub enum Decision {
 impl Resolution {
     /// The HTTP method, in any case as configured; `POST` when it names none.
     pub fn http_method(&self) -> reqwest::Method {
-        self.method
-            .to_ascii_uppercase()
-            .parse()
-            .unwrap_or(reqwest::Method::POST)
+        method_or(&self.method, reqwest::Method::POST)
     }
 
     /// The path that resolves `action` of `session`.
@@ -443,10 +440,7 @@ impl Default for Credential {
 impl Credential {
     /// The HTTP method, in any case as configured; `PUT` when it names none.
     pub fn http_method(&self) -> reqwest::Method {
-        self.method
-            .to_ascii_uppercase()
-            .parse()
-            .unwrap_or(reqwest::Method::PUT)
+        method_or(&self.method, reqwest::Method::PUT)
     }
 
     /// The path that saves `name` for the app `application`.
@@ -465,6 +459,11 @@ impl Credential {
         })
         .unwrap_or(Value::Null)
     }
+}
+
+/// The HTTP method `text` names, in any case; `default` when it names none.
+fn method_or(text: &str, default: reqwest::Method) -> reqwest::Method {
+    text.to_ascii_uppercase().parse().unwrap_or(default)
 }
 
 /// `template` with each string that `value` knows replaced: by its value, or left out (in an

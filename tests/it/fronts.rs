@@ -102,6 +102,16 @@ pub(crate) async fn events_up_to(
 }
 
 /// The normative checks `report` failed.
+/// The outcomes of `report` with `status`, each with its message.
+pub(crate) fn with_status(report: &Report, status: Status) -> Vec<String> {
+    report
+        .outcomes
+        .iter()
+        .filter(|outcome| outcome.status == status)
+        .map(|outcome| format!("{}: {:?}", outcome.id, outcome.message))
+        .collect()
+}
+
 pub(crate) fn failed_normative(report: &Report) -> BTreeSet<&str> {
     report
         .outcomes

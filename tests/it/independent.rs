@@ -15,11 +15,11 @@ use std::time::Duration;
 use serde_json::Value;
 
 use intent_conformance::checks::Status;
-use intent_conformance::discover::discover;
+use intent_conformance::discover::{Discovery, discover};
 use intent_conformance::suite::{DEFAULT_JOBS, Report, Selection, run};
 use intent_conformance::target::{Settings, Target, TokenSource, Tokens};
 
-use crate::fronts::failed_normative;
+use crate::fronts::{failed_normative, with_status};
 
 /// The secret the server signs its tokens, cursors and attestations with.
 const SECRET: &str = "independent-secret";
@@ -132,34 +132,22 @@ async fn normative(target: &Target, only: &[&str]) -> Report {
     run(target, &selection, DEFAULT_JOBS, |_| {}).await
 }
 
-/// The profile a new user ends with: what discovery found, with the documented keys over it.
-async fn configured(server: &Independent) -> (Value, Value) {
+/// What discovery finds on `server`, and the profile and inputs a new user ends with: what it
+/// found, with the documented keys over it.
+async fn configured(server: &Independent) -> (Discovery, Value, Value) {
     let file = documented();
     let found = discover(&target(&server.base, &file["profile"], &file["inputs"]))
         .await
         .expect("a discovery");
-    let profile = merged(&Value::Object(found.profile), &file["profile"]);
-    (profile, file["inputs"].clone())
-}
-
-/// The outcomes of `report` with `status`, each with its message.
-fn with_status(report: &Report, status: Status) -> Vec<String> {
-    report
-        .outcomes
-        .iter()
-        .filter(|outcome| outcome.status == status)
-        .map(|outcome| format!("{}: {:?}", outcome.id, outcome.message))
-        .collect()
+    let profile = merged(&Value::Object(found.profile.clone()), &file["profile"]);
+    (found, profile, file["inputs"].clone())
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_deployment_written_from_the_document_alone_passes_once_configured_and_is_never_failed_without()
  {
     let server = Independent::start(&[]);
-    let file = documented();
-    let found = discover(&target(&server.base, &file["profile"], &file["inputs"]))
-        .await
-        .expect("a discovery");
+    let (found, profile, inputs) = configured(&server).await;
     // Discovery finds every means but those it cannot probe without an effect.
     for (key, expected) in [
         ("cursorParameter", serde_json::json!("from")),
@@ -176,7 +164,6 @@ async fn a_deployment_written_from_the_document_alone_passes_once_configured_and
     for key in ["turnState", "action", "resolution"] {
         assert!(found.profile.contains_key(key), "{key}: {:#?}", found.notes);
     }
-    let (profile, inputs) = configured(&server).await;
     let report = normative(&target(&server.base, &profile, &inputs), &[]).await;
     let unpassed: Vec<String> = [Status::Fail, Status::Error]
         .into_iter()
@@ -253,7 +240,7 @@ const FAULTS: [(&str, &str); 24] = [
 
 #[tokio::test(flavor = "multi_thread")]
 async fn each_fault_on_a_stated_fact_fails_the_check_that_names_it() {
-    let (profile, inputs) = configured(&Independent::start(&[])).await;
+    let (_, profile, inputs) = configured(&Independent::start(&[])).await;
     let runs = FAULTS.iter().map(|(fault, check)| {
         let (profile, inputs) = (&profile, &inputs);
         async move {

@@ -33,7 +33,7 @@ use intent_conformance::discover::discover;
 use intent_conformance::embedded::Embedded;
 use intent_conformance::suite::{DEFAULT_JOBS, Report, Selection, run};
 
-use crate::fronts::{failed_normative, is_event_stream, json_response};
+use crate::fronts::{failed_normative, is_event_stream, json_response, with_status};
 
 /// A fault on a fact the document states, which `--level normative` must fail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -360,16 +360,6 @@ async fn suite(faults: &[Fault], means: Option<Value>, only: &[&str]) -> Report 
         target.settings.means = serde_json::from_value(means).expect("a profile");
     }
     run(&target, &selection, DEFAULT_JOBS, |_| {}).await
-}
-
-/// The outcomes of `report` with `status`, each with its message.
-fn with_status(report: &Report, status: Status) -> Vec<String> {
-    report
-        .outcomes
-        .iter()
-        .filter(|outcome| outcome.status == status)
-        .map(|outcome| format!("{}: {:?}", outcome.id, outcome.message))
-        .collect()
 }
 
 /// Whether an outcome of `report` went through `key` and the deployment proved it.

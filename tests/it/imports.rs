@@ -1,13 +1,19 @@
-//! Imports flow one way in each crate with rooms of its own: no top-level module of the server,
-//! the SDK or the suite reaches itself through the modules its code (outside tests) names.
+//! Imports flow one way in every folder of modules: among the modules of a crate's top level,
+//! and among those of each area inside it (the server's `agent`, its `store`...), none reaches
+//! itself through the modules its code (outside tests and comments) names. A module and one
+//! inside it (a room and its parts) may name each other; an arrow between two rooms is drawn
+//! between the rooms of the folder that holds both, and a name re-exported by a room's `mod.rs`
+//! points at the module that defines it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-/// Each top-level module of the crate at `src` (a folder or a file beside `lib.rs`), with the
-/// top-level modules its code (not its comments or tests) names as `crate::x`.
-fn imports(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
-    let mut graph = BTreeMap::new();
+/// A module, as its path from the crate root (`["agent", "sessions"]`); the root is empty.
+type Module = Vec<String>;
+
+/// The code of each module of the crate at `src` (its file, outside tests, without comments).
+fn modules(src: &Path) -> BTreeMap<Module, String> {
+    let mut code = BTreeMap::new();
     let mut dirs = vec![src.to_path_buf()];
     while let Some(dir) = dirs.pop() {
         for entry in std::fs::read_dir(&dir).unwrap() {
@@ -16,36 +22,204 @@ fn imports(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
                 dirs.push(path);
                 continue;
             }
-            let relative = path
-                .strip_prefix(src)
-                .unwrap()
-                .to_string_lossy()
-                .into_owned();
-            let top = relative.split('/').next().unwrap().trim_end_matches(".rs");
-            if !relative.ends_with(".rs") || top == "lib" || top == "main" {
+            let Some(relative) = path.strip_prefix(src).unwrap().to_str() else {
                 continue;
+            };
+            let Some(relative) = relative.strip_suffix(".rs") else {
+                continue;
+            };
+            let mut module: Module = relative.split('/').map(str::to_owned).collect();
+            if module.last().is_some_and(|last| last == "mod") {
+                module.pop();
+            }
+            if module == ["lib"] || module == ["main"] {
+                module.clear();
             }
             let text = std::fs::read_to_string(&path).unwrap();
-            let code: String = text
+            let lines = text
                 .split("#[cfg(test)]")
                 .next()
                 .unwrap_or_default()
-                .lines()
+                .lines();
+            let kept: Vec<&str> = lines
                 .filter(|line| !line.trim_start().starts_with("//"))
                 .collect();
-            let named: &mut BTreeSet<String> = graph.entry(top.to_owned()).or_default();
-            for (at, _) in code.match_indices("crate::") {
-                let name: String = code[at + "crate::".len()..]
-                    .chars()
-                    .take_while(|c| c.is_alphanumeric() || *c == '_')
-                    .collect();
-                if !name.is_empty() && name != top {
-                    named.insert(name);
-                }
-            }
+            code.insert(module, kept.join("\n"));
         }
     }
-    graph
+    code
+}
+
+/// Each path a `use` tree names, with the name it is bound to: `a::{b::C, D as E}` names
+/// `a::b::C` as `C` and `a::D` as `E`.
+fn expand(tree: &str, prefix: &[String], out: &mut Vec<(Vec<String>, String)>) {
+    let tree = tree.trim();
+    if let Some(open) = tree.find('{') {
+        let close = tree.rfind('}').expect("a use tree closes its braces");
+        let mut prefix = prefix.to_vec();
+        prefix.extend(segments(tree[..open].trim_end_matches("::")));
+        let (mut depth, mut start) = (0, open + 1);
+        for (at, c) in tree.char_indices().take(close).skip(open + 1) {
+            match c {
+                '{' => depth += 1,
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    expand(&tree[start..at], &prefix, out);
+                    start = at + 1;
+                }
+                _ => {}
+            }
+        }
+        expand(&tree[start..close], &prefix, out);
+        return;
+    }
+    let (path, alias) = match tree.split_once(" as ") {
+        Some((path, alias)) => (path, Some(alias.trim())),
+        None => (tree, None),
+    };
+    let mut path: Vec<String> = prefix.iter().cloned().chain(segments(path)).collect();
+    if path
+        .last()
+        .is_some_and(|last| last == "self" || last == "*")
+    {
+        path.pop();
+    }
+    if let Some(name) = alias.map(str::to_owned).or_else(|| path.last().cloned()) {
+        out.push((path, name));
+    }
+}
+
+fn segments(path: &str) -> impl Iterator<Item = String> + '_ {
+    path.split("::")
+        .map(str::trim)
+        .filter(|segment| !segment.is_empty())
+        .map(str::to_owned)
+}
+
+/// The `use` declarations of `code` (re-exports only with `public`), each path with its name.
+fn uses(code: &str, public: bool) -> Vec<(Vec<String>, String)> {
+    let mut out = Vec::new();
+    for statement in code.split(';') {
+        let statement = statement.trim_start();
+        let tree = ["pub use ", "pub(crate) use ", "pub(super) use "]
+            .iter()
+            .chain(if public { &[][..] } else { &["use "][..] })
+            .find_map(|keyword| statement.split_once(keyword))
+            .filter(|(before, _)| {
+                let before = before.trim_end_matches([' ', '\t']);
+                before.is_empty() || before.ends_with('\n')
+            })
+            .map(|(_, tree)| tree);
+        if let Some(tree) = tree {
+            expand(tree, &[], &mut out);
+        }
+    }
+    out
+}
+
+/// The paths `code` names inline: `crate::a::b`, `super::a`, `self::a`.
+fn inline_paths(code: &str) -> Vec<Vec<String>> {
+    let mut paths = Vec::new();
+    for start in ["crate::", "super::", "self::"] {
+        for (at, _) in code.match_indices(start) {
+            let before = code[..at].chars().next_back();
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+                continue;
+            }
+            let chain: String = code[at..]
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+                .collect();
+            paths.push(segments(&chain).collect());
+        }
+    }
+    paths
+}
+
+/// `path`, named in `module`, from the crate root; `None` for another crate's.
+fn absolute(module: &Module, path: &[String], known: &BTreeSet<Module>) -> Option<Vec<String>> {
+    let first = path.first()?;
+    match first.as_str() {
+        "crate" => Some(path[1..].to_vec()),
+        "self" => Some(module.iter().chain(&path[1..]).cloned().collect()),
+        "super" => {
+            let up = path.iter().take_while(|s| *s == "super").count();
+            let base = &module[..module.len().checked_sub(up)?];
+            Some(base.iter().chain(&path[up..]).cloned().collect())
+        }
+        _ => {
+            let child: Module = module.iter().chain([first]).cloned().collect();
+            known
+                .contains(&child)
+                .then(|| module.iter().chain(path).cloned().collect())
+        }
+    }
+}
+
+/// The module that defines what `path` (from the root) names: the longest module it starts
+/// with, through the re-exports of that module.
+fn defining(
+    path: &[String],
+    known: &BTreeSet<Module>,
+    reexports: &BTreeMap<Module, BTreeMap<String, Vec<String>>>,
+    depth: usize,
+) -> Module {
+    let module = (0..=path.len())
+        .rev()
+        .map(|n| path[..n].to_vec())
+        .find(|prefix| known.contains(prefix))
+        .unwrap_or_default();
+    let next = path.get(module.len());
+    let exported = next.and_then(|name| reexports.get(&module)?.get(name));
+    match exported {
+        Some(target) if depth < 8 => {
+            let rest = &path[module.len() + 1..];
+            let full: Vec<String> = target.iter().chain(rest).cloned().collect();
+            defining(&full, known, reexports, depth + 1)
+        }
+        _ => module,
+    }
+}
+
+/// For each folder (the module that holds them), the arrows between its rooms.
+fn arrows(src: &Path) -> BTreeMap<Module, BTreeMap<String, BTreeSet<String>>> {
+    let code = modules(src);
+    let known: BTreeSet<Module> = code.keys().cloned().collect();
+    let reexports: BTreeMap<Module, BTreeMap<String, Vec<String>>> = code
+        .iter()
+        .map(|(module, text)| {
+            let exported = uses(text, true)
+                .into_iter()
+                .filter_map(|(path, name)| Some((name, absolute(module, &path, &known)?)));
+            (module.clone(), exported.collect())
+        })
+        .collect();
+    let mut folders: BTreeMap<Module, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    for (module, text) in &code {
+        let named = uses(text, false).into_iter().map(|(path, _)| path);
+        for path in named.chain(inline_paths(text)) {
+            let Some(path) = absolute(module, &path, &known) else {
+                continue;
+            };
+            let target = defining(&path, &known, &reexports, 0);
+            let common = module
+                .iter()
+                .zip(&target)
+                .take_while(|(a, b)| a == b)
+                .count();
+            if common == module.len() || common == target.len() {
+                continue; // a room and one of its parts
+            }
+            let room = |m: &Module| m[..=common].join("::");
+            folders
+                .entry(module[..common].to_vec())
+                .or_default()
+                .entry(room(module))
+                .or_default()
+                .insert(room(&target));
+        }
+    }
+    folders
 }
 
 /// The first circle of `graph`, as the path that closes it.
@@ -71,27 +245,53 @@ fn circle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
 }
 
 #[test]
-fn no_crate_has_an_import_circle() {
+fn no_folder_of_modules_has_an_import_circle() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    for crate_src in ["server-reference/src", "sdk/client/src", "conformance/src"] {
-        let graph = imports(&root.join(crate_src));
+    for crate_src in [
+        "server-reference/src",
+        "sdk/client/src",
+        "conformance/src",
+        "xtask/src",
+    ] {
+        let folders = arrows(&root.join(crate_src));
         assert!(
-            graph.len() >= 8,
-            "{crate_src}'s modules are read: {graph:?}"
+            folders.get(&Vec::new()).is_some_and(|top| top.len() >= 5),
+            "{crate_src}'s modules are read: {folders:?}"
         );
-        assert_eq!(circle(&graph), None, "an import circle in {crate_src}");
+        for (folder, graph) in &folders {
+            let found = circle(graph);
+            assert_eq!(found, None, "an import circle in {crate_src} {folder:?}");
+        }
     }
 }
 
 #[test]
-fn a_circle_is_found() {
-    let graph = BTreeMap::from([
-        ("a".to_owned(), BTreeSet::from(["b".to_owned()])),
-        ("b".to_owned(), BTreeSet::from(["c".to_owned()])),
-        ("c".to_owned(), BTreeSet::from(["a".to_owned()])),
-        ("d".to_owned(), BTreeSet::from(["a".to_owned()])),
-    ]);
-    assert_eq!(circle(&graph).unwrap(), ["a", "b", "c", "a"]);
-    let line = BTreeMap::from([("a".to_owned(), BTreeSet::from(["b".to_owned()]))]);
-    assert_eq!(circle(&line), None);
+fn an_arrow_follows_a_reexport_to_the_module_that_defines_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |path: &str, text: &str| {
+        let path = dir.path().join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    write("lib.rs", "mod area;\nmod other;\n");
+    write(
+        "area/mod.rs",
+        "mod a;\nmod b;\npub use a::A;\npub use b::B;\nuse crate::other::O;\n",
+    );
+    write("area/a.rs", "use super::B;\npub struct A;\n");
+    write(
+        "area/b.rs",
+        "use super::{A, super::other};\npub struct B;\n#[cfg(test)]\nuse super::c;\n",
+    );
+    write("other.rs", "pub struct O;\n");
+    let folders = arrows(dir.path());
+    let area = &folders[&vec!["area".to_owned()]];
+    assert_eq!(
+        circle(area).unwrap(),
+        ["area::a", "area::b", "area::a"],
+        "{folders:?}"
+    );
+    let top = &folders[&Vec::new()];
+    assert_eq!(top["area"], BTreeSet::from(["other".to_owned()]));
+    assert_eq!(circle(top), None);
 }

@@ -224,8 +224,12 @@ fn every_example_round_trips_through_the_models_unchanged() {
             continue; // an inline schema (a free-form skill input) has no model type
         };
         let name = reference.rsplit('/').next().unwrap();
-        let result = model_round_trip(name, example.value)
-            .unwrap_or_else(|| panic!("{}: add {name} to model_round_trip!", example.place));
+        let result = model_round_trip(name, example.value).unwrap_or_else(|| {
+            panic!(
+                "{}: add {name} to model_round_trip! in tests/it/openapi_examples.rs",
+                example.place
+            )
+        });
         match result {
             Ok(encoded) => {
                 if let Some(difference) = first_difference("", &encoded, example.value) {

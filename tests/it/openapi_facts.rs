@@ -1222,6 +1222,115 @@ fn links() -> Vec<(String, &'static str, &'static Value)> {
     found
 }
 
+/// Whether a link's runtime expression (OpenAPI 3.0.3, 4.7.20.4) names what the operation
+/// `source`, answering `status`, has: a body member at any JSON pointer, a parameter or a header.
+/// A value that is no expression is a constant.
+fn expression_holds(
+    source: &'static Value,
+    status: &str,
+    expression: &Value,
+) -> Result<(), String> {
+    let Some(text) = expression.as_str().filter(|text| text.starts_with('$')) else {
+        return Ok(());
+    };
+    let response = resolve(&source["responses"][status]);
+    let body_at = |schema: &'static Value, pointer: &str| {
+        schema_at(schema, pointer)
+            .map(|_| ())
+            .ok_or("no such member of the body".to_owned())
+    };
+    let declared = |location: &str, name: &str| {
+        let parameters = source["parameters"].as_array().into_iter().flatten();
+        parameters
+            .map(resolve)
+            .any(|p| p["in"] == location && p["name"] == name)
+            .then_some(())
+            .ok_or(format!("the operation has no {location} parameter {name}"))
+    };
+    if let Some(pointer) = text.strip_prefix("$response.body#") {
+        body_at(
+            resolve(&response["content"]["application/json"]["schema"]),
+            pointer,
+        )
+    } else if let Some(pointer) = text.strip_prefix("$request.body#") {
+        let schema = &source["requestBody"]["content"]["application/json"]["schema"];
+        body_at(resolve(schema), pointer)
+    } else if let Some(name) = text.strip_prefix("$response.header.") {
+        let headers = response["headers"].as_object().into_iter().flatten();
+        let mut names = headers.map(|(header, _)| header);
+        names
+            .any(|header| header.eq_ignore_ascii_case(name))
+            .then_some(())
+            .ok_or(format!("the response declares no header {name}"))
+    } else if let Some(name) = text.strip_prefix("$request.path.") {
+        declared("path", name)
+    } else if let Some(name) = text.strip_prefix("$request.query.") {
+        declared("query", name)
+    } else if let Some(name) = text.strip_prefix("$request.header.") {
+        declared("header", name)
+    } else if [
+        "$url",
+        "$method",
+        "$statusCode",
+        "$request.body",
+        "$response.body",
+    ]
+    .contains(&text)
+    {
+        Ok(())
+    } else {
+        Err("not a runtime expression".to_owned())
+    }
+}
+
+/// The schema of the member at JSON `pointer` (RFC 6901) in values of `schema`: through object
+/// properties, array items (by index) and any branch of a composition.
+fn schema_at(schema: &'static Value, pointer: &str) -> Option<&'static Value> {
+    let Some(rest) = pointer.strip_prefix('/') else {
+        return pointer.is_empty().then_some(schema);
+    };
+    let (token, rest) = match rest.split_once('/') {
+        Some((token, rest)) => (token, format!("/{rest}")),
+        None => (rest, String::new()),
+    };
+    let token = token.replace("~1", "/").replace("~0", "~");
+    let schema = resolve(schema);
+    let branches = ["allOf", "oneOf", "anyOf"]
+        .iter()
+        .flat_map(|keyword| schema[keyword].as_array().into_iter().flatten());
+    let own = match schema.get("items") {
+        Some(items) if token.parse::<usize>().is_ok() => Some(items),
+        _ => schema["properties"].get(&token),
+    };
+    own.and_then(|member| schema_at(member, &rest)).or_else(|| {
+        let pointer = format!("/{}{rest}", token.replace('~', "~0").replace('/', "~1"));
+        branches
+            .into_iter()
+            .find_map(|branch| schema_at(branch, &pointer))
+    })
+}
+
+#[test]
+fn a_link_may_name_a_member_at_any_pointer() {
+    let page = resolve(&intent_tests::openapi()["components"]["schemas"]["EventPage"]);
+    assert!(schema_at(page, "/events/0/seq").is_some() || schema_at(page, "/events/0").is_some());
+    assert!(schema_at(page, "/events/x").is_none());
+    assert!(schema_at(page, "/nothing").is_none());
+    let chat = operation("post", "/v1/agent/chat");
+    for (expression, holds) in [
+        ("$response.body#/sessionId", true),
+        ("$response.body#/sessionId/0", false),
+        ("$response.body#/nothing", false),
+        ("$request.body#/message", true),
+        ("$request.header.Idempotency-Key", false),
+        ("$statusCode", true),
+        ("$response.nothing", false),
+    ] {
+        let result = expression_holds(chat, "202", &Value::from(expression));
+        assert_eq!(result.is_ok(), holds, "{expression}: {result:?}");
+    }
+}
+
 #[test]
 fn links_chain_a_turn_and_a_commit_through_real_operations_and_fields() {
     let by_id: BTreeMap<&str, &Value> = operations()
@@ -1241,22 +1350,16 @@ fn links_chain_a_turn_and_a_commit_through_real_operations_and_fields() {
             .collect();
         let (method, path) = at.rsplit_once(' ').unwrap().0.split_once(' ').unwrap();
         let status = at.rsplit(' ').next().unwrap();
-        let response = resolve(&operation(method, path)["responses"][status]);
-        let body = resolve(&response["content"]["application/json"]["schema"]);
+        let source = operation(method, path);
         for (parameter, expression) in link["parameters"].as_object().into_iter().flatten() {
             assert!(
                 parameters.contains(parameter.as_str()),
                 "{at} link {name}: {} takes no parameter {parameter}",
                 link["operationId"]
             );
-            let field = expression
-                .as_str()
-                .and_then(|e| e.strip_prefix("$response.body#/"))
-                .unwrap_or_else(|| panic!("{at} link {name}: {expression} is not a body field"));
-            assert!(
-                body["properties"].get(field).is_some(),
-                "{at} link {name}: the response has no field {field}"
-            );
+            if let Err(wrong) = expression_holds(source, status, expression) {
+                panic!("{at} link {name}: {expression}: {wrong}");
+            }
         }
         if let Some(request_body) = link.get("requestBody") {
             assert_eq!(request_body, "$response.body", "{at} link {name}");

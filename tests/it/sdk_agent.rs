@@ -42,6 +42,25 @@ async fn a_turn_runs_through_its_action_to_completion() {
     assert_eq!(plain.state, TurnState::Complete);
 }
 
+/// Each handle owns what it needs: it moves into a task of its own, and the `Intent` it came
+/// from may be gone by then.
+#[tokio::test]
+async fn a_handle_moves_into_a_spawned_task() {
+    fn owned<T: Clone + Send + Sync + 'static>(handle: T) -> T {
+        handle
+    }
+    let server = TestServer::start().await;
+    let intent = server.intent("alice");
+    let agent = owned(intent.agent());
+    let (_, _) = (owned(intent.pipeline()), owned(intent.account()));
+    drop(intent);
+    let outcome = tokio::spawn(async move { agent.run_turn("hello", None).await })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(outcome.state, TurnState::Complete);
+}
+
 async fn take(
     stream: &mut (impl futures_util::Stream<Item = Result<LogItem, intent_sdk::Error>> + Unpin),
     n: usize,

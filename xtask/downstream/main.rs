@@ -7,6 +7,7 @@
 use intent_sdk::models::{
     AgentEvent, ChatStartRequest, ErrorCode, Session, SessionUpdate, StatementLineMeter, TurnState,
 };
+use intent_sdk::agent::Agent;
 use intent_sdk::{Intent, Resource, StaticToken};
 
 /// Every call an app makes of the generated client, with the arguments an app gives.
@@ -54,7 +55,18 @@ async fn calls(intent: &Intent) -> Result<(), Box<dyn std::error::Error>> {
         .map_err(|error| code(&error))?;
     let outcome = intent.agent().run_turn("hello", None).await?;
     println!("{} {}", outcome.turn_id, settled(&outcome.state));
+    // A task of its own, as an app writes one: the `Intent` cloned into it, and a handle named
+    // with its lifetime.
+    let cloned = intent.clone();
+    let session = started.session_id.to_string();
+    let task = tokio::spawn(async move { session_title(cloned.agent(), &session).await });
+    println!("{}", task.await??);
     Ok(())
+}
+
+/// A session's title, through a handle an app's function takes.
+async fn session_title(agent: Agent<'_>, session: &str) -> Result<String, intent_sdk::Error> {
+    Ok(title(&agent.session(session).await?).to_owned())
 }
 
 /// An event, by the members of the kinds the app knows.

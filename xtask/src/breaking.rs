@@ -18,7 +18,8 @@ use std::process::Command;
 use intent_models::openapi::{self, resolve};
 use serde_json::{Value, json};
 
-use crate::{codegen, downstream, release};
+use crate::releases::{self, CRATES, INTERFACE};
+use crate::{codegen, downstream};
 
 const USAGE: &str =
     "usage: cargo xtask breaking [BASE [HEAD]] [--json | --markdown] [--interface] [--compile]";
@@ -95,12 +96,12 @@ pub fn run(root: &Path, args: &[&str]) -> Result<bool, String> {
         .copied()
         .filter(|a| !a.starts_with("--"))
         .collect();
-    let released = if interface_only {
-        release::INTERFACE
+    let judged = if interface_only {
+        Judged::Interface
     } else {
-        release::CRATES
+        Judged::Crates
     };
-    let last = release::last(root, released)?.1;
+    let (released, last) = releases::last(root, judged.releases())?;
     let last = last
         .strip_prefix(root)
         .unwrap_or(&last)
@@ -115,7 +116,7 @@ pub fn run(root: &Path, args: &[&str]) -> Result<bool, String> {
     eprintln!("comparing {head} with {base}");
     let (mut base, mut head) = (load(root, base)?, load(root, head)?);
     // The interface's clients are held to the normative contract: what every deployment does.
-    if interface_only {
+    if judged == Judged::Interface {
         (base, head) = (openapi::normative(&base), openapi::normative(&head));
     }
     let changes = compare(&base, &head);
@@ -124,17 +125,21 @@ pub fn run(root: &Path, args: &[&str]) -> Result<bool, String> {
         downstream::check(root, "breaking", head)?;
         eprintln!("the downstream app compiles against the crates generated from HEAD");
     }
-    let version = crate_version(root)?;
-    let bump = bump(&version, &changes);
+    let version = match judged {
+        Judged::Crates => releases::crate_version(root)?,
+        Judged::Interface => released,
+    };
+    let bump = bump(&version, &changes, judged);
     if json_output {
         let report = json!({
+            "judged": judged.name(),
             "changes": changes.iter().map(|c| json!({
                 "class": c.class.name(),
                 "rust": c.rust.name(),
                 "location": c.location,
                 "reason": c.reason,
             })).collect::<Vec<_>>(),
-            "breaking": changes.iter().filter(|c| c.worst() == Class::Breaking).count(),
+            "breaking": changes.iter().filter(|c| judged.verdict(c) == Class::Breaking).count(),
             "version": version,
             "bump": bump,
         });
@@ -145,36 +150,95 @@ pub fn run(root: &Path, args: &[&str]) -> Result<bool, String> {
     } else if markdown_output {
         print!("{}", changelog(&changes, bump.as_deref()));
     } else {
-        print!("{}", report(&changes, &version, bump.as_deref()));
+        print!("{}", report(&changes, &version, bump.as_deref(), judged));
     }
-    let judged = |c: &Change| if interface_only { c.class } else { c.worst() };
-    Ok(!changes.iter().any(|c| judged(c) == Class::Breaking))
+    Ok(!changes.iter().any(|c| judged.verdict(c) == Class::Breaking))
 }
 
-/// The text report: one line per change, then the verdict and the version the generated
-/// crates need.
-pub fn report(changes: &[Change], version: &str, bump: Option<&str>) -> String {
+/// Whose verdict a run judges by: the generated crates' (the worse of the interface's and the
+/// Rust API's, against the crates' last release) or the interface's clients' alone (the
+/// normative views, against the interface's last release).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Judged {
+    Crates,
+    Interface,
+}
+
+impl Judged {
+    /// The verdict of `change` that counts.
+    pub fn verdict(self, change: &Change) -> Class {
+        match self {
+            Judged::Crates => change.worst(),
+            Judged::Interface => change.class,
+        }
+    }
+
+    /// Where its releases are recorded.
+    fn releases(self) -> &'static str {
+        match self {
+            Judged::Crates => CRATES,
+            Judged::Interface => INTERFACE,
+        }
+    }
+
+    /// What is released, as the report names it.
+    fn name(self) -> &'static str {
+        match self {
+            Judged::Crates => "intent-models and intent-sdk",
+            Judged::Interface => "the interface",
+        }
+    }
+}
+
+/// The text report: one line per change, then the verdict and the version that `judged`'s
+/// release needs.
+pub fn report(changes: &[Change], version: &str, bump: Option<&str>, judged: Judged) -> String {
     let mut out = String::new();
-    if !changes.is_empty() {
-        out.push_str(&format!("{:<13} {:<13} change\n", "interface", "rust api"));
-    }
-    for change in changes {
-        out.push_str(&format!("{change}\n"));
-    }
-    let count = |class| changes.iter().filter(|c| c.worst() == class).count();
-    out.push_str(&format!(
-        "{} changes, {} breaking (the interface {}, the Rust API {})\n",
-        changes.len(),
-        count(Class::Breaking),
+    let count = |class| {
         changes
             .iter()
-            .filter(|c| c.class == Class::Breaking)
-            .count(),
-        changes.iter().filter(|c| c.rust == Class::Breaking).count(),
-    ));
+            .filter(|c| judged.verdict(c) == class)
+            .count()
+    };
+    match judged {
+        Judged::Crates => {
+            if !changes.is_empty() {
+                out.push_str(&format!("{:<13} {:<13} change\n", "interface", "rust api"));
+            }
+            for change in changes {
+                out.push_str(&format!("{change}\n"));
+            }
+            out.push_str(&format!(
+                "{} changes, {} breaking (the interface {}, the Rust API {})\n",
+                changes.len(),
+                count(Class::Breaking),
+                changes
+                    .iter()
+                    .filter(|c| c.class == Class::Breaking)
+                    .count(),
+                changes.iter().filter(|c| c.rust == Class::Breaking).count(),
+            ));
+        }
+        Judged::Interface => {
+            if !changes.is_empty() {
+                out.push_str(&format!("{:<13} change\n", "interface"));
+            }
+            for change in changes {
+                let (class, location, reason) =
+                    (change.class.name(), &change.location, &change.reason);
+                out.push_str(&format!("{class:<13} {location}: {reason}\n"));
+            }
+            out.push_str(&format!(
+                "{} changes, {} breaking the interface's clients\n",
+                changes.len(),
+                count(Class::Breaking),
+            ));
+        }
+    }
+    let name = judged.name();
     out.push_str(&match bump {
-        Some(next) => format!("intent-models and intent-sdk: {version} -> {next}\n"),
-        None => format!("intent-models and intent-sdk: {version}, no release needed\n"),
+        Some(next) => format!("{name}: {version} -> {next}\n"),
+        None => format!("{name}: {version}, no release needed\n"),
     });
     out
 }
@@ -211,15 +275,15 @@ pub fn changelog(changes: &[Change], bump: Option<&str>) -> String {
     out
 }
 
-/// The version the generated crates need after `changes`, by the worst verdict of any: a
+/// The version a release needs after `changes`, by the worst verdict `judged` counts: a
 /// breaking change bumps the major (the minor before 1.0), a compatible one the minor (the patch
 /// before 1.0), a documentation change the patch.
-pub fn bump(version: &str, changes: &[Change]) -> Option<String> {
+pub fn bump(version: &str, changes: &[Change], judged: Judged) -> Option<String> {
     let parts: Vec<u64> = version.split('.').filter_map(|p| p.parse().ok()).collect();
     let [major, minor, patch] = parts[..] else {
         return None;
     };
-    let worst = changes.iter().map(Change::worst).min()?;
+    let worst = changes.iter().map(|c| judged.verdict(c)).min()?;
     Some(match (worst, major) {
         (Class::Breaking, 0) => format!("0.{}.0", minor + 1),
         (Class::Breaking, _) => format!("{}.0.0", major + 1),
@@ -228,18 +292,6 @@ pub fn bump(version: &str, changes: &[Change]) -> Option<String> {
         }
         (Class::Compatible, _) => format!("{major}.{}.0", minor + 1),
     })
-}
-
-/// The workspace version, which intent-models and intent-sdk share: the last release recorded
-/// in `spec/crates/` (a test holds them equal).
-pub fn crate_version(root: &Path) -> Result<String, String> {
-    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).map_err(|e| e.to_string())?;
-    manifest
-        .lines()
-        .skip_while(|line| line.trim() != "[workspace.package]")
-        .find_map(|line| line.trim().strip_prefix("version = "))
-        .map(|v| v.trim_matches('"').to_owned())
-        .ok_or_else(|| "no workspace version in Cargo.toml".into())
 }
 
 /// Whether `alternatives`, added to `schema`, hold of every value `schema` admits: each is
@@ -966,7 +1018,12 @@ mod tests {
         let mut head = base();
         change(&mut head);
         let changes = compare(&base(), &head);
-        report(&changes, "0.1.0", bump("0.1.0", &changes).as_deref())
+        report(
+            &changes,
+            "0.1.0",
+            bump("0.1.0", &changes, Judged::Crates).as_deref(),
+            Judged::Crates,
+        )
     }
 
     fn session(document: &mut Value) -> &mut Value {
@@ -1266,7 +1323,10 @@ mod tests {
         session(&mut head)["required"] = json!(["id", "state", "title"]);
         session(&mut head)["description"] = json!("A session.");
         let changes = compare(&base(), &head);
-        insta::assert_snapshot!(changelog(&changes, bump("0.1.0", &changes).as_deref()));
+        insta::assert_snapshot!(changelog(
+            &changes,
+            bump("0.1.0", &changes, Judged::Crates).as_deref()
+        ));
     }
 
     #[test]
@@ -1277,31 +1337,57 @@ mod tests {
             location: "x".into(),
             reason: "y".into(),
         };
-        assert_eq!(bump("0.1.0", &[]), None);
+        assert_eq!(bump("0.1.0", &[], Judged::Crates), None);
         assert_eq!(
-            bump("1.4.2", &[change(Class::Documentation)]).as_deref(),
+            bump("1.4.2", &[change(Class::Documentation)], Judged::Crates).as_deref(),
             Some("1.4.3")
         );
         let rust_only = Change {
             rust: Class::Breaking,
             ..change(Class::Compatible)
         };
-        assert_eq!(bump("1.4.2", &[rust_only]).as_deref(), Some("2.0.0"));
         assert_eq!(
-            bump("0.1.0", &[change(Class::Compatible)]).as_deref(),
+            bump("1.4.2", std::slice::from_ref(&rust_only), Judged::Crates).as_deref(),
+            Some("2.0.0")
+        );
+        // The interface's clients judge by its verdict alone.
+        assert_eq!(
+            bump("1.0.0", &[rust_only], Judged::Interface).as_deref(),
+            Some("1.1.0")
+        );
+        assert_eq!(
+            bump("0.1.0", &[change(Class::Compatible)], Judged::Crates).as_deref(),
             Some("0.1.1")
         );
         assert_eq!(
-            bump("0.1.3", &[change(Class::Breaking)]).as_deref(),
+            bump("0.1.3", &[change(Class::Breaking)], Judged::Crates).as_deref(),
             Some("0.2.0")
         );
         assert_eq!(
-            bump("1.4.2", &[change(Class::Compatible)]).as_deref(),
+            bump("1.4.2", &[change(Class::Compatible)], Judged::Crates).as_deref(),
             Some("1.5.0")
         );
         assert_eq!(
-            bump("1.4.2", &[change(Class::Breaking)]).as_deref(),
+            bump("1.4.2", &[change(Class::Breaking)], Judged::Crates).as_deref(),
             Some("2.0.0")
         );
+    }
+
+    #[test]
+    fn the_interface_report_judges_by_the_interface_alone() {
+        let changes = [Change {
+            class: Class::Compatible,
+            rust: Class::Breaking,
+            location: "Session.turnCount".into(),
+            reason: "new required response member".into(),
+        }];
+        let next = bump("1.0.0", &changes, Judged::Interface);
+        let text = report(&changes, "1.0.0", next.as_deref(), Judged::Interface);
+        assert!(
+            text.contains("1 changes, 0 breaking the interface's clients\n"),
+            "{text}"
+        );
+        assert!(text.ends_with("the interface: 1.0.0 -> 1.1.0\n"), "{text}");
+        assert!(!text.to_lowercase().contains("rust"), "{text}");
     }
 }

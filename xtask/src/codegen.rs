@@ -1,5 +1,5 @@
 //! `cargo xtask codegen`: generates the models and client crates from `openapi.json`, and the
-//! normative contract `spec/normative.json`.
+//! normative contract `spec/normative.json`, and keeps `openapi.json` in its canonical form.
 //!
 //! Writing and checking share one path: generate, format, then either write the files or
 //! compare them with the files on disk and fail with a diff.
@@ -40,15 +40,76 @@ pub fn run(root: &Path, mode: Mode) -> Result<(), String> {
         .map_err(|e| format!("reading {}: {e}", spec_path.display()))?;
     let document: Value =
         serde_json::from_str(&text).map_err(|e| format!("parsing {}: {e}", spec_path.display()))?;
-    let view = openapi::normative(&document);
-    let view = serde_json::to_string_pretty(&view).map_err(|e| e.to_string())? + "\n";
+    let view = serde_json::to_string_pretty(&openapi::normative(&document))
+        .map_err(|e| e.to_string())?
+        + "\n";
+    let written = canonical(&text);
     let [models, client] = generate(document)?;
     let outputs = [
+        (spec_path, written),
         (root.join(GENERATED[0]), models),
         (root.join(GENERATED[1]), client),
         (root.join(NORMATIVE), view),
     ];
     crate::sync::sync(root, mode, &outputs, "cargo xtask codegen")
+}
+
+/// `json` (a valid JSON text) in the one form the workspace writes openapi.json in: its members
+/// in their order, two spaces a level, an empty array or object as `[]` or `{}`, strings
+/// escaped only where JSON must, a newline at the end. Python's `json.dumps(d, indent=2,
+/// ensure_ascii=False)` writes the same, so a tool's edit round-trips.
+fn canonical(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    let mut depth = 0usize;
+    let mut chars = json.chars().peekable();
+    let newline = |out: &mut String, depth: usize| {
+        out.push('\n');
+        out.push_str(&"  ".repeat(depth));
+    };
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => {
+                let mut literal = String::from('"');
+                while let Some(c) = chars.next() {
+                    literal.push(c);
+                    match c {
+                        '\\' => literal.extend(chars.next()),
+                        '"' => break,
+                        _ => {}
+                    }
+                }
+                let text: String = serde_json::from_str(&literal).expect("a JSON string");
+                out.push_str(&serde_json::to_string(&text).expect("a string serializes"));
+            }
+            '{' | '[' => {
+                while chars.peek().is_some_and(|c| c.is_whitespace()) {
+                    chars.next();
+                }
+                let empty = |next: &char| matches!((c, next), ('{', '}') | ('[', ']'));
+                if let Some(close) = chars.next_if(empty) {
+                    out.extend([c, close]);
+                } else {
+                    out.push(c);
+                    depth += 1;
+                    newline(&mut out, depth);
+                }
+            }
+            '}' | ']' => {
+                depth -= 1;
+                newline(&mut out, depth);
+                out.push(c);
+            }
+            ',' => {
+                out.push(',');
+                newline(&mut out, depth);
+            }
+            ':' => out.push_str(": "),
+            c if c.is_whitespace() => {}
+            c => out.push(c),
+        }
+    }
+    out.push('\n');
+    out
 }
 
 /// The models and the client (the files of [`GENERATED`]) generated from `document`.
@@ -1002,7 +1063,15 @@ fn rustfmt(source: &str) -> Result<String, String> {
 mod tests {
     use std::collections::BTreeSet;
 
-    use super::{line_doc_comments, resources, tolerant_reading};
+    use super::{canonical, line_doc_comments, resources, tolerant_reading};
+
+    #[test]
+    fn openapi_json_is_written_in_one_form_that_a_json_tool_keeps() {
+        let written = "{\"b\": [1, {\"a\": \"\\u00e9\\n\"}],\n \"a\": [ ], \"c\": {}}";
+        let expected = "{\n  \"b\": [\n    1,\n    {\n      \"a\": \"\u{e9}\\n\"\n    }\n  ],\n  \"a\": [],\n  \"c\": {}\n}\n";
+        assert_eq!(canonical(written), expected);
+        assert_eq!(canonical(expected), expected);
+    }
 
     /// openapi.json's scheme with its scopes, resources and each resource's scopes.
     fn scheme(scopes: &[&str], resources: serde_json::Value) -> serde_json::Value {

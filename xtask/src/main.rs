@@ -10,6 +10,7 @@ mod downstream;
 mod fixture;
 mod lint;
 mod release;
+mod releases;
 mod sync;
 
 use std::path::PathBuf;

@@ -6,46 +6,16 @@
 //! of `CHANGELOG.md`.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use crate::breaking;
-
-/// Where the releases of the crates are recorded, below the workspace root.
-pub const CRATES: &str = "spec/crates";
-
-/// Where the interface's own releases are recorded, below the workspace root.
-pub const INTERFACE: &str = "spec/released";
+use crate::breaking::{self, Judged};
+use crate::releases::{self, CRATES};
 
 /// The changelog of the crates, at the workspace root.
 const CHANGELOG: &str = "CHANGELOG.md";
 
 /// Its first line, above the entries (newest first).
 const CHANGELOG_TITLE: &str = "# Changelog of intent-models and intent-sdk\n";
-
-/// The last release recorded in `dir` (below `root`): its version and the path of its document.
-pub fn last(root: &Path, dir: &str) -> Result<(String, PathBuf), String> {
-    let entries = fs::read_dir(root.join(dir)).map_err(|e| format!("{dir}: {e}"))?;
-    let mut releases: Vec<(Vec<u64>, String, PathBuf)> = Vec::new();
-    for entry in entries {
-        let path = entry.map_err(|e| e.to_string())?.path();
-        let Some(version) = path
-            .file_name()
-            .and_then(|name| name.to_str())
-            .and_then(|name| name.strip_suffix(".json"))
-        else {
-            continue;
-        };
-        let parts: Option<Vec<u64>> = version.split('.').map(|p| p.parse().ok()).collect();
-        if let Some(parts) = parts.filter(|parts| parts.len() == 3) {
-            releases.push((parts, version.to_owned(), path));
-        }
-    }
-    releases.sort();
-    releases
-        .pop()
-        .map(|(_, version, path)| (version, path))
-        .ok_or_else(|| format!("{dir} records no release"))
-}
 
 /// Runs `cargo xtask release [--dry-run]`: prints the entry of the next release and, unless
 /// `--dry-run`, records it.
@@ -55,13 +25,13 @@ pub fn run(root: &Path, args: &[&str]) -> Result<(), String> {
         ["--dry-run"] => true,
         _ => return Err("usage: cargo xtask release [--dry-run]".into()),
     };
-    let (version, path) = last(root, CRATES)?;
+    let (version, path) = releases::last(root, CRATES)?;
     let base = breaking::load(root, &path.display().to_string())?;
     let text =
         fs::read_to_string(root.join("openapi.json")).map_err(|e| format!("openapi.json: {e}"))?;
     let head = breaking::load(root, "openapi.json")?;
     let changes = breaking::compare(&base, &head);
-    let Some(next) = breaking::bump(&version, &changes) else {
+    let Some(next) = breaking::bump(&version, &changes, Judged::Crates) else {
         return Err(format!(
             "openapi.json has not changed since {version}: nothing to release"
         ));
@@ -162,8 +132,8 @@ mod tests {
     #[test]
     fn the_workspace_version_is_the_last_release_of_the_crates() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-        let (version, _) = last(root, CRATES).unwrap();
-        assert_eq!(breaking::crate_version(root).unwrap(), version);
+        let (version, _) = releases::last(root, CRATES).unwrap();
+        assert_eq!(releases::crate_version(root).unwrap(), version);
     }
 
     #[test]
@@ -191,7 +161,7 @@ mod tests {
         .unwrap();
 
         run(&dir, &[]).unwrap();
-        assert_eq!(last(&dir, CRATES).unwrap().0, "0.1.1");
+        assert_eq!(releases::last(&dir, CRATES).unwrap().0, "0.1.1");
         assert_eq!(
             read(&dir.join("spec/crates/0.1.1.json")).unwrap(),
             head.to_string()

@@ -1,5 +1,6 @@
 //! The Account resource: installed apps, their credentials, and the usage statement.
 
+use std::marker::PhantomData;
 use std::num::NonZeroU64;
 
 use intent_models::{
@@ -13,9 +14,15 @@ use crate::raw::Client;
 use crate::raw::types::{GetStatementPeriod, RemoveCredentialName, SaveCredentialName};
 
 /// The Account operations of an [`Intent`](crate::Intent).
-#[derive(Debug, Clone, Copy)]
+///
+/// Owns what it needs (a clone of the [`Intent`](crate::Intent)'s client, which shares its
+/// connections and tokens), so it is `Clone + Send + 'static` and moves into a spawned task. The
+/// lifetime names no borrow: every handle is `Account<'static>`, and code written as `Account<'_>`
+/// still compiles.
+#[derive(Debug, Clone)]
 pub struct Account<'a> {
-    pub(crate) client: &'a Client,
+    pub(crate) client: Client,
+    pub(crate) borrows: PhantomData<&'a ()>,
 }
 
 impl Account<'_> {

@@ -12,7 +12,7 @@ use reqwest::header::{HeaderMap, WWW_AUTHENTICATE};
 use serde_json::Value;
 
 use crate::resource::Resource;
-use crate::retry::retry_after;
+use crate::retry::{retried_status, retry_after};
 
 /// `Result` with the SDK's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -159,6 +159,13 @@ pub enum Error {
 }
 
 impl Error {
+    /// Whether a failed GET ended in what retrying can fix: the transport, a broken stream, or
+    /// a status the policy retries. A body that does not decode would not decode again.
+    pub(crate) fn is_transient(&self) -> bool {
+        matches!(self, Error::Transport(_) | Error::Disconnected(_))
+            || self.status().is_some_and(retried_status)
+    }
+
     /// Classifies an error response by its code first, then by its status.
     pub fn from_response(status: u16, headers: &HeaderMap, error: Value) -> Self {
         let (code, message) = match &error {

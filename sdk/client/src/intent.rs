@@ -2,6 +2,7 @@
 //! token source per resource.
 
 use std::collections::HashMap;
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -209,23 +210,26 @@ impl Intent {
     }
 
     /// The Agent resource.
-    pub fn agent(&self) -> Agent<'_> {
+    pub fn agent(&self) -> Agent<'static> {
         Agent {
-            client: &self.client,
+            client: self.client.clone(),
+            borrows: PhantomData,
         }
     }
 
     /// The Pipeline resource.
-    pub fn pipeline(&self) -> Pipeline<'_> {
+    pub fn pipeline(&self) -> Pipeline<'static> {
         Pipeline {
-            client: &self.client,
+            client: self.client.clone(),
+            borrows: PhantomData,
         }
     }
 
     /// The Account resource.
-    pub fn account(&self) -> Account<'_> {
+    pub fn account(&self) -> Account<'static> {
         Account {
-            client: &self.client,
+            client: self.client.clone(),
+            borrows: PhantomData,
         }
     }
 

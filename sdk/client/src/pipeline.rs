@@ -2,6 +2,7 @@
 //! A Build travels as the exact JSON the server sent, with its typed view beside it (a
 //! [`SealedBuild`]).
 
+use std::marker::PhantomData;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use intent_models::{
@@ -22,9 +23,15 @@ use crate::raw::{Client, ClientInfo};
 use crate::sealed::{Attestation, Jwks, SealedBuild};
 
 /// The Pipeline operations of an [`Intent`](crate::Intent).
-#[derive(Debug, Clone, Copy)]
+///
+/// Owns what it needs (a clone of the [`Intent`](crate::Intent)'s client, which shares its
+/// connections and tokens), so it is `Clone + Send + 'static` and moves into a spawned task. The
+/// lifetime names no borrow: every handle is `Pipeline<'static>`, and code written as `Pipeline<'_>`
+/// still compiles.
+#[derive(Debug, Clone)]
 pub struct Pipeline<'a> {
-    pub(crate) client: &'a Client,
+    pub(crate) client: Client,
+    pub(crate) borrows: PhantomData<&'a ()>,
 }
 
 impl Pipeline<'_> {
@@ -126,7 +133,7 @@ impl Pipeline<'_> {
     /// Fetches the published keys (`/.well-known/jwks.json`) through the client's hooks (a span,
     /// the retry policy) and keeps them.
     async fn fetch_jwks(&self) -> Result<Jwks, Error> {
-        let client = self.client;
+        let client = &self.client;
         let request = client
             .client()
             .get(format!("{}/.well-known/jwks.json", client.baseurl()))
@@ -168,7 +175,7 @@ impl Pipeline<'_> {
             PipelineChain::Evm => ("evm/build", "evmBuild"),
             PipelineChain::Svm => ("svm/stage", "svmStage"),
         };
-        let client = self.client;
+        let client = &self.client;
         let request = client
             .client()
             .post(format!("{}/v1/pipeline/{path}", client.baseurl()))

@@ -5,8 +5,6 @@ use std::time::Duration;
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 use reqwest::{Method, StatusCode};
 
-use crate::Error;
-
 /// How the client sends a call again, in the manner of the AWS SDK's standard mode. It governs
 /// every retry of the SDK with one backoff: the calls of the generated client (a resolution's
 /// wait for a duplicate still in flight among them) and a follower's reconnections. A follower
@@ -187,15 +185,9 @@ impl<'a> Attempt<'a> {
     }
 }
 
-fn retried_status(status: u16) -> bool {
+/// Whether the policy retries an answer of `status`.
+pub(crate) fn retried_status(status: u16) -> bool {
     matches!(status, 408 | 429 | 500 | 502 | 503 | 504)
-}
-
-/// Whether a failed GET ended in what retrying can fix: the transport, a broken stream, or a
-/// status the policy retries. A body that does not decode would not decode again.
-pub(crate) fn transient(error: &Error) -> bool {
-    matches!(error, Error::Transport(_) | Error::Disconnected(_))
-        || error.status().is_some_and(retried_status)
 }
 
 /// A `Retry-After` in whole seconds (an HTTP date is not read).

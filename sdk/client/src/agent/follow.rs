@@ -13,7 +13,7 @@ use futures_util::Stream;
 use intent_models::{AgentEvent, MessageSnapshot, OnePassEvent};
 
 use crate::Error;
-use crate::retry::{self, RetryPolicy};
+use crate::retry::RetryPolicy;
 
 /// What following a log hands its consumer.
 #[derive(Debug, Clone, PartialEq)]
@@ -312,7 +312,7 @@ impl<T: Transport> Follower<T> {
             self.restart();
             return None;
         }
-        if !retry::transient(&error) || !self.retry.retries() {
+        if !error.is_transient() || !self.retry.retries() {
             self.state = State::Ended;
             return Some(error);
         }

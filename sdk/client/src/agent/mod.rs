@@ -20,6 +20,7 @@ mod follow;
 mod poll;
 mod sse;
 
+use std::marker::PhantomData;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -44,9 +45,15 @@ pub use follow::{LogItem, Position};
 const LONG_POLL_MS: i64 = 25_000;
 
 /// The Agent operations of an [`Intent`](crate::Intent).
-#[derive(Debug, Clone, Copy)]
+///
+/// Owns what it needs (a clone of the [`Intent`](crate::Intent)'s client, which shares its
+/// connections and tokens), so it is `Clone + Send + 'static` and moves into a spawned task. The
+/// lifetime names no borrow: every handle is `Agent<'static>`, and code written as `Agent<'_>`
+/// still compiles.
+#[derive(Debug, Clone)]
 pub struct Agent<'a> {
-    pub(crate) client: &'a Client,
+    pub(crate) client: Client,
+    pub(crate) borrows: PhantomData<&'a ()>,
 }
 
 /// How a turn settled: its final state (not `processing`), its events, and the action it
@@ -171,7 +178,7 @@ impl<'a> Agent<'a> {
         let session = session_id(session)?;
         let (mut events, mut cursor) = (Vec::new(), None);
         loop {
-            let page = crate::agent::events(self.client, &session, cursor, Some(0))
+            let page = crate::agent::events(&self.client, &session, cursor, Some(0))
                 .send()
                 .await?
                 .into_inner();
@@ -218,7 +225,7 @@ impl<'a> Agent<'a> {
         cursor: &str,
         history: u64,
     ) -> Result<TurnOutcome, Error> {
-        let transport = poll::Poll::new(self.client, session_id(session)?);
+        let transport = poll::Poll::new(&self.client, session_id(session)?);
         let from = Position::after_page(cursor);
         let mut follower = follow::Follower::new(transport, from, self.client.inner.retry.clone());
         let mut outcome = TurnOutcome {
@@ -260,7 +267,7 @@ impl<'a> Agent<'a> {
         wait_ms: Option<i64>,
     ) -> Result<EventPage, Error> {
         let cursor = cursor.map(str::parse).transpose().map_err(invalid)?;
-        let page = events(self.client, &session_id(session)?, cursor, wait_ms)
+        let page = events(&self.client, &session_id(session)?, cursor, wait_ms)
             .send()
             .await?;
         Ok(page.into_inner())
@@ -284,7 +291,7 @@ impl<'a> Agent<'a> {
     /// Follows the session's log by long-poll pages like [`Agent::follow`], from `position`:
     /// the [`Position`] of the last event a consumer handled, kept across a restart.
     pub fn follow_from(&self, session: &str, position: Position) -> LogStream {
-        let transport = session_id(session).map(|session| poll::Poll::new(self.client, session));
+        let transport = session_id(session).map(|session| poll::Poll::new(&self.client, session));
         follow_or_fail(transport, position, self.client.inner.retry.clone())
     }
 
@@ -346,7 +353,10 @@ impl<'a> Agent<'a> {
             |state| async move {
                 let (mut log, turn, resumed, mut history) = state?;
                 if let Some((position, client, session)) = resumed {
-                    let agent = Agent { client: &client };
+                    let agent = Agent {
+                        client,
+                        borrows: PhantomData,
+                    };
                     let standing = match agent.read_log(&session).await {
                         Ok(read) => Standing::of(&read, &turn),
                         Err(error) => return Some((Err(error), None)),
@@ -380,7 +390,7 @@ impl<'a> Agent<'a> {
 
     /// Follows the session's log over SSE like [`Agent::follow_sse`], from `position`.
     pub fn follow_sse_from(&self, session: &str, position: Position) -> LogStream {
-        let transport = session_id(session).map(|session| sse::Sse::new(self.client, session));
+        let transport = session_id(session).map(|session| sse::Sse::new(&self.client, session));
         follow_or_fail(transport, position, self.client.inner.retry.clone())
     }
 

@@ -3,9 +3,9 @@
 use intent_models::TurnState;
 
 use super::log::{lock_session, write_events};
+use super::rows::ActionRow;
 use crate::store::agent::{Append, Resolution, ResolutionEvents, Resolved};
 use crate::store::engine::sql;
-use crate::store::rows::ActionRow;
 use crate::store::{Result, Store};
 
 impl Store {

@@ -1,9 +1,9 @@
 //! Idempotency keys: a request claims its key once, and a repeat replays the recorded answer.
 
+use super::rows::IdempotencyRow;
 use crate::ids::AccountId;
 use crate::store::agent::IdempotencyBegin;
 use crate::store::engine::sql;
-use crate::store::rows::IdempotencyRow;
 use crate::store::{Result, Store};
 
 impl Store {

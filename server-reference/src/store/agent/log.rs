@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use intent_models::TurnState;
 
+use super::rows::{LogRow, turn_state};
 use crate::ids::{AccountId, SessionId};
 use crate::store::agent::{Append, Appended, Bounds, LogRead, event_body};
 use crate::store::engine::{Tx, sql};
-use crate::store::rows::{LogRow, turn_state};
 use crate::store::{Result, Store};
 
 /// Locks session `id` (of `account`, when given) for the rest of the transaction; its last seq.

@@ -8,6 +8,7 @@
 mod actions;
 mod idempotency;
 mod log;
+mod rows;
 mod sessions;
 mod turns;
 

@@ -1,9 +1,9 @@
 //! Sessions: created, read, changed and deleted, each change told to every process.
 
+use super::rows::SessionRow;
 use crate::ids::{AccountId, SessionId};
 use crate::store::agent::SessionRecord;
 use crate::store::engine::sql;
-use crate::store::rows::SessionRow;
 use crate::store::{Result, Store};
 
 impl Store {

@@ -4,11 +4,11 @@
 use intent_models::TurnState;
 
 use super::log::{lock_session, write_events};
+use super::rows::{SessionTurn, TurnRow, session_id};
 use crate::ids::{AccountId, SessionId};
 use crate::store::account::{Meter, record_usage};
 use crate::store::agent::{Append, TurnStarted};
 use crate::store::engine::sql;
-use crate::store::rows::{SessionTurn, TurnRow, session_id};
 use crate::store::{Result, Store};
 
 impl Store {

@@ -1,8 +1,11 @@
 //! OAuth: authorization codes, device grants and refresh-token families, each stored under the
 //! hash of its secret.
 
+mod rows;
+
+use rows::{CodeRow, DeviceRow, RefreshRow, select_device_grant};
+
 use super::engine::{Sql, sql};
-use super::rows::{CodeRow, DeviceRow, RefreshRow, select_device_grant};
 use super::{Result, Store};
 
 /// What a grant authorizes: who, for which client, which scopes on which one resource.

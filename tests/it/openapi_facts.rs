@@ -1826,3 +1826,22 @@ fn every_profile_note_is_listed_in_its_fills() {
         unlisted.join("\n")
     );
 }
+
+#[test]
+fn every_scope_of_the_scheme_is_a_scope_variant_named_as_tokens_carry_it() {
+    let names: Vec<&str> = intent_models::Scope::ALL
+        .iter()
+        .map(|scope| scope.as_str())
+        .collect();
+    assert_eq!(names, intent_models::SCOPES);
+    let flows = &openapi()["components"]["securitySchemes"]["oauth2"]["flows"];
+    let declared: BTreeSet<&str> = flows
+        .as_object()
+        .unwrap()
+        .values()
+        .flat_map(|flow| flow["scopes"].as_object().unwrap().keys())
+        .map(String::as_str)
+        .collect();
+    assert_eq!(names.iter().copied().collect::<BTreeSet<_>>(), declared);
+    assert_eq!(intent_models::Scope::AgentRead.to_string(), "agent:read");
+}

@@ -183,7 +183,7 @@ fn models(spec: &OpenAPI) -> Result<String, String> {
     let mut file = parse(generator.get_type_space().to_stream())?;
     let document = serde_json::to_value(spec).map_err(|e| format!("openapi.json: {e}"))?;
     tolerant_reading(&mut file, &request_only(&document))?;
-    file.items.push(scopes(&document)?);
+    file.items.extend(scopes(&document)?);
     file.items.push(resources(&document)?);
     format_file(&file)
 }
@@ -266,17 +266,56 @@ fn scheme_scopes(document: &Value) -> Result<BTreeSet<&str>, String> {
         .collect())
 }
 
-/// `pub const SCOPES`: the OAuth scopes of openapi.json's security scheme, sorted, for code that
-/// asks for tokens (the SDK's token command gets a resource's own).
-fn scopes(document: &Value) -> Result<syn::Item, String> {
+/// `pub enum Scope` and `pub const SCOPES`: the OAuth scopes of openapi.json's security scheme,
+/// sorted, as the one vocabulary code names a scope in (the SDK's token command gets a
+/// resource's own).
+fn scopes(document: &Value) -> Result<Vec<syn::Item>, String> {
     let scopes = scheme_scopes(document)?;
     let listed: Vec<String> = scopes.iter().map(|scope| format!("{scope:?}")).collect();
+    let variant = |scope: &str| -> String {
+        let words = scope.split(|c: char| !c.is_ascii_alphanumeric());
+        words
+            .filter(|word| !word.is_empty())
+            .map(|word| word[..1].to_ascii_uppercase() + &word[1..])
+            .collect()
+    };
+    let variants: Vec<String> = scopes.iter().map(|scope| variant(scope)).collect();
+    let docs = scopes.iter().map(|scope| format!("/// `{scope}`.\n"));
+    let names = scopes.iter().zip(&variants);
     let code = format!(
         "/// The OAuth scopes of openapi.json's security scheme, sorted.\n\
-         pub const SCOPES: &[&str] = &[{}];",
-        listed.join(", ")
+         pub const SCOPES: &[&str] = &[{listed}];\n\
+         /// An OAuth scope of openapi.json's security scheme.\n\
+         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]\n\
+         #[non_exhaustive]\n\
+         pub enum Scope {{ {variants} }}\n\
+         impl Scope {{\n\
+             /// Every scope, in the order of [`SCOPES`].\n\
+             pub const ALL: &[Scope] = &[{all}];\n\
+             /// Its name, as a token's `scope` carries it.\n\
+             pub const fn as_str(self) -> &'static str {{ match self {{ {arms} }} }}\n\
+         }}\n\
+         impl ::std::fmt::Display for Scope {{\n\
+             fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {{\n\
+                 f.write_str(self.as_str())\n\
+             }}\n\
+         }}",
+        listed = listed.join(", "),
+        variants = docs
+            .zip(&variants)
+            .map(|(doc, variant)| format!("{doc}{variant},"))
+            .collect::<String>(),
+        all = variants
+            .iter()
+            .map(|variant| format!("Scope::{variant}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        arms = names
+            .map(|(scope, variant)| format!("Scope::{variant} => {scope:?},"))
+            .collect::<String>(),
     );
-    syn::parse_str(&code).map_err(|e| format!("the scopes: {e}"))
+    let file: syn::File = syn::parse_str(&code).map_err(|e| format!("the scopes: {e}"))?;
+    Ok(file.items)
 }
 
 /// Open enums: the interface does not fix their values, so each gets a variant that keeps an

@@ -1,6 +1,7 @@
 //! What part 5 states beyond each operation's matrix: the authorization server's addresses and
 //! grants, and what each scope grants.
 
+use intent_models::Scope;
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -84,7 +85,10 @@ async fn oauth(target: &Target) -> Verdict {
     let device_path = "/api/auth/device/code";
     let reply = target
         .request(Method::POST, device_path)
-        .form(&[("client_id", "conformance"), ("scope", "agent:read")])
+        .form(&[
+            ("client_id", "conformance"),
+            ("scope", Scope::AgentRead.as_str()),
+        ])
         .send()
         .await?;
     let granted = (200..300).contains(&reply.status)

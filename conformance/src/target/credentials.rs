@@ -1,6 +1,7 @@
 //! The tokens a run holds and where the others come from: the roles the checks use most, each
 //! an account, a resource and scopes, and a token source for any other request.
 
+use intent_models::Scope;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -137,30 +138,41 @@ impl Role {
             Role::Agent => (Account::Primary, "agent", &AGENT_SCOPES),
             Role::Pipeline => (Account::Primary, "pipeline", &PIPELINE_SCOPES),
             Role::Account => (Account::Primary, "account", &ACCOUNT_SCOPES),
-            Role::Narrow => (Account::Primary, "agent", &["agent:read"]),
-            Role::Second => (Account::Secondary, "agent", &["agent:read", "agent:write"]),
-            Role::AgentMcp => (Account::Primary, "agent-mcp", &["mcp:agent", "agent:read"]),
-            Role::PipelineMcp => (
-                Account::Primary,
-                "pipeline-mcp",
-                &["mcp:pipeline", "pipeline:catalog", "pipeline:execute"],
-            ),
+            Role::Narrow => (Account::Primary, "agent", &[AGENT_SCOPES[0]]),
+            Role::Second => (Account::Secondary, "agent", &AGENT_SCOPES[..2]),
+            Role::AgentMcp => (Account::Primary, "agent-mcp", &AGENT_MCP_SCOPES),
+            Role::PipelineMcp => (Account::Primary, "pipeline-mcp", &PIPELINE_MCP_SCOPES),
         };
         TokenRequest::new(account, resource, scopes)
     }
 }
 
-/// The Agent resource's scopes.
-pub const AGENT_SCOPES: [&str; 3] = ["agent:read", "agent:write", "agent:actions:resolve"];
+/// The Agent resource's scopes: reading first, then writing (the narrow roles take a prefix).
+pub const AGENT_SCOPES: [&str; 3] = [
+    Scope::AgentRead.as_str(),
+    Scope::AgentWrite.as_str(),
+    Scope::AgentActionsResolve.as_str(),
+];
 /// The Pipeline resource's scopes.
-pub const PIPELINE_SCOPES: [&str; 2] = ["pipeline:catalog", "pipeline:execute"];
+pub const PIPELINE_SCOPES: [&str; 2] = [
+    Scope::PipelineCatalog.as_str(),
+    Scope::PipelineExecute.as_str(),
+];
+/// The Agent MCP resource's: its own and the log's.
+const AGENT_MCP_SCOPES: [&str; 2] = [Scope::McpAgent.as_str(), Scope::AgentRead.as_str()];
+/// The Pipeline MCP resource's: its own and the Pipeline's.
+const PIPELINE_MCP_SCOPES: [&str; 3] = [
+    Scope::McpPipeline.as_str(),
+    Scope::PipelineCatalog.as_str(),
+    Scope::PipelineExecute.as_str(),
+];
 /// The Account resource's scopes that its operations use.
 pub const ACCOUNT_SCOPES: [&str; 5] = [
-    "account:apps:read",
-    "account:apps:write",
-    "account:credentials:read",
-    "account:credentials:write",
-    "account:usage:read",
+    Scope::AccountAppsRead.as_str(),
+    Scope::AccountAppsWrite.as_str(),
+    Scope::AccountCredentialsRead.as_str(),
+    Scope::AccountCredentialsWrite.as_str(),
+    Scope::AccountUsageRead.as_str(),
 ];
 
 /// Makes a token for a request, given the resource's identifier (its URL).

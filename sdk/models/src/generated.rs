@@ -8113,6 +8113,90 @@ pub const SCOPES: &[&str] = &[
     "pipeline:catalog",
     "pipeline:execute",
 ];
+/// An OAuth scope of openapi.json's security scheme.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum Scope {
+    /// `account:apps:read`.
+    AccountAppsRead,
+    /// `account:apps:write`.
+    AccountAppsWrite,
+    /// `account:credentials:read`.
+    AccountCredentialsRead,
+    /// `account:credentials:write`.
+    AccountCredentialsWrite,
+    /// `account:credits:read`.
+    AccountCreditsRead,
+    /// `account:credits:topup`.
+    AccountCreditsTopup,
+    /// `account:usage:read`.
+    AccountUsageRead,
+    /// `agent:actions:resolve`.
+    AgentActionsResolve,
+    /// `agent:read`.
+    AgentRead,
+    /// `agent:write`.
+    AgentWrite,
+    /// `custody:delegate`.
+    CustodyDelegate,
+    /// `mcp:agent`.
+    McpAgent,
+    /// `mcp:pipeline`.
+    McpPipeline,
+    /// `payments:submit`.
+    PaymentsSubmit,
+    /// `pipeline:catalog`.
+    PipelineCatalog,
+    /// `pipeline:execute`.
+    PipelineExecute,
+}
+impl Scope {
+    /// Every scope, in the order of [`SCOPES`].
+    pub const ALL: &[Scope] = &[
+        Scope::AccountAppsRead,
+        Scope::AccountAppsWrite,
+        Scope::AccountCredentialsRead,
+        Scope::AccountCredentialsWrite,
+        Scope::AccountCreditsRead,
+        Scope::AccountCreditsTopup,
+        Scope::AccountUsageRead,
+        Scope::AgentActionsResolve,
+        Scope::AgentRead,
+        Scope::AgentWrite,
+        Scope::CustodyDelegate,
+        Scope::McpAgent,
+        Scope::McpPipeline,
+        Scope::PaymentsSubmit,
+        Scope::PipelineCatalog,
+        Scope::PipelineExecute,
+    ];
+    /// Its name, as a token's `scope` carries it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Scope::AccountAppsRead => "account:apps:read",
+            Scope::AccountAppsWrite => "account:apps:write",
+            Scope::AccountCredentialsRead => "account:credentials:read",
+            Scope::AccountCredentialsWrite => "account:credentials:write",
+            Scope::AccountCreditsRead => "account:credits:read",
+            Scope::AccountCreditsTopup => "account:credits:topup",
+            Scope::AccountUsageRead => "account:usage:read",
+            Scope::AgentActionsResolve => "agent:actions:resolve",
+            Scope::AgentRead => "agent:read",
+            Scope::AgentWrite => "agent:write",
+            Scope::CustodyDelegate => "custody:delegate",
+            Scope::McpAgent => "mcp:agent",
+            Scope::McpPipeline => "mcp:pipeline",
+            Scope::PaymentsSubmit => "payments:submit",
+            Scope::PipelineCatalog => "pipeline:catalog",
+            Scope::PipelineExecute => "pipeline:execute",
+        }
+    }
+}
+impl ::std::fmt::Display for Scope {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 /// The protected resources of openapi.json's security scheme, by name.
 pub const RESOURCES: &[crate::ProtectedResource] = &[
     crate::ProtectedResource {

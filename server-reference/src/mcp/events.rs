@@ -6,6 +6,7 @@
 use axum::body::Body;
 use axum::http::Request;
 use futures_util::StreamExt;
+use intent_models::Scope;
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
     ListResourceTemplatesResult, ReadResourceResult, ResourceContents, ResourceTemplate,
@@ -100,7 +101,7 @@ pub fn accepted(requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
 /// own (or that does not exist) is never reported.
 pub async fn listen(api: &Api, context: SubscriptionContext) -> Result<(), McpError> {
     let principal = principal(context.request_context())?;
-    if !principal.has_scope("agent:read") {
+    if !principal.has_scope(Scope::AgentRead.as_str()) {
         return Err(McpError::invalid_request(
             "subscribing to session logs needs scope agent:read",
             None,

@@ -6,6 +6,7 @@
 //! so a retried answer has one effect. Otherwise the result is `awaiting_action` with the
 //! ActionRequest. The state travels with the client, so any instance can take the next round.
 
+use intent_models::Scope;
 use std::collections::BTreeMap;
 use std::sync::{Arc, LazyLock};
 
@@ -36,10 +37,7 @@ use crate::error::ApiError;
 pub const NAME: &str = "run_turn";
 
 /// The scopes `run_turn` needs: it starts turns and reads the log.
-pub const SCOPES: [&str; 2] = ["agent:write", "agent:read"];
-
-/// The scope a resolution needs.
-const RESOLVE: &str = "agent:actions:resolve";
+pub const SCOPES: [Scope; 2] = [Scope::AgentWrite, Scope::AgentRead];
 
 /// The key of the one input request: the person's decision.
 const DECISION: &str = "decision";
@@ -217,7 +215,7 @@ async fn round(
         }
     };
     // Asking the person is pointless when the token cannot resolve what they decide.
-    let can_elicit = principal.has_scope(RESOLVE)
+    let can_elicit = principal.has_scope(Scope::AgentActionsResolve.as_str())
         && context
             .client_capabilities()
             .is_some_and(|capabilities| capabilities.elicitation.is_some());

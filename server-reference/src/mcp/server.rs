@@ -1,6 +1,7 @@
 //! One MCP server (Agent MCP or Pipeline MCP): lists the tools the token's scopes allow and runs
 //! a call as the HTTP request of its operation, sent through [`Api`].
 
+use intent_models::Scope;
 use std::sync::Arc;
 
 use axum::Router;
@@ -23,7 +24,7 @@ use crate::auth::principal::Principal;
 use crate::auth::resource::Resource;
 
 /// The scope that lets an MCP client commit a Build: delegated custody (part 5).
-const CUSTODY: &str = "custody:delegate";
+const CUSTODY: Scope = Scope::CustodyDelegate;
 
 /// An MCP server for one MCP resource, over the HTTP resource behind it.
 #[derive(Clone)]
@@ -44,7 +45,9 @@ impl McpServer {
     /// Whether `run_turn` is among this server's tools for `principal`.
     fn runs_turns(&self, principal: &Principal) -> bool {
         self.api.resource() == Resource::AgentMcp
-            && run_turn::SCOPES.iter().all(|s| principal.has_scope(s))
+            && run_turn::SCOPES
+                .iter()
+                .all(|s| principal.has_scope(s.as_str()))
     }
 }
 
@@ -93,7 +96,9 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         let principal = principal(&context)?;
-        if self.api.resource() != Resource::AgentMcp || !principal.has_scope("agent:read") {
+        if self.api.resource() != Resource::AgentMcp
+            || !principal.has_scope(Scope::AgentRead.as_str())
+        {
             let message = format!("{} is not a resource this token may read", request.uri);
             return Err(McpError::resource_not_found(message, None));
         }
@@ -139,7 +144,7 @@ impl ServerHandler for McpServer {
         let principal = principal(&context)?;
         if self.api.resource() == Resource::AgentMcp && request.name == run_turn::NAME {
             if !self.runs_turns(&principal) {
-                let needs = run_turn::SCOPES.join(" and ");
+                let needs = run_turn::SCOPES.map(Scope::as_str).join(" and ");
                 return Ok(refused(format!("{} needs scopes {needs}", run_turn::NAME)));
             }
             if let Some(violation) = run_turn::violation(&request) {
@@ -168,7 +173,10 @@ impl ServerHandler for McpServer {
         let commits = arguments
             .get("body")
             .is_some_and(|body| body.get("attestation").is_some());
-        if self.api.target() == Resource::Pipeline && commits && !principal.has_scope(CUSTODY) {
+        if self.api.target() == Resource::Pipeline
+            && commits
+            && !principal.has_scope(CUSTODY.as_str())
+        {
             return Ok(refused(format!(
                 "committing a Build through MCP is delegated custody: it needs scope {CUSTODY} \
                  (part 5), which the token lacks; commit through the Pipeline with the \

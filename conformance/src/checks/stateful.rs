@@ -27,13 +27,34 @@ pub(super) fn checks() -> Vec<Check> {
         .map(|operation| Check {
             id: format!("stateful.{}", operation.id).into(),
             category: Category::Stateful,
-            requirement: "Following the links of openapi.json from this operation, with every other input generated from its schema, each answer MUST be a status the operation declares, hold against its schema and be no server error outside the error envelope (one inside it is a profile assertion), and the id each link passes MUST resolve (no 404).",
+            requirement: format!(
+                "Following the links of openapi.json from this operation (to {}), with every other input generated from its schema, each answer MUST be a status the operation declares, hold against its schema and be no server error outside the error envelope (one inside it is a profile assertion), and the id each link passes MUST resolve (no 404).",
+                reached(operation).join(", ")
+            )
+            .leak(),
             section: "4",
             rests_on: vec![&operation.reference],
             operation: Some(operation),
             run: run_on_operation!(sequence),
         })
         .collect()
+}
+
+/// The operations a sequence from `root` can reach through the links of their successes, in
+/// the order it meets them (`root` itself when a link leads back to it).
+fn reached(root: &'static Operation) -> Vec<&'static str> {
+    let mut seen: Vec<&'static str> = Vec::new();
+    let mut queue = VecDeque::from([root]);
+    while let Some(operation) = queue.pop_front() {
+        let successes = (200..300).flat_map(|status| links(operation, status));
+        for next in successes.filter_map(|(_, link)| operation_of(link)) {
+            if !seen.contains(&next.id.as_str()) {
+                seen.push(&next.id);
+                queue.push_back(next);
+            }
+        }
+    }
+    seen
 }
 
 /// The links of `operation`'s answer `status`, by name.

@@ -193,19 +193,21 @@ fn let_through(reply: &Reply, scope: &str, what: &str) -> Verdict {
     })
 }
 
-/// The fact of `conformance/facts.json` that says what `scope` grants.
+/// The fact of `conformance/facts.json` that says what `scope` grants, for the scopes whose
+/// grant the checks probe.
 fn scope_fact(scope: &str) -> Option<&'static str> {
+    let scope = Scope::ALL.iter().find(|known| known.as_str() == scope)?;
     Some(match scope {
-        "agent:read" => "5.scope-agent-read",
-        "agent:write" => "5.scope-agent-write",
-        "agent:actions:resolve" => "5.scope-agent-actions-resolve",
-        "pipeline:catalog" => "5.scope-pipeline-catalog",
-        "pipeline:execute" => "5.scope-pipeline-execute",
-        "account:apps:write" => "5.scope-account-apps-write",
-        "account:credentials:write" => "5.scope-account-credentials-write",
-        "account:usage:read" => "5.scope-account-usage-read",
-        "mcp:agent" => "5.scope-mcp-agent",
-        "mcp:pipeline" => "5.scope-mcp-pipeline",
+        Scope::AgentRead => "5.scope-agent-read",
+        Scope::AgentWrite => "5.scope-agent-write",
+        Scope::AgentActionsResolve => "5.scope-agent-actions-resolve",
+        Scope::PipelineCatalog => "5.scope-pipeline-catalog",
+        Scope::PipelineExecute => "5.scope-pipeline-execute",
+        Scope::AccountAppsWrite => "5.scope-account-apps-write",
+        Scope::AccountCredentialsWrite => "5.scope-account-credentials-write",
+        Scope::AccountUsageRead => "5.scope-account-usage-read",
+        Scope::McpAgent => "5.scope-mcp-agent",
+        Scope::McpPipeline => "5.scope-mcp-pipeline",
         _ => return None,
     })
 }

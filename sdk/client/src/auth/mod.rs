@@ -263,6 +263,8 @@ impl Slot {
 mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
 
+    use intent_models::Scope;
+
     use super::*;
 
     #[test]
@@ -274,12 +276,16 @@ mod tests {
         assert_eq!(ours, declared);
         assert_eq!(
             Resource::Agent.scopes(),
-            ["agent:actions:resolve", "agent:read", "agent:write"]
+            [
+                Scope::AgentActionsResolve.as_str(),
+                Scope::AgentRead.as_str(),
+                Scope::AgentWrite.as_str()
+            ]
         );
-        assert!(Resource::AgentMcp.owns_scope("agent:read"));
-        assert!(Resource::AgentMcp.owns_scope("mcp:agent"));
-        assert!(!Resource::Agent.owns_scope("mcp:agent"));
-        assert!(Resource::Pipeline.owns_scope("custody:delegate"));
+        assert!(Resource::AgentMcp.owns_scope(Scope::AgentRead.as_str()));
+        assert!(Resource::AgentMcp.owns_scope(Scope::McpAgent.as_str()));
+        assert!(!Resource::Agent.owns_scope(Scope::McpAgent.as_str()));
+        assert!(Resource::Pipeline.owns_scope(Scope::CustodyDelegate.as_str()));
         assert!(Resource::Account.owns_scope("payments:submit"));
     }
 

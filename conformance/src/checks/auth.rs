@@ -2,6 +2,7 @@
 //! one, one of another resource, one without the operation's scope), and the isolation of one
 //! account's sessions and apps from another's (part 1).
 
+use intent_models::Scope;
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -236,7 +237,10 @@ async fn matrix(target: &Target, operation: &'static Operation) -> Verdict {
         .token(&TokenRequest::new(Account::Primary, resource, &rest))
         .await;
     // Given tokens only: the narrow token (agent:read alone) lacks every other agent scope.
-    if matches!(without, Err(Finding::Skip(_))) && resource == "agent" && scope != "agent:read" {
+    if matches!(without, Err(Finding::Skip(_)))
+        && resource == "agent"
+        && scope != Scope::AgentRead.as_str()
+    {
         without = target.role(Role::Narrow).await;
     }
     match without {
@@ -404,9 +408,12 @@ async fn isolation(target: &Target, operation: &'static Operation) -> Verdict {
         return account_isolation(target, operation).await;
     }
     let owner = target.role(Role::Agent).await?;
-    let scopes: &[&str] = match scope {
-        "agent:actions:resolve" => &AGENT_SCOPES,
-        _ => &["agent:read", "agent:write"],
+    // The other account's token holds what the operation needs: the whole resource's scopes
+    // for a resolution, reading and writing otherwise.
+    let scopes: &[&str] = if scope == Scope::AgentActionsResolve.as_str() {
+        &AGENT_SCOPES
+    } else {
+        &AGENT_SCOPES[..2]
     };
     let other = target
         .token(&TokenRequest::new(Account::Secondary, "agent", scopes))

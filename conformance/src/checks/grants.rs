@@ -234,11 +234,11 @@ async fn grants(target: &Target) -> Verdict {
     let agent = &target.role(Role::Agent).await?;
     let (session, _) = start_turn(target, agent, None, "conformance: grants").await?;
     let session_path = format!("/v1/agent/sessions/{session}");
-    let read = ("agent", "agent:read");
+    let read = ("agent", Scope::AgentRead.as_str());
     granted(target, read, Method::GET, &session_path, None).await?;
     let page = format!("/v1/agent/chat/{session}");
     granted(target, read, Method::GET, &page, None).await?;
-    let write = ("agent", "agent:write");
+    let write = ("agent", Scope::AgentWrite.as_str());
     let means = &target.settings.means.chat;
     let chat = means.request("conformance: written", Some(&session));
     granted(target, write, Method::POST, "/v1/agent/chat", Some(&chat)).await?;
@@ -249,18 +249,28 @@ async fn grants(target: &Target) -> Verdict {
     let mut untried = Vec::new();
     match pending_action(target, agent).await {
         Ok(pending) => {
-            let resolve = only(target, "agent", "agent:actions:resolve").await?;
+            let resolve = only(target, "agent", Scope::AgentActionsResolve.as_str()).await?;
             let key = super::fresh_key("grants");
             let body = pending.body(target, pending.revision, crate::means::Decision::Reject);
             let reply = pending.resolve(target, &resolve, Some(&key), &body).await?;
-            let_through(&reply, "agent:actions:resolve", "resolving an action")?;
+            let_through(
+                &reply,
+                Scope::AgentActionsResolve.as_str(),
+                "resolving an action",
+            )?;
         }
-        Err(Finding::Skip(reason)) => untried.push(format!("agent:actions:resolve ({reason})")),
+        Err(Finding::Skip(reason)) => {
+            untried.push(format!("{} ({reason})", Scope::AgentActionsResolve))
+        }
         Err(other) => return Err(other),
     }
     for (resource, scope, path) in [
-        ("agent-mcp", "mcp:agent", "/v1/agent/mcp"),
-        ("pipeline-mcp", "mcp:pipeline", "/v1/pipeline/mcp"),
+        ("agent-mcp", Scope::McpAgent.as_str(), "/v1/agent/mcp"),
+        (
+            "pipeline-mcp",
+            Scope::McpPipeline.as_str(),
+            "/v1/pipeline/mcp",
+        ),
     ] {
         let token = only(target, resource, scope).await?;
         let initialize = json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -298,11 +308,11 @@ async fn pipeline_grants(target: &Target) -> Verdict {
         super::encode(&named.app),
         super::encode(&named.operation)
     );
-    let catalog = ("pipeline", "pipeline:catalog");
+    let catalog = ("pipeline", Scope::PipelineCatalog.as_str());
     granted(target, catalog, Method::GET, &path, None).await?;
     // Execution is subject to a policy gate (part 5), which may answer 403: only a 401 says
     // the token was not taken.
-    let execute = only(target, "pipeline", "pipeline:execute").await?;
+    let execute = only(target, "pipeline", Scope::PipelineExecute.as_str()).await?;
     for path in [EVM, SVM] {
         let body = build_request(target, path).await?;
         let reply = target
@@ -322,13 +332,13 @@ async fn pipeline_grants(target: &Target) -> Verdict {
 async fn account_grants(target: &Target) -> Verdict {
     let install = super::subjects::install(target).await?;
     let application = format!("/v1/account/apps/{}", install.application_id);
-    let apps = ("account", "account:apps:write");
+    let apps = ("account", Scope::AccountAppsWrite.as_str());
     granted(target, apps, Method::POST, &application, None).await?;
     if let Some(name) = install.credentials.keys().next() {
         let path = format!("{application}/secrets/{name}");
-        let credentials = ("account", "account:credentials:write");
+        let credentials = ("account", Scope::AccountCredentialsWrite.as_str());
         granted(target, credentials, Method::DELETE, &path, None).await?;
     }
-    let usage = ("account", "account:usage:read");
+    let usage = ("account", Scope::AccountUsageRead.as_str());
     granted(target, usage, Method::GET, "/v1/account/statement", None).await
 }

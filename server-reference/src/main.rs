@@ -3,6 +3,7 @@
 
 #![forbid(unsafe_code)]
 
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -31,8 +32,27 @@ struct Cli {
         allow_hyphen_values = true
     )]
     clock_offset: i64,
+    /// How the log (on standard error) is written.
+    #[arg(
+        long,
+        global = true,
+        env = "INTENT_LOG_FORMAT",
+        value_enum,
+        default_value_t = LogFormat::Text
+    )]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+/// How the log is written.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogFormat {
+    /// Lines for a person: coloured on a terminal, unless `NO_COLOR` is set.
+    Text,
+    /// One JSON object a line: its time, level, message and fields, and the span of the request
+    /// it is of (method, URI, request id).
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -134,15 +154,29 @@ enum Keys {
     },
 }
 
+/// Writes the log to standard error as `format` says, filtered by `RUST_LOG` (`info` unless set).
+fn logs(format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let logs = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter);
+    match format {
+        LogFormat::Text => logs.with_ansi(colour()).init(),
+        LogFormat::Json => logs.json().with_span_list(false).init(),
+    }
+}
+
+/// Whether text logs are coloured: on a terminal only, and not when `NO_COLOR` is set to
+/// anything but nothing (no-color.org).
+fn colour() -> bool {
+    let asked_not = std::env::var_os("NO_COLOR").is_some_and(|value| !value.is_empty());
+    std::io::stderr().is_terminal() && !asked_not
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .init();
     let cli = Cli::parse();
+    logs(cli.log_format);
     intent_server::set_clock_offset(cli.clock_offset);
     let result = match cli.command {
         Command::Serve {

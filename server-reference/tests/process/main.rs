@@ -1,8 +1,10 @@
 //! The server binary as a child process: stopped by `kill -9` and by SIGTERM, minting tokens for
 //! the SDK through `intent-server token` (short-lived ones, and through the docs' token command),
-//! and opening the data that servers of earlier commits left (upgrades in place).
+//! opening the data that servers of earlier commits left (upgrades in place), and the log it
+//! writes.
 
 mod crash;
+mod logs;
 mod memory;
 mod scale_out;
 #[path = "../support/mod.rs"]

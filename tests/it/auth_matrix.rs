@@ -11,7 +11,8 @@ use intent_tests::{TestServer, openapi, operations};
 use serde_json::Value;
 
 /// A concrete path for a template of openapi.json: each path parameter takes its example, or
-/// a value of its form. No resource need exist: every token here is refused before a lookup.
+/// a value of its form. No resource need exist: a refused token is refused before a lookup,
+/// and the right token may be answered 404.
 fn concrete(template: &str, op: &'static Value) -> String {
     let mut path = template.to_owned();
     for parameter in op["parameters"].as_array().into_iter().flatten() {

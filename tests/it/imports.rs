@@ -32,15 +32,17 @@ fn modules(src: &Path) -> BTreeMap<Module, String> {
             if module.last().is_some_and(|last| last == "mod") {
                 module.pop();
             }
+            // The library's root; a binary's beside it is read for the library's too.
+            if module == ["main"] && src.join("lib.rs").exists() {
+                continue;
+            }
             if module == ["lib"] || module == ["main"] {
                 module.clear();
             }
             let text = std::fs::read_to_string(&path).unwrap();
-            let lines = text
-                .split("#[cfg(test)]")
-                .next()
-                .unwrap_or_default()
-                .lines();
+            // A file's test module is its last item; `#[cfg(test)]` on one item keeps the rest.
+            let outside_tests = text.split("#[cfg(test)]\nmod ").next().unwrap_or_default();
+            let lines = outside_tests.lines();
             let kept: Vec<&str> = lines
                 .filter(|line| !line.trim_start().starts_with("//"))
                 .collect();
@@ -96,20 +98,22 @@ fn segments(path: &str) -> impl Iterator<Item = String> + '_ {
         .map(str::to_owned)
 }
 
-/// The `use` declarations of `code` (re-exports only with `public`), each path with its name.
-fn uses(code: &str, public: bool) -> Vec<(Vec<String>, String)> {
+/// The `use` declarations of `code`, each path with its name: what the module sees by that
+/// name, and so do its own modules through `super::` (a `pub` one re-exports it too).
+fn uses(code: &str) -> Vec<(Vec<String>, String)> {
+    const KEYWORDS: [&str; 4] = ["pub use ", "pub(crate) use ", "pub(super) use ", "use "];
     let mut out = Vec::new();
     for statement in code.split(';') {
-        let statement = statement.trim_start();
-        let tree = ["pub use ", "pub(crate) use ", "pub(super) use "]
-            .iter()
-            .chain(if public { &[][..] } else { &["use "][..] })
-            .find_map(|keyword| statement.split_once(keyword))
-            .filter(|(before, _)| {
-                let before = before.trim_end_matches([' ', '\t']);
-                before.is_empty() || before.ends_with('\n')
+        // A `use` starts a line of its statement and runs to the statement's end.
+        let starts = std::iter::once(0).chain(statement.match_indices('\n').map(|(at, _)| at + 1));
+        let tree = starts
+            .filter_map(|at| {
+                let line = statement[at..].trim_start_matches([' ', '\t']);
+                KEYWORDS
+                    .iter()
+                    .find_map(|keyword| line.strip_prefix(keyword))
             })
-            .map(|(_, tree)| tree);
+            .next_back();
         if let Some(tree) = tree {
             expand(tree, &[], &mut out);
         }
@@ -188,7 +192,7 @@ fn arrows(src: &Path) -> BTreeMap<Module, BTreeMap<String, BTreeSet<String>>> {
     let reexports: BTreeMap<Module, BTreeMap<String, Vec<String>>> = code
         .iter()
         .map(|(module, text)| {
-            let exported = uses(text, true)
+            let exported = uses(text)
                 .into_iter()
                 .filter_map(|(path, name)| Some((name, absolute(module, &path, &known)?)));
             (module.clone(), exported.collect())
@@ -196,7 +200,7 @@ fn arrows(src: &Path) -> BTreeMap<Module, BTreeMap<String, BTreeSet<String>>> {
         .collect();
     let mut folders: BTreeMap<Module, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
     for (module, text) in &code {
-        let named = uses(text, false).into_iter().map(|(path, _)| path);
+        let named = uses(text).into_iter().map(|(path, _)| path);
         for path in named.chain(inline_paths(text)) {
             let Some(path) = absolute(module, &path, &known) else {
                 continue;
@@ -276,12 +280,17 @@ fn an_arrow_follows_a_reexport_to_the_module_that_defines_it() {
     write("lib.rs", "mod area;\nmod other;\n");
     write(
         "area/mod.rs",
-        "mod a;\nmod b;\npub use a::A;\npub use b::B;\nuse crate::other::O;\n",
+        "mod a;\nmod b;\nuse a::A;\npub use b::B;\nuse crate::other::O;\n",
     );
-    write("area/a.rs", "use super::B;\npub struct A;\n");
+    // `b` reaches `a` through the room's private `use`; `a` reaches `b` after an item of its
+    // tests.
+    write(
+        "area/a.rs",
+        "pub struct A;\n#[cfg(test)]\nfn helper() {}\nuse super::B;\n",
+    );
     write(
         "area/b.rs",
-        "use super::{A, super::other};\npub struct B;\n#[cfg(test)]\nuse super::c;\n",
+        "use super::{A, super::other};\npub struct B;\n#[cfg(test)]\nmod tests {\n    use super::super::c;\n}\n",
     );
     write("other.rs", "pub struct O;\n");
     let folders = arrows(dir.path());

@@ -1223,8 +1223,9 @@ fn links() -> Vec<(String, &'static str, &'static Value)> {
 }
 
 /// Whether a link's runtime expression (OpenAPI 3.0.3, 4.7.20.4) names what the operation
-/// `source`, answering `status`, has: a body member at any JSON pointer, a parameter or a header.
-/// A value that is no expression is a constant.
+/// `source`, answering `status`, has: a body member at any JSON pointer, a whole body, a
+/// parameter or a header, the forms the suite's stateful checks evaluate. A value that is no
+/// expression is a constant.
 fn expression_holds(
     source: &'static Value,
     status: &str,
@@ -1243,7 +1244,12 @@ fn expression_holds(
         let parameters = source["parameters"].as_array().into_iter().flatten();
         parameters
             .map(resolve)
-            .any(|p| p["in"] == location && p["name"] == name)
+            .filter(|p| p["in"] == location)
+            .filter_map(|p| p["name"].as_str())
+            .any(|declared| match location {
+                "header" => declared.eq_ignore_ascii_case(name),
+                _ => declared == name,
+            })
             .then_some(())
             .ok_or(format!("the operation has no {location} parameter {name}"))
     };
@@ -1268,24 +1274,25 @@ fn expression_holds(
         declared("query", name)
     } else if let Some(name) = text.strip_prefix("$request.header.") {
         declared("header", name)
-    } else if [
-        "$url",
-        "$method",
-        "$statusCode",
-        "$request.body",
-        "$response.body",
-    ]
-    .contains(&text)
-    {
+    } else if ["$request.body", "$response.body"].contains(&text) {
         Ok(())
     } else {
-        Err("not a runtime expression".to_owned())
+        Err("not a runtime expression the stateful checks evaluate".to_owned())
     }
 }
 
 /// The schema of the member at JSON `pointer` (RFC 6901) in values of `schema`: through object
-/// properties, array items (by index) and any branch of a composition.
+/// properties (or a map's `additionalProperties`), array items (by index) and any branch of a
+/// composition.
 fn schema_at(schema: &'static Value, pointer: &str) -> Option<&'static Value> {
+    schema_within(schema, pointer, 0)
+}
+
+/// [`schema_at`], `depth` compositions down: a schema that holds itself ends the search.
+fn schema_within(schema: &'static Value, pointer: &str, depth: usize) -> Option<&'static Value> {
+    if depth > 16 {
+        return None;
+    }
     let Some(rest) = pointer.strip_prefix('/') else {
         return pointer.is_empty().then_some(schema);
     };
@@ -1298,22 +1305,25 @@ fn schema_at(schema: &'static Value, pointer: &str) -> Option<&'static Value> {
     let branches = ["allOf", "oneOf", "anyOf"]
         .iter()
         .flat_map(|keyword| schema[keyword].as_array().into_iter().flatten());
+    let map = Some(&schema["additionalProperties"]).filter(|map| map.is_object());
     let own = match schema.get("items") {
         Some(items) if token.parse::<usize>().is_ok() => Some(items),
-        _ => schema["properties"].get(&token),
+        _ => schema["properties"].get(&token).or(map),
     };
-    own.and_then(|member| schema_at(member, &rest)).or_else(|| {
-        let pointer = format!("/{}{rest}", token.replace('~', "~0").replace('/', "~1"));
-        branches
-            .into_iter()
-            .find_map(|branch| schema_at(branch, &pointer))
-    })
+    own.and_then(|member| schema_within(member, &rest, depth + 1))
+        .or_else(|| {
+            let pointer = format!("/{}{rest}", token.replace('~', "~0").replace('/', "~1"));
+            branches
+                .into_iter()
+                .find_map(|branch| schema_within(branch, &pointer, depth + 1))
+        })
 }
 
 #[test]
 fn a_link_may_name_a_member_at_any_pointer() {
     let page = resolve(&intent_tests::openapi()["components"]["schemas"]["EventPage"]);
-    assert!(schema_at(page, "/events/0/seq").is_some() || schema_at(page, "/events/0").is_some());
+    // `seq` is a member of each kind of event, the branches of AgentEvent's `oneOf`.
+    assert!(schema_at(page, "/events/0/seq").is_some());
     assert!(schema_at(page, "/events/x").is_none());
     assert!(schema_at(page, "/nothing").is_none());
     let chat = operation("post", "/v1/agent/chat");
@@ -1323,7 +1333,8 @@ fn a_link_may_name_a_member_at_any_pointer() {
         ("$response.body#/nothing", false),
         ("$request.body#/message", true),
         ("$request.header.Idempotency-Key", false),
-        ("$statusCode", true),
+        ("$response.body", true),
+        ("$statusCode", false),
         ("$response.nothing", false),
     ] {
         let result = expression_holds(chat, "202", &Value::from(expression));

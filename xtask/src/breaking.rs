@@ -148,7 +148,7 @@ pub fn run(root: &Path, args: &[&str]) -> Result<bool, String> {
             serde_json::to_string_pretty(&report).expect("a report serializes")
         );
     } else if markdown_output {
-        print!("{}", changelog(&changes, bump.as_deref()));
+        print!("{}", changelog(&changes, bump.as_deref(), judged));
     } else {
         print!("{}", report(&changes, &version, bump.as_deref(), judged));
     }
@@ -243,26 +243,30 @@ pub fn report(changes: &[Change], version: &str, bump: Option<&str>, judged: Jud
     out
 }
 
-/// A changelog entry for the generated crates: the changes grouped as breaking, compatible and
-/// documentation, each by its worse verdict.
-pub fn changelog(changes: &[Change], bump: Option<&str>) -> String {
+/// A changelog entry of what `judged` releases: the changes grouped as breaking, compatible
+/// and documentation, each by the verdict `judged` counts.
+pub fn changelog(changes: &[Change], bump: Option<&str>, judged: Judged) -> String {
+    let name = judged.name();
     let mut out = match bump {
-        Some(next) => format!("## intent-models and intent-sdk {next}\n"),
-        None => "## intent-models and intent-sdk: no changes\n".to_owned(),
+        Some(next) => format!("## {name} {next}\n"),
+        None => format!("## {name}: no changes\n"),
     };
     for (class, title) in [
         (Class::Breaking, "Breaking"),
         (Class::Compatible, "Compatible"),
         (Class::Documentation, "Documentation"),
     ] {
-        let listed: Vec<&Change> = changes.iter().filter(|c| c.worst() == class).collect();
+        let listed: Vec<&Change> = changes
+            .iter()
+            .filter(|c| judged.verdict(c) == class)
+            .collect();
         if listed.is_empty() {
             continue;
         }
         out.push_str(&format!("\n### {title}\n\n"));
         for change in listed {
             out.push_str(&format!("- `{}`: {}", change.location, change.reason));
-            if change.class != change.rust {
+            if judged == Judged::Crates && change.class != change.rust {
                 out.push_str(&format!(
                     " ({} for the interface's clients, {} for the Rust API)",
                     change.class.name(),
@@ -1325,7 +1329,8 @@ mod tests {
         let changes = compare(&base(), &head);
         insta::assert_snapshot!(changelog(
             &changes,
-            bump("0.1.0", &changes, Judged::Crates).as_deref()
+            bump("0.1.0", &changes, Judged::Crates).as_deref(),
+            Judged::Crates
         ));
     }
 

@@ -56,8 +56,9 @@ pub fn run(root: &Path, mode: Mode) -> Result<(), String> {
 
 /// `json` (a valid JSON text) in the one form the workspace writes openapi.json in: its members
 /// in their order, two spaces a level, an empty array or object as `[]` or `{}`, strings
-/// escaped only where JSON must, a newline at the end. Python's `json.dumps(d, indent=2,
-/// ensure_ascii=False)` writes the same, so a tool's edit round-trips.
+/// escaped only where JSON must, numbers as written, a newline at the end. Python's
+/// `json.dumps(d, indent=2, ensure_ascii=False)` writes the same (for numbers in its own form,
+/// as every number of openapi.json is), so a tool's edit round-trips.
 fn canonical(json: &str) -> String {
     let mut out = String::with_capacity(json.len());
     let mut depth = 0usize;

@@ -36,7 +36,7 @@ pub fn run(root: &Path, args: &[&str]) -> Result<(), String> {
             "openapi.json has not changed since {version}: nothing to release"
         ));
     };
-    let entry = breaking::changelog(&changes, Some(&next));
+    let entry = breaking::changelog(&changes, Some(&next), Judged::Crates);
     print!("{entry}");
     if dry_run {
         return Ok(());

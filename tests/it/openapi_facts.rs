@@ -1288,7 +1288,7 @@ fn schema_at(schema: &'static Value, pointer: &str) -> Option<&'static Value> {
     schema_within(schema, pointer, 0)
 }
 
-/// [`schema_at`], `depth` compositions down: a schema that holds itself ends the search.
+/// [`schema_at`], `depth` schemas down: a schema that holds itself ends the search.
 fn schema_within(schema: &'static Value, pointer: &str, depth: usize) -> Option<&'static Value> {
     if depth > 16 {
         return None;

@@ -46,8 +46,7 @@ fn reached(root: &'static Operation) -> Vec<&'static str> {
     let mut seen: Vec<&'static str> = Vec::new();
     let mut queue = VecDeque::from([root]);
     while let Some(operation) = queue.pop_front() {
-        let successes = (200..300).flat_map(|status| links(operation, status));
-        for next in successes.filter_map(|(_, link)| operation_of(link)) {
+        for next in success_links(operation).filter_map(|(_, link)| operation_of(link)) {
             if !seen.contains(&next.id.as_str()) {
                 seen.push(&next.id);
                 queue.push_back(next);
@@ -55,6 +54,13 @@ fn reached(root: &'static Operation) -> Vec<&'static str> {
         }
     }
     seen
+}
+
+/// The links of every success `operation` may answer, status by status.
+fn success_links(
+    operation: &'static Operation,
+) -> impl Iterator<Item = (&'static str, &'static Value)> {
+    (200..300).flat_map(move |status| links(operation, status))
 }
 
 /// The links of `operation`'s answer `status`, by name.
@@ -90,12 +96,10 @@ fn answer_links(operation: &Operation, status: u16) -> Vec<(&'static str, &'stat
 /// other operation's link.
 fn roots() -> Vec<&'static Operation> {
     let operations = spec().operations();
-    let successes =
-        |operation: &'static Operation| (200..300).flat_map(move |status| links(operation, status));
     let targets: BTreeSet<&str> = operations
         .iter()
         .flat_map(|operation| {
-            successes(operation)
+            success_links(operation)
                 .filter_map(|(_, link)| link["operationId"].as_str())
                 .filter(|id| *id != operation.id)
         })
@@ -103,7 +107,7 @@ fn roots() -> Vec<&'static Operation> {
     operations
         .iter()
         .filter(|operation| {
-            successes(operation).next().is_some() && !targets.contains(operation.id.as_str())
+            success_links(operation).next().is_some() && !targets.contains(operation.id.as_str())
         })
         .collect()
 }

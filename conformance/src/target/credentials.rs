@@ -1,11 +1,11 @@
 //! The tokens a run holds and where the others come from: the roles the checks use most, each
 //! an account, a resource and scopes, and a token source for any other request.
 
-use intent_models::Scope;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use clap::ValueEnum;
+use intent_models::Scope;
 use serde::Deserialize;
 
 use crate::finding::excerpt;

@@ -6,7 +6,6 @@
 //! so a retried answer has one effect. Otherwise the result is `awaiting_action` with the
 //! ActionRequest. The state travels with the client, so any instance can take the next round.
 
-use intent_models::Scope;
 use std::collections::BTreeMap;
 use std::sync::{Arc, LazyLock};
 
@@ -15,7 +14,7 @@ use axum::http::{Method, Request, header};
 use intent_models::schema::{SchemaValidator, Schemas};
 use intent_models::{
     ActionRequest, ActionResolutionRequest, ActionResult, AgentEvent, ChatStartResponse, ErrorCode,
-    EventPage, TurnState,
+    EventPage, Scope, TurnState,
 };
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, InputRequest,

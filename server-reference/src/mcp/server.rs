@@ -1,10 +1,10 @@
 //! One MCP server (Agent MCP or Pipeline MCP): lists the tools the token's scopes allow and runs
 //! a call as the HTTP request of its operation, sent through [`Api`].
 
-use intent_models::Scope;
 use std::sync::Arc;
 
 use axum::Router;
+use intent_models::Scope;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListResourceTemplatesResult, ListToolsResult, PaginatedRequestParams,

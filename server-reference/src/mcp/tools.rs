@@ -246,17 +246,14 @@ mod tests {
         assert!(names(&pipeline).contains(&"evmBuild".to_owned()));
         // Each resource's operations as openapi.json writes them, the streams left out.
         let written = |resource: &str| -> BTreeSet<String> {
-            let paths = crate::interface::document().value()["paths"].as_object();
-            let operations = paths
-                .into_iter()
-                .flatten()
-                .flat_map(|(_, item)| item.as_object().into_iter().flatten().map(|(_, op)| op));
-            operations
+            let document = crate::interface::document();
+            intent_models::openapi::operation_objects(document.value())
+                .map(|(_, _, op)| op)
                 .filter(|op| op["x-resource"] == resource)
                 .filter(|op| {
                     let responses = op["responses"].as_object().into_iter().flatten();
                     !responses
-                        .map(|(_, response)| crate::interface::document().resolve(response))
+                        .map(|(_, response)| document.resolve(response))
                         .any(|response| response["content"].get("text/event-stream").is_some())
                 })
                 .filter_map(|op| op["operationId"].as_str().map(str::to_owned))

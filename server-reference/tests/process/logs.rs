@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
-use crate::support::BINARY;
+use crate::support::{BINARY, listening};
 
 /// Starts the server with `args` before `serve`, answers one request, kills it and returns
 /// what it logged.
@@ -22,17 +22,7 @@ async fn logged(args: &[&str]) -> String {
         .stderr(Stdio::piped())
         .spawn()
         .expect("the server binary starts");
-    let mut first = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-        &mut first,
-    )
-    .unwrap();
-    let base = first
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap()
-        .to_owned();
+    let base = listening(&mut child);
     let answer = reqwest::get(format!("{base}/.well-known/jwks.json"))
         .await
         .unwrap();

@@ -7,6 +7,18 @@ use std::process::{Child, Command, Stdio};
 
 use serde_json::Value;
 
+/// `http://ADDR`, as `serve`, started with a piped stdout, prints it on its first line.
+pub fn listening(child: &mut Child) -> String {
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("a piped stdout"))
+        .read_line(&mut line)
+        .expect("the server prints its address");
+    line.trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_owned()
+}
+
 /// This build of the server binary.
 pub const BINARY: &str = env!("CARGO_BIN_EXE_intent-server");
 
@@ -38,15 +50,7 @@ impl Server {
             .stderr(Stdio::null())
             .spawn()
             .expect("the server binary starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("a piped stdout"))
-            .read_line(&mut line)
-            .expect("the server prints its address");
-        let base = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_owned();
+        let base = listening(&mut child);
         Self {
             child,
             base,

@@ -114,6 +114,10 @@ enum Command {
         /// Seconds to wait for open connections after SIGTERM or Ctrl-C before exiting.
         #[arg(long, env = "INTENT_SHUTDOWN_GRACE", default_value_t = 10)]
         shutdown_grace: u64,
+        /// Seconds the turns running at SIGTERM or Ctrl-C have to end here; the ones still
+        /// running then are handed over, to go on in another instance or in this one's restart.
+        #[arg(long, env = "INTENT_TURN_GRACE", default_value_t = 5)]
+        turn_grace: u64,
     },
     /// Print an access token signed with the data dir's key, for tests, CI and conformance runs.
     Token {
@@ -196,6 +200,7 @@ async fn main() -> ExitCode {
             idempotency_key_ttl,
             keep_expired,
             shutdown_grace,
+            turn_grace,
         } => {
             let config = Config::new(data_dir)
                 .database_url(database_url)
@@ -213,7 +218,11 @@ async fn main() -> ExitCode {
             if let Some(url) = public_url {
                 config = config.public_url(url);
             }
-            serve(addr, config, Duration::from_secs(shutdown_grace)).await
+            let graces = Graces {
+                connections: Duration::from_secs(shutdown_grace),
+                turns: Duration::from_secs(turn_grace),
+            };
+            serve(addr, config, graces).await
         }
         Command::Token {
             data_dir,
@@ -234,9 +243,18 @@ async fn main() -> ExitCode {
     }
 }
 
+/// How long a shutdown waits for what is open.
+struct Graces {
+    /// For the open connections.
+    connections: Duration,
+    /// For the running turns, before handing them over.
+    turns: Duration,
+}
+
 /// Serves until SIGTERM or Ctrl-C, then drains: no new connections, waiting long-polls answer
-/// at once, streams end; exits when every connection closed, or after `grace`.
-async fn serve(addr: SocketAddr, config: Config, grace: Duration) -> Result<(), String> {
+/// at once, streams end, and the running turns end or are handed over; exits once every
+/// connection closed (or after the connections' grace) and every turn ended or was handed over.
+async fn serve(addr: SocketAddr, config: Config, graces: Graces) -> Result<(), String> {
     let listener = TcpListener::bind(addr)
         .await
         .map_err(|e| format!("binding {addr}: {e}"))?;
@@ -249,27 +267,41 @@ async fn serve(addr: SocketAddr, config: Config, grace: Duration) -> Result<(), 
     }
     println!("listening on http://{bound}");
     tracing::info!(%bound, issuer = state.issuer(), "serving");
-    let (signalled, on_signal) = tokio::sync::oneshot::channel();
+    let (signalled, on_signal) = tokio::sync::watch::channel(false);
     let log = state.log().clone();
+    let turns = state.turns().clone();
+    let mut turns_signalled = on_signal.clone();
+    let turns_drained = tokio::spawn(async move {
+        turns_signalled.wait_for(|s| *s).await.ok()?;
+        Some(turns.drain(graces.turns).await)
+    });
     let shutdown = async move {
         shutdown_signal().await;
         log.drain();
-        let _ = signalled.send(());
+        signalled.send_replace(true);
     };
     let serving = intent_server::serve_until(listener, state, shutdown);
+    let mut deadline_signalled = on_signal;
     let deadline = async move {
-        match on_signal.await {
-            Ok(()) => tokio::time::sleep(grace).await,
+        match deadline_signalled.wait_for(|s| *s).await {
+            Ok(_) => tokio::time::sleep(graces.connections).await,
             Err(_) => std::future::pending().await,
         }
     };
     tokio::select! {
-        served = serving => served.map_err(|e| e.to_string()),
+        served = serving => served.map_err(|e| e.to_string())?,
         () = deadline => {
-            tracing::warn!(?grace, "connections still open after the shutdown grace; exiting");
-            Ok(())
+            tracing::warn!(grace = ?graces.connections, "connections still open after the shutdown grace");
         }
     }
+    if let Ok(Some(drained)) = turns_drained.await {
+        tracing::info!(
+            running = drained.running,
+            handed_over = drained.handed_over,
+            "turns drained"
+        );
+    }
+    Ok(())
 }
 
 fn print_token(

@@ -671,7 +671,7 @@ async fn a_log_numbers_its_events_without_gaps_and_reads_them_in_pages() {
             Some(("t1".to_owned(), TurnState::Processing))
         );
         let appended = store
-            .append(&append("t1", 3, 2_000), &|state| {
+            .append(&append("t1", 3, 2_000), &|state, _| {
                 state == TurnState::Processing
             })
             .await
@@ -679,14 +679,14 @@ async fn a_log_numbers_its_events_without_gaps_and_reads_them_in_pages() {
         assert_eq!(appended, Appended::Done(bounds(5, 0)));
         assert_eq!(
             store
-                .append(&append("t1", 1, 2_000), &|_| false)
+                .append(&append("t1", 1, 2_000), &|_, _| false)
                 .await
                 .unwrap(),
             Appended::Refused(TurnState::Processing)
         );
         assert_eq!(
             store
-                .append(&append("t9", 1, 2_000), &|_| true)
+                .append(&append("t9", 1, 2_000), &|_, _| true)
                 .await
                 .unwrap(),
             Appended::NoTurn
@@ -729,7 +729,7 @@ async fn a_log_numbers_its_events_without_gaps_and_reads_them_in_pages() {
             prune_before_ms: 2_000,
             ..append("t1", 1, 3_000)
         };
-        let appended = store.append(&ended, &|_| true).await.unwrap();
+        let appended = store.append(&ended, &|_, _| true).await.unwrap();
         assert_eq!(appended, Appended::Done(bounds(6, 2)), "{name}");
         let pruned = store
             .read_log(&AccountId::verified("alice"), &s1(), 0, 10)
@@ -762,7 +762,7 @@ async fn an_action_is_resolved_once_at_its_revision_for_its_build() {
             }),
             ..append("t1", 1, 1_000)
         };
-        store.append(&asked, &|_| true).await.unwrap();
+        store.append(&asked, &|_, _| true).await.unwrap();
         let resolution = |account: &str, revision, digest: &str| Resolution {
             account: AccountId::verified(account),
             session_id: "s1".parse().unwrap(),

@@ -11,11 +11,14 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use intent_models::{ActionRequest, ActionResult, PipelineBuildRequest, PipelineChain};
+use intent_models::{
+    ActionRequest, ActionResult, PipelineBuild, PipelineBuildRequest, PipelineChain,
+};
+use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
 use super::runtime::Runtime;
-use super::turn::{RunEnd, Turn, TurnError};
+use super::turn::{RunEnd, ToolOutput, Turn, TurnError};
 use crate::pipeline::erc20;
 
 /// The deterministic runtime of the reference server.
@@ -94,13 +97,17 @@ impl Runtime for ReferenceRuntime {
                 Ok(RunEnd::Complete)
             }
             Intent::Wait(duration) => {
-                let input = object(json!({ "milliseconds": duration.as_millis() as u64 }));
-                let call = turn.tool_call("clock.wait", input).await?;
-                turn.pause(duration).await?;
-                turn.tool_result(&call, "clock.wait", json!({ "waited": true }), false)
-                    .await?;
-                turn.say(&format!("Waited {} ms.", duration.as_millis()))
-                    .await?;
+                let ms = duration.as_millis() as u64;
+                let input = object(json!({ "milliseconds": ms }));
+                // The wait ends when it would have had the turn never stopped: a turn carried on
+                // after a restart waits what is left of it.
+                turn.tool("clock.wait", input, |step| async move {
+                    turn.pause_until(step.called_at_ms.saturating_add_unsigned(ms))
+                        .await?;
+                    Ok(succeeded(json!({ "waited": true })))
+                })
+                .await?;
+                turn.say(&format!("Waited {ms} ms.")).await?;
                 Ok(RunEnd::Complete)
             }
             Intent::Send {
@@ -123,28 +130,21 @@ impl Runtime for ReferenceRuntime {
                     "app": "evm-assets",
                     "operations": [{ "operation": operation, "input": input }],
                 });
-                let call = turn
-                    .tool_call("pipeline.evm.build", object(request.clone()))
+                let built = turn
+                    .tool("pipeline.evm.build", object(request.clone()), |_| async {
+                        let built = match serde_json::from_value::<PipelineBuildRequest>(request) {
+                            Ok(request) => turn.build(&request).await,
+                            Err(e) => Err(crate::pipeline::Error::Invalid(e.to_string())),
+                        };
+                        Ok(match built {
+                            Ok(build) => {
+                                succeeded(serde_json::to_value(&build).expect("a Build serializes"))
+                            }
+                            Err(error) => failed(&error),
+                        })
+                    })
                     .await?;
-                let build = match serde_json::from_value::<PipelineBuildRequest>(request) {
-                    Ok(request) => turn.build(&request).await,
-                    Err(e) => Err(crate::pipeline::Error::Invalid(e.to_string())),
-                };
-                let build = match build {
-                    Ok(build) => build,
-                    Err(error) => {
-                        let output = json!({ "code": error.code(), "message": error.to_string() });
-                        turn.tool_result(&call, "pipeline.evm.build", output, true)
-                            .await?;
-                        return Err(TurnError::Failed {
-                            code: error.code().to_string(),
-                            message: error.to_string(),
-                        });
-                    }
-                };
-                let output = serde_json::to_value(&build).expect("a Build serializes");
-                turn.tool_result(&call, "pipeline.evm.build", output, false)
-                    .await?;
+                let build = output::<PipelineBuild>(built)?;
                 let passed = build
                     .simulation
                     .as_ref()
@@ -177,37 +177,63 @@ impl Runtime for ReferenceRuntime {
             turn.say("Cancelled: nothing was sent.").await?;
             return Ok(RunEnd::Complete);
         }
-        let call = turn
-            .tool_call(
-                "pipeline.evm.commit",
-                object(json!({ "digest": request.build.digest })),
-            )
+        let digest = request.build.digest.to_string();
+        let input = object(json!({ "digest": digest }));
+        let committed = turn
+            .tool("pipeline.evm.commit", input, |_| async {
+                Ok(
+                    match turn.commit(PipelineChain::Evm, &request.build).await {
+                        Ok(committed) => succeeded(
+                            serde_json::to_value(&committed).expect("a commit result serializes"),
+                        ),
+                        // The step ran before, up to the commit, in a process that stopped then.
+                        Err(crate::pipeline::Error::AlreadyCommitted) => {
+                            succeeded(json!({ "digest": digest, "status": "committed" }))
+                        }
+                        Err(error) => failed(&error),
+                    },
+                )
+            })
             .await?;
-        match turn.commit(PipelineChain::Evm, &request.build).await {
-            Ok(committed) => {
-                let output = serde_json::to_value(&committed).expect("a commit result serializes");
-                turn.tool_result(&call, "pipeline.evm.commit", output, false)
-                    .await?;
-                let id = committed
-                    .transactions
-                    .first()
-                    .map(|t| t.id.clone())
-                    .unwrap_or_default();
-                turn.say(&format!("Committed {}: transaction {id}.", request.title))
-                    .await?;
-                Ok(RunEnd::Complete)
-            }
-            Err(error) => {
-                let output = json!({ "code": error.code(), "message": error.to_string() });
-                turn.tool_result(&call, "pipeline.evm.commit", output, true)
-                    .await?;
-                Err(TurnError::Failed {
-                    code: error.code().to_string(),
-                    message: error.to_string(),
-                })
-            }
-        }
+        let committed = output::<Value>(committed)?;
+        let transaction = committed["transactions"][0]["id"].as_str();
+        let said = match transaction {
+            Some(id) => format!("Committed {}: transaction {id}.", request.title),
+            None => format!("Committed {}.", request.title),
+        };
+        turn.say(&said).await?;
+        Ok(RunEnd::Complete)
     }
+}
+
+/// A tool's successful output.
+fn succeeded(output: Value) -> ToolOutput {
+    ToolOutput {
+        output,
+        is_error: false,
+    }
+}
+
+/// A tool's output for a Pipeline failure: its code and message.
+fn failed(error: &crate::pipeline::Error) -> ToolOutput {
+    ToolOutput {
+        output: json!({ "code": error.code(), "message": error.to_string() }),
+        is_error: true,
+    }
+}
+
+/// What a tool returned, as a `T`; a tool that failed fails the turn with its code and message.
+fn output<T: DeserializeOwned>(returned: ToolOutput) -> Result<T, TurnError> {
+    let text = |key: &str| returned.output[key].as_str().unwrap_or_default().to_owned();
+    if returned.is_error {
+        return Err(TurnError::Failed {
+            code: text("code"),
+            message: text("message"),
+        });
+    }
+    serde_json::from_value(returned.output).map_err(|error| {
+        TurnError::Unresumable(format!("a tool's recorded output does not parse: {error}"))
+    })
 }
 
 fn object(value: Value) -> Map<String, Value> {

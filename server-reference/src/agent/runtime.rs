@@ -9,6 +9,11 @@ use super::turn::{RunEnd, Turn, TurnError};
 
 /// Turns intents into events. Implementations write through [`Turn`] and return how the step
 /// ended; the driver writes the final state.
+///
+/// A turn whose process stopped is run again, from the same input, by the process that carries
+/// it on: what its log holds of [`Turn::say`] and [`Turn::tool`] is returned, not done again. An
+/// implementation therefore takes every step with an effect, or whose answer varies (a model's
+/// call), through [`Turn::tool`], and takes the same steps again given the same answers.
 #[async_trait]
 pub trait Runtime: Send + Sync + 'static {
     /// Starts a turn from the user's intent.

@@ -1,8 +1,10 @@
 //! A turn as its runtime sees it: the handle through which a runtime writes its turn's log and
 //! calls the Pipeline, and how a runtime step ends.
 
+use std::collections::VecDeque;
+use std::future::Future;
 use std::num::NonZeroU64;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use intent_models::error::ConversionError;
@@ -15,7 +17,7 @@ use serde_json::{Map, Value};
 use tokio::sync::watch;
 
 use super::sessions::{DRAFT_SEQ, Entry, SessionCache, Writer};
-use crate::clock::now;
+use crate::clock::{now, now_ms};
 use crate::ids::{AccountId, SessionId};
 use crate::pipeline::{self, Pipeline};
 use crate::random;
@@ -37,8 +39,12 @@ pub enum RunEnd {
 /// Why a runtime step stopped early.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TurnError {
-    /// The turn was interrupted or deleted; nothing more is written.
+    /// The turn was interrupted or deleted, or another process took it over; nothing more is
+    /// written.
     Interrupted,
+    /// This process is shutting down: the turn stops here, at a durable point, and another
+    /// process (or this one's restart) carries it on.
+    HandedOver,
     /// The turn fails with an error event.
     Failed {
         /// A machine-readable code.
@@ -46,6 +52,9 @@ pub enum TurnError {
         /// What went wrong, for people.
         message: String,
     },
+    /// A turn carried on after a restart cannot go on: its log does not hold what the runtime
+    /// does again. The turn ends `interrupted`, after an error event with the reason.
+    Unresumable(String),
 }
 
 /// A model the turn writes was left without a required member (a bug of this server).
@@ -59,8 +68,48 @@ impl From<ConversionError> for TurnError {
     }
 }
 
+/// What a process running a turn is told to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Signal {
+    /// Go on.
+    Run,
+    /// Stop: the turn was interrupted.
+    Interrupt,
+    /// Stop at the next durable point: the process is shutting down.
+    HandOver,
+}
+
+/// An event the turn's log already holds from an earlier run of the same step, with the Unix
+/// milliseconds it was appended at.
+#[derive(Debug, Clone)]
+pub(super) struct Recorded {
+    pub event: AgentEvent,
+    pub at_ms: i64,
+}
+
+/// What a tool step returned: its output, and whether that is an error.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    /// The output, as the log records it.
+    pub output: Value,
+    /// Whether the tool failed.
+    pub is_error: bool,
+}
+
+/// A tool step being run: when its call was first recorded, so that a step run again after a
+/// restart (a timer) can go on from where the first run was.
+#[derive(Debug, Clone, Copy)]
+pub struct Step {
+    /// Unix milliseconds at which the step's call entered the log.
+    pub called_at_ms: i64,
+}
+
 /// What the runtime sees of its turn: who asked, the ways to write to its log, and the Pipeline
 /// acting for the turn's account. Nothing else of the server.
+///
+/// A turn carried on after a restart runs its runtime again from the same input, with the
+/// events this part of the turn already wrote queued: each [`Turn::say`] and [`Turn::tool`] that
+/// the log holds returns what it recorded instead of writing (or running) it again.
 pub struct Turn {
     sessions: SessionCache,
     pipeline: Arc<Pipeline>,
@@ -70,21 +119,22 @@ pub struct Turn {
     pub session_id: SessionId,
     /// The turn.
     pub turn_id: String,
-    cancelled: watch::Receiver<bool>,
+    signal: watch::Receiver<Signal>,
+    replay: Mutex<VecDeque<Recorded>>,
 }
 
 /// Time between two snapshots of a message being written.
 const SNAPSHOT_INTERVAL: Duration = Duration::from_millis(5);
 
 impl Turn {
-    /// The handle of `account`'s turn `turn_id` of `session_id`, stopped by `cancelled`.
+    /// The handle of `account`'s turn `turn_id` of `session_id`, told to stop by `signal`, with
+    /// the events of an earlier run of this part of the turn to replay.
     pub(super) fn new(
         sessions: SessionCache,
         pipeline: Arc<Pipeline>,
-        account: AccountId,
-        session_id: SessionId,
-        turn_id: String,
-        cancelled: watch::Receiver<bool>,
+        (account, session_id, turn_id): (AccountId, SessionId, String),
+        signal: watch::Receiver<Signal>,
+        replay: VecDeque<Recorded>,
     ) -> Self {
         Self {
             sessions,
@@ -92,13 +142,18 @@ impl Turn {
             account,
             session_id,
             turn_id,
-            cancelled,
+            signal,
+            replay: Mutex::new(replay),
         }
     }
 
     /// Streams `text` as transient snapshots, a word at a time, then appends it as one durable
     /// assistant message.
     pub async fn say(&self, text: &str) -> Result<(), TurnError> {
+        let said = |event: &AgentEvent| matches!(event, AgentEvent::Message { role: AgentEventRole::Assistant, text: t, .. } if t == text);
+        if self.replayed("says a message", said)?.is_some() {
+            return Ok(());
+        }
         let mut so_far = String::new();
         for word in text.split_inclusive(' ') {
             so_far.push_str(word);
@@ -124,61 +179,90 @@ impl Turn {
         .await
     }
 
-    /// Records a tool call; returns its id for [`Turn::tool_result`].
-    pub async fn tool_call(
+    /// Runs tool `name` on `input` as one durable step: records the call, runs `run`, records
+    /// what it returned. When the turn is carried on after a restart, a step whose result the
+    /// log holds returns it without running, and one whose call alone it holds runs again: `run`
+    /// must be safe to repeat (read-only, or idempotent as a commit of one Build is).
+    pub async fn tool<F, Fut>(
         &self,
         name: &str,
         input: Map<String, Value>,
-    ) -> Result<String, TurnError> {
-        let id = random::id("call");
+        run: F,
+    ) -> Result<ToolOutput, TurnError>
+    where
+        F: FnOnce(Step) -> Fut,
+        Fut: Future<Output = Result<ToolOutput, TurnError>>,
+    {
+        let given = Value::Object(input.clone());
+        let called = |event: &AgentEvent| {
+            matches!(event, AgentEvent::ToolCall { name: n, input: i, .. }
+                if n == name && serde_json::to_value(i).is_ok_and(|i| i == given))
+        };
+        let (id, called_at_ms) = match self.replayed(&format!("calls {name}"), called)? {
+            Some(Recorded {
+                event: AgentEvent::ToolCall { tool_call_id, .. },
+                at_ms,
+            }) => (tool_call_id, at_ms),
+            _ => {
+                let id = random::id("call");
+                let at_ms = now_ms();
+                self.append(
+                    vec![AgentEvent::ToolCall {
+                        created_at: at_ms / 1000,
+                        input: input.into(),
+                        name: name.to_owned(),
+                        seq: DRAFT_SEQ,
+                        tool_call_id: id.clone(),
+                        turn_id: self.turn_id.clone(),
+                    }],
+                    None,
+                    None,
+                )
+                .await?;
+                (id, at_ms)
+            }
+        };
+        let returned = |event: &AgentEvent| matches!(event, AgentEvent::ToolResult { tool_call_id, .. } if *tool_call_id == id);
+        if let Some(Recorded {
+            event: AgentEvent::ToolResult {
+                output, is_error, ..
+            },
+            ..
+        }) = self.replayed(&format!("waits for {name}"), returned)?
+        {
+            return Ok(ToolOutput { output, is_error });
+        }
+        let outcome = run(Step { called_at_ms }).await?;
         self.append(
-            vec![AgentEvent::ToolCall {
+            vec![AgentEvent::ToolResult {
                 created_at: now(),
-                input: input.into(),
+                is_error: outcome.is_error,
                 name: name.to_owned(),
+                output: outcome.output.clone(),
                 seq: DRAFT_SEQ,
-                tool_call_id: id.clone(),
+                tool_call_id: id,
                 turn_id: self.turn_id.clone(),
             }],
             None,
             None,
         )
         .await?;
-        Ok(id)
+        Ok(outcome)
     }
 
-    /// Records what tool call `id` returned.
-    pub async fn tool_result(
-        &self,
-        id: &str,
-        name: &str,
-        output: Value,
-        is_error: bool,
-    ) -> Result<(), TurnError> {
-        self.append(
-            vec![AgentEvent::ToolResult {
-                created_at: now(),
-                is_error,
-                name: name.to_owned(),
-                output,
-                seq: DRAFT_SEQ,
-                tool_call_id: id.to_owned(),
-                turn_id: self.turn_id.clone(),
-            }],
-            None,
-            None,
-        )
-        .await
-    }
-
-    /// Waits `duration`, or fails with [`TurnError::Interrupted`] as soon as the turn is
-    /// interrupted.
+    /// Waits `duration`, or stops as soon as the turn is interrupted or handed over.
     pub async fn pause(&self, duration: Duration) -> Result<(), TurnError> {
-        let mut cancelled = self.cancelled.clone();
+        let mut signal = self.signal.clone();
         tokio::select! {
             () = tokio::time::sleep(duration) => Ok(()),
-            _ = cancelled.wait_for(|c| *c) => Err(TurnError::Interrupted),
+            stop = signal.wait_for(|s| *s != Signal::Run) => Err(stopped(stop.map(|s| *s).ok())),
         }
+    }
+
+    /// Waits until Unix milliseconds `at_ms` (at once when it has passed), as [`Turn::pause`].
+    pub async fn pause_until(&self, at_ms: i64) -> Result<(), TurnError> {
+        let left = u64::try_from(at_ms - now_ms()).unwrap_or(0);
+        self.pause(Duration::from_millis(left)).await
     }
 
     /// Builds (and simulates) a Build for the turn's account.
@@ -206,6 +290,9 @@ impl Turn {
         next_state: Option<TurnState>,
         action: Option<NewAction>,
     ) -> Result<(), TurnError> {
+        if *self.signal.borrow() == Signal::HandOver {
+            return Err(TurnError::HandedOver);
+        }
         let entry = Entry {
             turn_id: self.turn_id.clone(),
             events,
@@ -229,8 +316,37 @@ impl Turn {
         }
     }
 
+    /// The next event to replay, if `matches` takes it; an error naming what the runtime does
+    /// (`doing`) when the log holds another event there.
+    fn replayed(
+        &self,
+        doing: &str,
+        matches: impl Fn(&AgentEvent) -> bool,
+    ) -> Result<Option<Recorded>, TurnError> {
+        let mut replay = self.replay.lock().expect("a turn's replay is not poisoned");
+        match replay.front() {
+            None => Ok(None),
+            Some(next) if matches(&next.event) => Ok(replay.pop_front()),
+            Some(next) => Err(TurnError::Unresumable(format!(
+                "the turn's log holds {} where the runtime now {doing}",
+                kind(&next.event)
+            ))),
+        }
+    }
+
     /// Ends the turn as `outcome` says.
     pub(super) async fn finish(&self, outcome: RunEnd) -> Result<(), TurnError> {
+        if let Some(next) = self
+            .replay
+            .lock()
+            .expect("a turn's replay is not poisoned")
+            .front()
+        {
+            return Err(TurnError::Unresumable(format!(
+                "the turn's log holds {} after the runtime's last step",
+                kind(&next.event)
+            )));
+        }
         let at = now();
         let turn_state = |state| AgentEvent::TurnState {
             created_at: at,
@@ -271,21 +387,48 @@ impl Turn {
         }
     }
 
-    /// Ends the turn as `failed` with an error event.
-    pub(super) async fn fail(&self, code: &str, message: &str) {
+    /// Ends the turn in `state` (`failed` or `interrupted`) after an error event.
+    pub(super) async fn end(&self, state: TurnState, code: &str, message: &str) {
         // A turn interrupted meanwhile stays interrupted.
         let _ = self
             .append(
-                failure(&self.turn_id, code, message),
-                Some(TurnState::Failed),
+                ending(&self.turn_id, state, code, message),
+                Some(state),
                 None,
             )
             .await;
     }
 }
 
-/// The events that end a turn as `failed`.
-pub(super) fn failure(turn_id: &str, code: &str, message: &str) -> Vec<AgentEvent> {
+/// Why a pause stopped, from the signal that stopped it (none: the turn's driver is gone).
+fn stopped(signal: Option<Signal>) -> TurnError {
+    match signal {
+        Some(Signal::HandOver) => TurnError::HandedOver,
+        _ => TurnError::Interrupted,
+    }
+}
+
+/// What kind of event `event` is, for a message.
+fn kind(event: &AgentEvent) -> &'static str {
+    match event {
+        AgentEvent::Message { .. } => "a message",
+        AgentEvent::ToolCall { .. } => "a tool call",
+        AgentEvent::ToolResult { .. } => "a tool result",
+        AgentEvent::Action { .. } => "an action",
+        AgentEvent::ActionResult { .. } => "an action result",
+        AgentEvent::Error { .. } => "an error",
+        AgentEvent::TurnState { .. } => "a turn state",
+        _ => "an event",
+    }
+}
+
+/// The events that end a turn in `state` with an error.
+pub(super) fn ending(
+    turn_id: &str,
+    state: TurnState,
+    code: &str,
+    message: &str,
+) -> Vec<AgentEvent> {
     let at = now();
     vec![
         AgentEvent::Error {
@@ -298,7 +441,7 @@ pub(super) fn failure(turn_id: &str, code: &str, message: &str) -> Vec<AgentEven
         AgentEvent::TurnState {
             created_at: at,
             seq: DRAFT_SEQ,
-            state: TurnState::Failed,
+            state,
             turn_id: turn_id.to_owned(),
         },
     ]

@@ -1,7 +1,8 @@
 //! The Turns service: starts, interrupts and resolves turns, and drives their runtime.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::num::NonZeroU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -15,9 +16,10 @@ use tokio::sync::watch;
 
 use super::cursor::ReadPoint;
 use super::log::EventLog;
+use super::recovery::{self, Input};
 use super::runtime::Runtime;
 use super::sessions::{DRAFT_SEQ, Entry, SessionCache, Writer};
-use super::turn::{self, Turn, TurnError};
+use super::turn::{self, Recorded, Signal, Turn, TurnError};
 use super::{Error, Refusal, Result};
 use crate::clock::{now, now_ms, seconds};
 use crate::ids::{self, AccountId, ActionId, SessionId};
@@ -43,19 +45,9 @@ struct Inner {
     pipeline: Arc<Pipeline>,
     runtime: Arc<dyn Runtime>,
     running: Running,
+    counts: Counts,
     /// Seconds an idempotency key is kept.
     key_lifetime: i64,
-}
-
-/// What starts or resumes a turn's runtime.
-enum Input {
-    /// The user's intent.
-    Intent(String),
-    /// The client resolved the turn's action.
-    Resolved {
-        request: Box<ActionRequest>,
-        result: ActionResult,
-    },
 }
 
 /// An answer recorded under an idempotency key and replayed to a retry.
@@ -84,6 +76,7 @@ impl Turns {
             pipeline,
             runtime,
             running: Running::default(),
+            counts: Counts::default(),
             key_lifetime: seconds(key_lifetime),
         }))
     }
@@ -147,10 +140,9 @@ impl Turns {
         };
         let cursor = self.0.log.cursor(account, &session_id, at);
         self.spawn(
-            account,
-            &session_id,
-            &turn_id,
+            (account.clone(), session_id.clone(), turn_id.clone()),
             Input::Intent(message.to_owned()),
+            VecDeque::new(),
         );
         Ok(ChatStartResponse::builder()
             .cursor(cursor)
@@ -258,25 +250,76 @@ impl Turns {
         Ok(())
     }
 
-    /// Fails the processing turns whose runner is gone (its lease ran out), after claiming them.
-    pub async fn fail_orphans(&self) -> Result<(), crate::store::Error> {
+    /// Carries on the processing turns whose runner is gone (its lease ran out, or it handed
+    /// them over), after claiming them: each from its last durable step, or, when it cannot go
+    /// on, ended `interrupted` with the reason. A draining process claims none.
+    pub async fn resume_orphans(&self) -> Result<(), crate::store::Error> {
+        if !self.0.running.takes_turns() {
+            return Ok(());
+        }
         for (session, turn_id) in self.0.store.claim_orphans(now_ms()).await? {
-            let entry = Entry {
-                events: turn::failure(
-                    &turn_id,
-                    "interrupted_by_restart",
-                    "the server restarted during the turn",
-                ),
-                turn_id,
-                next_state: Some(TurnState::Failed),
-                action: None,
+            let Some((account, log)) = self.0.store.session_log(&session).await? else {
+                continue;
             };
-            self.0
-                .sessions
-                .append(&session, entry, Writer::Runtime)
-                .await?;
+            let ids = (account, session, turn_id);
+            match recovery::plan(&ids.2, &log) {
+                Ok((input, replay)) => {
+                    tracing::info!(session = ids.1.as_str(), turn = %ids.2, replayed = replay.len(), "carrying on an orphaned turn");
+                    self.0.counts.resumed.fetch_add(1, Ordering::Relaxed);
+                    self.spawn(ids, input, replay);
+                }
+                Err(reason) => {
+                    tracing::warn!(session = ids.1.as_str(), turn = %ids.2, reason, "an orphaned turn cannot go on");
+                    let entry = Entry {
+                        events: turn::ending(
+                            &ids.2,
+                            TurnState::Interrupted,
+                            recovery::UNRESUMABLE,
+                            &reason,
+                        ),
+                        turn_id: ids.2,
+                        next_state: Some(TurnState::Interrupted),
+                        action: None,
+                    };
+                    self.0
+                        .sessions
+                        .append(&ids.1, entry, Writer::Runtime)
+                        .await?;
+                }
+            }
         }
         Ok(())
+    }
+
+    /// Drains this process's turns: it starts none from now on (a turn started or resumed here
+    /// is handed over at once), lets the running ones end within `grace`, then hands over the
+    /// rest at their next durable point. Returns how many were running, and how many of them
+    /// were handed over.
+    pub async fn drain(&self, grace: Duration) -> Drained {
+        let running = &self.0.running;
+        let before = running.stop_taking();
+        let mut count = running.count.subscribe();
+        let ended = tokio::time::timeout(grace, count.wait_for(|n| *n == 0))
+            .await
+            .is_ok();
+        let mut handed_over = 0;
+        if !ended {
+            handed_over = running.hand_over();
+            let _ = count.wait_for(|n| *n == 0).await;
+        }
+        Drained {
+            running: before,
+            handed_over,
+        }
+    }
+
+    /// How many turns this process carried on after their runner was gone, and handed over.
+    pub fn counts(&self) -> (u64, u64) {
+        let counts = &self.0.counts;
+        (
+            counts.resumed.load(Ordering::Relaxed),
+            counts.handed_over.load(Ordering::Relaxed),
+        )
     }
 
     /// Records the resolution and resumes the turn.
@@ -336,7 +379,8 @@ impl Turns {
                     request: Box::new(request),
                     result,
                 };
-                self.spawn(account, session, &turn_id, input);
+                let ids = (account.clone(), session.clone(), turn_id);
+                self.spawn(ids, input, VecDeque::new());
                 Ok(ActionResolution::builder()
                     .action_id(action.to_string())
                     .revision(revision_number(revision))
@@ -352,18 +396,23 @@ impl Turns {
         }
     }
 
-    /// Runs the runtime for a turn in the background until it ends or awaits an action. A
-    /// runtime that fails or panics ends the turn `failed`.
-    fn spawn(&self, account: &AccountId, session: &SessionId, turn_id: &str, input: Input) {
+    /// Runs the runtime for a turn in the background until it ends or awaits an action, with
+    /// the events of an earlier run of this part of the turn to replay. A runtime that fails or
+    /// panics ends the turn `failed`; one handed over gives up the turn's lease.
+    fn spawn(
+        &self,
+        (account, session, turn_id): (AccountId, SessionId, String),
+        input: Input,
+        replay: VecDeque<Recorded>,
+    ) {
         let inner = self.0.clone();
-        let cancelled = inner.running.enter(turn_id);
+        let signal = inner.running.enter(&turn_id);
         let turn = Arc::new(Turn::new(
             inner.sessions.clone(),
             inner.pipeline.clone(),
-            account.clone(),
-            session.to_owned(),
-            turn_id.to_owned(),
-            cancelled,
+            (account, session, turn_id),
+            signal,
+            replay,
         ));
         let runtime = inner.runtime.clone();
         tokio::spawn(async move {
@@ -384,16 +433,43 @@ impl Turns {
             };
             match worker.await {
                 Ok(Ok(()) | Err(TurnError::Interrupted)) => {}
-                Ok(Err(TurnError::Failed { code, message })) => turn.fail(&code, &message).await,
+                Ok(Err(TurnError::HandedOver)) => {
+                    inner.counts.handed_over.fetch_add(1, Ordering::Relaxed);
+                    if let Err(error) = inner.store.release_turn(&turn.turn_id).await {
+                        // Its lease runs out instead.
+                        tracing::warn!(error = &error as &dyn std::error::Error, turn = %turn.turn_id, "handing over a turn");
+                    }
+                }
+                Ok(Err(TurnError::Failed { code, message })) => {
+                    turn.end(TurnState::Failed, &code, &message).await
+                }
+                Ok(Err(TurnError::Unresumable(reason))) => {
+                    tracing::warn!(turn = %turn.turn_id, reason, "a turn carried on cannot go on");
+                    turn.end(TurnState::Interrupted, recovery::UNRESUMABLE, &reason)
+                        .await
+                }
                 Err(panic) => {
                     tracing::error!(error = %panic, turn = %turn.turn_id, "the runtime panicked");
-                    turn.fail("internal", "the runtime stopped unexpectedly")
-                        .await;
+                    turn.end(
+                        TurnState::Failed,
+                        "internal",
+                        "the runtime stopped unexpectedly",
+                    )
+                    .await;
                 }
             }
             inner.running.leave(&turn.turn_id);
         });
     }
+}
+
+/// What draining did to the turns running in a process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Drained {
+    /// Turns running when the drain began.
+    pub running: usize,
+    /// Turns still running at the end of the grace, handed over.
+    pub handed_over: usize,
 }
 
 fn revision_number(revision: i64) -> NonZeroU64 {
@@ -417,33 +493,94 @@ pub fn resolution_hash(
         .collect()
 }
 
-/// Cancellation signals of the turns running in this process.
-#[derive(Default)]
+/// The signals of the turns running in this process, and whether it takes new ones.
 struct Running {
-    turns: Mutex<HashMap<String, watch::Sender<bool>>>,
+    turns: Mutex<RunningTurns>,
+    /// How many turns run here.
+    count: watch::Sender<usize>,
+}
+
+struct RunningTurns {
+    signals: HashMap<String, watch::Sender<Signal>>,
+    /// False once the process drains: a turn entering then is handed over at once.
+    taking: bool,
+}
+
+impl Default for Running {
+    fn default() -> Self {
+        Self {
+            turns: Mutex::new(RunningTurns {
+                signals: HashMap::new(),
+                taking: true,
+            }),
+            count: watch::Sender::new(0),
+        }
+    }
 }
 
 impl Running {
-    fn enter(&self, turn_id: &str) -> watch::Receiver<bool> {
-        let (cancel, cancelled) = watch::channel(false);
-        self.lock().insert(turn_id.to_owned(), cancel);
-        cancelled
+    fn enter(&self, turn_id: &str) -> watch::Receiver<Signal> {
+        let mut turns = self.lock();
+        let first = if turns.taking {
+            Signal::Run
+        } else {
+            Signal::HandOver
+        };
+        let (signal, signalled) = watch::channel(first);
+        turns.signals.insert(turn_id.to_owned(), signal);
+        self.count.send_replace(turns.signals.len());
+        signalled
     }
 
     fn leave(&self, turn_id: &str) {
-        self.lock().remove(turn_id);
+        let mut turns = self.lock();
+        turns.signals.remove(turn_id);
+        self.count.send_replace(turns.signals.len());
     }
 
     /// Tells the runtime of `turn_id`, if it runs here, to stop.
     fn cancel(&self, turn_id: &str) {
-        if let Some(cancel) = self.lock().get(turn_id) {
-            cancel.send_replace(true);
+        if let Some(signal) = self.lock().signals.get(turn_id) {
+            signal.send_replace(Signal::Interrupt);
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, watch::Sender<bool>>> {
+    fn takes_turns(&self) -> bool {
+        self.lock().taking
+    }
+
+    /// Takes no new turn from now on; how many run.
+    fn stop_taking(&self) -> usize {
+        let mut turns = self.lock();
+        turns.taking = false;
+        turns.signals.len()
+    }
+
+    /// Tells every running turn to stop at its next durable point; how many there are.
+    fn hand_over(&self) -> usize {
+        let turns = self.lock();
+        for signal in turns.signals.values() {
+            signal.send_if_modified(|s| {
+                let running = *s == Signal::Run;
+                if running {
+                    *s = Signal::HandOver;
+                }
+                running
+            });
+        }
+        turns.signals.len()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, RunningTurns> {
         self.turns
             .lock()
             .expect("the running-turns lock is not poisoned")
     }
+}
+
+/// Turns this process carried on, and handed over, since it started.
+#[derive(Default)]
+struct Counts {
+    resumed: AtomicU64,
+    handed_over: AtomicU64,
 }

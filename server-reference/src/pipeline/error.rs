@@ -38,6 +38,9 @@ pub enum Error {
     /// The presented Build is not an intact Build of this server for the caller.
     #[error("{0}")]
     BuildInvalid(String),
+    /// The presented Build was committed before: its effect holds, and is not repeated.
+    #[error("this Build was committed already")]
+    AlreadyCommitted,
     /// The presented Build expired.
     #[error("the Build expired at {0}")]
     BuildExpired(i64),
@@ -60,7 +63,7 @@ impl Error {
             Self::NotARequest { .. } => ErrorCode::InvalidRequest,
             Self::InvalidInput { .. } | Self::Invalid(_) => ErrorCode::ValidationFailed,
             Self::ChainMismatch(_) => ErrorCode::ChainMismatch,
-            Self::BuildInvalid(_) => ErrorCode::BuildInvalid,
+            Self::BuildInvalid(_) | Self::AlreadyCommitted => ErrorCode::BuildInvalid,
             Self::BuildExpired(_) => ErrorCode::BuildExpired,
             Self::SimulationFailed(_) => ErrorCode::SimulationFailed,
             Self::Store(_) | Self::Model(_) => ErrorCode::Internal,

@@ -209,11 +209,7 @@ impl Pipeline {
             match self.store.record_commit(&commit).await? {
                 CommitRecorded::Done(seq) => break (prepared, seq),
                 CommitRecorded::Behind => continue,
-                CommitRecorded::Duplicate => {
-                    return Err(Error::BuildInvalid(
-                        "this Build was committed already".to_owned(),
-                    ));
-                }
+                CommitRecorded::Duplicate => return Err(Error::AlreadyCommitted),
             }
         };
         let (simulation, transactions) = prepared.apply(seq);

@@ -37,7 +37,8 @@ pub(super) async fn clean_up(state: Weak<Inner>, interval: Duration) {
 }
 
 /// While the server lives: renews the leases of the turns this process runs three times per
-/// `lease`, and fails the processing turns whose runner's lease ran out (a process that died).
+/// `lease`, and carries on the processing turns whose runner is gone (a process that died, or
+/// one that handed them over).
 pub(super) async fn keep_turns(state: Weak<Inner>, lease: Duration) {
     let mut ticks = tokio::time::interval(lease / 3);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -52,10 +53,10 @@ pub(super) async fn keep_turns(state: Weak<Inner>, lease: Duration) {
                 "renewing turn leases"
             );
         }
-        if let Err(error) = state.turns.fail_orphans().await {
+        if let Err(error) = state.turns.resume_orphans().await {
             tracing::warn!(
                 error = &error as &dyn std::error::Error,
-                "failing orphaned turns"
+                "carrying on orphaned turns"
             );
         }
     }

@@ -169,7 +169,7 @@ impl AppState {
             runtime,
             config.idempotency_key_ttl,
         );
-        turns.fail_orphans().await?;
+        turns.resume_orphans().await?;
         let sessions = Sessions::new(cache, turns.clone());
         let account = Arc::new(Account::new(store.clone(), sealer));
         let gateway = Gateway::new(

@@ -4,6 +4,7 @@
 //! writes.
 
 mod crash;
+mod handover;
 mod logs;
 mod memory;
 mod scale_out;

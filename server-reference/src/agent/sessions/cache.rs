@@ -63,7 +63,8 @@ pub struct Entry {
 /// Who appends, which decides the turn states an append is accepted in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Writer {
-    /// The turn's runtime: only while the turn is `processing`.
+    /// The turn's runtime: only while the turn is `processing` and leased to this process, so
+    /// that a runner whose turn another process claimed writes no more of it.
     Runtime,
     /// The client (an interrupt): in any state that may enter the next one.
     Client,
@@ -159,8 +160,8 @@ impl SessionCache {
     ) -> Result<Appended, store::Error> {
         let next = entry.next_state;
         let append = self.draft(session, &entry.turn_id, entry.events, next, entry.action);
-        let accept = move |current: TurnState| {
-            (writer == Writer::Client || current == TurnState::Processing)
+        let accept = move |current: TurnState, leased_here: bool| {
+            (writer == Writer::Client || (current == TurnState::Processing && leased_here))
                 && next.is_none_or(|next| can_become(current, next))
         };
         let writing = self.0.heads.write(session).await;

@@ -103,28 +103,29 @@ pub(super) async fn write_events(tx: &mut Tx, append: &Append, last_seq: i64) ->
 }
 
 impl Store {
-    /// Appends events of a turn if `accept` agrees with the turn's current state.
+    /// Appends events of a turn if `accept` agrees with the turn's current state and whether
+    /// this process holds its lease.
     pub async fn append(
         &self,
         append: &Append,
-        accept: &(dyn Fn(TurnState) -> bool + Send + Sync),
+        accept: &(dyn Fn(TurnState, bool) -> bool + Send + Sync),
     ) -> Result<Appended> {
         let mut tx = self.db.begin().await?;
         let Some(last_seq) = lock_session(&mut tx, &append.session_id, None).await? else {
             return Ok(Appended::NoTurn);
         };
-        let row: Option<(String,)> = tx
+        let row: Option<(String, Option<String>)> = tx
             .fetch_optional(
-                sql("SELECT state FROM turns WHERE id = $1 AND session_id = $2")
+                sql("SELECT state, runner FROM turns WHERE id = $1 AND session_id = $2")
                     .bind(&append.turn_id)
                     .bind(append.session_id.as_str()),
             )
             .await?;
-        let Some((state,)) = row else {
+        let Some((state, runner)) = row else {
             return Ok(Appended::NoTurn);
         };
         let state = turn_state(&state)?;
-        if !accept(state) {
+        if !accept(state, runner.as_deref() == Some(self.runner.id.as_str())) {
             return Ok(Appended::Refused(state));
         }
         let bounds = write_events(&mut tx, append, last_seq).await?;

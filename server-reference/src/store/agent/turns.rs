@@ -93,4 +93,43 @@ impl Store {
             )
             .await
     }
+
+    /// Gives up this process's lease on turn `turn_id` while it is processing, so that the next
+    /// sweep of any process (this one's restart included) claims it at once.
+    pub async fn release_turn(&self, turn_id: &str) -> Result<u64> {
+        self.db
+            .execute(
+                sql("UPDATE turns SET runner = NULL, lease_until = 0
+                     WHERE id = $1 AND runner = $2 AND state = 'processing'")
+                .bind(turn_id)
+                .bind(&self.runner.id),
+            )
+            .await
+    }
+
+    /// The account of `session_id` and its whole retained log, as (event body, Unix
+    /// milliseconds appended) in order; `None` when there is no such session.
+    pub async fn session_log(
+        &self,
+        session_id: &SessionId,
+    ) -> Result<Option<(AccountId, Vec<(String, i64)>)>> {
+        let rows: Vec<(String, Option<String>, Option<i64>)> = self
+            .db
+            .fetch_all(
+                sql("SELECT s.account, e.body, e.created_at FROM sessions s
+                     LEFT JOIN events e ON e.session_id = s.id
+                     WHERE s.id = $1 ORDER BY e.seq")
+                .bind(session_id.as_str()),
+            )
+            .await?;
+        let Some((account, ..)) = rows.first() else {
+            return Ok(None);
+        };
+        let account = AccountId::stored(account.clone());
+        let events = rows
+            .into_iter()
+            .filter_map(|(_, body, at)| Some((body?, at?)))
+            .collect();
+        Ok(Some((account, events)))
+    }
 }

@@ -29,6 +29,8 @@ pub struct Endpoint {
     method: Option<Method>,
     /// Path segments; `None` stands for a `{parameter}`.
     segments: Vec<Option<String>>,
+    /// What the logs name it by: its `operationId`, or an MCP endpoint's path.
+    pub operation: String,
     /// The scope the operation requires.
     pub scope: String,
     /// The resource whose token the operation takes.
@@ -76,6 +78,7 @@ impl Endpoints {
             operations.push(Endpoint {
                 method: Some(method.clone()),
                 segments,
+                operation: op.id.clone(),
                 scope: scope.to_owned(),
                 resource,
                 body,
@@ -89,6 +92,7 @@ impl Endpoints {
                     .split('/')
                     .map(|s| Some(s.to_owned()))
                     .collect(),
+                operation: resource.path().to_owned(),
                 scope: resource.scopes()[0].to_owned(),
                 resource,
                 body: None,

@@ -114,6 +114,7 @@ fn admit(checks: &Checks, mut request: Request) -> Result<Request, Box<Response>
     let Some(operation) = endpoints::all().find(request.method(), request.uri().path()) else {
         return Ok(request);
     };
+    tracing::Span::current().record("operation", operation.operation.as_str());
     let resource = operation.resource;
     let metadata = || resource.metadata_url(&checks.issuer);
     let token = match bearer(request.headers()) {

@@ -1,5 +1,6 @@
 //! What names a request in its answer and in the logs: the `x-request-id` header, the request's
-//! own or a new one, copied to the answer; a request span at debug level; and a log line at
+//! own or a new one, copied to the answer; a request span at debug level, which the gateway
+//! completes with the operation's name; and a log line at
 //! error level for every answer with a server error, naming its request id.
 //!
 //! The span is at debug level, as tower-http's own default is, so that a request pays for no span
@@ -61,6 +62,8 @@ where
             method = %request.method(),
             uri = %request.uri(),
             request_id = id.to_str().unwrap_or_default(),
+            // The gateway records the operation it finds.
+            operation = tracing::field::Empty,
         );
         let started = Instant::now();
         let answer = span.in_scope(|| self.0.call(request));

@@ -27,6 +27,10 @@ async fn logged(args: &[&str]) -> String {
         .await
         .unwrap();
     assert_eq!(answer.status(), 200);
+    let answer = reqwest::get(format!("{base}/v1/pipeline/apps"))
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 401);
     // The answer's line is written before the answer is sent, so it is in the log by now.
     child.kill().unwrap();
     let mut log = String::new();
@@ -41,7 +45,7 @@ async fn logged(args: &[&str]) -> String {
 }
 
 #[tokio::test]
-async fn json_logs_are_one_object_a_line_with_the_request_s_id_status_and_latency() {
+async fn json_logs_are_one_object_a_line_with_the_request_s_id_operation_status_and_latency() {
     let log = logged(&["--log-format", "json"]).await;
     let lines: Vec<Value> = log
         .lines()
@@ -64,6 +68,15 @@ async fn json_logs_are_one_object_a_line_with_the_request_s_id_status_and_latenc
             .is_some_and(|id| id.starts_with("req_")),
         "{answered}"
     );
+    let refused = lines
+        .iter()
+        .find(|line| line["fields"]["message"] == "answered" && line["fields"]["status"] == 401)
+        .unwrap_or_else(|| panic!("no line for the refused call: {log}"));
+    assert_eq!(
+        refused["span"]["operation"], "listPipelineApps",
+        "{refused}"
+    );
+    assert_eq!(refused["span"]["uri"], "/v1/pipeline/apps", "{refused}");
 }
 
 #[tokio::test]

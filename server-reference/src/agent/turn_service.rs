@@ -2,7 +2,6 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::num::NonZeroU64;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -45,7 +44,6 @@ struct Inner {
     pipeline: Arc<Pipeline>,
     runtime: Arc<dyn Runtime>,
     running: Running,
-    counts: Counts,
     /// Seconds an idempotency key is kept.
     key_lifetime: i64,
 }
@@ -76,7 +74,6 @@ impl Turns {
             pipeline,
             runtime,
             running: Running::default(),
-            counts: Counts::default(),
             key_lifetime: seconds(key_lifetime),
         }))
     }
@@ -265,7 +262,6 @@ impl Turns {
             match recovery::plan(&ids.2, &log) {
                 Ok((input, replay)) => {
                     tracing::info!(session = ids.1.as_str(), turn = %ids.2, replayed = replay.len(), "carrying on an orphaned turn");
-                    self.0.counts.resumed.fetch_add(1, Ordering::Relaxed);
                     self.spawn(ids, input, replay);
                 }
                 Err(reason) => {
@@ -311,15 +307,6 @@ impl Turns {
             running: before,
             handed_over,
         }
-    }
-
-    /// How many turns this process carried on after their runner was gone, and handed over.
-    pub fn counts(&self) -> (u64, u64) {
-        let counts = &self.0.counts;
-        (
-            counts.resumed.load(Ordering::Relaxed),
-            counts.handed_over.load(Ordering::Relaxed),
-        )
     }
 
     /// Records the resolution and resumes the turn.
@@ -434,7 +421,6 @@ impl Turns {
             match worker.await {
                 Ok(Ok(()) | Err(TurnError::Interrupted)) => {}
                 Ok(Err(TurnError::HandedOver)) => {
-                    inner.counts.handed_over.fetch_add(1, Ordering::Relaxed);
                     if let Err(error) = inner.store.release_turn(&turn.turn_id).await {
                         // Its lease runs out instead.
                         tracing::warn!(error = &error as &dyn std::error::Error, turn = %turn.turn_id, "handing over a turn");
@@ -576,11 +562,4 @@ impl Running {
             .lock()
             .expect("the running-turns lock is not poisoned")
     }
-}
-
-/// Turns this process carried on, and handed over, since it started.
-#[derive(Default)]
-struct Counts {
-    resumed: AtomicU64,
-    handed_over: AtomicU64,
 }

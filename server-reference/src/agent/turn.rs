@@ -193,10 +193,9 @@ impl Turn {
         F: FnOnce(Step) -> Fut,
         Fut: Future<Output = Result<ToolOutput, TurnError>>,
     {
-        let given = Value::Object(input.clone());
         let called = |event: &AgentEvent| {
             matches!(event, AgentEvent::ToolCall { name: n, input: i, .. }
-                if n == name && serde_json::to_value(i).is_ok_and(|i| i == given))
+                if n == name && **i == input)
         };
         let (id, called_at_ms) = match self.replayed(&format!("calls {name}"), called)? {
             Some(Recorded {
@@ -390,13 +389,8 @@ impl Turn {
     /// Ends the turn in `state` (`failed` or `interrupted`) after an error event.
     pub(super) async fn end(&self, state: TurnState, code: &str, message: &str) {
         // A turn interrupted meanwhile stays interrupted.
-        let _ = self
-            .append(
-                ending(&self.turn_id, state, code, message),
-                Some(state),
-                None,
-            )
-            .await;
+        let Entry { events, .. } = ending(&self.turn_id, state, code, message);
+        let _ = self.append(events, Some(state), None).await;
     }
 }
 
@@ -422,29 +416,29 @@ fn kind(event: &AgentEvent) -> &'static str {
     }
 }
 
-/// The events that end a turn in `state` with an error.
-pub(super) fn ending(
-    turn_id: &str,
-    state: TurnState,
-    code: &str,
-    message: &str,
-) -> Vec<AgentEvent> {
+/// What ends turn `turn_id` in `state` with an error: the error event and the state's.
+pub(super) fn ending(turn_id: &str, state: TurnState, code: &str, message: &str) -> Entry {
     let at = now();
-    vec![
-        AgentEvent::Error {
-            code: code.to_owned(),
-            created_at: at,
-            message: message.to_owned(),
-            seq: DRAFT_SEQ,
-            turn_id: turn_id.to_owned(),
-        },
-        AgentEvent::TurnState {
-            created_at: at,
-            seq: DRAFT_SEQ,
-            state,
-            turn_id: turn_id.to_owned(),
-        },
-    ]
+    Entry {
+        turn_id: turn_id.to_owned(),
+        events: vec![
+            AgentEvent::Error {
+                code: code.to_owned(),
+                created_at: at,
+                message: message.to_owned(),
+                seq: DRAFT_SEQ,
+                turn_id: turn_id.to_owned(),
+            },
+            AgentEvent::TurnState {
+                created_at: at,
+                seq: DRAFT_SEQ,
+                state,
+                turn_id: turn_id.to_owned(),
+            },
+        ],
+        next_state: Some(state),
+        action: None,
+    }
 }
 
 fn action_request(title: String, build: PipelineBuild) -> Result<ActionRequest, ConversionError> {

@@ -266,17 +266,12 @@ impl Turns {
                 }
                 Err(reason) => {
                     tracing::warn!(session = ids.1.as_str(), turn = %ids.2, reason, "an orphaned turn cannot go on");
-                    let entry = Entry {
-                        events: turn::ending(
-                            &ids.2,
-                            TurnState::Interrupted,
-                            recovery::UNRESUMABLE,
-                            &reason,
-                        ),
-                        turn_id: ids.2,
-                        next_state: Some(TurnState::Interrupted),
-                        action: None,
-                    };
+                    let entry = turn::ending(
+                        &ids.2,
+                        TurnState::Interrupted,
+                        recovery::UNRESUMABLE,
+                        &reason,
+                    );
                     self.0
                         .sessions
                         .append(&ids.1, entry, Writer::Runtime)

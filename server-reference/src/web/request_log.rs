@@ -1,7 +1,7 @@
 //! What names a request in its answer and in the logs: the `x-request-id` header, the request's
 //! own or a new one, copied to the answer; a request span at debug level, which the gateway
-//! completes with the operation's name; and a log line at
-//! error level for every answer with a server error, naming its request id.
+//! completes with the operation's name; and a log line at error level for every answer with a
+//! server error, naming its request id.
 //!
 //! The span is at debug level, as tower-http's own default is, so that a request pays for no span
 //! under the default `info` filter: making, entering and closing one cost about 8 µs per request,

@@ -19,6 +19,8 @@ use hyper::body::Bytes;
 use serde_json::{Value, json};
 
 mod load;
+// Its server process and requests; the process tests' helpers (the metrics' address) unused.
+#[allow(dead_code)]
 #[path = "../tests/support/mod.rs"]
 mod support;
 
@@ -265,6 +267,7 @@ fn bare_child(body_file: &std::path::Path) -> support::Server {
     support::Server {
         child,
         base,
+        metrics: None,
         binary: std::env::current_exe().unwrap(),
     }
 }

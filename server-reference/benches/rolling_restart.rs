@@ -5,14 +5,18 @@
 //! - `postgres`: two instances on one PostgreSQL database, each restarted twice.
 //! - `sqlite`: one instance restarted in place four times (the front refuses while it is down).
 //!
-//! The load, for `INTENT_ROLLING_SECS` (default 60): `SESSIONS` sessions taking turns, every
-//! other one raising an action that is resolved with an idempotency key, and `FOLLOWERS` per
-//! session reading its log, long-poll and SSE mixed. Then every follower reads on to the end of
-//! its session's log, and the log itself is read whole. It reports, and fails unless the first
-//! three are 0:
+//! The load, for `INTENT_ROLLING_SECS` (default 60): `SESSIONS` sessions taking turns in turn of
+//! three kinds: one that waits `WAIT_MS` (a step of several seconds, which a restart cuts), one
+//! that raises an action, resolved `DECIDE` later with an idempotency key, and an instant one;
+//! and `FOLLOWERS` per session reading its log, long-poll and SSE mixed. Then every follower
+//! reads on to the end of its session's log, and the log itself is read whole. It reports, and
+//! fails unless the first four are 0:
 //! - events lost: in the log, never delivered to a follower;
 //! - events seen twice by a follower;
 //! - double effects: a turn that ended twice, or an action with two results;
+//! - turns failed: a turn that ended `failed` (a restart hands a turn over or orphans it, and it
+//!   goes on elsewhere);
+//! - turns interrupted: ended `interrupted` (here, only as not resumable);
 //! - the errors that surfaced to the app through the SDK's retries: calls that failed (a
 //!   driver then starts its next turn) and the reconnections a follower's stream reported;
 //! - the times a follower's view restarted (the SDK's answer to a refused cursor);
@@ -56,6 +60,13 @@ const CATCH_UP: Duration = Duration::from_secs(60);
 /// How many times a driver waits for a turn whose wait failed.
 const WAITS: usize = 20;
 const ACTION: &str = "send 1 USDC to 0x70997970C51812dc3A010C7d01b50e0d17dc79C8";
+/// How long the waiting turns wait, in milliseconds.
+const WAIT_MS: u64 = 3_000;
+/// Seconds a draining instance lets its turns run before it hands them over: less than a
+/// waiting turn's wait, so that a SIGTERM hands turns over.
+const TURN_GRACE: &str = "1";
+/// How long a driver takes to decide an action.
+const DECIDE: Duration = Duration::from_secs(1);
 const SCOPES: &str = "agent:read agent:write agent:actions:resolve";
 
 fn main() {
@@ -83,17 +94,20 @@ fn main() {
         tallies.push(tally);
     }
     println!(
-        "\n| run | restarts | turns | resolutions | events | lost | seen twice | double effects | calls failed | stream errors | view restarts | longest stall |"
+        "\n| run | restarts | turns | resolutions | events | lost | seen twice | double effects | turns failed | turns interrupted | calls failed | stream errors | view restarts | longest stall |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for tally in &tallies {
         println!("{tally}");
     }
     let broken: Vec<&Tally> = tallies
         .iter()
-        .filter(|t| t.lost + t.twice + t.double > 0)
+        .filter(|t| t.lost + t.twice + t.double + t.failed + t.interrupted > 0)
         .collect();
-    assert!(broken.is_empty(), "lost, duplicated or doubled: {broken:?}");
+    assert!(
+        broken.is_empty(),
+        "lost, duplicated, doubled, failed or interrupted: {broken:?}"
+    );
 }
 
 /// Two instances on one PostgreSQL database behind the front.
@@ -102,7 +116,14 @@ async fn on_postgres(hold: Duration) -> Tally {
     let database = postgres.database("rolling_restart_bench").await;
     let keys = tempfile::tempdir().unwrap();
     let front = Front::new(2);
-    let args = ["--database-url", &database, "--public-url", &front.base];
+    let args = [
+        "--database-url",
+        &database,
+        "--public-url",
+        &front.base,
+        "--turn-grace",
+        TURN_GRACE,
+    ];
     let instances = front
         .backends
         .iter()
@@ -116,7 +137,12 @@ async fn on_postgres(hold: Duration) -> Tally {
 async fn on_sqlite(hold: Duration) -> Tally {
     let dir = tempfile::tempdir().unwrap();
     let front = Front::new(1);
-    let args = ["--public-url", front.base.as_str()];
+    let args = [
+        "--public-url",
+        front.base.as_str(),
+        "--turn-grace",
+        TURN_GRACE,
+    ];
     let instance = Instance::start(dir.path(), &front.backends[0], &args);
     run(
         "sqlite, 1 instance",
@@ -139,6 +165,8 @@ struct Tally {
     lost: usize,
     twice: usize,
     double: usize,
+    failed: usize,
+    interrupted: usize,
     calls_failed: usize,
     stream_errors: usize,
     view_restarts: usize,
@@ -149,7 +177,7 @@ impl std::fmt::Display for Tally {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2} s |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2} s |",
             self.label,
             self.restarts.join(", "),
             self.turns,
@@ -158,6 +186,8 @@ impl std::fmt::Display for Tally {
             self.lost,
             self.twice,
             self.double,
+            self.failed,
+            self.interrupted,
             self.calls_failed,
             self.stream_errors,
             self.view_restarts,
@@ -220,10 +250,11 @@ async fn run(
             let mut round = 0;
             while turning.load(Ordering::Relaxed) {
                 round += 1;
-                let message = if (driver + round) % 2 == 0 {
-                    ACTION
-                } else {
-                    "hello"
+                let wait = format!("wait {WAIT_MS}");
+                let message = match (driver + round) % 3 {
+                    0 => ACTION,
+                    1 => wait.as_str(),
+                    _ => "hello",
                 };
                 match take_turn(&intent, session.as_deref(), message, &errors).await {
                     Ok((id, resolved)) => {
@@ -288,6 +319,8 @@ async fn run(
     for session in sessions {
         let log = read_log(&intent, &session).await;
         tally.double += double_effects(&log);
+        tally.failed += ended(&log, TurnState::Failed);
+        tally.interrupted += ended(&log, TurnState::Interrupted);
         tally.events += log.len();
         logs.insert(session, log);
     }
@@ -353,6 +386,7 @@ async fn take_turn(
     let mut resolved = 0;
     while outcome.state == TurnState::AwaitingAction {
         let action = outcome.action.take().expect("an awaited action");
+        tokio::time::sleep(DECIDE).await;
         agent.resolve(&session, &action, Decision::Reject).await?;
         resolved += 1;
         outcome = settled(intent, &session, &turn, &outcome.cursor, failed).await?;
@@ -429,6 +463,13 @@ async fn read_log(intent: &Intent, session: &str) -> Vec<AgentEvent> {
         }
         cursor = Some(page.cursor.to_string());
     }
+}
+
+/// Turns that ended `state` in `log`.
+fn ended(log: &[AgentEvent], state: TurnState) -> usize {
+    log.iter()
+        .filter(|event| matches!(event, AgentEvent::TurnState { state: s, .. } if *s == state))
+        .count()
 }
 
 /// Turns that ended more than once, and actions with more than one result, in `log`.

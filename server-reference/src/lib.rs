@@ -20,6 +20,7 @@ mod interface;
 mod json;
 mod keys;
 mod mcp;
+mod metrics;
 mod oauth;
 pub mod pipeline;
 mod random;
@@ -64,6 +65,15 @@ pub async fn serve_until(
         web::serve::IDLE_TIMEOUT,
     )
     .await
+}
+
+/// Serves the metrics, `GET /metrics` in the OpenMetrics text format, on `listener` (an address
+/// of their own, apart from the API's) until the future is dropped.
+pub async fn serve_metrics(listener: tokio::net::TcpListener) -> std::io::Result<()> {
+    let metrics = Router::new()
+        .route("/metrics", get(web::metrics))
+        .fallback(web::not_found);
+    axum::serve(listener, metrics).await
 }
 
 /// The whole service. The gateway runs on every request and guards the operations of

@@ -118,6 +118,10 @@ enum Command {
         /// running then are handed over, to go on in another instance or in this one's restart.
         #[arg(long, env = "INTENT_TURN_GRACE", default_value_t = 5)]
         turn_grace: u64,
+        /// Address to serve the metrics on (`GET /metrics`, OpenMetrics text), apart from the
+        /// API; none are served without it. Port 0 picks a free port, printed after the API's.
+        #[arg(long, env = "INTENT_METRICS_ADDR")]
+        metrics_addr: Option<SocketAddr>,
     },
     /// Print an access token signed with the data dir's key, for tests, CI and conformance runs.
     Token {
@@ -201,6 +205,7 @@ async fn main() -> ExitCode {
             keep_expired,
             shutdown_grace,
             turn_grace,
+            metrics_addr,
         } => {
             let config = Config::new(data_dir)
                 .database_url(database_url)
@@ -222,7 +227,7 @@ async fn main() -> ExitCode {
                 connections: Duration::from_secs(shutdown_grace),
                 turns: Duration::from_secs(turn_grace),
             };
-            serve(addr, config, graces).await
+            serve(addr, metrics_addr, config, graces).await
         }
         Command::Token {
             data_dir,
@@ -251,10 +256,16 @@ struct Graces {
     turns: Duration,
 }
 
-/// Serves until SIGTERM or Ctrl-C, then drains: no new connections, waiting long-polls answer
+/// Serves until SIGTERM or Ctrl-C (and the metrics, when given an address, until the process
+/// exits), then drains: no new connections, waiting long-polls answer
 /// at once, streams end, and the running turns end or are handed over; exits once every
 /// connection closed (or after the connections' grace) and every turn ended or was handed over.
-async fn serve(addr: SocketAddr, config: Config, graces: Graces) -> Result<(), String> {
+async fn serve(
+    addr: SocketAddr,
+    metrics_addr: Option<SocketAddr>,
+    config: Config,
+    graces: Graces,
+) -> Result<(), String> {
     let listener = TcpListener::bind(addr)
         .await
         .map_err(|e| format!("binding {addr}: {e}"))?;
@@ -266,6 +277,18 @@ async fn serve(addr: SocketAddr, config: Config, graces: Graces) -> Result<(), S
         tracing::warn!(%bound, "the consent and device pages let anyone act as any account: keep this server private");
     }
     println!("listening on http://{bound}");
+    if let Some(addr) = metrics_addr {
+        let metrics = TcpListener::bind(addr)
+            .await
+            .map_err(|e| format!("binding {addr} for the metrics: {e}"))?;
+        let bound = metrics.local_addr().map_err(|e| e.to_string())?;
+        println!("metrics on http://{bound}/metrics");
+        tokio::spawn(async move {
+            if let Err(error) = intent_server::serve_metrics(metrics).await {
+                tracing::error!(%error, "serving the metrics");
+            }
+        });
+    }
     tracing::info!(%bound, issuer = state.issuer(), "serving");
     let (signalled, on_signal) = tokio::sync::watch::channel(false);
     let log = state.log().clone();

@@ -18,10 +18,11 @@ use super::log::EventLog;
 use super::recovery::{self, Input};
 use super::runtime::Runtime;
 use super::sessions::{DRAFT_SEQ, Entry, SessionCache, Writer};
-use super::turn::{self, Recorded, Signal, Turn, TurnError};
+use super::turn::{self, Recorded, RunEnd, Signal, Turn, TurnError};
 use super::{Error, Refusal, Result};
 use crate::clock::{now, now_ms, seconds};
 use crate::ids::{self, AccountId, ActionId, SessionId};
+use crate::metrics::{self, RunEnded};
 use crate::pipeline::Pipeline;
 use crate::random;
 use crate::store::Store;
@@ -262,6 +263,7 @@ impl Turns {
             match recovery::plan(&ids.2, &log) {
                 Ok((input, replay)) => {
                     tracing::info!(session = ids.1.as_str(), turn = %ids.2, replayed = replay.len(), "carrying on an orphaned turn");
+                    metrics::turn_resumed();
                     self.spawn(ids, input, replay);
                 }
                 Err(reason) => {
@@ -276,6 +278,7 @@ impl Turns {
                         .sessions
                         .append(&ids.1, entry, Writer::Runtime)
                         .await?;
+                    metrics::turn_run(RunEnded::Interrupted);
                 }
             }
         }
@@ -398,6 +401,7 @@ impl Turns {
         ));
         let runtime = inner.runtime.clone();
         tokio::spawn(async move {
+            let _running = metrics::turn_running();
             let worker = {
                 let turn = turn.clone();
                 tokio::spawn(async move {
@@ -406,28 +410,33 @@ impl Turns {
                         Input::Resolved { request, result } => {
                             runtime.resume(&turn, &request, &result).await
                         }
+                    }?;
+                    let ended = match outcome {
+                        RunEnd::Complete => RunEnded::Complete,
+                        RunEnd::AwaitAction { .. } => RunEnded::AwaitingAction,
                     };
-                    match outcome {
-                        Ok(outcome) => turn.finish(outcome).await,
-                        Err(error) => Err(error),
-                    }
+                    turn.finish(outcome).await.map(|()| ended)
                 })
             };
-            match worker.await {
-                Ok(Ok(()) | Err(TurnError::Interrupted)) => {}
+            let ended = match worker.await {
+                Ok(Ok(ended)) => ended,
+                Ok(Err(TurnError::Interrupted)) => RunEnded::Interrupted,
                 Ok(Err(TurnError::HandedOver)) => {
                     if let Err(error) = inner.store.release_turn(&turn.turn_id).await {
                         // Its lease runs out instead.
                         tracing::warn!(error = &error as &dyn std::error::Error, turn = %turn.turn_id, "handing over a turn");
                     }
+                    RunEnded::HandedOver
                 }
                 Ok(Err(TurnError::Failed { code, message })) => {
-                    turn.end(TurnState::Failed, &code, &message).await
+                    turn.end(TurnState::Failed, &code, &message).await;
+                    RunEnded::Failed
                 }
                 Ok(Err(TurnError::Unresumable(reason))) => {
                     tracing::warn!(turn = %turn.turn_id, reason, "a turn carried on cannot go on");
                     turn.end(TurnState::Interrupted, recovery::UNRESUMABLE, &reason)
-                        .await
+                        .await;
+                    RunEnded::Interrupted
                 }
                 Err(panic) => {
                     tracing::error!(error = %panic, turn = %turn.turn_id, "the runtime panicked");
@@ -437,8 +446,10 @@ impl Turns {
                         "the runtime stopped unexpectedly",
                     )
                     .await;
+                    RunEnded::Failed
                 }
-            }
+            };
+            metrics::turn_run(ended);
             inner.running.leave(&turn.turn_id);
         });
     }

@@ -18,6 +18,7 @@ use sqlx::{
 
 use super::postgres::EVENTS_CHANNEL;
 use super::{Error, Result};
+use crate::metrics::{self, StoreCall};
 
 /// A pool of either engine.
 #[derive(Clone)]
@@ -142,6 +143,10 @@ impl Sql {
     }
 
     async fn execute(self, conn: Conn<'_>) -> Result<u64> {
+        metrics::store(StoreCall::Statement, self.execute_on(conn)).await
+    }
+
+    async fn execute_on(self, conn: Conn<'_>) -> Result<u64> {
         let done = match conn {
             Conn::Sqlite(conn) => sqlx::query_with(self.text, self.arguments::<Sqlite>()?)
                 .execute(conn)
@@ -159,6 +164,10 @@ impl Sql {
     }
 
     async fn fetch_all<R: Row>(self, conn: Conn<'_>) -> Result<Vec<R>> {
+        metrics::store(StoreCall::Statement, self.fetch_all_on(conn)).await
+    }
+
+    async fn fetch_all_on<R: Row>(self, conn: Conn<'_>) -> Result<Vec<R>> {
         let rows = match conn {
             Conn::Sqlite(conn) => {
                 sqlx::query_as_with(self.text, self.arguments::<Sqlite>()?)
@@ -176,6 +185,10 @@ impl Sql {
     }
 
     async fn fetch_optional<R: Row>(self, conn: Conn<'_>) -> Result<Option<R>> {
+        metrics::store(StoreCall::Statement, self.fetch_optional_on(conn)).await
+    }
+
+    async fn fetch_optional_on<R: Row>(self, conn: Conn<'_>) -> Result<Option<R>> {
         let row = match conn {
             Conn::Sqlite(conn) => {
                 sqlx::query_as_with(self.text, self.arguments::<Sqlite>()?)
@@ -225,10 +238,13 @@ impl Pooled {
 
 impl Db {
     async fn acquire(&self) -> Result<Pooled> {
-        Ok(match self {
-            Self::Sqlite(pool) => Pooled::Sqlite(pool.acquire().await?),
-            Self::Postgres(pool) => Pooled::Postgres(pool.acquire().await?),
+        metrics::store(StoreCall::Acquire, async {
+            Ok(match self {
+                Self::Sqlite(pool) => Pooled::Sqlite(pool.acquire().await?),
+                Self::Postgres(pool) => Pooled::Postgres(pool.acquire().await?),
+            })
         })
+        .await
     }
 
     /// Runs `sql` on a pooled connection; the rows it changed.
@@ -255,10 +271,13 @@ impl Db {
 
     /// A transaction that reads and writes, holding SQLite's write lock from its start.
     pub async fn begin(&self) -> Result<Tx> {
-        Ok(match self {
-            Self::Sqlite(pool) => Tx::Sqlite(pool.begin_with("BEGIN IMMEDIATE").await?),
-            Self::Postgres(pool) => Tx::Postgres(pool.begin().await?),
+        metrics::store(StoreCall::Begin, async {
+            Ok(match self {
+                Self::Sqlite(pool) => Tx::Sqlite(pool.begin_with("BEGIN IMMEDIATE").await?),
+                Self::Postgres(pool) => Tx::Postgres(pool.begin().await?),
+            })
         })
+        .await
     }
 }
 
@@ -320,10 +339,13 @@ impl Tx {
 
     /// Commits the transaction.
     pub async fn commit(self) -> Result<()> {
-        match self {
-            Self::Sqlite(tx) => tx.commit().await?,
-            Self::Postgres(tx) => tx.commit().await?,
-        }
-        Ok(())
+        metrics::store(StoreCall::Commit, async {
+            match self {
+                Self::Sqlite(tx) => tx.commit().await?,
+                Self::Postgres(tx) => tx.commit().await?,
+            }
+            Ok(())
+        })
+        .await
     }
 }

@@ -9,6 +9,7 @@ use std::convert::Infallible;
 use std::future::{Ready, ready};
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Instant;
 
 use axum::extract::Request;
 use axum::http::{HeaderMap, header};
@@ -24,7 +25,8 @@ use crate::auth::token_cache::VerifiedTokens;
 use crate::clock::now;
 use crate::error::ApiError;
 use crate::keys::signing::SigningKeys;
-use crate::web::endpoints;
+use crate::metrics::{self, Timed};
+use crate::web::endpoints::{self, Endpoint};
 
 /// What the gateway checks a request with. Cheap to clone.
 #[derive(Clone)]
@@ -80,7 +82,8 @@ impl<S> Layer<S> for Gateway {
 }
 
 /// A service behind the gateway. Checking a request is synchronous, so the gateway answers a
-/// refused one at once and hands an admitted one on: nothing is boxed per request.
+/// refused one at once and hands an admitted one on: nothing is boxed per request. Every
+/// answer is counted in the metrics under the operation the gateway found.
 #[derive(Clone)]
 pub struct Guarded<S> {
     gateway: Gateway,
@@ -90,30 +93,38 @@ pub struct Guarded<S> {
 impl<S> Service<Request> for Guarded<S>
 where
     S: Service<Request, Response = Response, Error = Infallible>,
+    S::Future: Unpin,
 {
     type Response = Response;
     type Error = Infallible;
-    type Future = Either<Ready<Result<Response, Infallible>>, S::Future>;
+    type Future = Timed<Either<Ready<Result<Response, Infallible>>, S::Future>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, request: Request) -> Self::Future {
-        match admit(&self.gateway.0, request) {
-            Ok(admitted) => Either::Right(self.inner.call(admitted)),
-            Err(refused) => Either::Left(ready(Ok(*refused))),
-        }
+        let started = Instant::now();
+        let endpoint = endpoints::all().find(request.method(), request.uri().path());
+        let operation = endpoint.map_or(metrics::OTHER, |e| e.operation.as_str());
+        let answer = match endpoint {
+            None => Either::Right(self.inner.call(request)),
+            Some(endpoint) => match admit(&self.gateway.0, endpoint, request) {
+                Ok(admitted) => Either::Right(self.inner.call(admitted)),
+                Err(refused) => Either::Left(ready(Ok(*refused))),
+            },
+        };
+        Timed::new(answer, operation, started)
     }
 }
 
-/// `request` when it is not an operation's, or when its bearer token is valid for the
-/// operation's resource, grants its scope and is within its rate limit; else the answer: 401,
-/// 403 or 429.
-fn admit(checks: &Checks, mut request: Request) -> Result<Request, Box<Response>> {
-    let Some(operation) = endpoints::all().find(request.method(), request.uri().path()) else {
-        return Ok(request);
-    };
+/// `request`, of `operation`, when its bearer token is valid for the operation's resource,
+/// grants its scope and is within its rate limit; else the answer: 401, 403 or 429.
+fn admit(
+    checks: &Checks,
+    operation: &Endpoint,
+    mut request: Request,
+) -> Result<Request, Box<Response>> {
     tracing::Span::current().record("operation", operation.operation.as_str());
     let resource = operation.resource;
     let metadata = || resource.metadata_url(&checks.issuer);

@@ -1,5 +1,6 @@
 //! What every area's HTTP layer shares: extractors whose rejection is the error envelope, and the
-//! handlers of the paths outside the three resources (health, readiness, the document).
+//! handlers of the paths outside the three resources (health, readiness, the document, and the
+//! metrics on their own address).
 
 pub(crate) mod body_limit;
 pub(crate) mod endpoints;
@@ -162,6 +163,18 @@ pub trait Ready {
 /// `GET /openapi.json`: the document this server implements.
 pub async fn openapi() -> Response {
     json::json(crate::interface::TEXT)
+}
+
+/// `GET /metrics` of the metrics' own address: the registry in the OpenMetrics text format.
+pub async fn metrics() -> Response {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            crate::metrics::CONTENT_TYPE,
+        )],
+        crate::metrics::text(),
+    )
+        .into_response()
 }
 
 /// Any path that no route serves.

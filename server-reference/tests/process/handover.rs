@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::metrics;
 use crate::support::{Server, page, post};
 
 const WAIT_MS: u64 = 3_000;
@@ -96,10 +97,21 @@ async fn a_turn_outlives(stop: Stop) {
     }
     server.child.wait().unwrap();
     let addr = server.base.trim_start_matches("http://").to_owned();
-    let restarted = Server::start(data_dir.path(), &addr, &args);
+    let restarted = Server::start(
+        data_dir.path(),
+        &addr,
+        &[&args[..], &["--metrics-addr", "127.0.0.1:0"]].concat(),
+    );
 
     let log = settled(&http, &restarted.base, &token, &waiting).await;
     assert_eq!(states(&log), ["processing", "complete"], "{log:#?}");
+    let scrape = metrics::scrape(restarted.metrics.as_deref().unwrap()).await;
+    let resumed = metrics::value(&scrape, "intent_agent_turns_resumed", &[]);
+    assert_eq!(
+        resumed,
+        Some(1.0),
+        "the restarted server carried the turn on"
+    );
     assert_eq!(count(&log, "tool_call"), 1, "the wait is called once");
     assert_eq!(count(&log, "tool_result"), 1);
     let waited = started.elapsed() + Duration::from_millis(1_000);

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use sqlx::Connection;
 
+use crate::metrics;
 use crate::support::{Server, page, post};
 
 /// A new, empty database on the test PostgreSQL server; `None` when there is none.
@@ -69,7 +70,12 @@ async fn sigkill_of_one_instance_loses_nothing_and_the_other_takes_over_its_orph
     let mut a = Server::start(keys.path(), "127.0.0.1:0", &shared);
     let public = a.base.clone();
     let mut with_public = shared.to_vec();
-    with_public.extend(["--public-url", public.as_str()]);
+    with_public.extend([
+        "--public-url",
+        public.as_str(),
+        "--metrics-addr",
+        "127.0.0.1:0",
+    ]);
     let b = Server::start(keys.path(), "127.0.0.1:0", &with_public);
     let token = a.agent_token(keys.path(), "alice", "agent:read agent:write");
     let http = reqwest::Client::new();
@@ -151,6 +157,13 @@ async fn sigkill_of_one_instance_loses_nothing_and_the_other_takes_over_its_orph
             "every acknowledged event is kept"
         );
     }
+
+    // B listens to the database's notifications, and carried on A's orphaned turns.
+    let scrape = metrics::scrape(b.metrics.as_deref().unwrap()).await;
+    let up = metrics::value(&scrape, "intent_store_listener_up", &[]);
+    assert_eq!(up, Some(1.0), "B's listener is connected");
+    let resumed = metrics::value(&scrape, "intent_agent_turns_resumed", &[]).unwrap();
+    assert!(resumed >= 1.0, "B resumed A's turns: {resumed}");
 
     // B's own turns meanwhile complete: a live runner's turns are never failed as orphans.
     let started = post(

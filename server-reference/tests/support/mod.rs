@@ -9,14 +9,25 @@ use serde_json::Value;
 
 /// `http://ADDR`, as `serve`, started with a piped stdout, prints it on its first line.
 pub fn listening(child: &mut Child) -> String {
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("a piped stdout"))
-        .read_line(&mut line)
-        .expect("the server prints its address");
-    line.trim()
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_owned()
+    printed(child, 1).remove(0)
+}
+
+/// What the first `count` lines `serve` prints name: `http://ADDR` of the API, then (with
+/// `--metrics-addr`) `http://ADDR/metrics`.
+fn printed(child: &mut Child, count: usize) -> Vec<String> {
+    let mut lines = BufReader::new(child.stdout.take().expect("a piped stdout")).lines();
+    ["listening on ", "metrics on "][..count]
+        .iter()
+        .map(|prefix| {
+            let line = lines
+                .next()
+                .expect("the server prints its address")
+                .expect("a line of text");
+            line.strip_prefix(prefix)
+                .unwrap_or_else(|| panic!("{line:?} does not start with {prefix:?}"))
+                .to_owned()
+        })
+        .collect()
 }
 
 /// This build of the server binary.
@@ -28,6 +39,8 @@ pub struct Server {
     pub child: Child,
     /// `http://ADDR` as the server printed it.
     pub base: String,
+    /// `http://ADDR/metrics`, when started with `--metrics-addr`.
+    pub metrics: Option<String>,
     /// The binary it runs.
     pub binary: PathBuf,
 }
@@ -50,10 +63,15 @@ impl Server {
             .stderr(Stdio::null())
             .spawn()
             .expect("the server binary starts");
-        let base = listening(&mut child);
+        let mut printed = printed(
+            &mut child,
+            1 + usize::from(args.contains(&"--metrics-addr")),
+        );
+        let metrics = printed.get(1).cloned();
         Self {
             child,
-            base,
+            base: printed.swap_remove(0),
+            metrics,
             binary: binary.to_owned(),
         }
     }

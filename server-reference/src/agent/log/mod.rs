@@ -157,6 +157,8 @@ impl EventLog {
             )
         });
         let deadline = Instant::now() + Duration::from_millis(wait.unsigned_abs());
+        // Counted in the metrics from its first wait until it answers.
+        let mut counted = None;
         loop {
             let page = self.page_at(account, session, opened, limit).await?;
             let Some((subscription, draining)) = waiting.as_mut().filter(|_| page.is_empty())
@@ -166,6 +168,7 @@ impl EventLog {
             if Instant::now() >= deadline || *draining.borrow() {
                 return Ok(page);
             }
+            counted.get_or_insert_with(crate::metrics::long_poll);
             tokio::select! {
                 woken = tokio::time::timeout_at(deadline, subscription.appended.changed()) => {
                     if matches!(woken, Ok(Err(_))) {

@@ -78,6 +78,7 @@ impl EventLog {
             seen: at.seen,
             subscription,
             pending,
+            _open: crate::metrics::stream(),
         };
         Ok(futures_util::stream::unfold(
             projection,
@@ -107,6 +108,8 @@ struct Projection {
     pending: VecDeque<StreamItem>,
     /// Send a page even when it is empty: the reader needs a cursor to start from.
     send_page: bool,
+    /// Counts the stream in the metrics while it is open.
+    _open: crate::metrics::Open,
 }
 
 impl Projection {

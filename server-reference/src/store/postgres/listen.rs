@@ -51,6 +51,7 @@ pub async fn listen(pool: PgPool, own: &str, notified: impl Notified) {
                 {
                     tracing::warn!(%error, "listening for appends");
                 } else {
+                    crate::metrics::listener_up(true);
                     notified.listening();
                     // `None`: the connection was lost; listen again on a new one.
                     loop {
@@ -70,6 +71,7 @@ pub async fn listen(pool: PgPool, own: &str, notified: impl Notified) {
                             }
                         }
                     }
+                    crate::metrics::listener_up(false);
                     notified.lost();
                 }
             }

@@ -6,7 +6,8 @@
 //! - `sqlite`: one instance restarted in place four times (the front refuses while it is down).
 //!
 //! The load, for `INTENT_ROLLING_SECS` (default 60): `SESSIONS` sessions taking turns in turn of
-//! three kinds: one that waits `WAIT_MS` (a step of several seconds, which a restart cuts), one
+//! three kinds: one that waits `INTENT_ROLLING_WAIT_MS` (default 3,000: a step of several
+//! seconds, which a restart cuts), one
 //! that raises an action, resolved `DECIDE` later with an idempotency key, and an instant one;
 //! and `FOLLOWERS` per session reading its log, long-poll and SSE mixed. Then every follower
 //! reads on to the end of its session's log, and the log itself is read whole. It reports, and
@@ -17,6 +18,8 @@
 //! - turns failed: a turn that ended `failed` (a restart hands a turn over or orphans it, and it
 //!   goes on elsewhere);
 //! - turns interrupted: ended `interrupted` (here, only as not resumable);
+//! - turns resumed: handed over or orphaned turns an instance claimed and carried on (the sum of
+//!   the instances' `intent_agent_turns_resumed_total`, scraped before each stop and at the end);
 //! - the errors that surfaced to the app through the SDK's retries: calls that failed (a
 //!   driver then starts its next turn) and the reconnections a follower's stream reported;
 //! - the times a follower's view restarted (the SDK's answer to a refused cursor);
@@ -60,8 +63,6 @@ const CATCH_UP: Duration = Duration::from_secs(60);
 /// How many times a driver waits for a turn whose wait failed.
 const WAITS: usize = 20;
 const ACTION: &str = "send 1 USDC to 0x70997970C51812dc3A010C7d01b50e0d17dc79C8";
-/// How long the waiting turns wait, in milliseconds.
-const WAIT_MS: u64 = 3_000;
 /// Seconds a draining instance lets its turns run before it hands them over: less than a
 /// waiting turn's wait, so that a SIGTERM hands turns over.
 const TURN_GRACE: &str = "1";
@@ -94,9 +95,9 @@ fn main() {
         tallies.push(tally);
     }
     println!(
-        "\n| run | restarts | turns | resolutions | events | lost | seen twice | double effects | turns failed | turns interrupted | calls failed | stream errors | view restarts | longest stall |"
+        "\n| run | restarts | turns | resolutions | events | lost | seen twice | double effects | turns failed | turns interrupted | turns resumed | calls failed | stream errors | view restarts | longest stall |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for tally in &tallies {
         println!("{tally}");
     }
@@ -167,6 +168,7 @@ struct Tally {
     double: usize,
     failed: usize,
     interrupted: usize,
+    resumed: usize,
     calls_failed: usize,
     stream_errors: usize,
     view_restarts: usize,
@@ -177,7 +179,7 @@ impl std::fmt::Display for Tally {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2} s |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2} s |",
             self.label,
             self.restarts.join(", "),
             self.turns,
@@ -188,6 +190,7 @@ impl std::fmt::Display for Tally {
             self.double,
             self.failed,
             self.interrupted,
+            self.resumed,
             self.calls_failed,
             self.stream_errors,
             self.view_restarts,
@@ -220,6 +223,13 @@ async fn run(
     mut instances: Vec<Instance>,
     keys: &Path,
 ) -> Tally {
+    let wait_ms: u64 = std::env::var("INTENT_ROLLING_WAIT_MS")
+        .ok()
+        .map(|ms| {
+            ms.parse()
+                .expect("INTENT_ROLLING_WAIT_MS is whole milliseconds")
+        })
+        .unwrap_or(3_000);
     let token = token(keys, &front.base);
     let intent = Intent::builder(front.base.clone())
         .token(Resource::Agent, StaticToken::new(token))
@@ -250,7 +260,7 @@ async fn run(
             let mut round = 0;
             while turning.load(Ordering::Relaxed) {
                 round += 1;
-                let wait = format!("wait {WAIT_MS}");
+                let wait = format!("wait {wait_ms}");
                 let message = match (driver + round) % 3 {
                     0 => ACTION,
                     1 => wait.as_str(),
@@ -361,6 +371,7 @@ async fn run(
         tally.stream_errors += seen.errors;
         tally.view_restarts += seen.restarts;
     }
+    tally.resumed = instances.iter().map(Instance::resumed).sum();
     drop(instances);
     tally
 }
@@ -523,6 +534,8 @@ struct Instance {
     addr: String,
     args: Vec<String>,
     server: Option<support::Server>,
+    /// Turns resumed by the instance's earlier processes.
+    resumed: usize,
 }
 
 impl Instance {
@@ -534,11 +547,18 @@ impl Instance {
             addr: addr.to_owned(),
             args,
             server,
+            resumed: 0,
         }
     }
 
+    /// Turns resumed by the instance's processes so far.
+    fn resumed(&self) -> usize {
+        self.resumed + self.server.as_ref().map_or(0, resumed)
+    }
+
     fn spawn(dir: &Path, addr: &str, args: &[String]) -> support::Server {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+        args.extend(["--metrics-addr", "127.0.0.1:0"]);
         support::Server::start(dir, addr, &args)
     }
 
@@ -547,6 +567,7 @@ impl Instance {
     fn restart(&mut self, how: Stop) -> Duration {
         let down = Instant::now();
         let mut server = self.server.take().expect("a running instance");
+        self.resumed += resumed(&server);
         match how {
             Stop::Term => {
                 let pid = server.child.id().to_string();
@@ -566,6 +587,28 @@ impl Instance {
         self.server = Some(Self::spawn(&self.dir, &self.addr, &self.args));
         down.elapsed()
     }
+}
+
+/// Turns `server` resumed, from its metrics.
+fn resumed(server: &support::Server) -> usize {
+    use std::io::{Read, Write};
+    let url = server
+        .metrics
+        .as_deref()
+        .expect("started with --metrics-addr");
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/metrics");
+    let mut connection = std::net::TcpStream::connect(addr).expect("the metrics answer");
+    connection
+        .write_all(b"GET /metrics HTTP/1.0\r\n\r\n")
+        .unwrap();
+    let mut text = String::new();
+    connection.read_to_string(&mut text).unwrap();
+    text.lines()
+        .find_map(|line| line.strip_prefix("intent_agent_turns_resumed_total "))
+        .and_then(|count| count.parse().ok())
+        .unwrap_or_else(|| panic!("no count of resumed turns in {text}"))
 }
 
 /// A round-robin TCP front on loopback: each connection goes to the next backend in rotation

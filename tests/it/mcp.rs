@@ -75,12 +75,38 @@ fn arguments(value: Value) -> JsonObject {
     value.as_object().expect("arguments are an object").clone()
 }
 
+/// The result of calling `tool`; a model that reads only text content reads all of it: an
+/// answer's text is the JSON of its structured content, an error's is its only content.
 async fn call(client: &Client, tool: &str, args: Value) -> CallToolResult {
     let request = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments(args));
-    client
+    let result = client
         .call_tool(request)
         .await
-        .expect("the call is answered")
+        .expect("the call is answered");
+    let text = result_text(&result);
+    match result.is_error {
+        Some(true) => {
+            assert!(result.structured_content.is_none(), "{result:?}");
+            assert!(!text.is_empty());
+        }
+        _ => {
+            let structured = result
+                .structured_content
+                .as_ref()
+                .expect("structured content");
+            assert_eq!(&serde_json::from_str::<Value>(&text).unwrap(), structured);
+        }
+    }
+    result
+}
+
+/// The text content of `result`, in one string.
+fn result_text(result: &CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|block| block.as_text().map(|text| text.text.clone()))
+        .collect()
 }
 
 fn transfer() -> Value {
@@ -187,6 +213,13 @@ async fn an_agent_turn_runs_through_agent_mcp_and_errors_carry_the_envelope() {
     let server = TestServer::start().await;
     let scopes = ["mcp:agent", "agent:read", "agent:write"];
     let client = client_for(&server, Resource::AgentMcp, &scopes).await;
+    // A handshake client is offered only what a server without sessions serves it.
+    let offered = &client.peer_info().unwrap().capabilities;
+    let resources = offered.resources.as_ref().expect("resources are offered");
+    assert_eq!(
+        resources.subscribe, None,
+        "no resources/subscribe: {offered:?}"
+    );
     let started = call(
         &client,
         "startChat",
@@ -207,31 +240,46 @@ async fn an_agent_turn_runs_through_agent_mcp_and_errors_carry_the_envelope() {
 
     let missing = call(&client, "getSession", json!({ "sessionId": "ses_nowhere" })).await;
     assert_eq!(missing.is_error, Some(true));
-    assert_eq!(
-        missing.structured_content.unwrap()["error"]["code"],
-        "not_found"
-    );
+    let told = result_text(&missing);
+    assert!(told.contains(r#""code":"not_found""#), "{told}");
 }
 
 #[tokio::test]
-async fn unknown_tools_and_arguments_off_the_schema_are_protocol_errors_with_no_effect() {
+async fn an_unknown_tool_is_a_protocol_error_and_arguments_off_the_schema_a_tool_error_with_no_effect()
+ {
     let server = TestServer::start().await;
     let scopes = ["mcp:agent", "agent:read", "agent:write"];
     let client = client_for(&server, Resource::AgentMcp, &scopes).await;
-    for (tool, args) in [
-        ("noSuchTool", json!({})),
-        ("startChat", json!({ "body": { "message": 7 } })),
+    let request = CallToolRequestParams::new("noSuchTool").with_arguments(arguments(json!({})));
+    let error = client.call_tool(request).await.unwrap_err();
+    assert!(format!("{error:?}").contains("-32602"), "{error:?}");
+    // The model reads why, and what to change.
+    for (tool, args, told) in [
+        (
+            "startChat",
+            json!({ "body": { "message": 7 } }),
+            "`/body/message` breaks `type`",
+        ),
         (
             "startChat",
             json!({ "body": { "message": "hi" }, "extra": true }),
+            "extra",
+        ),
+        (
+            "run_turn",
+            json!({ "message": "" }),
+            "`/message` breaks `minLength`",
+        ),
+        (
+            "getChatEvents",
+            json!({ "sessionId": "ses_1", "wait": 99999 }),
+            "`/wait` breaks `maximum`",
         ),
     ] {
-        let request = CallToolRequestParams::new(tool).with_arguments(arguments(args));
-        let error = client.call_tool(request).await.unwrap_err();
-        assert!(
-            format!("{error:?}").contains("-32602"),
-            "{tool}: invalid params expected, got {error:?}"
-        );
+        let result = call(&client, tool, args).await;
+        assert_eq!(result.is_error, Some(true), "{tool}");
+        let text = result_text(&result);
+        assert!(text.contains(told), "{tool}: {text}");
     }
     // Nothing was started.
     let agent = server.token("alice", Resource::Agent, &["agent:read"]);
@@ -450,15 +498,22 @@ async fn run_turn_asks_the_person_and_an_approval_completes_the_turn_with_progre
         asked[0]
     );
     assert!(asked[0].contains("guard"), "and guards: {}", asked[0]);
+    // The outcome and the progress notes say what happened, in words a model reads.
+    let messages = outcome["messages"].as_array().unwrap();
+    assert!(!messages.is_empty(), "the assistant's messages: {outcome}");
     let progress = approver.progress.lock().unwrap().clone();
-    assert!(
-        progress.iter().any(|m| m.starts_with("action")),
-        "{progress:?}"
-    );
-    assert!(
-        progress.iter().any(|m| m.starts_with("action_result")),
-        "{progress:?}"
-    );
+    for told in [
+        "asks for approval: ",
+        "the action was approved",
+        "assistant: ",
+    ] {
+        assert!(
+            progress.iter().any(|m| m.starts_with(told)),
+            "{told}: {progress:?}"
+        );
+    }
+    let said = format!("assistant: {}", messages.last().unwrap().as_str().unwrap());
+    assert!(progress.contains(&said), "{progress:?}");
 
     // The log says the Build was approved once.
     let agent = server.token("alice", Resource::Agent, &["agent:read"]);
@@ -494,6 +549,11 @@ async fn run_turn_resolves_a_rejection_and_without_elicitation_hands_back_the_ac
     let waiting = run_turn(&server, &unable).await;
     assert_eq!(waiting["state"], "awaiting_action", "{waiting}");
     assert!(waiting["action"]["actionId"].is_string(), "{waiting}");
+    let simulation = &waiting["action"]["build"]["simulation"];
+    assert!(
+        simulation["balanceChanges"].is_array(),
+        "what the Build would do: {waiting}"
+    );
     assert!(unable.asked.lock().unwrap().is_empty());
 
     // A token that cannot resolve: the person is not asked a question nobody could act on.
@@ -512,7 +572,7 @@ async fn a_sessions_log_is_a_resource_whose_subscribers_hear_of_appends() {
     let templates = client.list_all_resource_templates().await.unwrap();
     assert_eq!(
         templates[0].uri_template,
-        "intent://sessions/{sessionId}/events"
+        "intent://sessions/{sessionId}/events{?cursor}"
     );
 
     let started = call(
@@ -575,6 +635,23 @@ async fn a_sessions_log_is_a_resource_whose_subscribers_hear_of_appends() {
     let note = serde_json::to_value(&note).unwrap();
     assert_eq!(note["method"], "notifications/resources/updated", "{note}");
     assert_eq!(note["params"]["uri"], resource, "{note}");
+    // The subscriber reads just what was appended, from the cursor of its last read.
+    let after = format!(
+        "{resource}?cursor={}",
+        percent_encode(page["cursor"].as_str().unwrap())
+    );
+    let read = client
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(after))
+        .await
+        .unwrap();
+    let rmcp::model::ResourceContents::TextResourceContents { text, .. } = &read.contents[0] else {
+        panic!("a text resource")
+    };
+    let appended: Value = serde_json::from_str(text).unwrap();
+    let last = page["events"].as_array().unwrap().last().unwrap()["seq"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(appended["events"][0]["seq"], last + 1, "{appended}");
 
     // Someone else's session is not a resource of this token.
     let bob = server.intent("bob");
@@ -599,4 +676,16 @@ async fn a_sessions_log_is_a_resource_whose_subscribers_hear_of_appends() {
             .await;
         assert!(refused.is_err(), "{odd}");
     }
+}
+
+/// `text` with everything but unreserved characters percent-encoded, for a URI's query.
+fn percent_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            other => format!("%{other:02X}"),
+        })
+        .collect()
 }

@@ -5,6 +5,8 @@
 //! converts each schema to JSON Schema 2020-12 (component schemas become `$defs`) and compiles
 //! validators with the `jsonschema` crate.
 
+use std::sync::Arc;
+
 use jsonschema::ValidationError;
 use jsonschema::error::ValidationErrorKind;
 use serde_json::{Map, Value, json};
@@ -35,12 +37,16 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// The component schemas of one OpenAPI 3.0 document, converted to JSON Schema.
 #[derive(Debug, Clone)]
 pub struct Schemas {
-    defs: Map<String, Value>,
+    defs: Arc<Map<String, Value>>,
 }
 
 /// A compiled validator for one schema.
 pub struct SchemaValidator {
     inner: jsonschema::Validator,
+    /// The schema as compiled, without its `$defs`, and the component schemas: where the
+    /// branches of a `oneOf` or `anyOf` that an error names are read.
+    root: Value,
+    defs: Arc<Map<String, Value>>,
 }
 
 impl Schemas {
@@ -54,7 +60,9 @@ impl Schemas {
             .iter()
             .map(|(name, schema)| (name.clone(), convert(schema)))
             .collect();
-        Ok(Self { defs })
+        Ok(Self {
+            defs: Arc::new(defs),
+        })
     }
 
     /// A validator for the component schema called `name`.
@@ -79,8 +87,9 @@ impl Schemas {
     }
 
     /// An OpenAPI schema as self-contained JSON Schema: converted like [`Schemas::inline`], with
-    /// every `$ref` replaced by the schema it names (for readers that do not follow `$ref`s).
-    /// A reference nested deeper than 32 levels is left as it is.
+    /// every `$ref` replaced by the schema it names (for readers that do not follow `$ref`s),
+    /// titled with the component's name unless it has a title. A reference nested deeper than
+    /// 32 levels is left as it is.
     pub fn inlined(&self, schema: &Value) -> Value {
         self.expand(convert(schema), 32)
     }
@@ -92,12 +101,15 @@ impl Schemas {
                     .get("$ref")
                     .and_then(Value::as_str)
                     .and_then(|reference| reference.strip_prefix("#/$defs/"))
-                    .and_then(|name| self.defs.get(name));
+                    .and_then(|name| Some((name, self.defs.get(name)?)));
                 match named {
-                    Some(def) if depth > 0 => {
+                    Some((name, def)) if depth > 0 => {
                         let mut expanded = self.expand(def.clone(), depth - 1);
                         // Keywords beside the reference apply too.
                         if let Value::Object(target) = &mut expanded {
+                            target
+                                .entry("title")
+                                .or_insert_with(|| Value::String(name.to_owned()));
                             for (key, value) in map.into_iter().filter(|(k, _)| k != "$ref") {
                                 target.insert(key, self.expand(value, depth - 1));
                             }
@@ -130,25 +142,31 @@ impl Schemas {
             "$schema".into(),
             json!("https://json-schema.org/draft/2020-12/schema"),
         );
-        root.insert("$defs".into(), Value::Object(self.defs.clone()));
+        let mut compiled = root.clone();
+        compiled.insert("$defs".into(), Value::Object((*self.defs).clone()));
         let inner =
-            jsonschema::draft202012::new(&Value::Object(root)).map_err(|e| Error::Compile {
+            jsonschema::draft202012::new(&Value::Object(compiled)).map_err(|e| Error::Compile {
                 message: e.to_string(),
             })?;
-        Ok(SchemaValidator { inner })
+        Ok(SchemaValidator {
+            inner,
+            root: Value::Object(root),
+            defs: self.defs.clone(),
+        })
     }
 }
 
 impl SchemaValidator {
     /// Every way `instance` fails the schema, each as `path: message`; empty when it holds. Of
-    /// a `oneOf` or `anyOf` that no branch holds, the errors of the branch with the fewest (the
-    /// one meant) stand for it, so that a message names the member that broke rather than
-    /// echoing the whole instance.
+    /// a `oneOf` or `anyOf` that no branch holds, the errors of the closest branch (the one meant:
+    /// the one whose required properties the instance has the largest share of, then the one
+    /// with the fewest errors) stand for it, so that a message names the member that broke
+    /// rather than echoing the whole instance.
     pub fn errors(&self, instance: &Value) -> Vec<String> {
         let mut errors = Vec::new();
         for error in self.inner.iter_errors(instance) {
             let mut leaves = Vec::new();
-            meant(&error, &mut leaves);
+            self.meant(&error, &mut leaves);
             errors.extend(
                 leaves
                     .into_iter()
@@ -160,24 +178,25 @@ impl SchemaValidator {
 
     /// Where `instance` first fails the schema, told without echoing any value, which may be a
     /// secret: the JSON pointer of the failing member and the keyword it breaks, with the names
-    /// of missing or unexpected properties. Of the branches of a `oneOf` or `anyOf`, the one
-    /// with the fewest errors is taken as the one meant. `None` when it holds.
+    /// of missing or unexpected properties. Of a `oneOf` or `anyOf` that no branch holds, the
+    /// shapes it may take are named and the closest one (see [`SchemaValidator::errors`]) tells
+    /// why. `None` when it holds.
     pub fn first_violation(&self, instance: &Value) -> Option<String> {
         self.inner
             .iter_errors(instance)
             .next()
-            .map(|e| describe(&e))
+            .map(|e| self.describe(&e))
     }
 
     /// Every way `instance` fails the schema, told without echoing any value: the JSON pointer
     /// of each failing member (of a missing one, for `required`) and the keyword it breaks. Of a
-    /// `oneOf` or `anyOf` that no branch holds, the violations of the branch with the fewest
-    /// errors (the one meant) stand for it. Empty when it holds.
+    /// `oneOf` or `anyOf` that no branch holds, the violations of the closest branch stand for
+    /// it. Empty when it holds.
     pub fn violations(&self, instance: &Value) -> Vec<Violation> {
         let mut out = Vec::new();
         for error in self.inner.iter_errors(instance) {
             let mut leaves = Vec::new();
-            meant(&error, &mut leaves);
+            self.meant(&error, &mut leaves);
             out.extend(leaves.into_iter().map(violation));
         }
         out
@@ -186,6 +205,146 @@ impl SchemaValidator {
     /// Whether `instance` holds against the schema.
     pub fn is_valid(&self, instance: &Value) -> bool {
         self.inner.is_valid(instance)
+    }
+
+    /// The errors that stand for `error`: itself, or for a `oneOf` or `anyOf` that no branch
+    /// holds, those of the closest branch, at any depth.
+    fn meant<'e, 'a>(
+        &self,
+        error: &'e ValidationError<'a>,
+        out: &mut Vec<&'e ValidationError<'a>>,
+    ) {
+        match self.closest(error) {
+            Some((_, branch)) => {
+                for error in branch {
+                    self.meant(error, out);
+                }
+            }
+            None => out.push(error),
+        }
+    }
+
+    /// Of a `oneOf` or `anyOf` that no branch holds, the branch meant, with its errors: the one
+    /// whose required properties the instance has the largest share of, then the one with the
+    /// fewest errors. `None` for another error.
+    fn closest<'e>(
+        &self,
+        error: &'e ValidationError<'_>,
+    ) -> Option<(Branch, &'e [ValidationError<'static>])> {
+        let (ValidationErrorKind::OneOfNotValid { context }
+        | ValidationErrorKind::AnyOf { context }) = error.kind()
+        else {
+            return None;
+        };
+        let branches = self.branches(error);
+        let instance = error.instance();
+        context
+            .iter()
+            .enumerate()
+            .filter(|(_, errors)| !errors.is_empty())
+            .map(|(index, errors)| {
+                let branch = branches.get(index).cloned().unwrap_or_else(|| Branch {
+                    name: format!("shape {}", index + 1),
+                    required: Vec::new(),
+                });
+                let share = branch.share_present(instance);
+                (share, errors.len(), branch, errors.as_slice())
+            })
+            .max_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)))
+            .map(|(_, _, branch, errors)| (branch, errors))
+    }
+
+    /// The branches of the `oneOf` or `anyOf` that `error` is of, read from the schema.
+    fn branches(&self, error: &ValidationError<'_>) -> Vec<Branch> {
+        let location = error.schema_path().as_str();
+        let keyword = match location.strip_prefix("/$defs/") {
+            Some(rest) => {
+                let (name, rest) = rest.split_once('/').unwrap_or((rest, ""));
+                self.defs
+                    .get(&name.replace("~1", "/").replace("~0", "~"))
+                    .and_then(|def| def.pointer(&format!("/{rest}")))
+            }
+            None => self.root.pointer(location),
+        };
+        let Some(Value::Array(items)) = keyword else {
+            return Vec::new();
+        };
+        items
+            .iter()
+            .enumerate()
+            .map(|(index, item)| {
+                let named = item["$ref"]
+                    .as_str()
+                    .and_then(|reference| reference.strip_prefix("#/$defs/"));
+                let schema = named.and_then(|name| self.defs.get(name)).unwrap_or(item);
+                let name = named
+                    .map(str::to_owned)
+                    .or_else(|| schema["title"].as_str().map(str::to_owned))
+                    .unwrap_or_else(|| format!("shape {}", index + 1));
+                let required = schema["required"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|name| name.as_str().map(str::to_owned))
+                    .collect();
+                Branch { name, required }
+            })
+            .collect()
+    }
+
+    /// One validation error, told as [`SchemaValidator::first_violation`] says.
+    fn describe(&self, error: &ValidationError) -> String {
+        let path = pointer(error);
+        if let Some((branch, errors)) = self.closest(error) {
+            let names: Vec<String> = self.branches(error).into_iter().map(|b| b.name).collect();
+            let why = errors.first().map_or_else(String::new, |first| {
+                format!(", where {}", self.describe(first))
+            });
+            return format!(
+                "`{path}` takes none of the shapes it may take ({}); it comes closest to {}{why}",
+                names.join(", "),
+                branch.name
+            );
+        }
+        match error.kind() {
+            ValidationErrorKind::OneOfNotValid { .. } | ValidationErrorKind::AnyOf { .. } => {
+                format!("`{path}` breaks `{}`", error.kind().keyword())
+            }
+            ValidationErrorKind::Required { property } => {
+                format!("`{path}` lacks the required property {property}")
+            }
+            ValidationErrorKind::AdditionalProperties { unexpected } => {
+                format!("`{path}` has properties the schema does not allow: {unexpected:?}")
+            }
+            kind => format!("`{path}` breaks `{}`", kind.keyword()),
+        }
+    }
+}
+
+/// One branch of a `oneOf` or `anyOf`: the component it names (or its title, or its place) and
+/// the properties it requires.
+#[derive(Debug, Clone)]
+struct Branch {
+    name: String,
+    required: Vec<String>,
+}
+
+impl Branch {
+    /// The share of this branch's required properties that `instance` has; 0 when it requires
+    /// none or is no object.
+    fn share_present(&self, instance: &Value) -> f64 {
+        let Some(object) = instance.as_object() else {
+            return 0.0;
+        };
+        if self.required.is_empty() {
+            return 0.0;
+        }
+        let present = self
+            .required
+            .iter()
+            .filter(|name| object.contains_key(*name))
+            .count();
+        present as f64 / self.required.len() as f64
     }
 }
 
@@ -219,49 +378,6 @@ fn pointer<'a>(error: &'a ValidationError) -> &'a str {
     match error.instance_path().as_str() {
         "" => "/",
         path => path,
-    }
-}
-
-/// The errors that stand for `error`: itself, or for a `oneOf` or `anyOf` that no branch holds,
-/// those of the branch with the fewest (the one meant), at any depth.
-fn meant<'e, 'a>(error: &'e ValidationError<'a>, out: &mut Vec<&'e ValidationError<'a>>) {
-    match error.kind() {
-        ValidationErrorKind::OneOfNotValid { context } | ValidationErrorKind::AnyOf { context }
-            if context.iter().any(|branch| !branch.is_empty()) =>
-        {
-            let branch = context
-                .iter()
-                .filter(|branch| !branch.is_empty())
-                .min_by_key(|branch| branch.len());
-            for error in branch.into_iter().flatten() {
-                meant(error, out);
-            }
-        }
-        _ => out.push(error),
-    }
-}
-
-/// One validation error, told as [`SchemaValidator::first_violation`] says.
-fn describe(error: &ValidationError) -> String {
-    let path = pointer(error);
-    match error.kind() {
-        ValidationErrorKind::OneOfNotValid { context } | ValidationErrorKind::AnyOf { context } => {
-            match context
-                .iter()
-                .filter_map(|branch| branch.first().map(|first| (branch.len(), first)))
-                .min_by_key(|(count, _)| *count)
-            {
-                Some((_, first)) => describe(first),
-                None => format!("`{path}` breaks `{}`", error.kind().keyword()),
-            }
-        }
-        ValidationErrorKind::Required { property } => {
-            format!("`{path}` lacks the required property {property}")
-        }
-        ValidationErrorKind::AdditionalProperties { unexpected } => {
-            format!("`{path}` has properties the schema does not allow: {unexpected:?}")
-        }
-        kind => format!("`{path}` breaks `{}`", kind.keyword()),
     }
 }
 
@@ -462,6 +578,40 @@ mod tests {
         assert_eq!(errors.len(), 1, "{errors:?}");
         assert!(errors[0].contains("'debug' was unexpected"), "{errors:?}");
         assert!(!errors[0].contains("a long value"), "{errors:?}");
+    }
+
+    #[test]
+    fn a_oneof_no_branch_holds_names_its_shapes_and_the_closest_one() {
+        let document = json!({ "components": { "schemas": {
+            "Request": { "type": "object", "required": ["app", "operations"],
+                         "properties": { "app": { "type": "string" } } },
+            "Envelope": { "type": "object", "required": ["chain", "digest", "actions"],
+                          "properties": { "actions": { "type": "array" } } },
+            "Body": { "oneOf": [
+                { "$ref": "#/components/schemas/Request" },
+                { "$ref": "#/components/schemas/Envelope" }
+            ] }
+        } } });
+        let schemas = Schemas::from_openapi(&document).unwrap();
+        // An envelope whose actions are no array: two of its three required members are
+        // there, none of the request's, though the request's branch has no more errors.
+        let envelope = json!({ "chain": "evm", "digest": "d", "actions": "none" });
+        for validator in [
+            schemas.component("Body").unwrap(),
+            schemas
+                .inline(&schemas.inlined(&json!({ "$ref": "#/components/schemas/Body" })))
+                .unwrap(),
+        ] {
+            let told = validator.first_violation(&envelope).unwrap();
+            assert_eq!(
+                told,
+                "`/` takes none of the shapes it may take (Request, Envelope); it comes closest \
+                 to Envelope, where `/actions` breaks `type`"
+            );
+            let violations = validator.violations(&envelope);
+            assert_eq!(violations.len(), 1, "{violations:?}");
+            assert_eq!(violations[0].pointer, "/actions");
+        }
     }
 
     #[test]

@@ -1,7 +1,9 @@
-//! A session's log as an Agent MCP resource, `intent://sessions/{sessionId}/events`: reading it
-//! gives the page at the retained log's start (the EventPage JSON), and a `subscriptions/listen`
-//! request that names it is told of every append while it stays open. The listener follows the
-//! log through the same notifier that wakes long-polls and SSE streams.
+//! A session's log as an Agent MCP resource, `intent://sessions/{sessionId}/events{?cursor}`:
+//! reading it gives the page at the retained log's start, or after `cursor` (the EventPage JSON,
+//! whose own cursor reads on), and a `subscriptions/listen` request that names it is told of
+//! every append while it stays open, so that a subscriber reads just what was appended from its
+//! last cursor. The listener follows the log through the same notifier that wakes long-polls and
+//! SSE streams.
 
 use axum::body::Body;
 use axum::http::Request;
@@ -26,21 +28,36 @@ const SUFFIX: &str = "/events";
 /// The one resource template.
 pub fn templates() -> ListResourceTemplatesResult {
     let template: ResourceTemplate = serde_json::from_value(json!({
-        "uriTemplate": format!("{SCHEME}{{sessionId}}{SUFFIX}"),
+        "uriTemplate": format!("{SCHEME}{{sessionId}}{SUFFIX}{{?cursor}}"),
         "name": "session-events",
         "title": "A session's event log",
-        "description": "The durable events of one of your sessions (an EventPage from the \
-                        retained log's start); subscribe to be told of appends.",
+        "description": "The events of one of your sessions, a page at a time: from the start \
+                        of its log, or after `cursor` (each page gives the cursor to read on \
+                        from). Subscribe to be told when events are appended, then read from \
+                        your last cursor.",
         "mimeType": "application/json",
     }))
     .expect("the template is well formed");
     ListResourceTemplatesResult::with_all_items(vec![template])
 }
 
-/// The session a resource URI names.
-fn session_of(uri: &str) -> Option<SessionId> {
-    let id = uri.strip_prefix(SCHEME)?.strip_suffix(SUFFIX)?;
-    (!id.contains('/')).then_some(id.parse().ok()?)
+/// The session a resource URI names, and the cursor it reads after (its `cursor` query
+/// parameter, percent-decoded), if any.
+fn parse(uri: &str) -> Option<(SessionId, Option<String>)> {
+    let (path, query) = uri.split_once('?').unwrap_or((uri, ""));
+    let id = path.strip_prefix(SCHEME)?.strip_suffix(SUFFIX)?;
+    if id.contains('/') {
+        return None;
+    }
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query).ok()?;
+    let mut cursor = None;
+    for (name, value) in pairs {
+        match name.as_str() {
+            "cursor" if cursor.is_none() => cursor = Some(value),
+            _ => return None,
+        }
+    }
+    Some((id.parse().ok()?, cursor))
 }
 
 /// Reads the log of the session `uri` names, as the caller.
@@ -49,14 +66,19 @@ pub async fn read(
     principal: &crate::auth::principal::Principal,
     uri: &str,
 ) -> Result<ReadResourceResult, McpError> {
-    let Some(session) = session_of(uri) else {
+    let Some((session, cursor)) = parse(uri) else {
         return Err(McpError::invalid_params(
             format!("{uri} is not a resource of this server"),
             None,
         ));
     };
+    let mut path = format!("/v1/agent/chat/{}", percent_encode(&session));
+    if let Some(cursor) = cursor {
+        let query = serde_urlencoded::to_string([("cursor", cursor)]).expect("a pair encodes");
+        path = format!("{path}?{query}");
+    }
     let request = Request::builder()
-        .uri(format!("/v1/agent/chat/{}", percent_encode(&session)))
+        .uri(path)
         .body(Body::empty())
         .expect("a session path is a valid request");
     let (status, page) = api.send(principal, request).await?;
@@ -85,7 +107,7 @@ pub fn accepted(requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
         .resource_subscriptions
         .iter()
         .flatten()
-        .filter(|uri| session_of(uri).is_some())
+        .filter(|uri| parse(uri).is_some())
         .take(MOST_SUBSCRIPTIONS)
         .cloned()
         .collect();
@@ -114,7 +136,7 @@ pub async fn listen(api: &Api, context: SubscriptionContext) -> Result<(), McpEr
         .unwrap_or_default();
     let mut followers = Vec::new();
     for uri in uris {
-        let Some(session) = session_of(&uri) else {
+        let Some((session, _)) = parse(&uri) else {
             continue;
         };
         let Ok(log) = api
@@ -144,4 +166,24 @@ pub async fn listen(api: &Api, context: SubscriptionContext) -> Result<(), McpEr
         _ = tokio::time::sleep(principal.remaining()) => {}
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_resource_uri_names_a_session_and_maybe_a_cursor() {
+        let (session, cursor) = parse("intent://sessions/ses_1/events").unwrap();
+        assert_eq!((session.as_str(), cursor), ("ses_1", None));
+        let (_, cursor) = parse("intent://sessions/ses_1/events?cursor=a%2Bb").unwrap();
+        assert_eq!(cursor.as_deref(), Some("a+b"));
+        for other in [
+            "intent://sessions/ses_1/events?limit=3",
+            "intent://sessions/a/b/events",
+            "intent://sessions/ses_1/log",
+        ] {
+            assert!(parse(other).is_none(), "{other}");
+        }
+    }
 }

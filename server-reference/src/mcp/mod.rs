@@ -7,6 +7,7 @@
 
 mod api;
 mod events;
+mod result;
 mod run_turn;
 mod server;
 mod tools;

@@ -13,12 +13,12 @@ use axum::body::Body;
 use axum::http::{Method, Request, header};
 use intent_models::schema::{SchemaValidator, Schemas};
 use intent_models::{
-    ActionRequest, ActionResolutionRequest, ActionResult, AgentEvent, ChatStartResponse, ErrorCode,
-    EventPage, Scope, TurnState,
+    ActionRequest, ActionResolutionRequest, ActionResult, AgentEvent, AgentEventRole,
+    ChatStartResponse, ErrorCode, EventPage, Scope, TurnState,
 };
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, InputRequest,
-    InputRequiredResult, JsonObject, ProgressNotificationParam, Tool,
+    CallToolRequestParams, CallToolResponse, InputRequest, InputRequiredResult, JsonObject,
+    ProgressNotificationParam, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
@@ -28,6 +28,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::api::Api;
+use super::result::{answered, refused};
 use super::tools::percent_encode;
 use crate::auth::principal::Principal;
 use crate::error::ApiError;
@@ -62,10 +63,14 @@ pub fn tool() -> Tool {
     };
     Tool::new(
         NAME,
-        "Start or continue a turn and wait until it is no longer processing, with a progress \
-         notification per event. An action is put to the person when the client can elicit \
-         (approve or reject the simulated Build); otherwise the result is awaiting_action \
-         with the ActionRequest.",
+        "Send the user's message to the agent and wait for its answer: starts a turn (in a new \
+         session, or in sessionId to continue one) and returns once the turn is complete, \
+         failed, interrupted or awaiting an action, with the assistant's messages, the error if \
+         any, and the cursor to read the session on from. A progress notification tells each \
+         event as it comes. When the turn needs the user's approval of a Build and the client \
+         supports elicitation, the user is asked here; otherwise the state is awaiting_action \
+         and the action (its Build, balance changes, fees and guards) is returned for \
+         resolveAction.",
         Arc::new(input),
     )
 }
@@ -96,27 +101,41 @@ struct Pending {
     turn: String,
     cursor: String,
     action: ActionRequest,
+    /// The assistant's messages read before the question.
+    #[serde(default)]
+    messages: Vec<String>,
 }
 
-/// How a turn settled: the tool's structured result.
+/// How a turn settled: the tool's structured result, whose JSON is its text too.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct Settled {
     session_id: String,
     turn_id: String,
+    /// Where to read the session's log on from (`getChatEvents`).
     cursor: String,
     state: TurnState,
+    /// The events read in this call.
     events: usize,
+    /// The assistant's messages of the turn read in this call, in order.
+    messages: Vec<String>,
+    /// The action the turn waits on: its Build, with what the simulation says it would do.
     action: Option<ActionRequest>,
+    /// Why the turn failed or was interrupted, when an error event says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<TurnError>,
+}
+
+/// A turn's error event.
+#[derive(Serialize)]
+struct TurnError {
+    code: String,
+    message: String,
 }
 
 impl Settled {
     fn result(self) -> CallToolResponse {
-        let summary = format!("turn {} is {}", self.turn_id, self.state);
-        let structured = serde_json::to_value(&self).expect("a settled turn serializes");
-        let mut result = CallToolResult::structured(structured);
-        result.content = vec![ContentBlock::text(summary)];
-        result.into()
+        answered(serde_json::to_value(&self).expect("a settled turn serializes"))
     }
 }
 
@@ -163,11 +182,7 @@ pub async fn run(
     };
     match round(api, principal, &request, pending, context).await {
         Ok(response) => Ok(response),
-        Err(failure) => {
-            let mut result = CallToolResult::structured_error(failure.envelope());
-            result.content = vec![ContentBlock::text(format!("{NAME} failed"))];
-            Ok(result.into())
-        }
+        Err(failure) => Ok(refused(format!("{NAME} failed: {}", failure.envelope()))),
     }
 }
 
@@ -191,26 +206,27 @@ async fn round(
                         session,
                         turn,
                         cursor,
+                        messages,
                         ..
                     } = pending;
-                    wait(api, principal, context, session, turn, cursor).await?
+                    let mut settled = Settled::processing(session, turn, cursor);
+                    settled.messages = messages;
+                    wait(api, principal, context, settled).await?
                 }
                 // Cancelled: the action stays pending for another client.
                 None => Settled {
-                    session_id: pending.session,
-                    turn_id: pending.turn,
-                    cursor: pending.cursor,
                     state: TurnState::AwaitingAction,
-                    events: 0,
+                    messages: pending.messages,
                     action: Some(pending.action),
+                    ..Settled::processing(pending.session, pending.turn, pending.cursor)
                 },
             }
         }
         None => {
             let arguments = request.arguments.clone().unwrap_or_default();
             let started = start(api, principal, &arguments).await?;
-            let (session, turn, cursor) = (started.session_id, started.turn_id, started.cursor);
-            wait(api, principal, context, session, turn, cursor).await?
+            let settled = Settled::processing(started.session_id, started.turn_id, started.cursor);
+            wait(api, principal, context, settled).await?
         }
     };
     // Asking the person is pointless when the token cannot resolve what they decide.
@@ -226,6 +242,7 @@ async fn round(
                 turn: settled.turn_id,
                 cursor: settled.cursor,
                 action,
+                messages: settled.messages,
             };
             let state = serde_json::to_string(&pending).expect("the state serializes");
             Ok(InputRequiredResult::new(Some(requests), Some(state)).into())
@@ -247,25 +264,32 @@ async fn start(
     call(api, principal, request).await
 }
 
-/// Long-polls the log from `cursor` until `turn` is not `processing` and no more events are
-/// ready, notifying progress per event when the client asked for it.
+impl Settled {
+    /// A turn of `session` still processing, read up to `cursor`.
+    fn processing(session: String, turn: String, cursor: String) -> Self {
+        Self {
+            session_id: session,
+            turn_id: turn,
+            cursor,
+            state: TurnState::Processing,
+            events: 0,
+            messages: Vec::new(),
+            action: None,
+            error: None,
+        }
+    }
+}
+
+/// Long-polls the log from `settled`'s cursor until its turn is not `processing` and no more
+/// events are ready, notifying progress per event (with the event's text) when the client
+/// asked for it.
 async fn wait(
     api: &Api,
     principal: &Principal,
     context: &RequestContext<RoleServer>,
-    session: String,
-    turn: String,
-    cursor: String,
+    mut settled: Settled,
 ) -> Result<Settled, Failure> {
     let progress = context.meta.get_progress_token();
-    let mut settled = Settled {
-        session_id: session,
-        turn_id: turn,
-        cursor,
-        state: TurnState::Processing,
-        events: 0,
-        action: None,
-    };
     loop {
         let query = serde_urlencoded::to_string([
             ("cursor", settled.cursor.as_str()),
@@ -281,7 +305,7 @@ async fn wait(
             settled.events += 1;
             if let Some(token) = &progress {
                 let note = ProgressNotificationParam::new(token.clone(), settled.events as f64)
-                    .with_message(format!("{} #{}", event.kind(), event.seq()));
+                    .with_message(told(&event));
                 // A client gone away loses notes, not the turn.
                 let _ = context.peer.notify_progress(note).await;
             }
@@ -291,6 +315,14 @@ async fn wait(
             match event {
                 AgentEvent::TurnState { state, .. } => settled.state = state,
                 AgentEvent::Action { action, .. } => settled.action = Some(action),
+                AgentEvent::Message {
+                    role: AgentEventRole::Assistant,
+                    text,
+                    ..
+                } => settled.messages.push(text),
+                AgentEvent::Error { code, message, .. } => {
+                    settled.error = Some(TurnError { code, message });
+                }
                 _ => {}
             }
         }
@@ -301,6 +333,26 @@ async fn wait(
             }
             return Ok(settled);
         }
+    }
+}
+
+/// What a progress notification says of `event`: its text, for a model to read.
+fn told(event: &AgentEvent) -> String {
+    match event {
+        AgentEvent::Message { role, text, .. } => format!("{role}: {text}"),
+        AgentEvent::ToolCall { name, .. } => format!("calling {name}"),
+        AgentEvent::ToolResult { name, is_error, .. } => match is_error {
+            true => format!("{name} failed"),
+            false => format!("{name} answered"),
+        },
+        AgentEvent::Action { action, .. } => format!("asks for approval: {}", action.title),
+        AgentEvent::ActionResult { result, .. } => match result {
+            ActionResult::Approved { .. } => "the action was approved".to_owned(),
+            ActionResult::Rejected { .. } => "the action was rejected".to_owned(),
+        },
+        AgentEvent::Error { code, message, .. } => format!("error {code}: {message}"),
+        AgentEvent::TurnState { state, .. } => format!("the turn is {state}"),
+        other => other.kind().to_owned(),
     }
 }
 

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use axum::Router;
 use intent_models::Scope;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListResourceTemplatesResult, ListToolsResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
-    SubscriptionFilter,
+    CallToolRequestParams, CallToolResponse, Implementation, InitializeRequestParams,
+    InitializeResult, ListResourceTemplatesRequestMethod, ListResourceTemplatesResult,
+    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    ServerCapabilities, ServerConfig, SubscriptionFilter,
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -17,6 +17,7 @@ use serde_json::Value;
 
 use super::api::{Api, principal};
 use super::events;
+use super::result::{answered, refused};
 use super::run_turn;
 use super::tools::Tools;
 use crate::AppState;
@@ -51,9 +52,25 @@ impl McpServer {
     }
 }
 
-fn refused(reason: String) -> CallToolResponse {
-    CallToolResult::error(vec![ContentBlock::text(reason)]).into()
-}
+/// What Agent MCP is for, and how a turn goes, for the model.
+const AGENT_INSTRUCTIONS: &str = "An agent that acts on chain for the user: it answers a message \
+in a turn, calling tools (building and simulating transactions) as it goes, and asks for \
+approval before anything is committed. Call run_turn with the user's message (and the sessionId \
+of an earlier turn to continue that conversation): it waits until the turn ends and returns its \
+state, the assistant's messages and the cursor. When the state is awaiting_action, the turn \
+waits on the user: the action holds a Build and what its simulation says it would do (balance \
+changes, fees, guards). Show that to the user; if your client supports elicitation, run_turn \
+asks the user itself. Otherwise call resolveAction with the user's decision, then run_turn or \
+getChatEvents to follow the rest of the turn. Every result is JSON, also as text; an error \
+result says what went wrong and what to change.";
+
+/// What Pipeline MCP is for, for the model.
+const PIPELINE_INSTRUCTIONS: &str = "Builds and simulates transactions on EVM chains and SVM \
+clusters from the apps' operations. Find the app and operation with listPipelineApps and \
+getAppOperation, then call evmBuild or svmStage with a build request: the Build you get back is \
+simulated, with its balance changes, fees and guards, and nothing is signed or sent. Committing \
+a Build sends it, so do it only with the user's approval (and the custody:delegate scope). Every \
+result is JSON, also as text; an error result says what went wrong and what to change.";
 
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
@@ -70,13 +87,29 @@ impl ServerHandler for McpServer {
                 .build(),
             _ => ServerCapabilities::builder().enable_tools().build(),
         };
+        let instructions = match self.api.resource() {
+            Resource::AgentMcp => AGENT_INSTRUCTIONS,
+            _ => PIPELINE_INSTRUCTIONS,
+        };
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new(name, env!("CARGO_PKG_VERSION")))
-            .with_instructions(
-                "Tools are the operations of openapi.json, named by operationId; a tool's \
-                 result is the operation's JSON response, and an error result carries its \
-                 error envelope.",
-            )
+            .with_instructions(instructions)
+    }
+
+    /// A client of a handshake revision (`2025-06-18`, `2025-11-25`) holds a session this
+    /// stateless server does not keep: it is offered no `resources/subscribe` (which answers
+    /// `-32601`), and `run_turn` hands it the action rather than eliciting (docs/server.md).
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        context.peer.set_peer_info(request.clone());
+        let mut result = self.negotiate_initialize(&request)?;
+        if let Some(resources) = &mut result.capabilities.resources {
+            resources.subscribe = None;
+        }
+        Ok(result)
     }
 
     async fn list_resource_templates(
@@ -86,7 +119,10 @@ impl ServerHandler for McpServer {
     ) -> Result<ListResourceTemplatesResult, McpError> {
         match self.api.resource() {
             Resource::AgentMcp => Ok(events::templates()),
-            _ => Ok(ListResourceTemplatesResult::default()),
+            // No resources are advertised here, so none are listed: as `resources/list`.
+            _ => Err(McpError::method_not_found::<
+                ListResourceTemplatesRequestMethod,
+            >()),
         }
     }
 
@@ -148,7 +184,7 @@ impl ServerHandler for McpServer {
                 return Ok(refused(format!("{} needs scopes {needs}", run_turn::NAME)));
             }
             if let Some(violation) = run_turn::violation(&request) {
-                return Err(McpError::invalid_params(violation, None));
+                return Ok(refused(violation));
             }
             return run_turn::run(&self.api, &principal, request, &context).await;
         }
@@ -165,10 +201,10 @@ impl ServerHandler for McpServer {
         }
         let arguments = request.arguments.unwrap_or_default();
         if let Some(violation) = tool.violation(&Value::Object(arguments.clone())) {
-            return Err(McpError::invalid_params(
-                format!("the arguments do not hold against the input schema: {violation}"),
-                None,
-            ));
+            return Ok(refused(format!(
+                "the arguments do not hold against {}'s input schema: {violation}",
+                request.name
+            )));
         }
         let commits = arguments
             .get("body")
@@ -183,18 +219,19 @@ impl ServerHandler for McpServer {
                  person's own approval instead"
             )));
         }
-        let http = tool
-            .request(&arguments)
-            .map_err(|reason| McpError::invalid_params(reason, None))?;
-        let (status, body) = self.api.send(&principal, http).await?;
-        let mut result = if status.is_success() {
-            CallToolResult::structured(body)
-        } else {
-            CallToolResult::structured_error(body)
+        let http = match tool.request(&arguments) {
+            Ok(http) => http,
+            Err(reason) => return Ok(refused(reason)),
         };
-        // The JSON is the structured content; the text only says what happened.
-        let summary = format!("{} answered {status}", request.name);
-        result.content = vec![ContentBlock::text(summary)];
-        Ok(result.into())
+        let (status, body) = self.api.send(&principal, http).await?;
+        if status.is_success() {
+            return Ok(answered(body));
+        }
+        // The error envelope as text only: the structured content is the tool's declared
+        // output, which an error is not.
+        Ok(refused(format!(
+            "{} answered {status}: {body}",
+            request.name
+        )))
     }
 }

@@ -103,17 +103,23 @@ impl OperationTool {
             "required": required,
             "additionalProperties": false,
         });
-        // The summary and the description, then the reference profile's own sentences about
-        // the operation (`x-profile-note`), which this server follows.
-        let mut description = [object["summary"].as_str(), object["description"].as_str()]
-            .into_iter()
-            .flatten()
-            .collect::<Vec<_>>()
-            .join(". ");
-        if let Some(note) = object["x-profile-note"].as_str() {
-            description.push(' ');
-            description.push_str(note);
-        }
+        // Written for an agent (`x-mcp-description`); else the summary and the description, then
+        // the reference profile's own sentences about the operation (`x-profile-note`).
+        let description = match object["x-mcp-description"].as_str() {
+            Some(written) => written.to_owned(),
+            None => {
+                let mut description = [object["summary"].as_str(), object["description"].as_str()]
+                    .into_iter()
+                    .flatten()
+                    .collect::<Vec<_>>()
+                    .join(". ");
+                if let Some(note) = object["x-profile-note"].as_str() {
+                    description.push(' ');
+                    description.push_str(note);
+                }
+                description
+            }
+        };
         let mut tool = Tool::new(op.id.clone(), description, json_object(input.clone()));
         if let Some(output) = output_schema(schemas, op) {
             tool = tool.with_raw_output_schema(json_object(output));
@@ -270,6 +276,20 @@ mod tests {
                     .to_string()
                     .contains("$ref")
             );
+        }
+    }
+
+    #[test]
+    fn descriptions_speak_to_an_agent_not_to_a_reader_of_the_interface() {
+        for tool in tools("agent").iter().chain(tools("pipeline").iter()) {
+            let description = tool.tool.description.as_deref().unwrap_or_default();
+            for written in ["part ", "parts ", "profile", "openapi.json"] {
+                assert!(
+                    !description.contains(written),
+                    "{}'s description says {written:?}: give its operation an x-mcp-description",
+                    tool.tool.name
+                );
+            }
         }
     }
 

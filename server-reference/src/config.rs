@@ -51,6 +51,9 @@ pub struct Config {
     pub body_limit: usize,
     /// Registered OAuth clients. The default registers `intent-cli` for the device flow.
     pub clients: Vec<OAuthClient>,
+    /// Whether clients may register themselves (RFC 7591) at the registration endpoint; on by
+    /// default, so that an MCP host never configured here can sign in.
+    pub client_registration: bool,
     /// Lifetime of access tokens issued by the token endpoint.
     pub access_token_ttl: Duration,
     /// Lifetime of refresh tokens; each use rotates to a new one.
@@ -116,6 +119,7 @@ impl Config {
                 id: DEVICE_CLIENT_ID.to_owned(),
                 redirect_uris: Vec::new(),
             }],
+            client_registration: true,
             access_token_ttl: DEFAULT_TOKEN_TTL,
             refresh_token_ttl: Duration::from_secs(30 * 24 * 3600),
             device_code_ttl: Duration::from_secs(600),
@@ -158,6 +162,12 @@ impl Config {
     /// Adds a registered OAuth client.
     pub fn client(mut self, client: OAuthClient) -> Self {
         self.clients.push(client);
+        self
+    }
+
+    /// Sets [`Config::client_registration`].
+    pub fn client_registration(mut self, open: bool) -> Self {
+        self.client_registration = open;
         self
     }
 

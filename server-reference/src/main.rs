@@ -93,6 +93,10 @@ enum Command {
         /// `intent-cli` is always registered for the device flow.
         #[arg(long = "client", env = "INTENT_CLIENTS", value_delimiter = ' ', value_parser = OAuthClient::parse)]
         clients: Vec<OAuthClient>,
+        /// Refuse dynamic client registration (RFC 7591): only the clients given with
+        /// `--client` (and `intent-cli`) may sign in.
+        #[arg(long, env = "INTENT_NO_CLIENT_REGISTRATION")]
+        no_client_registration: bool,
         /// Requests per second each account may make on each resource, as RPS or RPS:BURST;
         /// over it, 429 with Retry-After. No limit by default.
         #[arg(long, env = "INTENT_RATE_LIMIT", value_parser = RateLimit::parse)]
@@ -198,6 +202,7 @@ async fn main() -> ExitCode {
             event_retention,
             build_ttl,
             clients,
+            no_client_registration,
             rate_limit,
             cleanup_interval,
             device_code_ttl,
@@ -215,6 +220,7 @@ async fn main() -> ExitCode {
                 .event_retention(Duration::from_secs(event_retention))
                 .build_ttl(Duration::from_secs(build_ttl))
                 .rate_limit(rate_limit)
+                .client_registration(!no_client_registration)
                 .cleanup_interval(Duration::from_secs(cleanup_interval.max(1)))
                 .device_code_ttl(Duration::from_secs(device_code_ttl))
                 .idempotency_key_ttl(Duration::from_secs(idempotency_key_ttl))

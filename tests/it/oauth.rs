@@ -718,3 +718,191 @@ async fn the_consent_page_takes_a_loopback_redirect_on_any_port_and_cannot_be_fr
         "another path is another redirect URI"
     );
 }
+
+/// Registers a client with `metadata`; the status and the JSON answer.
+async fn register(server: &TestServer, metadata: &Value) -> (u16, Value) {
+    let response = reqwest::Client::new()
+        .post(format!("{}/api/auth/oauth2/register", server.base_url()))
+        .json(metadata)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap())
+}
+
+#[tokio::test]
+async fn a_host_never_configured_registers_itself_and_signs_in_with_the_code_grant() {
+    let server = TestServer::start().await;
+    let url = format!(
+        "{}/.well-known/oauth-authorization-server",
+        server.base_url()
+    );
+    let metadata: Value = reqwest::get(url).await.unwrap().json().await.unwrap();
+    let endpoint = format!("{}/api/auth/oauth2/register", server.base_url());
+    assert_eq!(metadata["registration_endpoint"], endpoint.as_str());
+
+    let redirect = "http://127.0.0.1:9/host-callback";
+    let asked = serde_json::json!({
+        "redirect_uris": [redirect],
+        "client_name": "A Host",
+        "token_endpoint_auth_method": "none",
+        "grant_types": ["authorization_code", "refresh_token"],
+        "response_types": ["code"],
+        "logo_uri": "https://host.example/logo.png",
+    });
+    let (status, registered) = register(&server, &asked).await;
+    assert_eq!(status, 201, "{registered}");
+    let client_id = registered["client_id"].as_str().expect("a client id");
+    assert!(client_id.starts_with("cl_"), "{client_id}");
+    assert_eq!(registered["redirect_uris"], serde_json::json!([redirect]));
+    assert_eq!(registered["token_endpoint_auth_method"], "none");
+    assert_eq!(registered["client_name"], "A Host");
+    assert!(registered["client_id_issued_at"].is_i64());
+
+    let resource = Resource::Account.identifier(server.base_url());
+    let client = BasicClient::new(ClientId::new(client_id.into()))
+        .set_auth_uri(
+            AuthUrl::new(format!("{}/api/auth/oauth2/authorize", server.base_url())).unwrap(),
+        )
+        .set_token_uri(
+            TokenUrl::new(format!("{}/api/auth/oauth2/token", server.base_url())).unwrap(),
+        )
+        .set_redirect_uri(RedirectUrl::new(redirect.into()).unwrap());
+    let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
+    let (authorize_url, _) = client
+        .authorize_url(CsrfToken::new_random)
+        .add_scope(Scope::new("account:apps:read".into()))
+        .add_extra_param("resource", &resource)
+        .set_pkce_challenge(challenge)
+        .url();
+    let page = no_redirects()
+        .get(authorize_url.clone())
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        page.contains("A Host") && page.contains("registered by itself"),
+        "the person sees the name is the client's own claim: {page}"
+    );
+    let mut form: Vec<(String, String)> = authorize_url
+        .query_pairs()
+        .map(|(k, v)| (k.into(), v.into()))
+        .collect();
+    form.push(("account".into(), "alice".into()));
+    form.push(("decision".into(), "approve".into()));
+    let decided = submit_page(authorize_url.as_str(), authorize_url.as_str(), &form).await;
+    assert_eq!(decided.status(), 303);
+    let location = reqwest::Url::parse(decided.headers()["location"].to_str().unwrap()).unwrap();
+    assert!(location.as_str().starts_with(redirect), "{location}");
+    let code = location
+        .query_pairs()
+        .find(|(k, _)| k == "code")
+        .expect("a code")
+        .1
+        .into_owned();
+    let tokens = client
+        .exchange_code(AuthorizationCode::new(code))
+        .set_pkce_verifier(verifier)
+        .request_async(&http)
+        .await
+        .expect("the registered client's code exchanges for tokens");
+    assert_eq!(
+        account_apps_status(&server, tokens.access_token().secret()).await,
+        200
+    );
+
+    // Another client's redirect URI is not this client's.
+    let elsewhere = no_redirects()
+        .get(authorize_url.as_str().replace("host-callback", "callback"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(elsewhere.status(), 400);
+}
+
+#[tokio::test]
+async fn registration_refuses_metadata_it_cannot_honour_and_takes_a_device_only_client() {
+    let server = TestServer::start().await;
+    let refused = [
+        (
+            serde_json::json!({"redirect_uris": ["https://h.example/cb"], "token_endpoint_auth_method": "client_secret_basic"}),
+            "invalid_client_metadata",
+        ),
+        (
+            serde_json::json!({"redirect_uris": ["http://h.example/cb"]}),
+            "invalid_redirect_uri",
+        ),
+        (
+            serde_json::json!({"client_name": "no redirect"}),
+            "invalid_redirect_uri",
+        ),
+        (
+            serde_json::json!({"redirect_uris": ["https://h.example/cb"], "grant_types": ["client_credentials"]}),
+            "invalid_client_metadata",
+        ),
+        (
+            serde_json::json!({"redirect_uris": "https://h.example/cb"}),
+            "invalid_client_metadata",
+        ),
+    ];
+    for (metadata, error) in refused {
+        let (status, answer) = register(&server, &metadata).await;
+        assert_eq!(
+            (status, answer["error"].as_str()),
+            (400, Some(error)),
+            "{metadata}"
+        );
+        assert!(
+            answer["error_description"]
+                .as_str()
+                .is_some_and(|d| !d.is_empty())
+        );
+    }
+
+    let device_only = serde_json::json!({"grant_types": [
+        "urn:ietf:params:oauth:grant-type:device_code", "refresh_token"]});
+    let (status, registered) = register(&server, &device_only).await;
+    assert_eq!(status, 201, "{registered}");
+    let client_id = registered["client_id"].as_str().unwrap();
+    let started = reqwest::Client::new()
+        .post(format!("{}/api/auth/device/code", server.base_url()))
+        .form(&[
+            ("client_id", client_id),
+            ("resource", &Resource::Agent.identifier(server.base_url())),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        started.status(),
+        200,
+        "the registered client starts a device grant"
+    );
+}
+
+#[tokio::test]
+async fn an_operator_may_close_registration() {
+    let server = TestServer::start_with(|config| config.client_registration(false)).await;
+    let url = format!(
+        "{}/.well-known/oauth-authorization-server",
+        server.base_url()
+    );
+    let metadata: Value = reqwest::get(url).await.unwrap().json().await.unwrap();
+    assert!(
+        metadata.get("registration_endpoint").is_none(),
+        "{metadata}"
+    );
+    let (status, answer) = register(
+        &server,
+        &serde_json::json!({"redirect_uris": ["https://h.example/cb"]}),
+    )
+    .await;
+    assert_eq!(
+        (status, answer["error"].as_str()),
+        (403, Some("access_denied"))
+    );
+}

@@ -7,7 +7,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
-use super::{OAuthError, hash, html, requested, valid_account};
+use super::{OAuthError, client, hash, html, requested, valid_account};
 use crate::clock::now;
 use crate::state::AppState;
 use crate::store::{Authorization, AuthorizationCode};
@@ -41,6 +41,8 @@ pub struct Consent {
 /// A request that passed every check.
 struct Checked {
     client_id: String,
+    /// How the consent page names the client.
+    client_label: String,
     redirect_uri: String,
     state: Option<String>,
     code_challenge: String,
@@ -52,6 +54,8 @@ struct Checked {
 /// the error goes back to the client.
 enum Refusal {
     Page(String),
+    /// The request could not be checked (the store failed).
+    Failed(OAuthError),
     Redirect {
         redirect_uri: String,
         state: Option<String>,
@@ -63,7 +67,7 @@ pub async fn show(
     State(state): State<AppState>,
     Query(params): Query<AuthorizeParams>,
 ) -> Response {
-    match check(&state, &params) {
+    match check(&state, &params).await {
         Ok(checked) => consent_page(&params, &checked),
         Err(refusal) => refuse(refusal, state.issuer()),
     }
@@ -77,7 +81,7 @@ pub async fn decide(
     if !html::csrf_ok(&headers, consent.csrf.as_deref()) {
         return html::csrf_refused();
     }
-    let checked = match check(&state, &consent.params) {
+    let checked = match check(&state, &consent.params).await {
         Ok(checked) => checked,
         Err(refusal) => return refuse(refusal, state.issuer()),
     };
@@ -129,10 +133,11 @@ pub async fn decide(
     redirect(&checked.redirect_uri, &query)
 }
 
-fn check(state: &AppState, params: &AuthorizeParams) -> Result<Checked, Refusal> {
+async fn check(state: &AppState, params: &AuthorizeParams) -> Result<Checked, Refusal> {
     let client_id = params.client_id.as_deref().unwrap_or_default();
-    let client = state
-        .oauth_client(client_id)
+    let client = client(state, client_id)
+        .await
+        .map_err(Refusal::Failed)?
         .ok_or_else(|| Refusal::Page(format!("Unknown client {client_id:?}.")))?;
     let redirect_uri = params.redirect_uri.as_deref().unwrap_or_default();
     if !client
@@ -175,7 +180,8 @@ fn check(state: &AppState, params: &AuthorizeParams) -> Result<Checked, Refusal>
     let (resource, scopes) =
         requested(state, params.resource.as_deref(), params.scope.as_deref()).map_err(to_client)?;
     Ok(Checked {
-        client_id: client.id.clone(),
+        client_label: client.label(),
+        client_id: client.id,
         redirect_uri: redirect_uri.to_owned(),
         state: params.state.clone(),
         code_challenge: code_challenge.to_owned(),
@@ -225,7 +231,7 @@ fn consent_page(params: &AuthorizeParams, checked: &Checked) -> Response {
          <label>Act as account <input name=\"account\" required maxlength=\"128\"></label>\n\
          <button name=\"decision\" value=\"approve\">Approve</button>\n\
          <button name=\"decision\" value=\"deny\">Deny</button></form>",
-        client = html::escape(&checked.client_id),
+        client = html::escape(&checked.client_label),
         scopes = html::escape(&checked.scopes),
         resource = html::escape(&checked.resource),
         csrf_field = html::csrf_field(&csrf),
@@ -240,6 +246,7 @@ fn refuse(refusal: Refusal, issuer: &str) -> Response {
             "Bad authorization request",
             &format!("<p>{}</p>", html::escape(&message)),
         ),
+        Refusal::Failed(error) => error.into_response(),
         Refusal::Redirect {
             redirect_uri,
             state,

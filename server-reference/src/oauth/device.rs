@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{DEVICE_VERIFY_PATH, OAuthError, hash, html, requested, valid_account};
+use super::{DEVICE_VERIFY_PATH, OAuthError, client, hash, html, requested, valid_account};
 use crate::clock::now;
 use crate::json::Json;
 use crate::state::AppState;
@@ -31,8 +31,8 @@ pub async fn start(
 ) -> Result<Json<Value>, OAuthError> {
     let Form(form) = form?;
     let client_id = form.client_id.unwrap_or_default();
-    let client = state
-        .oauth_client(&client_id)
+    let client = client(&state, &client_id)
+        .await?
         .ok_or_else(|| OAuthError::invalid_client(&client_id))?;
     let (resource, scopes) = requested(&state, form.resource.as_deref(), form.scope.as_deref())?;
     let config = state.config();

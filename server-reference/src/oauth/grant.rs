@@ -12,14 +12,15 @@ use serde::Deserialize;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use super::{OAuthError, hash};
+use super::{OAuthError, client, hash};
 use crate::auth::token::Grant;
 use crate::clock::{now, now_ms, seconds};
 use crate::json::Json;
 use crate::state::AppState;
 use crate::store::{Authorization, DeviceStatus, RefreshUse};
 
-const DEVICE_CODE_GRANT: &str = "urn:ietf:params:oauth:grant-type:device_code";
+/// The device grant's `grant_type` (RFC 8628, 3.4).
+pub(super) const DEVICE_CODE_GRANT: &str = "urn:ietf:params:oauth:grant-type:device_code";
 
 /// Seconds added to a device client's interval when it polls too fast (RFC 8628, 3.5).
 const SLOW_DOWN_STEP: i64 = 5;
@@ -43,7 +44,7 @@ pub async fn token(
 ) -> Result<Response, OAuthError> {
     let Form(form) = form?;
     let client_id = form.client_id.clone().unwrap_or_default();
-    if state.oauth_client(&client_id).is_none() {
+    if client(&state, &client_id).await?.is_none() {
         return Err(OAuthError::invalid_client(&client_id));
     }
     let (grant, family) = match form.grant_type.as_deref() {

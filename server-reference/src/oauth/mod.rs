@@ -1,6 +1,6 @@
 //! The OAuth 2.1 authorization server (part 5): authorization code with PKCE (S256 only), the
-//! device authorization grant (RFC 8628), refresh tokens that rotate on use, and tokens bound to
-//! exactly one resource (RFC 8707). Its errors are OAuth's (`{"error", "error_description"}`),
+//! device authorization grant (RFC 8628), refresh tokens that rotate on use, tokens bound to
+//! exactly one resource (RFC 8707), and public clients that register themselves (RFC 7591). Its errors are OAuth's (`{"error", "error_description"}`),
 //! not the API envelope.
 //!
 //! There is no real login: the consent and verification pages ask which account to act as, and
@@ -10,6 +10,7 @@ mod authorize;
 mod device;
 mod grant;
 mod html;
+mod register;
 pub(crate) mod wellknown;
 
 use axum::http::{StatusCode, header};
@@ -30,6 +31,8 @@ pub const TOKEN_PATH: &str = "/api/auth/oauth2/token";
 pub const DEVICE_CODE_PATH: &str = "/api/auth/device/code";
 /// Where a user approves or denies a device code.
 pub const DEVICE_VERIFY_PATH: &str = "/api/auth/device";
+/// Where a client registers itself (RFC 7591).
+pub const REGISTER_PATH: &str = "/api/auth/oauth2/register";
 
 /// Routes of the authorization server.
 pub fn router() -> axum::Router<AppState> {
@@ -38,6 +41,45 @@ pub fn router() -> axum::Router<AppState> {
         .route(TOKEN_PATH, post(grant::token))
         .route(DEVICE_CODE_PATH, post(device::start))
         .route(DEVICE_VERIFY_PATH, get(device::show).post(device::decide))
+        .route(REGISTER_PATH, post(register::register))
+}
+
+/// A client the authorization server knows: configured by the operator, or registered itself.
+struct Client {
+    id: String,
+    redirect_uris: Vec<String>,
+    /// The name a registered client gave itself (empty when it gave none); `None` for a
+    /// configured one.
+    registered_as: Option<String>,
+}
+
+impl Client {
+    /// How the consent page names the client: a registered client by the name it claims, said
+    /// to be its own claim.
+    fn label(&self) -> String {
+        match &self.registered_as {
+            None => self.id.clone(),
+            Some(name) if name.is_empty() => format!("{} (registered by itself)", self.id),
+            Some(name) => format!("{name} ({}, registered by itself)", self.id),
+        }
+    }
+}
+
+/// The client `id`, configured or registered; `None` when neither.
+async fn client(state: &AppState, id: &str) -> Result<Option<Client>, OAuthError> {
+    if let Some(configured) = state.oauth_client(id) {
+        return Ok(Some(Client {
+            id: configured.id.clone(),
+            redirect_uris: configured.redirect_uris.clone(),
+            registered_as: None,
+        }));
+    }
+    let registered = state.store().registered_client(id).await?;
+    Ok(registered.map(|client| Client {
+        registered_as: Some(client.client_name.unwrap_or_default()),
+        id: client.client_id,
+        redirect_uris: client.redirect_uris,
+    }))
 }
 
 /// An OAuth error response (RFC 6749, 5.2).

@@ -40,7 +40,7 @@ async fn authorization_server(State(state): State<AppState>) -> Json<Value> {
         .iter()
         .flat_map(|r| r.scopes().iter().copied())
         .collect();
-    Json(json!({
+    let mut metadata = json!({
         "issuer": issuer,
         "authorization_endpoint": format!("{issuer}{}", oauth::AUTHORIZE_PATH),
         "token_endpoint": format!("{issuer}{}", oauth::TOKEN_PATH),
@@ -53,7 +53,11 @@ async fn authorization_server(State(state): State<AppState>) -> Json<Value> {
         "code_challenge_methods_supported": ["S256"],
         "token_endpoint_auth_methods_supported": ["none"],
         "authorization_response_iss_parameter_supported": true,
-    }))
+    });
+    if state.config().client_registration {
+        metadata["registration_endpoint"] = format!("{issuer}{}", oauth::REGISTER_PATH).into();
+    }
+    Json(metadata)
 }
 
 async fn resource_metadata(State(state): State<AppState>, resource: Resource) -> Json<Value> {

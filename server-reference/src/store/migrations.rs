@@ -48,6 +48,11 @@ const SQLITE: &[MigrationFile] = &[
         "usage counters",
         include_str!("../../migrations/sqlite/0007_usage_counters.sql"),
     ),
+    (
+        8,
+        "registered clients",
+        include_str!("../../migrations/sqlite/0008_registered_clients.sql"),
+    ),
 ];
 
 const POSTGRES: &[MigrationFile] = &[
@@ -60,6 +65,11 @@ const POSTGRES: &[MigrationFile] = &[
         2,
         "usage counters",
         include_str!("../../migrations/postgres/0002_usage_counters.sql"),
+    ),
+    (
+        3,
+        "registered clients",
+        include_str!("../../migrations/postgres/0003_registered_clients.sql"),
     ),
 ];
 

@@ -21,7 +21,9 @@ use engine::{Db, sql};
 
 pub use account::{CredentialPresence, Meter};
 pub use commits::{CommitRecorded, NewCommit};
-pub use oauth::{Authorization, AuthorizationCode, DeviceGrant, DeviceStatus, RefreshUse};
+pub use oauth::{
+    Authorization, AuthorizationCode, DeviceGrant, DeviceStatus, RefreshUse, RegisteredClient,
+};
 pub use postgres::{Notified, Shared};
 
 /// Who runs the turns this process starts or resumes, and for how long a claim on one lasts

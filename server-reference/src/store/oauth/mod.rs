@@ -1,9 +1,9 @@
 //! OAuth: authorization codes, device grants and refresh-token families, each stored under the
-//! hash of its secret.
+//! hash of its secret, and the clients that registered themselves.
 
 mod rows;
 
-use rows::{CodeRow, DeviceRow, RefreshRow, select_device_grant};
+use rows::{ClientRow, CodeRow, DeviceRow, RefreshRow, select_device_grant};
 
 use super::engine::{Sql, sql};
 use super::{Result, Store};
@@ -95,7 +95,51 @@ pub enum RefreshUse {
     Unknown,
 }
 
+/// A public client that registered itself (RFC 7591).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegisteredClient {
+    /// The id it was given.
+    pub client_id: String,
+    /// The name it gave, shown on the consent page as its own claim.
+    pub client_name: Option<String>,
+    /// Its redirect URIs, matched like a configured client's.
+    pub redirect_uris: Vec<String>,
+    /// Unix seconds of the registration.
+    pub registered_at: i64,
+}
+
 impl Store {
+    /// Stores a client that registered itself; its id is new.
+    pub async fn register_client(&self, client: &RegisteredClient) -> Result<()> {
+        self.db
+            .execute(
+                sql(
+                    "INSERT INTO registered_clients (client_id, client_name, redirect_uris,
+                         registered_at)
+                     VALUES ($1, $2, $3, $4)",
+                )
+                .bind(&client.client_id)
+                .bind(client.client_name.as_deref())
+                .bind(client.redirect_uris.join("\n"))
+                .bind(client.registered_at),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// The client that registered itself as `client_id`, if any.
+    pub async fn registered_client(&self, client_id: &str) -> Result<Option<RegisteredClient>> {
+        let row: Option<ClientRow> = self
+            .db
+            .fetch_optional(
+                sql("SELECT client_id, client_name, redirect_uris, registered_at
+                     FROM registered_clients WHERE client_id = $1")
+                .bind(client_id),
+            )
+            .await?;
+        Ok(row.map(RegisteredClient::from))
+    }
+
     /// Stores an authorization code under the hash of its value.
     pub async fn save_code(&self, code_hash: &str, code: &AuthorizationCode) -> Result<()> {
         self.db

@@ -1,6 +1,6 @@
 //! OAuth's rows as both engines read them, and the records they make.
 
-use super::{Authorization, AuthorizationCode, DeviceGrant, DeviceStatus};
+use super::{Authorization, AuthorizationCode, DeviceGrant, DeviceStatus, RegisteredClient};
 use crate::store::rows::row;
 
 row! {
@@ -28,6 +28,27 @@ impl From<CodeRow> for AuthorizationCode {
             redirect_uri: row.redirect_uri,
             code_challenge: row.code_challenge,
             expires_at: row.expires_at,
+        }
+    }
+}
+
+row! {
+    /// The columns of a registered client.
+    pub struct ClientRow {
+        client_id: String,
+        client_name: Option<String>,
+        redirect_uris: String,
+        registered_at: i64,
+    }
+}
+
+impl From<ClientRow> for RegisteredClient {
+    fn from(row: ClientRow) -> Self {
+        Self {
+            client_id: row.client_id,
+            client_name: row.client_name,
+            redirect_uris: row.redirect_uris.lines().map(str::to_owned).collect(),
+            registered_at: row.registered_at,
         }
     }
 }

@@ -59,6 +59,23 @@ async fn modern<H: rmcp::ClientHandler>(
         .expect("the MCP server answers discovery")
 }
 
+/// An rmcp client of `resource` for alice with `scopes`, answering as `handler`, through the
+/// `initialize` handshake: it holds a session, over which the server may ask and tell it.
+async fn handshake<H: rmcp::ClientHandler>(
+    server: &TestServer,
+    resource: Resource,
+    scopes: &[&str],
+    handler: H,
+) -> RunningService<RoleClient, H> {
+    let token = mcp_token(server, resource, scopes);
+    let uri = resource.identifier(server.base_url());
+    let config = StreamableHttpClientTransportConfig::with_uri(uri).auth_header(token);
+    handler
+        .serve(StreamableHttpClientTransport::from_config(config))
+        .await
+        .expect("the MCP server initializes")
+}
+
 /// The names `tools/list` gives `client`.
 async fn tool_names<H: rmcp::ClientHandler>(client: &RunningService<RoleClient, H>) -> Vec<String> {
     let tools = client
@@ -77,7 +94,11 @@ fn arguments(value: Value) -> JsonObject {
 
 /// The result of calling `tool`; a model that reads only text content reads all of it: an
 /// answer's text is the JSON of its structured content, an error's is its only content.
-async fn call(client: &Client, tool: &str, args: Value) -> CallToolResult {
+async fn call<H: rmcp::ClientHandler>(
+    client: &RunningService<RoleClient, H>,
+    tool: &str,
+    args: Value,
+) -> CallToolResult {
     let request = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments(args));
     let result = client
         .call_tool(request)
@@ -213,13 +234,10 @@ async fn an_agent_turn_runs_through_agent_mcp_and_errors_carry_the_envelope() {
     let server = TestServer::start().await;
     let scopes = ["mcp:agent", "agent:read", "agent:write"];
     let client = client_for(&server, Resource::AgentMcp, &scopes).await;
-    // A handshake client is offered only what a server without sessions serves it.
+    // A handshake client holds a session, so it is offered subscriptions over it.
     let offered = &client.peer_info().unwrap().capabilities;
     let resources = offered.resources.as_ref().expect("resources are offered");
-    assert_eq!(
-        resources.subscribe, None,
-        "no resources/subscribe: {offered:?}"
-    );
+    assert_eq!(resources.subscribe, Some(true), "{offered:?}");
     let started = call(
         &client,
         "startChat",
@@ -299,7 +317,7 @@ async fn an_unknown_tool_is_a_protocol_error_and_arguments_off_the_schema_a_tool
         .unwrap();
     assert!(garbage.status().is_client_error(), "{}", garbage.status());
 
-    // No session is ever issued, so a session id is one that expired: the protocol's 404.
+    // A session id this server never issued is one that ended: the protocol's 404.
     let list = json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {} });
     let expired = reqwest::Client::new()
         .post(Resource::AgentMcp.identifier(server.base_url()))
@@ -311,9 +329,7 @@ async fn an_unknown_tool_is_a_protocol_error_and_arguments_off_the_schema_a_tool
         .send()
         .await
         .unwrap();
-    assert_eq!(expired.status(), 404);
-    let answer: Value = expired.json().await.unwrap();
-    assert_eq!(answer["error"]["code"], -32001, "{answer}");
+    assert_eq!(expired.status(), 404, "{:?}", expired.text().await);
 }
 
 #[tokio::test]
@@ -403,6 +419,8 @@ struct Person {
     decision: Option<&'static str>,
     progress: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     asked: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    /// The URIs of `notifications/resources/updated` it heard over its session.
+    updated: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl rmcp::ClientHandler for Person {
@@ -443,6 +461,14 @@ impl rmcp::ClientHandler for Person {
         let message = params.message.unwrap_or_default();
         self.progress.lock().unwrap().push(message);
     }
+
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        self.updated.lock().unwrap().push(params.uri);
+    }
 }
 
 /// `run_turn` for a transfer as `person`, with a progress token.
@@ -481,6 +507,7 @@ fn person(decision: Option<&'static str>) -> Person {
         decision,
         progress: Default::default(),
         asked: Default::default(),
+        updated: Default::default(),
     }
 }
 
@@ -688,4 +715,94 @@ fn percent_encode(text: &str) -> String {
             other => format!("%{other:02X}"),
         })
         .collect()
+}
+
+#[tokio::test]
+#[allow(deprecated)] // resources/subscribe, the handshake revisions' method
+async fn a_handshake_client_is_asked_over_its_session_and_told_of_appends_it_subscribed_to() {
+    let server = TestServer::start().await;
+    let approver = person(Some("approve"));
+    let scopes = [
+        "mcp:agent",
+        "agent:read",
+        "agent:write",
+        "agent:actions:resolve",
+    ];
+    let client = handshake(&server, Resource::AgentMcp, &scopes, approver.clone()).await;
+    let message = "send 0.25 ETH to 0x70997970C51812dc3A010C7d01b50e0d17dc79C8";
+    let outcome = call(&client, "run_turn", json!({ "message": message })).await;
+    let outcome = outcome.structured_content.unwrap();
+    assert_eq!(outcome["state"], "complete", "{outcome}");
+    let asked = approver.asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1, "asked once, within the call: {asked:?}");
+    assert!(asked[0].contains("balance"), "{asked:?}");
+
+    let session = outcome["sessionId"].as_str().unwrap().to_owned();
+    let resource = format!("intent://sessions/{session}/events");
+    client
+        .subscribe(rmcp::model::SubscribeRequestParams::new(resource.clone()))
+        .await
+        .expect("a session of hers is subscribed to");
+    // Let the follower settle on the log as it stands, then append through the HTTP API.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let again = start_turn(
+        &server,
+        "alice",
+        json!({ "message": "hello", "sessionId": session }),
+    )
+    .await;
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    while approver.updated.lock().unwrap().is_empty() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let updated = approver.updated.lock().unwrap().clone();
+    assert_eq!(updated.first(), Some(&resource), "{updated:?}");
+
+    // Unsubscribed, it hears of no more appends.
+    client
+        .unsubscribe(rmcp::model::UnsubscribeRequestParams::new(resource.clone()))
+        .await
+        .unwrap();
+    let turn = again["turnId"].as_str().unwrap();
+    let cursor = again["cursor"].as_str().unwrap();
+    let intent = server.intent("alice");
+    intent
+        .agent()
+        .wait_turn(&session, turn, cursor)
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let heard = approver.updated.lock().unwrap().len();
+    start_turn(
+        &server,
+        "alice",
+        json!({ "message": "and again", "sessionId": session }),
+    )
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(approver.updated.lock().unwrap().len(), heard);
+
+    // Someone else's session is not a resource of this token.
+    let theirs = start_turn(&server, "bob", json!({ "message": "hi" })).await;
+    let refused = client
+        .subscribe(rmcp::model::SubscribeRequestParams::new(format!(
+            "intent://sessions/{}/events",
+            theirs["sessionId"].as_str().unwrap()
+        )))
+        .await;
+    assert!(refused.is_err(), "{refused:?}");
+}
+
+/// Starts a turn of `account` through the HTTP API with `body`; its ChatStartResponse.
+async fn start_turn(server: &TestServer, account: &str, body: Value) -> Value {
+    let token = server.token(account, Resource::Agent, &["agent:write"]);
+    let started = reqwest::Client::new()
+        .post(format!("{}/v1/agent/chat", server.base_url()))
+        .bearer_auth(&token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(started.status(), 202);
+    started.json().await.unwrap()
 }

@@ -2,24 +2,26 @@
 //! reading it gives the page at the retained log's start, or after `cursor` (the EventPage JSON,
 //! whose own cursor reads on), and a `subscriptions/listen` request that names it is told of
 //! every append while it stays open, so that a subscriber reads just what was appended from its
-//! last cursor. The listener follows the log through the same notifier that wakes long-polls and
-//! SSE streams.
+//! last cursor; a handshake client's `resources/subscribe` is told of them over its session. The
+//! listener follows the log through the same notifier that wakes long-polls and SSE streams.
 
 use axum::body::Body;
 use axum::http::Request;
 use futures_util::StreamExt;
 use intent_models::Scope;
 use rmcp::ErrorData as McpError;
+use rmcp::RoleServer;
 use rmcp::model::{
     ListResourceTemplatesResult, ReadResourceResult, ResourceContents, ResourceTemplate,
-    SubscriptionFilter,
+    ResourceUpdatedNotificationParam, SubscriptionFilter,
 };
-use rmcp::service::SubscriptionContext;
+use rmcp::service::{Peer, SubscriptionContext};
 use serde_json::json;
 
 use super::api::{Api, principal};
 use super::tools::percent_encode;
 use crate::agent::StreamItem;
+use crate::auth::principal::Principal;
 use crate::ids::SessionId;
 
 const SCHEME: &str = "intent://sessions/";
@@ -63,7 +65,7 @@ fn parse(uri: &str) -> Option<(SessionId, Option<String>)> {
 /// Reads the log of the session `uri` names, as the caller.
 pub async fn read(
     api: &Api,
-    principal: &crate::auth::principal::Principal,
+    principal: &Principal,
     uri: &str,
 ) -> Result<ReadResourceResult, McpError> {
     let Some((session, cursor)) = parse(uri) else {
@@ -123,12 +125,7 @@ pub fn accepted(requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
 /// own (or that does not exist) is never reported.
 pub async fn listen(api: &Api, context: SubscriptionContext) -> Result<(), McpError> {
     let principal = principal(context.request_context())?;
-    if !principal.has_scope(Scope::AgentRead.as_str()) {
-        return Err(McpError::invalid_request(
-            "subscribing to session logs needs scope agent:read",
-            None,
-        ));
-    }
+    may_follow(&principal)?;
     let uris = context
         .accepted()
         .resource_subscriptions
@@ -136,36 +133,94 @@ pub async fn listen(api: &Api, context: SubscriptionContext) -> Result<(), McpEr
         .unwrap_or_default();
     let mut followers = Vec::new();
     for uri in uris {
-        let Some((session, _)) = parse(&uri) else {
-            continue;
-        };
-        let Ok(log) = api
-            .state()
-            .log()
-            .stream(&principal.account, &session, None, None)
-            .await
-        else {
-            continue;
-        };
         let sink = context.sink().clone();
-        followers.push(async move {
+        let tell = move |uri: String| {
+            let sink = sink.clone();
+            async move { sink.notify_resource_updated(uri).await.is_ok() }
+        };
+        if let Ok(follower) = follower(api, &principal, uri, tell).await {
+            followers.push(follower);
+        }
+    }
+    tokio::select! {
+        _ = futures_util::future::join_all(followers) => {}
+        _ = context.cancelled() => {}
+    }
+    Ok(())
+}
+
+/// A handshake client's `resources/subscribe` to `uri`: the follower that tells its session's
+/// `peer` of each append, for the caller to run until the client unsubscribes. Refused when the
+/// caller lacks `agent:read` or the URI names no session of theirs.
+pub async fn follow(
+    api: &Api,
+    principal: &Principal,
+    uri: String,
+    peer: Peer<RoleServer>,
+) -> Result<impl Future<Output = ()> + Send + 'static, McpError> {
+    may_follow(principal)?;
+    let tell = move |uri: String| {
+        let peer = peer.clone();
+        async move {
+            let note = ResourceUpdatedNotificationParam::new(uri);
+            peer.notify_resource_updated(note).await.is_ok()
+        }
+    };
+    follower(api, principal, uri.clone(), tell)
+        .await
+        .map_err(|()| {
+            McpError::resource_not_found(format!("{uri} names no session of yours"), None)
+        })
+}
+
+fn may_follow(principal: &Principal) -> Result<(), McpError> {
+    if principal.has_scope(Scope::AgentRead.as_str()) {
+        return Ok(());
+    }
+    Err(McpError::invalid_request(
+        "subscribing to session logs needs scope agent:read",
+        None,
+    ))
+}
+
+/// Follows the log of the session `uri` names: `tell`s `uri` on each append, until `tell`
+/// answers false (the subscriber is gone) or the caller's token expires. `Err` when the URI
+/// names no session the caller may read.
+async fn follower<F, T>(
+    api: &Api,
+    principal: &Principal,
+    uri: String,
+    tell: T,
+) -> Result<impl Future<Output = ()> + Send + 'static, ()>
+where
+    T: Fn(String) -> F + Send + Sync + 'static,
+    F: Future<Output = bool> + Send,
+{
+    let (session, _) = parse(&uri).ok_or(())?;
+    let log = api
+        .state()
+        .log()
+        .stream(&principal.account, &session, None, None)
+        .await
+        .map_err(|_| ())?;
+    let expiry = principal.remaining();
+    Ok(async move {
+        let appends = async {
             // The first page is the log as it stands; each one after it is an append.
             let pages = log.filter(|item| std::future::ready(matches!(item, StreamItem::Page(_))));
             let mut pages = std::pin::pin!(pages);
             pages.next().await;
             while pages.next().await.is_some() {
-                if sink.notify_resource_updated(uri.clone()).await.is_err() {
+                if !tell(uri.clone()).await {
                     return;
                 }
             }
-        });
-    }
-    tokio::select! {
-        _ = futures_util::future::join_all(followers) => {}
-        _ = context.cancelled() => {}
-        _ = tokio::time::sleep(principal.remaining()) => {}
-    }
-    Ok(())
+        };
+        tokio::select! {
+            _ = appends => {}
+            _ = tokio::time::sleep(expiry) => {}
+        }
+    })
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 //! back with the opaque request state and is resolved with an idempotency key derived from it,
 //! so a retried answer has one effect. Otherwise the result is `awaiting_action` with the
 //! ActionRequest. The state travels with the client, so any instance can take the next round.
+//! A client of a handshake revision, which holds a session, is asked within the call instead.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, LazyLock};
@@ -17,8 +18,8 @@ use intent_models::{
     ChatStartResponse, ErrorCode, EventPage, Scope, TurnState,
 };
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, InputRequest, InputRequiredResult, JsonObject,
-    ProgressNotificationParam, Tool,
+    CallToolRequestParams, CallToolResponse, ElicitRequest, ElicitRequestParams, InputRequest,
+    InputRequiredResult, JsonObject, ProgressNotificationParam, ProtocolVersion, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
@@ -193,33 +194,15 @@ async fn round(
     pending: Option<(Pending, &str)>,
     context: &RequestContext<RoleServer>,
 ) -> Result<CallToolResponse, Failure> {
-    let settled = match pending {
+    let mut settled = match pending {
         Some((pending, state)) => {
             let answer = request
                 .input_responses
                 .as_ref()
                 .and_then(|responses| responses.get(DECISION));
-            match decision(answer) {
-                Some(approve) => {
-                    resolve(api, principal, &pending, approve, state).await?;
-                    let Pending {
-                        session,
-                        turn,
-                        cursor,
-                        messages,
-                        ..
-                    } = pending;
-                    let mut settled = Settled::processing(session, turn, cursor);
-                    settled.messages = messages;
-                    wait(api, principal, context, settled).await?
-                }
-                // Cancelled: the action stays pending for another client.
-                None => Settled {
-                    state: TurnState::AwaitingAction,
-                    messages: pending.messages,
-                    action: Some(pending.action),
-                    ..Settled::processing(pending.session, pending.turn, pending.cursor)
-                },
+            match decided(api, principal, context, pending, state, answer).await? {
+                Ok(settled) => settled,
+                Err(unanswered) => return Ok(unanswered.result()),
             }
         }
         None => {
@@ -234,21 +217,90 @@ async fn round(
         && context
             .client_capabilities()
             .is_some_and(|capabilities| capabilities.elicitation.is_some());
-    match settled.action {
-        Some(action) if settled.state == TurnState::AwaitingAction && can_elicit => {
-            let requests = BTreeMap::from([(DECISION.to_owned(), elicitation(&action))]);
-            let pending = Pending {
-                session: settled.session_id,
-                turn: settled.turn_id,
-                cursor: settled.cursor,
-                action,
-                messages: settled.messages,
-            };
-            let state = serde_json::to_string(&pending).expect("the state serializes");
-            Ok(InputRequiredResult::new(Some(requests), Some(state)).into())
+    loop {
+        let action = match settled.action.take() {
+            Some(action) if settled.state == TurnState::AwaitingAction && can_elicit => action,
+            action => {
+                settled.action = action;
+                return Ok(settled.result());
+            }
+        };
+        let pending = Pending {
+            session: settled.session_id,
+            turn: settled.turn_id,
+            cursor: settled.cursor,
+            action,
+            messages: settled.messages,
+        };
+        let state = serde_json::to_string(&pending).expect("the state serializes");
+        if !in_session(context) {
+            // Stateless: the client asks the person and calls again with the answer.
+            let requests = BTreeMap::from([(DECISION.to_owned(), elicitation(&pending.action))]);
+            return Ok(InputRequiredResult::new(Some(requests), Some(state)).into());
         }
-        _ => Ok(settled.result()),
+        // A handshake session: the person is asked over it, within the call.
+        let answer = ask(principal, context, &pending.action).await;
+        settled = match decided(api, principal, context, pending, &state, answer.as_ref()).await? {
+            Ok(settled) => settled,
+            Err(unanswered) => return Ok(unanswered.result()),
+        };
     }
+}
+
+/// Carries the turn on after the person's `answer` to `pending`: resolved and waited on, or,
+/// without a decision (cancelled, or no answer), `Err` with the turn left awaiting the action
+/// for another client.
+async fn decided(
+    api: &Api,
+    principal: &Principal,
+    context: &RequestContext<RoleServer>,
+    pending: Pending,
+    state: &str,
+    answer: Option<&Value>,
+) -> Result<Result<Settled, Settled>, Failure> {
+    let Some(approve) = decision(answer) else {
+        return Ok(Err(Settled {
+            state: TurnState::AwaitingAction,
+            messages: pending.messages,
+            action: Some(pending.action),
+            ..Settled::processing(pending.session, pending.turn, pending.cursor)
+        }));
+    };
+    resolve(api, principal, &pending, approve, state).await?;
+    let Pending {
+        session,
+        turn,
+        cursor,
+        messages,
+        ..
+    } = pending;
+    let mut settled = Settled::processing(session, turn, cursor);
+    settled.messages = messages;
+    Ok(Ok(wait(api, principal, context, settled).await?))
+}
+
+/// Whether the call came over a handshake revision's session, where the server may send the
+/// client requests (2026-07-28 forbids them: its calls are stateless).
+fn in_session(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .peer
+        .peer_info()
+        .is_some_and(|info| info.protocol_version < ProtocolVersion::V_2026_07_28)
+}
+
+/// Asks the person over the session for a decision on `action`, while the caller's token
+/// lasts: their answer as an input response reads, `None` when the client cannot answer.
+async fn ask(
+    principal: &Principal,
+    context: &RequestContext<RoleServer>,
+    action: &ActionRequest,
+) -> Option<Value> {
+    let asked = context
+        .peer
+        .create_elicitation_with_timeout(question(action), Some(principal.remaining()))
+        .await
+        .ok()?;
+    serde_json::to_value(asked).ok()
 }
 
 /// Starts the turn: its session, its id and the cursor before its first event.
@@ -431,7 +483,7 @@ fn decision(answer: Option<&Value>) -> Option<bool> {
 }
 
 /// The question put to the person: the Build's balance changes and guards, approve or reject.
-fn elicitation(action: &ActionRequest) -> InputRequest {
+fn question(action: &ActionRequest) -> ElicitRequestParams {
     let mut lines = vec![format!(
         "{} (Build {})",
         action.title,
@@ -446,9 +498,7 @@ fn elicitation(action: &ActionRequest) -> InputRequest {
             lines.push(format!("guard {}: {}", guard.name, guard.status));
         }
     }
-    let request = json!({
-        "method": "elicitation/create",
-        "params": {
+    let params = json!({
             "mode": "form",
             "message": lines.join("\n"),
             "requestedSchema": {
@@ -457,11 +507,13 @@ fn elicitation(action: &ActionRequest) -> InputRequest {
                                             "title": "Approve or reject the Build" } },
                 "required": [DECISION],
             },
-        },
     });
-    InputRequest::Elicitation(
-        serde_json::from_value(request).expect("the elicitation request is well formed"),
-    )
+    serde_json::from_value(params).expect("the question is well formed")
+}
+
+/// The question as a multi-round-trip input request.
+fn elicitation(action: &ActionRequest) -> InputRequest {
+    InputRequest::Elicitation(ElicitRequest::new(question(action)))
 }
 
 fn json_request(method: Method, path: String, body: Option<&Value>) -> Request<Body> {

@@ -1,19 +1,22 @@
 //! One MCP server (Agent MCP or Pipeline MCP): lists the tools the token's scopes allow and runs
 //! a call as the HTTP request of its operation, sent through [`Api`].
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use intent_models::Scope;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, InitializeRequestParams,
-    InitializeResult, ListResourceTemplatesRequestMethod, ListResourceTemplatesResult,
-    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-    ServerCapabilities, ServerConfig, SubscriptionFilter,
+    CallToolRequestParams, CallToolResponse, Implementation, ListResourceTemplatesRequestMethod,
+    ListResourceTemplatesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
+    SubscribeRequestMethod, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestMethod,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::Value;
+use tokio::task::AbortHandle;
 
 use super::api::{Api, principal};
 use super::events;
@@ -32,6 +35,38 @@ const CUSTODY: Scope = Scope::CustodyDelegate;
 pub struct McpServer {
     api: Api,
     tools: Arc<Tools>,
+    subscriptions: Arc<Subscriptions>,
+}
+
+/// A handshake session's `resources/subscribe` followers by URI, ended when unsubscribed or
+/// when the session's server is dropped.
+#[derive(Debug, Default)]
+struct Subscriptions(Mutex<HashMap<String, AbortHandle>>);
+
+impl Subscriptions {
+    /// Runs `follower` for `uri`, in place of any before it.
+    fn start(&self, uri: String, follower: impl Future<Output = ()> + Send + 'static) {
+        let handle = tokio::spawn(follower).abort_handle();
+        let mut followers = self.0.lock().expect("no follower panics holding the lock");
+        if let Some(before) = followers.insert(uri, handle) {
+            before.abort();
+        }
+    }
+
+    /// Ends the follower of `uri`, if any.
+    fn end(&self, uri: &str) {
+        let mut followers = self.0.lock().expect("no follower panics holding the lock");
+        if let Some(handle) = followers.remove(uri) {
+            handle.abort();
+        }
+    }
+}
+
+impl Drop for Subscriptions {
+    fn drop(&mut self) {
+        let followers = self.0.get_mut().map(std::mem::take).unwrap_or_default();
+        followers.values().for_each(AbortHandle::abort);
+    }
 }
 
 impl McpServer {
@@ -40,6 +75,16 @@ impl McpServer {
         Self {
             api: Api::new(state, resource, api),
             tools,
+            subscriptions: Arc::default(),
+        }
+    }
+
+    /// This server for one session (or one stateless request): subscriptions of its own.
+    pub fn for_session(&self) -> Self {
+        Self {
+            api: self.api.clone(),
+            tools: Arc::clone(&self.tools),
+            subscriptions: Arc::default(),
         }
     }
 
@@ -96,20 +141,35 @@ impl ServerHandler for McpServer {
             .with_instructions(instructions)
     }
 
-    /// A client of a handshake revision (`2025-06-18`, `2025-11-25`) holds a session this
-    /// stateless server does not keep: it is offered no `resources/subscribe` (which answers
-    /// `-32601`), and `run_turn` hands it the action rather than eliciting (docs/server.md).
-    async fn initialize(
+    /// A handshake client's subscription to a session's log: each append is told over its
+    /// session until it unsubscribes, the session ends or the token expires.
+    #[allow(deprecated)] // the handshake revisions' method, which their clients still send
+    async fn subscribe(
         &self,
-        request: InitializeRequestParams,
+        request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
-    ) -> Result<InitializeResult, McpError> {
-        context.peer.set_peer_info(request.clone());
-        let mut result = self.negotiate_initialize(&request)?;
-        if let Some(resources) = &mut result.capabilities.resources {
-            resources.subscribe = None;
+    ) -> Result<(), McpError> {
+        if self.api.resource() != Resource::AgentMcp {
+            return Err(McpError::method_not_found::<SubscribeRequestMethod>());
         }
-        Ok(result)
+        let principal = principal(&context)?;
+        let follower =
+            events::follow(&self.api, &principal, request.uri.clone(), context.peer).await?;
+        self.subscriptions.start(request.uri, follower);
+        Ok(())
+    }
+
+    #[allow(deprecated)] // as `subscribe`
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        if self.api.resource() != Resource::AgentMcp {
+            return Err(McpError::method_not_found::<UnsubscribeRequestMethod>());
+        }
+        self.subscriptions.end(&request.uri);
+        Ok(())
     }
 
     async fn list_resource_templates(

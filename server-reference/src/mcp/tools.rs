@@ -11,6 +11,8 @@ use intent_models::schema::{SchemaValidator, Schemas};
 use rmcp::model::{JsonObject, Tool};
 use serde_json::{Map, Value, json};
 
+use super::portable::portable;
+
 /// Where an operation takes a parameter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Location {
@@ -120,9 +122,10 @@ impl OperationTool {
                 description
             }
         };
-        let mut tool = Tool::new(op.id.clone(), description, json_object(input.clone()));
+        let advertised = json_object(portable(input.clone()));
+        let mut tool = Tool::new(op.id.clone(), description, advertised);
         if let Some(output) = output_schema(schemas, op) {
-            tool = tool.with_raw_output_schema(json_object(output));
+            tool = tool.with_raw_output_schema(json_object(portable(output)));
         }
         Self {
             tool,
@@ -238,6 +241,22 @@ mod tests {
             crate::interface::schemas(),
             resource,
         )
+    }
+
+    #[test]
+    fn every_tool_schema_is_in_the_portable_spelling() {
+        for resource in ["agent", "pipeline"] {
+            for tool in tools(resource).iter() {
+                let input = Value::Object((*tool.tool.input_schema).clone());
+                let found = super::super::portable::unportable(&input);
+                assert_eq!(found, None, "{}'s input", tool.tool.name);
+                if let Some(output) = &tool.tool.output_schema {
+                    let output = Value::Object((**output).clone());
+                    let found = super::super::portable::unportable(&output);
+                    assert_eq!(found, None, "{}'s output", tool.tool.name);
+                }
+            }
+        }
     }
 
     #[test]

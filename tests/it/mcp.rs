@@ -19,11 +19,20 @@ type Client = RunningService<RoleClient, ()>;
 
 /// An rmcp client of `resource` (AgentMcp or PipelineMcp) carrying `token`.
 async fn connect(server: &TestServer, resource: Resource, token: &str) -> Client {
-    let uri = resource.identifier(server.base_url());
-    let config = StreamableHttpClientTransportConfig::with_uri(uri).auth_header(token);
-    ().serve(StreamableHttpClientTransport::from_config(config))
+    ().serve(transport(server, resource, token))
         .await
         .expect("the MCP server initializes")
+}
+
+/// The Streamable HTTP transport to `resource`, carrying `token`.
+fn transport(
+    server: &TestServer,
+    resource: Resource,
+    token: &str,
+) -> StreamableHttpClientTransport<reqwest::Client> {
+    let uri = resource.identifier(server.base_url());
+    let config = StreamableHttpClientTransportConfig::with_uri(uri).auth_header(token);
+    StreamableHttpClientTransport::from_config(config)
 }
 
 fn mcp_token(server: &TestServer, resource: Resource, scopes: &[&str]) -> String {
@@ -45,16 +54,11 @@ async fn modern<H: rmcp::ClientHandler>(
     handler: H,
 ) -> RunningService<RoleClient, H> {
     let token = mcp_token(server, resource, scopes);
-    let uri = resource.identifier(server.base_url());
-    let config = StreamableHttpClientTransportConfig::with_uri(uri).auth_header(token);
     let lifecycle = ClientLifecycleMode::Discover {
         preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
     };
     handler
-        .serve_with_lifecycle(
-            StreamableHttpClientTransport::from_config(config),
-            lifecycle,
-        )
+        .serve_with_lifecycle(transport(server, resource, &token), lifecycle)
         .await
         .expect("the MCP server answers discovery")
 }
@@ -68,10 +72,8 @@ async fn handshake<H: rmcp::ClientHandler>(
     handler: H,
 ) -> RunningService<RoleClient, H> {
     let token = mcp_token(server, resource, scopes);
-    let uri = resource.identifier(server.base_url());
-    let config = StreamableHttpClientTransportConfig::with_uri(uri).auth_header(token);
     handler
-        .serve(StreamableHttpClientTransport::from_config(config))
+        .serve(transport(server, resource, &token))
         .await
         .expect("the MCP server initializes")
 }

@@ -552,17 +552,47 @@ async fn edit_answer(
     edit_ok_json(response, edit).await
 }
 
-/// Passes `request` on; when it is an MCP message, edits the `result` of a 200 answer.
+/// Passes `request` on; when it is an MCP message, edits the `result` of a 200 answer, sent as
+/// JSON or, in a handshake session, as the data of an SSE event.
 async fn edit_mcp_result(
     seen: &Seen,
     request: Request,
     next: Next,
     edit: impl FnOnce(&mut Value) -> bool,
 ) -> Response {
-    edit_answer(seen.is_mcp, request, next, |answer| {
-        edit(&mut answer["result"])
-    })
-    .await
+    let response = next.run(request).await;
+    let sse = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|kind| kind.as_bytes().starts_with(b"text/event-stream"));
+    if !seen.is_mcp || response.status() != StatusCode::OK {
+        return response;
+    }
+    if !sse {
+        return edit_ok_json(response, |answer| edit(&mut answer["result"])).await;
+    }
+    let (mut parts, body) = response.into_parts();
+    let bytes = to_bytes(body, usize::MAX).await.unwrap_or_default();
+    let mut edit = Some(edit);
+    let lines: Vec<String> = String::from_utf8_lossy(&bytes)
+        .split('\n')
+        .map(|line| {
+            let message = line.strip_prefix("data:").and_then(|data| {
+                serde_json::from_str::<Value>(data.trim_start())
+                    .ok()
+                    .filter(|message| message.get("result").is_some())
+            });
+            if let Some(mut message) = message
+                && let Some(edit) = edit.take()
+                && edit(&mut message["result"])
+            {
+                return format!("data: {message}");
+            }
+            line.to_owned()
+        })
+        .collect();
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::from(lines.join("\n")))
 }
 
 /// The layer: hands each request to the handler of the injector's fault.

@@ -4,12 +4,18 @@ registered: OAuth discovery from the 401, dynamic client registration, authoriza
 PKCE approved on the consent page by a scripted person, then a scripted model that reads only
 the text content of tool results and runs a transfer turn to completion.
 
-Two modes, one after the other:
-  default  the SDK's default negotiation (server/discover), protocol 2026-07-28: the turn's
-           approval is asked through elicitation inside the call (a multi-round-trip input
-           request) and the result is `complete`;
-  legacy   the SDK's `initialize` handshake (2025-11-25): the turn comes back `awaiting_action`
-           and the model resolves it with resolveAction, then reads on with getChatEvents.
+Three modes, one after the other, each a fresh host:
+  default      the SDK's default negotiation (server/discover), protocol 2026-07-28: the turn's
+               approval is asked through elicitation inside the call (a multi-round-trip input
+               request) and the result is `complete`;
+  legacy       the SDK's `initialize` handshake (2025-11-25), declaring elicitation: the server
+               keeps a session (Mcp-Session-Id), asks the approval with an `elicitation/create`
+               request within the call and the result is `complete`; then the client subscribes
+               to the chat session's event log (`resources/subscribe`), appends a turn with
+               startChat, waits for `notifications/resources/updated` on the session's GET
+               stream, and unsubscribes;
+  legacy-text  the handshake without elicitation: the turn comes back `awaiting_action` and the
+               model resolves it with resolveAction, then reads on with getChatEvents.
 
 Usage: python agent.py BASE_URL        (exit 0 on success, 1 with a message on failure)
 """
@@ -19,6 +25,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+import warnings
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import Any
@@ -26,7 +33,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import anyio
 import httpx2
-from mcp import Client, MCPError, types
+from mcp import Client, MCPDeprecationWarning, MCPError, types
 from mcp.client import ClientRequestContext
 from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
@@ -38,6 +45,10 @@ SCOPES = ["mcp:agent", "agent:read", "agent:write", "agent:actions:resolve"]
 # since the scripted person reads the code from the 303's Location instead of following it.
 REDIRECT_URI = "http://127.0.0.1:8976/callback"
 MODE_TIMEOUT_SECONDS = 120
+MODES = ["default", "legacy", "legacy-text"]
+# The resource a handshake client subscribes to: one chat session's event log.
+EVENTS_URI = "intent://sessions/{session}/events"
+NOTIFICATION_SECONDS = 10
 
 
 class Failure(Exception):
@@ -169,10 +180,19 @@ class Trace:
     errors: list[str] = field(default_factory=list)
     # The JSON-RPC messages POSTed to the MCP endpoint and answered 2xx, in order.
     messages: list[dict[str, Any]] = field(default_factory=list)
+    # Every Mcp-Session-Id the MCP endpoint answered with.
+    session_ids: set[str] = field(default_factory=set)
+    # The content types of the MCP endpoint's 2xx answers to GET (the standalone stream).
+    get_streams: list[str] = field(default_factory=list)
 
     async def on_response(self, response: httpx2.Response) -> None:
         request = response.request
         self.entries.append((request.method, request.url.path, response.status_code))
+        if str(request.url) == self.mcp_url:
+            if response.headers.get("mcp-session-id"):
+                self.session_ids.add(response.headers["mcp-session-id"])
+            if request.method == "GET" and response.status_code < 300:
+                self.get_streams.append(response.headers.get("content-type", ""))
         if str(request.url) == self.mcp_url and request.method == "POST" and response.status_code < 300:
             try:
                 self.messages.append(json.loads(request.content))
@@ -201,6 +221,18 @@ class Trace:
                 found.append((params.get("_meta") or {}).get(types.CLIENT_CAPABILITIES_META_KEY) or {})
         return found
 
+    def answers(self) -> list[dict[str, Any]]:
+        """The client's answers to the server's requests (JSON-RPC responses it POSTed)."""
+        return [m for m in self.messages if "method" not in m and "id" in m]
+
+    def calls(self, tool: str) -> list[dict[str, Any]]:
+        """The `tools/call` messages (each round) for `tool`."""
+        return [
+            m
+            for m in self.messages
+            if m.get("method") == "tools/call" and (m.get("params") or {}).get("name") == tool
+        ]
+
     def saw(self, method: str, path: str, status: int | None = None) -> bool:
         return any(m == method and p == path and (status is None or s == status) for m, p, s in self.entries)
 
@@ -227,9 +259,39 @@ def read(result: types.CallToolResult, tool: str) -> Any:
 class Observed:
     progress: list[str] = field(default_factory=list)
     asked: list[str] = field(default_factory=list)
+    # (when, uri) of each notifications/resources/updated the session surfaced.
+    updated: list[tuple[float, str]] = field(default_factory=list)
+    # The methods of all the server notifications the session surfaced, in order.
+    notified: list[str] = field(default_factory=list)
+    # Transport-level faults (an SSE event the SDK could not parse, a broken stream).
+    stream_errors: list[str] = field(default_factory=list)
+    _arrived: anyio.Event = field(default_factory=anyio.Event)
 
     async def on_progress(self, progress: float, total: float | None, message: str | None) -> None:
         self.progress.append(message or "")
+
+    async def on_message(self, message: types.ServerNotification | Exception) -> None:
+        """The SDK's `message_handler`: every server notification the session surfaces (from
+        POST responses and the standalone GET stream alike), and the transport's exceptions."""
+        if isinstance(message, Exception):
+            self.stream_errors.append(f"{type(message).__name__}: {message}")
+            return
+        self.notified.append(message.method)
+        if isinstance(message, types.ResourceUpdatedNotification):
+            self.updated.append((time.monotonic(), message.params.uri))
+            self._arrived.set()
+
+    async def update_for(self, uri: str, since: float, seconds: float) -> float | None:
+        """When the first `notifications/resources/updated` for `uri` received after `since`
+        arrived, waiting up to `seconds` for it; None if none came."""
+        with anyio.move_on_after(seconds):
+            while True:
+                for at, got in self.updated:
+                    if at >= since and got == uri:
+                        return at
+                self._arrived = anyio.Event()
+                await self._arrived.wait()
+        return None
 
     async def elicit(
         self, context: ClientRequestContext, params: types.ElicitRequestParams
@@ -272,10 +334,13 @@ async def run_mode(base: str, mode: str) -> None:
         event_hooks={"response": [trace.on_response]},
     )
     observed = Observed()
+    handshake = mode != "default"
     client = Client(
         streamable_http_client(mcp_url, http_client=http),
-        mode="auto" if mode == "default" else "legacy",
-        elicitation_callback=observed.elicit,
+        mode="legacy" if handshake else "auto",
+        # Without a callback the SDK declares no elicitation capability.
+        elicitation_callback=None if mode == "legacy-text" else observed.elicit,
+        message_handler=observed.on_message,
         client_info=types.Implementation(name=f"intent-ci-{mode}", version="1"),
     )
     try:
@@ -313,8 +378,13 @@ async def run_mode(base: str, mode: str) -> None:
                 f"-> code+PKCE (S256, resource={mcp_url}) -> token with scope {tokens.scope!r}",
             )
 
-            expected = "2026-07-28" if mode == "default" else "2025-11-25"
+            expected = "2025-11-25" if handshake else "2026-07-28"
             check(client.protocol_version == expected, f"negotiated {client.protocol_version}, not {expected}")
+            if handshake:
+                check(len(trace.session_ids) == 1, f"initialize gave Mcp-Session-Id {sorted(trace.session_ids)}")
+                step(mode, f"initialize opened session {next(iter(trace.session_ids))} (Mcp-Session-Id)")
+            else:
+                check(not trace.session_ids, f"the stateless mode was given sessions {sorted(trace.session_ids)}")
 
             # 2. Tools.
             listed = await client.list_tools()
@@ -326,15 +396,36 @@ async def run_mode(base: str, mode: str) -> None:
 
             # 3. The model's turn.
             if mode == "default":
-                await default_turn(client, observed, mode)
+                await elicited_turn(client, observed, mode)
                 calls = trace.declared_capabilities("tools/call")
                 check(calls and all("elicitation" in c for c in calls), f"tools/call declared {calls}")
-                rounds = [m for m in trace.messages if m.get("method") == "tools/call"]
+                rounds = trace.calls("run_turn")
                 answered = [r for r in rounds if (r.get("params") or {}).get("inputResponses")]
                 check(len(rounds) == 2 and len(answered) == 1, f"run_turn took {len(rounds)} rounds: {rounds}")
+                check(not trace.answers(), f"the stateless mode answered server requests: {trace.answers()}")
                 step(mode, "elicitation was declared on every tools/call; run_turn took 2 rounds (input request, answer)")
+            elif mode == "legacy":
+                session = await elicited_turn(client, observed, mode)
+                # The question came as a server request within the one call, not as an input request.
+                rounds = trace.calls("run_turn")
+                check(
+                    len(rounds) == 1 and not (rounds[0].get("params") or {}).get("inputResponses"),
+                    f"run_turn took {len(rounds)} rounds: {rounds}",
+                )
+                answers = trace.answers()
+                check(
+                    len(answers) == 1 and (answers[0].get("result") or {}).get("action") == "accept",
+                    f"the client answered the server's requests with {answers}",
+                )
+                step(
+                    mode,
+                    f"the person was asked by an elicitation/create request (id {answers[0]['id']!r}) "
+                    "within the one run_turn call and the client answered accept",
+                )
+                await subscribed_append(client, observed, trace, session, mode)
             else:
-                await legacy_turn(client, observed, tools["resolveAction"], mode)
+                await text_turn(client, observed, tools["resolveAction"], mode)
+                check(not trace.answers(), f"the client answered server requests it did not declare: {trace.answers()}")
 
             # 4. What the server advertised to this mode.
             version = client.protocol_version
@@ -348,13 +439,19 @@ async def run_mode(base: str, mode: str) -> None:
                 resources = capabilities.resources
                 check(resources is not None and resources.subscribe is True, f"no resource subscriptions: {capabilities}")
             else:
-                check(version == "2025-11-25", f"the legacy handshake negotiated {version}")
-                check(client.session.initialize_result is not None, "the legacy mode has no initialize result")
+                check(version == "2025-11-25", f"the handshake negotiated {version}")
+                check(client.session.initialize_result is not None, f"the {mode} mode has no initialize result")
                 resources = capabilities.resources
-                check(resources is not None, f"no resources capability: {capabilities}")
-                check(resources.subscribe is not True, f"legacy mode is offered resources.subscribe: {capabilities}")
+                check(
+                    resources is not None and resources.subscribe is True,
+                    f"the handshake is not offered resources.subscribe: {capabilities}",
+                )
                 sent = trace.declared_capabilities("initialize")
-                check(len(sent) == 1 and "elicitation" in sent[0], f"initialize declared {sent}")
+                declares = mode == "legacy"
+                check(
+                    len(sent) == 1 and ("elicitation" in sent[0]) == declares,
+                    f"initialize declared {sent}; elicitation expected: {declares}",
+                )
             check(capabilities.tools is not None, f"no tools capability: {capabilities}")
             check(client.instructions, "the server gave no instructions")
             step(
@@ -364,6 +461,11 @@ async def run_mode(base: str, mode: str) -> None:
             )
 
             check(not trace.errors, f"error answers during the run: {trace.errors}")
+            check(not observed.stream_errors, f"the transport reported faults: {observed.stream_errors}")
+        if handshake:
+            # Leaving the client ends the session with a DELETE; said here, not checked.
+            ended = [s for m, p, s in trace.entries if m == "DELETE" and p == urlsplit(mcp_url).path]
+            step(mode, f"session ended: DELETE -> {ended}")
     except Exception as error:
         # A check of ours, though the SDK's task groups may have wrapped it in a group.
         failures = [e for e in flatten(error) if isinstance(e, Failure)]
@@ -377,7 +479,8 @@ async def run_mode(base: str, mode: str) -> None:
         ) from error
 
 
-async def default_turn(client: Client, observed: Observed, mode: str) -> None:
+async def elicited_turn(client: Client, observed: Observed, mode: str) -> str:
+    """A transfer turn whose approval the server asks by elicitation; the chat session's id."""
     result = await client.call_tool("run_turn", {"message": TRANSFER}, progress_callback=observed.on_progress)
     outcome = read(result, "run_turn")
     check(
@@ -394,12 +497,47 @@ async def default_turn(client: Client, observed: Observed, mode: str) -> None:
         check(any(m.startswith(told) for m in observed.progress), f"no progress {told!r}: {observed.progress}")
     step(mode, f"progress: {len(observed.progress)} notifications, e.g. {observed.progress[-3:]}")
     step(mode, f"run_turn complete (read from text): session {outcome['sessionId']}, messages {messages}")
+    return outcome["sessionId"]
 
 
-async def legacy_turn(client: Client, observed: Observed, resolve_tool: types.Tool, mode: str) -> None:
+async def subscribed_append(client: Client, observed: Observed, trace: Trace, session: str, mode: str) -> None:
+    """Subscribes to `session`'s event log, appends a turn with startChat, waits to be told of
+    the append, then unsubscribes."""
+    uri = EVENTS_URI.format(session=session)
+    with warnings.catch_warnings():
+        # The SDK marks resources/subscribe as removed in 2026-07-28; the handshake still has it.
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        await client.subscribe_resource(uri)
+        step(mode, f"resources/subscribe {uri}")
+        since = time.monotonic()
+        started = read(
+            await client.call_tool("startChat", {"body": {"message": "hello", "sessionId": session}}),
+            "startChat",
+        )
+        check(started.get("sessionId") == session, f"startChat answered {started}")
+        arrived = await observed.update_for(uri, since, NOTIFICATION_SECONDS)
+        check(
+            arrived is not None,
+            f"no notifications/resources/updated for {uri} within {NOTIFICATION_SECONDS} s; "
+            f"notified {observed.notified}; GET streams {trace.get_streams}",
+        )
+        step(mode, f"told of the append {arrived - since:.2f} s after startChat (turn {started['turnId']})")
+        read_back = await client.read_resource(f"{uri}?cursor={started['cursor']}")
+        texts = [c.text for c in read_back.contents if isinstance(c, types.TextResourceContents)]
+        check(len(texts) == 1, f"resources/read gave {read_back.contents}")
+        events = json.loads(texts[0]).get("events") or []
+        turns = {event.get("turnId") for event in events}
+        check(turns == {started["turnId"]}, f"read from the turn's cursor: events of turns {turns}")
+        step(mode, f"resources/read from the turn's cursor: {len(events)} events, all of the new turn")
+        await client.unsubscribe_resource(uri)
+        step(mode, "resources/unsubscribe")
+
+
+async def text_turn(client: Client, observed: Observed, resolve_tool: types.Tool, mode: str) -> None:
+    """A transfer turn that comes back awaiting its action, resolved with resolveAction."""
     result = await client.call_tool("run_turn", {"message": TRANSFER}, progress_callback=observed.on_progress)
     outcome = read(result, "run_turn")
-    check(not observed.asked, f"the legacy handshake was asked through elicitation: {observed.asked}")
+    check(not observed.asked, f"a client without elicitation was asked through it: {observed.asked}")
     check(outcome.get("state") == "awaiting_action", f"run_turn ended {outcome.get('state')!r}: {outcome}")
     action = outcome.get("action") or {}
     action_id = action.get("actionId")
@@ -470,7 +608,7 @@ def describe(error: BaseException) -> str:
 
 
 async def main(base: str) -> None:
-    for mode in ["default", "legacy"]:
+    for mode in MODES:
         started = time.monotonic()
         with anyio.fail_after(MODE_TIMEOUT_SECONDS):
             await run_mode(base, mode)
@@ -491,4 +629,4 @@ if __name__ == "__main__":
             raise
         print(f"FAIL: {describe(error)}", file=sys.stderr)
         sys.exit(1)
-    print(f"ok: both modes passed in {time.monotonic() - began:.1f} s")
+    print(f"ok: {len(MODES)} modes passed in {time.monotonic() - began:.1f} s")

@@ -54,6 +54,14 @@ pub struct Config {
     /// Whether clients may register themselves (RFC 7591) at the registration endpoint; on by
     /// default, so that an MCP host never configured here can sign in.
     pub client_registration: bool,
+    /// Whether a client whose id is an `https` URL is described by the metadata document there
+    /// ([`crate::oauth::document`]); on by default.
+    pub client_metadata_documents: bool,
+    /// Hosts whose metadata documents may be fetched though they resolve to addresses that are
+    /// not public (loopback, private networks); none by default.
+    pub client_metadata_hosts: Vec<String>,
+    /// A PEM file of roots trusted, beside the system's, to fetch metadata documents.
+    pub client_metadata_roots: Option<PathBuf>,
     /// Lifetime of access tokens issued by the token endpoint.
     pub access_token_ttl: Duration,
     /// Lifetime of refresh tokens; each use rotates to a new one.
@@ -120,6 +128,9 @@ impl Config {
                 redirect_uris: Vec::new(),
             }],
             client_registration: true,
+            client_metadata_documents: true,
+            client_metadata_hosts: Vec::new(),
+            client_metadata_roots: None,
             access_token_ttl: DEFAULT_TOKEN_TTL,
             refresh_token_ttl: Duration::from_secs(30 * 24 * 3600),
             device_code_ttl: Duration::from_secs(600),
@@ -162,6 +173,20 @@ impl Config {
     /// Adds a registered OAuth client.
     pub fn client(mut self, client: OAuthClient) -> Self {
         self.clients.push(client);
+        self
+    }
+
+    /// Sets [`Config::client_metadata_documents`], [`Config::client_metadata_hosts`] and
+    /// [`Config::client_metadata_roots`].
+    pub fn client_metadata(
+        mut self,
+        documents: bool,
+        hosts: Vec<String>,
+        roots: Option<PathBuf>,
+    ) -> Self {
+        self.client_metadata_documents = documents;
+        self.client_metadata_hosts = hosts;
+        self.client_metadata_roots = roots;
         self
     }
 

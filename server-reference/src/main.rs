@@ -97,6 +97,22 @@ enum Command {
         /// `--client` (and `intent-cli`) may sign in.
         #[arg(long, env = "INTENT_NO_CLIENT_REGISTRATION")]
         no_client_registration: bool,
+        /// Refuse client ids that are `https` URLs of client metadata documents: no document
+        /// is fetched.
+        #[arg(long, env = "INTENT_NO_CLIENT_METADATA_DOCUMENTS")]
+        no_client_metadata_documents: bool,
+        /// A host whose client metadata documents may be fetched though it resolves to an
+        /// address that is not public (loopback, a private network); repeatable.
+        #[arg(
+            long = "client-metadata-host",
+            env = "INTENT_CLIENT_METADATA_HOSTS",
+            value_delimiter = ','
+        )]
+        client_metadata_hosts: Vec<String>,
+        /// A PEM file of root certificates trusted, beside the system's, to fetch client
+        /// metadata documents.
+        #[arg(long, env = "INTENT_CLIENT_METADATA_ROOTS")]
+        client_metadata_roots: Option<PathBuf>,
         /// Requests per second each account may make on each resource, as RPS or RPS:BURST;
         /// over it, 429 with Retry-After. No limit by default.
         #[arg(long, env = "INTENT_RATE_LIMIT", value_parser = RateLimit::parse)]
@@ -203,6 +219,9 @@ async fn main() -> ExitCode {
             build_ttl,
             clients,
             no_client_registration,
+            no_client_metadata_documents,
+            client_metadata_hosts,
+            client_metadata_roots,
             rate_limit,
             cleanup_interval,
             device_code_ttl,
@@ -221,6 +240,11 @@ async fn main() -> ExitCode {
                 .build_ttl(Duration::from_secs(build_ttl))
                 .rate_limit(rate_limit)
                 .client_registration(!no_client_registration)
+                .client_metadata(
+                    !no_client_metadata_documents,
+                    client_metadata_hosts,
+                    client_metadata_roots,
+                )
                 .cleanup_interval(Duration::from_secs(cleanup_interval.max(1)))
                 .device_code_ttl(Duration::from_secs(device_code_ttl))
                 .idempotency_key_ttl(Duration::from_secs(idempotency_key_ttl))

@@ -5,6 +5,7 @@ mod agent;
 mod agent_sse;
 mod another_team;
 mod auth_matrix;
+mod client_document;
 mod conformance;
 mod conformance_mock;
 mod conformance_variations;

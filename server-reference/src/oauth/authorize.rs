@@ -137,7 +137,11 @@ async fn check(state: &AppState, params: &AuthorizeParams) -> Result<Checked, Re
     let client_id = params.client_id.as_deref().unwrap_or_default();
     let client = client(state, client_id)
         .await
-        .map_err(Refusal::Failed)?
+        .map_err(|error| match error.error {
+            // A metadata document that describes no client, said on the page.
+            "invalid_client" => Refusal::Page(format!("{}.", error.description)),
+            _ => Refusal::Failed(error),
+        })?
         .ok_or_else(|| Refusal::Page(format!("Unknown client {client_id:?}.")))?;
     let redirect_uri = params.redirect_uri.as_deref().unwrap_or_default();
     if !client

@@ -1,13 +1,15 @@
 //! The OAuth 2.1 authorization server (part 5): authorization code with PKCE (S256 only), the
 //! device authorization grant (RFC 8628), refresh tokens that rotate on use, tokens bound to
-//! exactly one resource (RFC 8707), and public clients that register themselves (RFC 7591). Its errors are OAuth's (`{"error", "error_description"}`),
-//! not the API envelope.
+//! exactly one resource (RFC 8707), and public clients that register themselves (RFC 7591) or
+//! are described by a metadata document at their `https` client id ([`document`]). Its errors
+//! are OAuth's (`{"error", "error_description"}`), not the API envelope.
 //!
 //! There is no real login: the consent and verification pages ask which account to act as, and
 //! that account becomes the token's subject. This is a development server's stand-in for a login.
 
 mod authorize;
 mod device;
+pub mod document;
 mod grant;
 mod html;
 mod register;
@@ -44,39 +46,72 @@ pub fn router() -> axum::Router<AppState> {
         .route(REGISTER_PATH, post(register::register))
 }
 
-/// A client the authorization server knows: configured by the operator, or registered itself.
+/// A client the authorization server knows.
 struct Client {
     id: String,
     redirect_uris: Vec<String>,
-    /// The name a registered client gave itself (empty when it gave none); `None` for a
-    /// configured one.
-    registered_as: Option<String>,
+    source: Source,
+}
+
+/// Where the authorization server learnt of a client.
+enum Source {
+    /// The operator configured it.
+    Configured,
+    /// It registered itself, under the name it gave (empty when none).
+    Registered(String),
+    /// The metadata document at its id describes it, under the name it gives (empty when none).
+    Document(String),
 }
 
 impl Client {
-    /// How the consent page names the client: a registered client by the name it claims, said
-    /// to be its own claim.
+    /// How the consent page names the client: one that described itself by the name it
+    /// claims, said to be its own claim, and one with a document by the host serving it.
     fn label(&self) -> String {
-        match &self.registered_as {
-            None => self.id.clone(),
-            Some(name) if name.is_empty() => format!("{} (registered by itself)", self.id),
-            Some(name) => format!("{name} ({}, registered by itself)", self.id),
+        match &self.source {
+            Source::Configured => self.id.clone(),
+            Source::Registered(name) if name.is_empty() => {
+                format!("{} (registered by itself)", self.id)
+            }
+            Source::Registered(name) => format!("{name} ({}, registered by itself)", self.id),
+            Source::Document(name) => {
+                let host = url::Url::parse(&self.id)
+                    .ok()
+                    .and_then(|url| url.host_str().map(str::to_owned))
+                    .unwrap_or_default();
+                let name = if name.is_empty() { &host } else { name };
+                format!("{name} (described by {host} at {})", self.id)
+            }
         }
     }
 }
 
-/// The client `id`, configured or registered; `None` when neither.
+/// The client `id`: configured, registered or described by its metadata document; `None`
+/// when none of them. A document that describes no client is `invalid_client`, saying why.
 async fn client(state: &AppState, id: &str) -> Result<Option<Client>, OAuthError> {
     if let Some(configured) = state.oauth_client(id) {
         return Ok(Some(Client {
             id: configured.id.clone(),
             redirect_uris: configured.redirect_uris.clone(),
-            registered_as: None,
+            source: Source::Configured,
+        }));
+    }
+    if let Some(documents) = state.client_documents()
+        && document::Documents::names_a_document(id)
+    {
+        let described = documents.describe(id).await.map_err(|why| OAuthError {
+            status: StatusCode::UNAUTHORIZED,
+            error: "invalid_client",
+            description: format!("the client metadata document at {id} {why}"),
+        })?;
+        return Ok(Some(Client {
+            id: id.to_owned(),
+            redirect_uris: described.redirect_uris,
+            source: Source::Document(described.client_name),
         }));
     }
     let registered = state.store().registered_client(id).await?;
     Ok(registered.map(|client| Client {
-        registered_as: Some(client.client_name.unwrap_or_default()),
+        source: Source::Registered(client.client_name.unwrap_or_default()),
         id: client.client_id,
         redirect_uris: client.redirect_uris,
     }))

@@ -29,13 +29,13 @@ const GRANT_TYPES: [&str; 3] = ["authorization_code", "refresh_token", DEVICE_CO
 
 /// The client metadata this server reads (RFC 7591, 2); other members are ignored.
 #[derive(Debug, Deserialize)]
-struct Metadata {
+pub(super) struct Metadata {
     #[serde(default)]
-    redirect_uris: Vec<String>,
+    pub(super) redirect_uris: Vec<String>,
     grant_types: Option<Vec<String>>,
     response_types: Option<Vec<String>>,
     token_endpoint_auth_method: Option<String>,
-    client_name: Option<String>,
+    pub(super) client_name: Option<String>,
 }
 
 pub async fn register(State(state): State<AppState>, body: Bytes) -> Result<Response, OAuthError> {
@@ -78,7 +78,7 @@ pub async fn register(State(state): State<AppState>, body: Bytes) -> Result<Resp
 
 /// The metadata's grant types (`authorization_code` and `refresh_token` when it names none),
 /// once every member this server reads holds.
-fn checked(metadata: &Metadata) -> Result<Vec<String>, OAuthError> {
+pub(super) fn checked(metadata: &Metadata) -> Result<Vec<String>, OAuthError> {
     if let Some(method) = metadata
         .token_endpoint_auth_method
         .as_deref()

@@ -54,6 +54,9 @@ async fn authorization_server(State(state): State<AppState>) -> Json<Value> {
         "token_endpoint_auth_methods_supported": ["none"],
         "authorization_response_iss_parameter_supported": true,
     });
+    if state.config().client_metadata_documents {
+        metadata["client_id_metadata_document_supported"] = true.into();
+    }
     if state.config().client_registration {
         metadata["registration_endpoint"] = format!("{issuer}{}", oauth::REGISTER_PATH).into();
     }

@@ -18,6 +18,7 @@ use crate::auth::token::{self, Grant};
 use crate::config::{Config, OAuthClient};
 use crate::keys::sealer::Sealer;
 use crate::keys::signing::SigningKeys;
+use crate::oauth::document::{Documents, RootsError};
 use crate::pipeline::Pipeline;
 use crate::store::{self, Runner, Store};
 use crate::web::gateway::Gateway;
@@ -38,6 +39,9 @@ pub enum StartError {
     /// The database could not be opened or migrated.
     #[error("opening the store")]
     Store(#[from] store::Error),
+    /// The roots for fetching client metadata documents could not be read.
+    #[error(transparent)]
+    ClientMetadataRoots(#[from] RootsError),
 }
 
 /// Everything handlers share. Cheap to clone. A handler extracts the one service it calls
@@ -98,6 +102,7 @@ struct Inner {
     sessions: Sessions,
     pipeline: Arc<Pipeline>,
     account: Arc<Account>,
+    documents: Option<Documents>,
 }
 
 impl AppState {
@@ -118,6 +123,7 @@ impl AppState {
             path: data_dir.clone(),
             source,
         };
+        let documents = Documents::from_config(&config)?;
         let database = config.database_url.is_none().then_some(store::SQLITE_FILE);
         crate::store::data_dir::prepare(&data_dir, database).map_err(io)?;
         let signing_lifetime = config.access_token_ttl.max(config.build_ttl);
@@ -190,6 +196,7 @@ impl AppState {
             sessions,
             pipeline,
             account,
+            documents,
         }));
         tokio::spawn(maintenance::clean_up(
             Arc::downgrade(&state.0),
@@ -245,6 +252,11 @@ impl AppState {
     /// The address of `resource`'s protected-resource metadata.
     pub fn resource_metadata_url(&self, resource: Resource) -> String {
         resource.metadata_url(self.issuer())
+    }
+
+    /// The fetcher of client metadata documents, when they are on.
+    pub fn client_documents(&self) -> Option<&Documents> {
+        self.0.documents.as_ref()
     }
 
     /// The registered OAuth client `id`.

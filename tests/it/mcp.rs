@@ -332,6 +332,47 @@ async fn an_unknown_tool_is_a_protocol_error_and_arguments_off_the_schema_a_tool
         .await
         .unwrap();
     assert_eq!(expired.status(), 404, "{:?}", expired.text().await);
+
+    // A handshake session ends by DELETE: 204, and the id is then unknown.
+    let post = |body: Value, session: Option<&str>| {
+        let mut request = reqwest::Client::new()
+            .post(Resource::AgentMcp.identifier(server.base_url()))
+            .bearer_auth(&token)
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-06-18")
+            .json(&body);
+        if let Some(session) = session {
+            request = request.header("mcp-session-id", session);
+        }
+        request.send()
+    };
+    let initialize = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": { "protocolVersion": "2025-06-18", "capabilities": {},
+                    "clientInfo": { "name": "probe", "version": "1" } },
+    });
+    let opened = post(initialize, None).await.unwrap();
+    assert_eq!(opened.status(), 200);
+    let session = opened.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let initialized = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
+    assert_eq!(
+        post(initialized, Some(&session)).await.unwrap().status(),
+        202
+    );
+    let ended = reqwest::Client::new()
+        .delete(Resource::AgentMcp.identifier(server.base_url()))
+        .bearer_auth(&token)
+        .header("mcp-protocol-version", "2025-06-18")
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ended.status(), 204);
+    let after = post(list, Some(&session)).await.unwrap();
+    assert_eq!(after.status(), 404, "{:?}", after.text().await);
 }
 
 #[tokio::test]

@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
 """Drives Agent MCP with the official Python MCP SDK (mcp 2.3.0), as a host that was never
-registered: OAuth discovery from the 401, dynamic client registration, authorization code with
-PKCE approved on the consent page by a scripted person, then a scripted model that reads only
-the text content of tool results and runs a transfer turn to completion.
+registered: OAuth discovery from the 401, a client id from a Client ID Metadata Document or from
+dynamic client registration, authorization code with PKCE approved on the consent page by a
+scripted person, then a scripted model that reads only the text content of tool results and runs
+a transfer turn to completion.
 
 Three modes, one after the other, each a fresh host:
-  default      the SDK's default negotiation (server/discover), protocol 2026-07-28: the turn's
+  default      the SDK's default negotiation (server/discover), protocol 2026-07-28, signing in
+               with a Client ID Metadata Document this script serves over HTTPS on localhost
+               (the server must allow that host and trust tests/fixtures/tls/ca.pem): the turn's
                approval is asked through elicitation inside the call (a multi-round-trip input
                request) and the result is `complete`;
-  legacy       the SDK's `initialize` handshake (2025-11-25), declaring elicitation: the server
+  legacy       the SDK's `initialize` handshake (2025-11-25), declaring elicitation, signing in
+               (as legacy-text does) by dynamic client registration: the server
                keeps a session (Mcp-Session-Id), asks the approval with an `elicitation/create`
                request within the call and the result is `complete`; then the client subscribes
                to the chat session's event log (`resources/subscribe`), appends a turn with
@@ -18,16 +22,22 @@ Three modes, one after the other, each a fresh host:
                model resolves it with resolveAction, then reads on with getChatEvents.
 
 Usage: python agent.py BASE_URL        (exit 0 on success, 1 with a message on failure)
+The server runs with `--client-metadata-host localhost --client-metadata-roots
+tests/fixtures/tls/ca.pem`, as .ci/mcp-clients starts it.
 """
 
 from __future__ import annotations
 
 import json
+import ssl
 import sys
+import threading
 import time
 import warnings
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -49,6 +59,9 @@ MODES = ["default", "legacy", "legacy-text"]
 # The resource a handshake client subscribes to: one chat session's event log.
 EVENTS_URI = "intent://sessions/{session}/events"
 NOTIFICATION_SECONDS = 10
+# The modes that sign in with a Client ID Metadata Document; the others register.
+BY_DOCUMENT = {"default"}
+TLS = Path(__file__).resolve().parents[1] / "fixtures" / "tls"
 
 
 class Failure(Exception):
@@ -86,6 +99,50 @@ class MemoryStorage:
 
     async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
         self.client_info = client_info
+
+
+# --- the host's Client ID Metadata Documents -------------------------------------------------
+
+
+class DocumentHost:
+    """Serves each mode's client metadata document at https://localhost:PORT/clients/MODE.json
+    with the test certificate, and counts the fetches of each."""
+
+    def __init__(self) -> None:
+        self.documents: dict[str, dict[str, Any]] = {}
+        self.fetches: dict[str, int] = {}
+        host = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - the standard library's name
+                document = host.documents.get(self.path)
+                body = json.dumps(document).encode() if document else b"{}"
+                host.fetches[self.path] = host.fetches.get(self.path, 0) + 1
+                self.send_response(200 if document else 404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *_: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(TLS / "localhost.pem", TLS / "localhost.key")
+        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def serve(self, mode: str, metadata: OAuthClientMetadata) -> str:
+        """The URL of `mode`'s document, which names that URL as its client_id."""
+        path = f"/clients/{mode}.json"
+        url = f"https://localhost:{self.port}{path}"
+        self.documents[path] = {"client_id": url, **metadata.model_dump(mode="json", exclude_none=True)}
+        return url
+
+    def fetched(self, url: str) -> int:
+        return self.fetches.get(urlsplit(url).path, 0)
 
 
 # --- the scripted person on the consent page ------------------------------------------------
@@ -308,22 +365,25 @@ class Observed:
 # --- one mode -------------------------------------------------------------------------------
 
 
-async def run_mode(base: str, mode: str) -> None:
+async def run_mode(base: str, mode: str, documents: DocumentHost) -> None:
     mcp_url = f"{base}/v1/agent/mcp"
     account = f"ci-{mode}"
     storage = MemoryStorage()
     person = Person(mode=mode, account=account)
     trace = Trace(mcp_url=mcp_url)
+    metadata = OAuthClientMetadata(
+        client_name=f"mcp-python-sdk-ci-{mode}",
+        redirect_uris=[REDIRECT_URI],
+        grant_types=["authorization_code", "refresh_token"],
+        response_types=["code"],
+        token_endpoint_auth_method="none",
+        scope=" ".join(SCOPES),
+    )
+    document_url = documents.serve(mode, metadata) if mode in BY_DOCUMENT else None
     provider = OAuthClientProvider(
         server_url=mcp_url,
-        client_metadata=OAuthClientMetadata(
-            client_name=f"mcp-python-sdk-ci-{mode}",
-            redirect_uris=[REDIRECT_URI],
-            grant_types=["authorization_code", "refresh_token"],
-            response_types=["code"],
-            token_endpoint_auth_method="none",
-            scope=" ".join(SCOPES),
-        ),
+        client_metadata=metadata,
+        client_metadata_url=document_url,
         storage=storage,
         redirect_handler=person.redirect_handler,
         callback_handler=person.callback_handler,
@@ -345,12 +405,14 @@ async def run_mode(base: str, mode: str) -> None:
     )
     try:
         async with http, client:
-            # 1. Signed in through the provider: 401, metadata, registration, code, token.
+            # 1. Signed in through the provider: 401, metadata, a client id (the document's URL,
+            # or registration), code, token.
+            register = "/api/auth/oauth2/register"
             for method, path, status in [
                 ("POST", "/v1/agent/mcp", 401),
                 ("GET", "/.well-known/oauth-protected-resource/v1/agent/mcp", 200),
                 ("GET", "/.well-known/oauth-authorization-server", 200),
-                ("POST", "/api/auth/oauth2/register", 201),
+                *([] if document_url else [("POST", register, 201)]),
                 ("POST", "/api/auth/oauth2/token", 200),
             ]:
                 check(
@@ -358,11 +420,19 @@ async def run_mode(base: str, mode: str) -> None:
                     f"the sign-in did not go {method} {path} -> {status}: {trace.entries} {trace.errors}",
                 )
             registered = storage.client_info
-            check(registered is not None, "no client was registered")
+            check(registered is not None, "the provider holds no client")
             check(
                 registered.token_endpoint_auth_method == "none",
                 f"registered as {registered.token_endpoint_auth_method!r}, not a public client",
             )
+            if document_url:
+                check(not trace.saw("POST", register), f"the document's host registered too: {trace.entries}")
+                check(registered.client_id == document_url, f"the client id is {registered.client_id!r}")
+                check(person.asked_for.get("client_id") == document_url, f"authorize client: {person.asked_for}")
+                check(documents.fetched(document_url) >= 1, "the server never fetched the document")
+                client_id = f"the document at {document_url} (fetched {documents.fetched(document_url)}x)"
+            else:
+                client_id = f"registered {registered.client_id}"
             check(person.asked_for.get("resource") == mcp_url, f"authorize resource: {person.asked_for}")
             check(
                 set(person.asked_for.get("scope", "").split()) == set(SCOPES),
@@ -374,7 +444,7 @@ async def run_mode(base: str, mode: str) -> None:
             check(set(SCOPES) <= set((tokens.scope or "").split()), f"granted scope: {tokens.scope!r}")
             step(
                 mode,
-                f"signed in: 401 -> resource metadata -> AS metadata -> registered {registered.client_id} "
+                f"signed in: 401 -> resource metadata -> AS metadata -> {client_id} "
                 f"-> code+PKCE (S256, resource={mcp_url}) -> token with scope {tokens.scope!r}",
             )
 
@@ -463,8 +533,10 @@ async def run_mode(base: str, mode: str) -> None:
             check(not trace.errors, f"error answers during the run: {trace.errors}")
             check(not observed.stream_errors, f"the transport reported faults: {observed.stream_errors}")
         if handshake:
-            # Leaving the client ends the session with a DELETE; said here, not checked.
+            # Leaving the client ends the session with a DELETE, which the SDK takes as done on
+            # 200 or 204 only.
             ended = [s for m, p, s in trace.entries if m == "DELETE" and p == urlsplit(mcp_url).path]
+            check(ended in ([200], [204]), f"the session's DELETE answered {ended}")
             step(mode, f"session ended: DELETE -> {ended}")
     except Exception as error:
         # A check of ours, though the SDK's task groups may have wrapped it in a group.
@@ -608,10 +680,11 @@ def describe(error: BaseException) -> str:
 
 
 async def main(base: str) -> None:
+    documents = DocumentHost()
     for mode in MODES:
         started = time.monotonic()
         with anyio.fail_after(MODE_TIMEOUT_SECONDS):
-            await run_mode(base, mode)
+            await run_mode(base, mode, documents)
         step(mode, f"passed in {time.monotonic() - started:.1f} s")
 
 

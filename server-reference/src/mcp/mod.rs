@@ -18,6 +18,10 @@ mod tools;
 use std::sync::{Arc, LazyLock};
 
 use axum::Router;
+use axum::extract::Request;
+use axum::http::{Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::Response;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 
@@ -52,7 +56,18 @@ pub fn router(state: &AppState, api: &Router) -> Router {
         );
         router = router.route_service(resource.path(), service);
     }
-    router
+    router.layer(axum::middleware::from_fn(ended_session))
+}
+
+/// A session ended by DELETE is answered 204 No Content: it has ended, nothing is pending (rmcp
+/// says 202, which clients that expect 200 or 204, the Python SDK's among them, report).
+async fn ended_session(request: Request, next: Next) -> Response {
+    let deleting = request.method() == Method::DELETE;
+    let mut response = next.run(request).await;
+    if deleting && response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::NO_CONTENT;
+    }
+    response
 }
 
 /// The tools of the operations of resource `name` (`agent` or `pipeline`).

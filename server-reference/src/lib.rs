@@ -15,6 +15,7 @@ pub mod auth;
 mod clock;
 pub mod config;
 pub mod error;
+mod fetch;
 pub mod ids;
 mod interface;
 mod json;

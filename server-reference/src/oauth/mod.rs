@@ -9,7 +9,7 @@
 
 mod authorize;
 mod device;
-pub mod document;
+mod document;
 mod grant;
 mod html;
 mod register;
@@ -95,14 +95,16 @@ async fn client(state: &AppState, id: &str) -> Result<Option<Client>, OAuthError
             source: Source::Configured,
         }));
     }
-    if let Some(documents) = state.client_documents()
-        && document::Documents::names_a_document(id)
+    if let Some(fetcher) = state.client_documents()
+        && document::names_a_document(id)
     {
-        let described = documents.describe(id).await.map_err(|why| OAuthError {
-            status: StatusCode::UNAUTHORIZED,
-            error: "invalid_client",
-            description: format!("the client metadata document at {id} {why}"),
-        })?;
+        let described = document::describe(fetcher, id)
+            .await
+            .map_err(|why| OAuthError {
+                status: StatusCode::UNAUTHORIZED,
+                error: "invalid_client",
+                description: format!("the client metadata document at {id} {why}"),
+            })?;
         return Ok(Some(Client {
             id: id.to_owned(),
             redirect_uris: described.redirect_uris,

@@ -16,9 +16,9 @@ use crate::auth::rate::RateLimits;
 use crate::auth::resource::Resource;
 use crate::auth::token::{self, Grant};
 use crate::config::{Config, OAuthClient};
+use crate::fetch::{Fetcher, RootsError};
 use crate::keys::sealer::Sealer;
 use crate::keys::signing::SigningKeys;
-use crate::oauth::document::{Documents, RootsError};
 use crate::pipeline::Pipeline;
 use crate::store::{self, Runner, Store};
 use crate::web::gateway::Gateway;
@@ -102,7 +102,7 @@ struct Inner {
     sessions: Sessions,
     pipeline: Arc<Pipeline>,
     account: Arc<Account>,
-    documents: Option<Documents>,
+    documents: Option<Fetcher>,
 }
 
 impl AppState {
@@ -123,7 +123,7 @@ impl AppState {
             path: data_dir.clone(),
             source,
         };
-        let documents = Documents::from_config(&config)?;
+        let documents = Fetcher::from_config(&config)?;
         let database = config.database_url.is_none().then_some(store::SQLITE_FILE);
         crate::store::data_dir::prepare(&data_dir, database).map_err(io)?;
         let signing_lifetime = config.access_token_ttl.max(config.build_ttl);
@@ -255,7 +255,7 @@ impl AppState {
     }
 
     /// The fetcher of client metadata documents, when they are on.
-    pub fn client_documents(&self) -> Option<&Documents> {
+    pub fn client_documents(&self) -> Option<&Fetcher> {
         self.0.documents.as_ref()
     }
 

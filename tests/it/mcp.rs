@@ -333,11 +333,13 @@ async fn an_unknown_tool_is_a_protocol_error_and_arguments_off_the_schema_a_tool
         .unwrap();
     assert_eq!(expired.status(), 404, "{:?}", expired.text().await);
 
-    // A handshake session ends by DELETE: 204, and the id is then unknown.
-    let post = |body: Value, session: Option<&str>| {
+    // A handshake session is its opener's: another account naming it is told it ended. It ends
+    // by DELETE: 204, and the id is then unknown.
+    let other = server.token("bob", Resource::AgentMcp, &scopes);
+    let post_as = |token: &str, body: Value, session: Option<&str>| {
         let mut request = reqwest::Client::new()
             .post(Resource::AgentMcp.identifier(server.base_url()))
-            .bearer_auth(&token)
+            .bearer_auth(token)
             .header("accept", "application/json, text/event-stream")
             .header("mcp-protocol-version", "2025-06-18")
             .json(&body);
@@ -346,6 +348,7 @@ async fn an_unknown_tool_is_a_protocol_error_and_arguments_off_the_schema_a_tool
         }
         request.send()
     };
+    let post = |body: Value, session: Option<&str>| post_as(&token, body, session);
     let initialize = json!({
         "jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": { "protocolVersion": "2025-06-18", "capabilities": {},
@@ -362,6 +365,10 @@ async fn an_unknown_tool_is_a_protocol_error_and_arguments_off_the_schema_a_tool
         post(initialized, Some(&session)).await.unwrap().status(),
         202
     );
+    let borrowed = post_as(&other, list.clone(), Some(&session)).await.unwrap();
+    assert_eq!(borrowed.status(), 404, "another account's session");
+    let owned = post(list.clone(), Some(&session)).await.unwrap();
+    assert_eq!(owned.status(), 200, "{:?}", owned.text().await);
     let ended = reqwest::Client::new()
         .delete(Resource::AgentMcp.identifier(server.base_url()))
         .bearer_auth(&token)

@@ -9,6 +9,7 @@
 
 mod api;
 mod events;
+mod owners;
 mod portable;
 mod result;
 mod run_turn;
@@ -18,10 +19,6 @@ mod tools;
 use std::sync::{Arc, LazyLock};
 
 use axum::Router;
-use axum::extract::Request;
-use axum::http::{Method, StatusCode};
-use axum::middleware::Next;
-use axum::response::Response;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 
@@ -56,18 +53,8 @@ pub fn router(state: &AppState, api: &Router) -> Router {
         );
         router = router.route_service(resource.path(), service);
     }
-    router.layer(axum::middleware::from_fn(ended_session))
-}
-
-/// A session ended by DELETE is answered 204 No Content: it has ended, nothing is pending (rmcp
-/// says 202, which clients that expect 200 or 204, the Python SDK's among them, report).
-async fn ended_session(request: Request, next: Next) -> Response {
-    let deleting = request.method() == Method::DELETE;
-    let mut response = next.run(request).await;
-    if deleting && response.status() == StatusCode::ACCEPTED {
-        *response.status_mut() = StatusCode::NO_CONTENT;
-    }
-    response
+    let owners = Arc::new(owners::Owners::default());
+    router.layer(axum::middleware::from_fn_with_state(owners, owners::guard))
 }
 
 /// The tools of the operations of resource `name` (`agent` or `pipeline`).

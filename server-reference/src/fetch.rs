@@ -131,6 +131,12 @@ impl Fetcher {
         if essence != "application/json" && !essence.ends_with("+json") {
             return Err(format!("answered {kind:?}, not application/json"));
         }
+        if response
+            .content_length()
+            .is_some_and(|length| length > MAX_BYTES as u64)
+        {
+            return Err(format!("is larger than {MAX_BYTES} bytes"));
+        }
         let mut body = Vec::new();
         while let Some(chunk) = response
             .chunk()
@@ -161,7 +167,10 @@ fn literal(url: &Url) -> Option<IpAddr> {
 }
 
 /// Whether `ip` is an address of the public internet: not loopback, private, link-local,
-/// shared, documentation, benchmarking, multicast, reserved or unspecified.
+/// shared, documentation, benchmarking, multicast, reserved or unspecified. An IPv6 address is
+/// public only within global unicast (2000::/3), outside the IETF's special blocks there and
+/// the transition prefixes that can embed an IPv4 address (6to4, Teredo); NAT64's 64:ff9b::/96
+/// and the IPv4-compatible ::/96 lie outside 2000::/3.
 fn public(ip: IpAddr) -> bool {
     match ip.to_canonical() {
         IpAddr::V4(ip) => {
@@ -180,13 +189,14 @@ fn public(ip: IpAddr) -> bool {
                 || (a == 198 && (18..20).contains(&b)))
         }
         IpAddr::V6(ip) => {
-            let first = ip.segments()[0];
-            !(ip.is_loopback()
-                || ip.is_unspecified()
-                || ip.is_multicast()
-                || (first & 0xfe00) == 0xfc00
-                || (first & 0xffc0) == 0xfe80
-                || first == 0x2001 && ip.segments()[1] == 0x0db8)
+            let [first, second, ..] = ip.segments();
+            let global_unicast = (first & 0xe000) == 0x2000;
+            // 2001::/23 (Teredo among them) and 2001:db8::/32 (documentation); 6to4; 3fff::/20
+            // (documentation).
+            let special = (first == 0x2001 && (second < 0x0200 || second == 0x0db8))
+                || first == 0x2002
+                || first == 0x3fff;
+            global_unicast && !special
         }
     }
 }
@@ -220,10 +230,10 @@ impl Resolve for Guarded {
                 .filter(|address| allowed || public(address.ip()))
                 .collect();
             if permitted.is_empty() {
-                let found: Vec<IpAddr> = found.iter().map(SocketAddr::ip).collect();
+                // The addresses stay unsaid: the error reaches whoever named the host.
                 return Err(format!(
-                    "{host} resolves to no public address ({found:?}); the operator may allow \
-                     it with --client-metadata-host"
+                    "{host} resolves to no public address; the operator may allow it with \
+                     --client-metadata-host"
                 )
                 .into());
             }
@@ -253,6 +263,16 @@ mod tests {
             "fe80::1",
             "::ffff:127.0.0.1",
             "::",
+            "64:ff9b::a00:5",
+            "64:ff9b:1::1",
+            "::10.0.0.5",
+            "fec0::1",
+            "100::1",
+            "2001::1",
+            "2001:2::1",
+            "2001:db8::1",
+            "2002:a00:5::1",
+            "3fff::1",
         ] {
             assert!(!public(private.parse().unwrap()), "{private}");
         }

@@ -260,6 +260,11 @@ async fn a_document_that_does_not_describe_its_client_is_refused_saying_why() {
     assert_eq!(response.status(), 401);
     let answer: Value = response.json().await.unwrap();
     assert_eq!(answer["error"], "invalid_client", "{answer}");
+    let told = answer["error_description"].as_str().unwrap_or_default();
+    assert!(
+        told.contains("answered 404"),
+        "the token endpoint says why: {answer}"
+    );
 }
 
 #[tokio::test]

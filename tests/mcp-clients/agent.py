@@ -175,11 +175,37 @@ class ConsentForm(HTMLParser):
             self._inside = False
 
 
+async def approve(authorization_url: str, account: str) -> tuple[dict[str, str], str]:
+    """Opens the authorization URL as a browser would (no cookie jar, no redirects followed),
+    approves the consent page as `account`, and returns what the page carried back of the
+    request (its hidden inputs, the CSRF token aside) and the 303's Location."""
+    async with httpx2.AsyncClient(timeout=30, follow_redirects=False) as browser:
+        page = await browser.get(authorization_url)
+        check(page.status_code == 200, f"the authorize page: {page.status_code} {page.text[:500]}")
+        cookie_header = page.headers.get("set-cookie")
+        check(cookie_header, f"the authorize page sets no CSRF cookie: {dict(page.headers)}")
+        cookie = cookie_header.split(";", 1)[0]
+        form = ConsentForm()
+        form.feed(page.text)
+        check(form.forms == 1, f"one POST form on the consent page, found {form.forms}: {page.text[:800]}")
+        check("csrf" in form.inputs, f"the consent form has no csrf field: {form.inputs.keys()}")
+        check(("decision", "approve") in form.buttons, f"no approve button: {form.buttons}")
+        target = authorization_url if not form.action else str(httpx2.URL(authorization_url).join(form.action))
+        data = {**form.inputs, "account": account, "decision": "approve"}
+        answer = await browser.post(target, data=data, headers={"Cookie": cookie})
+    check(answer.status_code == 303, f"approving: {answer.status_code} {answer.text[:500]}")
+    location = answer.headers.get("location", "")
+    query = parse_qs(urlsplit(location).query)
+    check("error" not in query, f"the approval redirected with an error: {location!r}")
+    check(query.get("code"), f"no code in the redirect: {location!r}")
+    return {k: v for k, v in form.inputs.items() if k != "csrf"}, location
+
+
 @dataclass
 class Person:
-    """Supplies the provider's redirect and callback handlers: on the redirect it opens the
-    authorization URL, finds the consent form, approves it as `account` and keeps the code and
-    state of the 303's Location for the callback."""
+    """Supplies the provider's redirect and callback handlers: on the redirect it approves the
+    consent page as `account` and keeps the code and state of the 303's Location for the
+    callback."""
 
     mode: str
     account: str
@@ -187,30 +213,10 @@ class Person:
     result: AuthorizationCodeResult | None = None
 
     async def redirect_handler(self, authorization_url: str) -> None:
-        # A separate client, as a browser would be: no cookie jar, no redirects followed.
-        async with httpx2.AsyncClient(timeout=30, follow_redirects=False) as browser:
-            page = await browser.get(authorization_url)
-            check(page.status_code == 200, f"the authorize page: {page.status_code} {page.text[:500]}")
-            cookie_header = page.headers.get("set-cookie")
-            check(cookie_header, f"the authorize page sets no CSRF cookie: {dict(page.headers)}")
-            cookie = cookie_header.split(";", 1)[0]
-            form = ConsentForm()
-            form.feed(page.text)
-            check(form.forms == 1, f"one POST form on the consent page, found {form.forms}: {page.text[:800]}")
-            check("csrf" in form.inputs, f"the consent form has no csrf field: {form.inputs.keys()}")
-            check(("decision", "approve") in form.buttons, f"no approve button: {form.buttons}")
-            # What the SDK asked for, as the page carries it back.
-            self.asked_for = {k: v for k, v in form.inputs.items() if k != "csrf"}
-            target = authorization_url if not form.action else str(httpx2.URL(authorization_url).join(form.action))
-            data = {**form.inputs, "account": self.account, "decision": "approve"}
-        async with httpx2.AsyncClient(timeout=30, follow_redirects=False) as browser:
-            answer = await browser.post(target, data=data, headers={"Cookie": cookie})
-        check(answer.status_code == 303, f"approving: {answer.status_code} {answer.text[:500]}")
-        location = answer.headers.get("location", "")
+        # What the SDK asked for, as the page carries it back.
+        self.asked_for, location = await approve(authorization_url, self.account)
         check(location.startswith(REDIRECT_URI + "?"), f"the approval redirects elsewhere: {location!r}")
         query = parse_qs(urlsplit(location).query)
-        check("error" not in query, f"the approval redirected with an error: {location!r}")
-        check(query.get("code"), f"no code in the redirect: {location!r}")
         self.result = AuthorizationCodeResult(
             code=query["code"][0],
             state=query.get("state", [None])[0],

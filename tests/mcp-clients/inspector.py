@@ -28,13 +28,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-from agent import TRANSFER, ConsentForm, DocumentHost, Failure, check
+import anyio
+from agent import TRANSFER, DocumentHost, Failure, approve, check
 from mcp.shared.auth import OAuthClientMetadata
 
 ACCOUNT = "ci-inspector"
@@ -48,33 +47,14 @@ def step(text: str) -> None:
 # --- the person, run by the CLI as its browser ----------------------------------------------
 
 
-class NoRedirects(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *_: Any) -> None:
-        return None
-
-
 def browse(url: str) -> None:
-    """Approves the consent page at `url` as ACCOUNT and delivers the code to the callback."""
-    opener = urllib.request.build_opener(NoRedirects)
-    with opener.open(url, timeout=30) as page:
-        cookie = page.headers["set-cookie"].split(";", 1)[0]
-        form = ConsentForm()
-        form.feed(page.read().decode())
-    check("csrf" in form.inputs, f"no consent form at {url}")
-    target = urllib.parse.urljoin(url, form.action or url)
-    data = urllib.parse.urlencode({**form.inputs, "account": ACCOUNT, "decision": "approve"}).encode()
-    request = urllib.request.Request(target, data=data, headers={"Cookie": cookie})
-    try:
-        opener.open(request, timeout=30)
-        raise Failure("the approval did not redirect")
-    except urllib.error.HTTPError as answer:
-        check(answer.code == 303, f"approving: {answer.code} {answer.read()[:500]!r}")
-        location = answer.headers["location"]
-    check("code=" in location, f"the approval redirected without a code: {location}")
+    """Approves the consent page at `url` as ACCOUNT and delivers the code to the CLI's
+    callback listener, as a browser following the redirect would."""
+    asked_for, location = anyio.run(approve, url, ACCOUNT)
     with urllib.request.urlopen(location, timeout=30) as callback:
         check(callback.status == 200, f"the CLI's callback answered {callback.status}")
     with open(os.environ["INSPECTOR_PERSON_LOG"], "a") as log:
-        log.write(json.dumps({"client_id": form.inputs.get("client_id")}) + "\n")
+        log.write(json.dumps({"client_id": asked_for.get("client_id")}) + "\n")
 
 
 # --- the CLI ----------------------------------------------------------------------------------

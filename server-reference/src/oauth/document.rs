@@ -13,11 +13,13 @@ use super::register::{Metadata, checked};
 use crate::fetch::Fetcher;
 
 /// A client a metadata document describes: what the authorization server uses of it.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Described {
     pub redirect_uris: Vec<String>,
     /// The name the document gives (empty when none).
     pub client_name: String,
+    /// The host that served the document.
+    pub host: String,
 }
 
 /// Whether `client_id` names a metadata document (an `https` URL), to be described by it.
@@ -29,7 +31,8 @@ pub fn names_a_document(client_id: &str) -> bool {
 /// the client's developer.
 pub async fn describe(fetcher: &Fetcher, client_id: &str) -> Result<Described, String> {
     let url = document_url(client_id)?;
-    described(client_id, &fetcher.json(&url).await?)
+    let body = fetcher.json(&url).await?;
+    described(client_id, url.host_str().unwrap_or_default(), &body)
 }
 
 /// The members of a document beside the client metadata.
@@ -41,8 +44,8 @@ struct Document {
     metadata: Metadata,
 }
 
-/// The client `body`, the document fetched from `client_id`, describes.
-fn described(client_id: &str, body: &[u8]) -> Result<Described, String> {
+/// The client `body`, the document fetched from `client_id` on `host`, describes.
+fn described(client_id: &str, host: &str, body: &[u8]) -> Result<Described, String> {
     let document: Document =
         serde_json::from_slice(body).map_err(|error| format!("is not client metadata: {error}"))?;
     if document.client_id != client_id {
@@ -58,6 +61,7 @@ fn described(client_id: &str, body: &[u8]) -> Result<Described, String> {
     Ok(Described {
         redirect_uris: document.metadata.redirect_uris,
         client_name: document.metadata.client_name.unwrap_or_default(),
+        host: host.to_owned(),
     })
 }
 
@@ -117,20 +121,21 @@ mod tests {
                 r#"{{"client_id":"{id}","client_name":"App","redirect_uris":["http://127.0.0.1/cb"]{extra}}}"#
             )
         };
-        let app = described(id, document("").as_bytes()).unwrap();
+        let described = |id, body: String| described(id, "app.example", body.as_bytes());
+        let app = described(id, document("")).unwrap();
         assert_eq!(app.client_name, "App");
         assert_eq!(app.redirect_uris, ["http://127.0.0.1/cb"]);
-        let secret = described(id, document(r#","client_secret":"s""#).as_bytes());
+        let secret = described(id, document(r#","client_secret":"s""#));
         assert!(secret.unwrap_err().contains("client_secret"));
-        let other = described("https://app.example/other.json", document("").as_bytes());
+        let other = described("https://app.example/other.json", document(""));
         assert!(other.unwrap_err().contains("not its own URL"));
         let method = described(
             id,
-            document(r#","token_endpoint_auth_method":"client_secret_basic""#).as_bytes(),
+            document(r#","token_endpoint_auth_method":"client_secret_basic""#),
         );
         assert!(method.unwrap_err().contains("token_endpoint_auth_method"));
         let redirect =
             format!(r#"{{"client_id":"{id}","redirect_uris":["http://app.example/cb"]}}"#);
-        assert!(described(id, redirect.as_bytes()).is_err());
+        assert!(described(id, redirect).is_err());
     }
 }

@@ -59,8 +59,9 @@ enum Source {
     Configured,
     /// It registered itself, under the name it gave (empty when none).
     Registered(String),
-    /// The metadata document at its id describes it, under the name it gives (empty when none).
-    Document(String),
+    /// The metadata document at its id, served by `host`, describes it under the name it gives
+    /// (empty when none).
+    Document { name: String, host: String },
 }
 
 impl Client {
@@ -73,12 +74,8 @@ impl Client {
                 format!("{} (registered by itself)", self.id)
             }
             Source::Registered(name) => format!("{name} ({}, registered by itself)", self.id),
-            Source::Document(name) => {
-                let host = url::Url::parse(&self.id)
-                    .ok()
-                    .and_then(|url| url.host_str().map(str::to_owned))
-                    .unwrap_or_default();
-                let name = if name.is_empty() { &host } else { name };
+            Source::Document { name, host } => {
+                let name = if name.is_empty() { host } else { name };
                 format!("{name} (described by {host} at {})", self.id)
             }
         }
@@ -95,7 +92,7 @@ async fn client(state: &AppState, id: &str) -> Result<Option<Client>, OAuthError
             source: Source::Configured,
         }));
     }
-    if let Some(fetcher) = state.client_documents()
+    if let Some(fetcher) = state.client_metadata_fetcher()
         && document::names_a_document(id)
     {
         let described = document::describe(fetcher, id)
@@ -108,7 +105,10 @@ async fn client(state: &AppState, id: &str) -> Result<Option<Client>, OAuthError
         return Ok(Some(Client {
             id: id.to_owned(),
             redirect_uris: described.redirect_uris,
-            source: Source::Document(described.client_name),
+            source: Source::Document {
+                name: described.client_name,
+                host: described.host,
+            },
         }));
     }
     let registered = state.store().registered_client(id).await?;

@@ -102,7 +102,7 @@ struct Inner {
     sessions: Sessions,
     pipeline: Arc<Pipeline>,
     account: Arc<Account>,
-    documents: Option<Fetcher>,
+    fetcher: Option<Fetcher>,
 }
 
 impl AppState {
@@ -123,7 +123,7 @@ impl AppState {
             path: data_dir.clone(),
             source,
         };
-        let documents = Fetcher::from_config(&config)?;
+        let fetcher = Fetcher::from_config(&config)?;
         let database = config.database_url.is_none().then_some(store::SQLITE_FILE);
         crate::store::data_dir::prepare(&data_dir, database).map_err(io)?;
         let signing_lifetime = config.access_token_ttl.max(config.build_ttl);
@@ -196,7 +196,7 @@ impl AppState {
             sessions,
             pipeline,
             account,
-            documents,
+            fetcher,
         }));
         tokio::spawn(maintenance::clean_up(
             Arc::downgrade(&state.0),
@@ -255,8 +255,8 @@ impl AppState {
     }
 
     /// The fetcher of client metadata documents, when they are on.
-    pub fn client_documents(&self) -> Option<&Fetcher> {
-        self.0.documents.as_ref()
+    pub fn client_metadata_fetcher(&self) -> Option<&Fetcher> {
+        self.0.fetcher.as_ref()
     }
 
     /// The registered OAuth client `id`.

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
@@ -25,9 +25,12 @@ pub const TIMEOUT: Duration = Duration::from_secs(5);
 /// The most bodies kept at once; past it, the kept ones are dropped.
 const MAX_KEPT: usize = 1000;
 
-/// The guarded fetcher, with the bodies it fetched lately.
+/// The guarded fetcher, with the bodies it fetched lately. Its HTTP client, which loads the
+/// system's roots, is built at the first fetch rather than at every start; the operator's roots
+/// are read at the start, so that a bad file stops it.
 pub struct Fetcher {
-    http: reqwest::Client,
+    roots: Vec<reqwest::Certificate>,
+    http: OnceLock<Result<reqwest::Client, String>>,
     allowed: Arc<[String]>,
     kept: Mutex<HashMap<Url, Kept>>,
 }
@@ -54,31 +57,39 @@ impl Fetcher {
             .iter()
             .map(|host| host.to_ascii_lowercase())
             .collect();
-        let mut builder = reqwest::Client::builder()
-            .timeout(TIMEOUT)
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .pool_max_idle_per_host(0)
-            .dns_resolver(Guarded(Arc::clone(&allowed)));
-        if let Some(path) = &config.client_metadata_roots {
-            let error = |reason: String| RootsError {
-                path: path.clone(),
-                reason,
-            };
-            let pem = std::fs::read(path).map_err(|e| error(e.to_string()))?;
-            let roots =
-                reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| error(e.to_string()))?;
-            builder = builder.tls_certs_merge(roots);
-        }
-        let http = builder.build().map_err(|e| RootsError {
-            path: config.client_metadata_roots.clone().unwrap_or_default(),
-            reason: e.to_string(),
-        })?;
+        let roots = match &config.client_metadata_roots {
+            None => Vec::new(),
+            Some(path) => {
+                let error = |reason: String| RootsError {
+                    path: path.clone(),
+                    reason,
+                };
+                let pem = std::fs::read(path).map_err(|e| error(e.to_string()))?;
+                reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| error(e.to_string()))?
+            }
+        };
         Ok(Some(Self {
-            http,
+            roots,
+            http: OnceLock::new(),
             allowed,
             kept: Mutex::new(HashMap::new()),
         }))
+    }
+
+    /// The HTTP client: no redirect followed, no proxy, the guarded resolver, the extra roots.
+    fn http(&self) -> Result<&reqwest::Client, String> {
+        let built = self.http.get_or_init(|| {
+            reqwest::Client::builder()
+                .timeout(TIMEOUT)
+                .redirect(reqwest::redirect::Policy::none())
+                .no_proxy()
+                .pool_max_idle_per_host(0)
+                .dns_resolver(Guarded(Arc::clone(&self.allowed)))
+                .tls_certs_merge(self.roots.iter().cloned())
+                .build()
+                .map_err(|error| format!("could not be fetched: {}", causes(&error)))
+        });
+        built.as_ref().map_err(Clone::clone)
     }
 
     /// The JSON body at `url`, fetched unless kept; the error says why there is none, for the
@@ -107,7 +118,7 @@ impl Fetcher {
             return Err(format!("{ip} is not a public address"));
         }
         let mut response = self
-            .http
+            .http()?
             .get(url.clone())
             .header(reqwest::header::ACCEPT, "application/json")
             .send()
@@ -245,6 +256,27 @@ impl Resolve for Guarded {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_roots_file_that_holds_no_certificate_stops_the_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let not_pem = dir.path().join("roots.pem");
+        std::fs::write(&not_pem, "-----BEGIN CERTIFICATE-----\nnot base64\n").unwrap();
+        for path in [dir.path().join("missing.pem"), not_pem] {
+            let mut config = Config::new(dir.path());
+            config.client_metadata_roots = Some(path.clone());
+            let refused = Fetcher::from_config(&config).err().expect("refused");
+            assert!(
+                refused.to_string().contains(&path.display().to_string()),
+                "{refused}"
+            );
+        }
+        assert!(
+            Fetcher::from_config(&Config::new(dir.path()))
+                .unwrap()
+                .is_some()
+        );
+    }
 
     #[test]
     fn only_public_addresses_are_public() {
